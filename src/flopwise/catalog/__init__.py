@@ -1,0 +1,1 @@
+"""Data only: model configs as Hugging Face ships them (`models/`) and the hardware table (`hardware.toml`)."""

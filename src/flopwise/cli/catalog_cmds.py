@@ -1,0 +1,36 @@
+"""`flopwise models` and `flopwise hardware`: the built-in catalogs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flopwise.cli._app import app, console, print_json
+from flopwise.report.catalog_tables import hardware_rows, hardware_table, model_rows, model_table
+from flopwise.specs.hardware import hardware_catalog, load_hardware_file
+
+
+@app.command()
+def models(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The built-in model catalog: ids, aliases, parameter counts and shapes."""
+    rows = model_rows()
+    if json_out:
+        print_json({"models": rows})
+    else:
+        console.print(model_table(rows))
+
+
+@app.command()
+def hardware(
+    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding entries.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """The built-in hardware catalog (plus a user file), with the source of every number."""
+    catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
+    rows = hardware_rows(catalog)
+    if json_out:
+        print_json({"hardware": rows})
+    else:
+        console.print(hardware_table(rows))

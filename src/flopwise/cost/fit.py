@@ -1,0 +1,50 @@
+"""Does a deployment fit, and if not, what would make it fit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from flopwise.cost.memory import memory_plan
+from flopwise.errors import DoesNotFitError
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.hardware import GIB
+from flopwise.specs.precision import weight_format
+
+__all__ = ["require_fit", "fit_suggestions"]
+
+_SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
+
+
+def fit_suggestions(dep: Deployment) -> list[str]:
+    """Cheapest changes that make the weights fit: a larger TP degree, or a smaller weight format."""
+    out: list[str] = []
+    for tp in (2, 4, 8, 16, 32):
+        if tp <= dep.tp or (dep.model.mla is None and dep.model.num_heads % tp):
+            continue
+        if memory_plan(replace(dep, tp=tp)).fits:
+            out.append(f"--tp {tp}")
+            break
+    for name in _SMALLER_FORMATS:
+        wf = weight_format(name)
+        if wf.bits_per_weight < dep.weights.bits_per_weight and memory_plan(replace(dep, weights=wf)).fits:
+            out.append(f"--weights {name}")
+            break
+    if not out and dep.pp == 1:
+        for pp in (2, 4, 8):
+            if memory_plan(replace(dep, pp=pp, tp=max(dep.tp, 8))).fits:
+                out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")
+                break
+    return out
+
+
+def require_fit(dep: Deployment) -> None:
+    plan = memory_plan(dep)
+    if plan.fits:
+        return
+    ideas = fit_suggestions(dep)
+    hint = f" Try {' or '.join(ideas)}." if ideas else " No single GPU count or weight format in reach fits it."
+    raise DoesNotFitError(
+        f"{dep.model.name} ({dep.weights.name}, tp={dep.tp}) does not fit on {dep.hardware.id}: each GPU needs "
+        f"{plan.needed_bytes / GIB:.1f} GiB (weights {plan.weight_bytes / GIB:.1f}, activations "
+        f"{plan.activation_bytes / GIB:.1f}, runtime {plan.runtime_bytes / GIB:.1f}, one KV block) but has "
+        f"{plan.budget_bytes / GIB:.1f} GiB at gpu_memory_utilization={dep.gpu_memory_utilization}.{hint}")

@@ -1,0 +1,99 @@
+"""Memory per GPU and KV-cache capacity, the way vLLM sizes its block pool.
+
+    budget    = device memory * gpu_memory_utilization
+    kv_pool   = budget - weights - peak activations - runtime overhead         (vLLM `determine_num_available_blocks`)
+    blocks    = floor(kv_pool / (block_size * kv bytes per token))
+
+KV bytes per token and GPU = sum over layers of kv elements per token (2·kv_heads·head_dim, or the MLA
+latent) · bytes per element / tp (kv heads replicated when tp > kv_heads; MLA latent replicated).
+A sequence of length s holds ceil(s / block) blocks in full-attention layers and at most
+ceil(window / block) + 1 in sliding-window layers (vLLM's hybrid KV manager frees blocks that leave the
+window).
+Activations: the profile run of `max_num_batched_tokens` tokens keeps about 4·h + 2·intermediate/tp
+elements per token alive (hidden states, residual, gate/up output), plus fp32 logits and sampler buffers for
+`max_num_seqs` rows (2 · rows · vocab · 4 bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from flopwise.cost.layout import layout
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.hardware import GIB
+
+__all__ = ["MemoryPlan", "memory_plan", "blocks_per_sequence", "kv_bytes_for_sequences", "max_sequences"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Per-GPU memory of one deployment. All sizes in bytes."""
+
+    device_bytes: float
+    budget_bytes: float
+    weight_bytes: float
+    activation_bytes: float
+    runtime_bytes: float
+    kv_pool_bytes: float
+    block_bytes: float  # one block of block_size tokens over every layer held by this GPU
+    block_size: int
+
+    @property
+    def fits(self) -> bool:
+        """Weights, activations and runtime fit in the budget with room for at least one KV block."""
+        return self.kv_pool_bytes >= self.block_bytes
+
+    @property
+    def num_blocks(self) -> int:
+        return max(0, int(self.kv_pool_bytes // self.block_bytes))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @property
+    def needed_bytes(self) -> float:
+        return self.weight_bytes + self.activation_bytes + self.runtime_bytes + self.block_bytes
+
+
+def blocks_per_sequence(dep: Deployment, length: int) -> int:
+    """KV blocks (each `block_size` tokens over all layers, as counted in MemoryPlan.block_bytes) that one
+    sequence of `length` tokens holds, with sliding-window layers capped at their window."""
+    bs = dep.block_size
+    full = math.ceil(length / bs)
+    windows = dep.model.layer_windows
+    if all(w is None for w in windows):
+        return full
+    # Mixed layers: express the sequence's bytes in units of whole-model blocks, rounded up.
+    per_layer = [full if w is None else min(full, math.ceil(w / bs) + 1) for w in windows]
+    return math.ceil(sum(per_layer) / len(per_layer))
+
+
+def kv_bytes_for_sequences(dep: Deployment, num_seqs: int, length: int) -> float:
+    return num_seqs * blocks_per_sequence(dep, length) * memory_plan(dep).block_bytes
+
+
+@lru_cache(maxsize=512)
+def memory_plan(dep: Deployment) -> MemoryPlan:
+    lay = layout(dep)
+    hw, m = dep.hardware, dep.model
+    device = hw.memory_bytes
+    budget = device * dep.gpu_memory_utilization
+    inter = max(lay.dense_inter, lay.experts_per_token * lay.expert_inter + lay.shared_inter)
+    act = dep.max_num_batched_tokens * lay.act_bytes * (4 * m.hidden_size + 2 * inter)
+    act += 2 * min(dep.max_num_seqs, dep.max_num_batched_tokens) * m.vocab_size * 4
+    runtime = hw.efficiency.runtime_overhead_gib * GIB
+    layers_here = m.num_layers / dep.pp
+    block = dep.block_size * lay.kv_bytes_per_token_layer * layers_here
+    pool = budget - lay.weight_bytes_per_gpu - act - runtime
+    return MemoryPlan(device_bytes=device, budget_bytes=budget, weight_bytes=lay.weight_bytes_per_gpu,
+                      activation_bytes=act, runtime_bytes=runtime, kv_pool_bytes=max(0.0, pool),
+                      block_bytes=block, block_size=dep.block_size)
+
+
+def max_sequences(dep: Deployment, length: int) -> int:
+    """How many sequences of `length` tokens fit in the KV pool at once (paged, no fragmentation
+    beyond each sequence's last partial block)."""
+    return memory_plan(dep).num_blocks // blocks_per_sequence(dep, length)

@@ -1,0 +1,214 @@
+"""The time of one engine step: the one cost function the estimator, simulator and planner share.
+
+For each operator of each layer (per GPU of the tensor-parallel group):
+
+    compute_s = FLOPs / (peak(dtype) * compute_eff(m))          m = GEMM rows (tokens)
+    memory_s  = bytes / (bandwidth * bandwidth_eff(bytes))      weights + KV + activations
+    time_s    = max(compute_s, memory_s) + kernels * kernel_overhead_s          (roofline, Williams et al. 2009)
+
+plus tensor-parallel all-reduces and pipeline sends (`parallel.py`), and a fixed `step_overhead_s`
+(scheduling, sampling). FLOPs per operator:
+
+- linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
+- attention (flash-style: scores never written to memory): FLOPs = pairs · 4·heads·head_dim
+  (QK^T and PV, 2 FLOPs each per pair and dimension); bytes = cached KV read + new KV written + Q, O;
+  its compute efficiency grows with the query rows sharing one KV head in a tile (new tokens per sequence
+  × heads per KV head: GQA decode kernels such as XQA and FlashInfer pack the group into the M dimension);
+  MLA prefill uses the expanded heads (2·heads·(d_nope + d_rope + d_v) per pair), MLA decode the absorbed
+  latent form (2·heads·(2·kv_lora + d_rope)) as in DeepSeek-V2 §2.1.3 and vLLM's MLA backend;
+- MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
+  experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing;
+- LM head: only the rows that produce a token (2·logits·V·h);
+- norms, residuals and activations: bytes only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flopwise.cost.batch import BatchShape
+from flopwise.cost.layout import Layout, layout
+from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
+from flopwise.specs.deployment import Deployment
+
+__all__ = ["OpCost", "StepCost", "step_cost", "step_time"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One operator summed over the layers it appears in (`count`), per GPU."""
+
+    name: str
+    count: int
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    act_bytes: float
+    comm_bytes: float
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    overhead_s: float
+    time_s: float
+
+    @property
+    def bytes(self) -> float:
+        return self.weight_bytes + self.kv_bytes + self.act_bytes
+
+    @property
+    def bound(self) -> str:
+        """Which roof sets this operator's time."""
+        top = max(self.compute_s, self.memory_s, self.comm_s, self.overhead_s)
+        if top == self.comm_s and self.comm_s > 0:
+            return "communication"
+        if top == self.overhead_s:
+            return "overhead"
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    time_s: float
+    ops: tuple[OpCost, ...]
+    step_overhead_s: float
+
+    def _sum(self, attr: str) -> float:
+        return sum(getattr(o, attr) for o in self.ops)
+
+    @property
+    def flops(self) -> float:
+        return self._sum("flops")
+
+    @property
+    def bytes(self) -> float:
+        return sum(o.bytes for o in self.ops)
+
+    @property
+    def compute_s(self) -> float:
+        return self._sum("compute_s")
+
+    @property
+    def memory_s(self) -> float:
+        return self._sum("memory_s")
+
+    @property
+    def bound(self) -> str:
+        """The roof that accounts for most of the step's time."""
+        share: dict[str, float] = {}
+        for o in self.ops:
+            share[o.bound] = share.get(o.bound, 0.0) + o.time_s
+        share["overhead"] = share.get("overhead", 0.0) + self.step_overhead_s
+        return max(share, key=share.__getitem__)
+
+
+class _Acc:
+    """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
+
+    __slots__ = ("dep", "lay", "prof", "bw", "peak_linear", "peak_attn", "gemm_eff", "detail", "ops", "total")
+
+    def __init__(self, dep: Deployment, lay: Layout, detail: bool):
+        hw = dep.hardware
+        wf = dep.weights
+        self.dep, self.lay, self.prof, self.detail = dep, lay, hw.efficiency, detail
+        self.bw = hw.bandwidth_bytes_per_s
+        wonly = wf.compute in ("fp8", "fp4")
+        linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wonly)
+        self.peak_linear = hw.peak_tflops[linear_dtype] * 1e12
+        self.peak_attn = hw.peak_flops("bf16")
+        weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
+        self.gemm_eff = wf.gemm_efficiency if weight_only else 1.0
+        if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
+            self.gemm_eff = 0.85  # W8A8 / FP4 weights run by a weight-only fallback kernel
+        self.ops: list[OpCost] = []
+        self.total = 0.0
+
+    def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
+            kernels: int, attention: bool = False) -> None:
+        prof = self.prof
+        if flops > 0:
+            if attention:
+                eff = prof.attention_compute_max * m / (m + prof.compute_half_m)
+                compute_s = flops / (self.peak_attn * eff)
+            else:
+                compute_s = flops / (self.peak_linear * prof.compute_eff(m) * self.gemm_eff)
+        else:
+            compute_s = 0.0
+        nbytes = weight_b + kv_b + act_b
+        memory_s = nbytes / (self.bw * prof.bandwidth_eff(nbytes)) if nbytes > 0 else 0.0
+        overhead_s = kernels * prof.kernel_overhead_s
+        t = (compute_s if compute_s > memory_s else memory_s) + overhead_s
+        self.total += count * t
+        if self.detail:
+            self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
+                                   count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
+
+    def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
+        self.total += count * seconds
+        if self.detail and seconds > 0:
+            self.ops.append(OpCost(name, count, 0.0, 0.0, 0.0, 0.0, count * sent, 0.0, 0.0, count * seconds,
+                                   0.0, count * seconds))
+
+
+def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
+    lay = layout(dep)
+    acc = _Acc(dep, lay, detail)
+    T = shape.num_tokens
+    if T == 0:
+        return acc
+    a = lay.act_bytes
+    wbpp = lay.weight_bytes_per_param
+    h = lay.hidden
+    hw = dep.hardware
+
+    acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
+    ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
+    norm_kernels = dep.model.norms_per_layer
+    for g in lay.groups:
+        n = g.count
+        acc.add("qkv_o_proj", n, 2 * T * lay.attn_params, T, lay.attn_params * wbpp, 0.0,
+                T * lay.attn_act_elems * a, 2)
+        work = shape.attention[g.window]
+        pairs_flops = work.prefill_pairs * lay.pair_flops_prefill + work.decode_pairs * lay.pair_flops_decode
+        kv_b = (work.prefill_kv_read + work.decode_kv_read + T) * lay.kv_bytes_per_token_layer
+        acc.add("attention", n, pairs_flops, T / shape.num_seqs * lay.q_per_kv, 0.0, kv_b,
+                T * lay.q_out_elems * a, 2, attention=True)
+        if g.is_moe:
+            E, k = lay.num_experts, lay.experts_per_token
+            touched = E * (1.0 - (1.0 - k / E) ** T)
+            rows_per_expert = T * k / touched
+            acc.add("moe_experts", n, 2 * T * k * lay.expert_params, rows_per_expert,
+                    touched * lay.expert_params * wbpp + lay.router_params * wbpp, 0.0,
+                    T * a * (2 * h + 3 * k * lay.expert_inter), 4)
+            if lay.shared_params:
+                acc.add("shared_experts", n, 2 * T * lay.shared_params, T, lay.shared_params * wbpp, 0.0,
+                        T * a * (2 * h + 3 * lay.shared_inter), 2)
+        else:
+            acc.add("mlp", n, 2 * T * lay.dense_mlp_params, T, lay.dense_mlp_params * wbpp, 0.0,
+                    T * a * (2 * h + 3 * lay.dense_inter), 2)
+        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * norm_kernels, norm_kernels)
+        acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
+    if dep.pp > 1:
+        acc.add_comm("pp_send", dep.pp - 1, p2p_time(hw, T * h * a), T * h * a)
+    L = shape.num_logits
+    if L:
+        acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
+                L * (h * a + lay.vocab_per_gpu * 4), 1)
+        s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
+        acc.add_comm("logits_gather", 1, s, sent)
+    return acc
+
+
+def step_time(dep: Deployment, shape: BatchShape) -> float:
+    """Seconds for one engine step (fast path: no breakdown)."""
+    return _run(dep, shape, False).total + dep.hardware.efficiency.step_overhead_s
+
+
+def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
+    """Seconds for one engine step with its per-operator breakdown."""
+    acc = _run(dep, shape, True)
+    ovh = dep.hardware.efficiency.step_overhead_s
+    return StepCost(time_s=acc.total + ovh, ops=tuple(acc.ops), step_overhead_s=ovh)

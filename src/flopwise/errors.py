@@ -1,0 +1,74 @@
+"""One exception family for everything a user can get wrong.
+
+    FlopwiseError
+    ├── SpecError               a spec could not be built
+    │   ├── ModelConfigError    config.json malformed, missing a field, unknown architecture
+    │   ├── UnknownModelError   not a file, directory or catalog id
+    │   ├── UnknownHardwareError
+    │   ├── PrecisionError      unknown weight/KV format, or one the hardware cannot run
+    │   └── WorkloadError       bad lengths, rates, SLA strings, traces
+    ├── DoesNotFitError         the deployment's weights (or one sequence) exceed memory
+    └── InfeasibleError         no configuration can meet the request (e.g. an impossible SLA)
+
+Every message says what was wrong and how to fix it; the CLI prints it as one line and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "FlopwiseError",
+    "SpecError",
+    "ModelConfigError",
+    "UnknownModelError",
+    "UnknownHardwareError",
+    "PrecisionError",
+    "WorkloadError",
+    "DoesNotFitError",
+    "InfeasibleError",
+    "suggest",
+]
+
+
+class FlopwiseError(Exception):
+    """Base class: a problem with the user's input, explained."""
+
+
+class SpecError(FlopwiseError):
+    pass
+
+
+class ModelConfigError(SpecError):
+    pass
+
+
+class UnknownModelError(SpecError):
+    pass
+
+
+class UnknownHardwareError(SpecError):
+    pass
+
+
+class PrecisionError(SpecError):
+    pass
+
+
+class WorkloadError(SpecError):
+    pass
+
+
+class DoesNotFitError(FlopwiseError):
+    pass
+
+
+class InfeasibleError(FlopwiseError):
+    pass
+
+
+def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """' Did you mean: a, b?' for the closest names, or '' when nothing is close."""
+    close = difflib.get_close_matches(name.lower(), list(choices), n=n, cutoff=0.5)
+    return f" Did you mean: {', '.join(close)}?" if close else ""

@@ -1,0 +1,65 @@
+"""Tables of the model and hardware catalogs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from flopwise.specs.hardware import HardwareSpec
+from flopwise.specs.model_catalog import get_model, model_catalog
+
+
+def model_rows() -> list[dict[str, Any]]:
+    rows = []
+    for entry in model_catalog():
+        m = get_model(entry.id)
+        attn = "MLA" if m.mla else f"{m.num_heads}/{m.num_kv_heads}"
+        rows.append({
+            "id": entry.id, "aliases": list(entry.aliases), "also": list(entry.also), "family": m.family,
+            "params_b": round(m.total_params / 1e9, 3), "active_params_b": round(m.active_params / 1e9, 3),
+            "published_params_b": entry.published_params_b, "layers": m.num_layers, "hidden": m.hidden_size,
+            "heads_q_kv": attn, "head_dim": m.head_dim, "vocab": m.vocab_size,
+            "moe": f"{m.moe.num_experts}x top-{m.moe.experts_per_token}" if m.moe else None,
+            "sliding_window_layers": sum(w is not None for w in m.layer_windows),
+            "kv_bytes_per_token_bf16": m.kv_elements_per_token * 2, "source": entry.source,
+        })
+    return rows
+
+
+def model_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="flopwise model catalog", show_lines=False)
+    for col in ("id", "alias", "params", "active", "layers", "hidden", "heads q/kv", "KV B/token (bf16)", "MoE"):
+        t.add_column(col, justify="right" if col not in ("id", "alias", "MoE") else "left")
+    for r in rows:
+        t.add_row(r["id"], ", ".join(r["aliases"]), f"{r['params_b']:.2f}B", f"{r['active_params_b']:.2f}B",
+                  str(r["layers"]), str(r["hidden"]), r["heads_q_kv"], f"{r['kv_bytes_per_token_bf16']:,}",
+                  r["moe"] or "")
+    return t
+
+
+def hardware_rows(catalog: dict[str, HardwareSpec]) -> list[dict[str, Any]]:
+    return [{
+        "id": hw.id, "name": hw.name, "vendor": hw.vendor, "kind": hw.kind, "memory_gib": hw.memory_gib,
+        "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "peak_tflops": dict(hw.peak_tflops),
+        "interconnect": hw.interconnect, "interconnect_gbs": hw.interconnect_gbs, "tdp_w": hw.tdp_w,
+        "price_per_hour_usd": hw.price_per_hour_usd, "sources": dict(hw.sources),
+    } for hw in catalog.values()]
+
+
+def hardware_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="flopwise hardware catalog (dense peaks)")
+    for col in ("id", "name", "GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "link GB/s", "$/h", "source"):
+        t.add_column(col, justify="left" if col in ("id", "name", "source") else "right",
+                     overflow="fold", max_width=40 if col == "source" else None)
+
+    def f(x: float | None) -> str:
+        return "-" if not x else f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+    for r in rows:
+        p = r["peak_tflops"]
+        t.add_row(r["id"], r["name"], f(r["memory_gib"]), f(r["memory_bandwidth_gbs"]), f(p.get("bf16") or p.get("fp16")),
+                  f(p.get("fp8")), f(p.get("int8")), f(p.get("fp4")), f(r["interconnect_gbs"]),
+                  f"{r['price_per_hour_usd']:.2f}" if r["price_per_hour_usd"] else "-",
+                  r["sources"].get("compute", ""))
+    return t

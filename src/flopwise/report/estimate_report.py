@@ -1,0 +1,56 @@
+"""Terminal report of an Estimate: memory, prefill vs decode side by side, and the compute/memory gap."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from flopwise.estimate import Estimate
+from flopwise.report.units import fmt_bytes, fmt_flops, fmt_s
+
+
+def render_estimate(console: Console, r: Estimate) -> None:
+    d = r.to_dict()
+    dep = r.deployment
+    console.print(f"[bold]{dep.model.summary()}[/]")
+    console.print(f"on {dep.num_gpus} x {dep.hardware.name} (tp={dep.tp}, pp={dep.pp}, replicas={dep.replicas}), "
+                  f"weights {dep.weights.name}, KV {dep.kv.name}; batch {r.batch} x "
+                  f"({r.input_len} in, {r.output_len} out)")
+
+    mem = d["memory"]
+    mt = Table(title="Memory per GPU (GiB)")
+    for c in ("device", "budget", "weights", "activations", "runtime", "KV pool", "KV for batch", "free"):
+        mt.add_column(c, justify="right")
+    mt.add_row(*(f"{mem[k]:.2f}" for k in ("device_gib", "budget_gib", "weights_gib", "activations_gib",
+                                           "runtime_gib", "kv_pool_gib", "kv_cache_gib", "free_gib")))
+    console.print(mt)
+    console.print(f"KV cache: {mem['kv_bytes_per_token']:,.0f} bytes/token/GPU, capacity "
+                  f"{mem['kv_capacity_tokens']:,} tokens -> max batch {r.max_batch} at "
+                  f"{r.input_len + r.output_len} tokens" + ("" if r.batch_fits else
+                  f"  [bold red](batch {r.batch} does not fit)[/]"))
+
+    pt = Table(title="One step of each phase (per GPU)")
+    pt.add_column("")
+    pt.add_column("prefill (whole batch)", justify="right")
+    pt.add_column("decode (mean context)", justify="right")
+    p, q = r.prefill.step, r.decode.step
+    pt.add_row("FLOPs", fmt_flops(p.flops), fmt_flops(q.flops))
+    pt.add_row("bytes moved", fmt_bytes(p.bytes), fmt_bytes(q.bytes))
+    pt.add_row("arithmetic intensity", f"{d['prefill']['arithmetic_intensity']:.1f} FLOP/B",
+               f"{d['decode']['arithmetic_intensity']:.1f} FLOP/B")
+    pt.add_row("compute time at peak", fmt_s(p.compute_s), fmt_s(q.compute_s))
+    pt.add_row("memory time at peak", fmt_s(p.memory_s), fmt_s(q.memory_s))
+    pt.add_row("step time", fmt_s(p.time_s), fmt_s(q.time_s))
+    pt.add_row("binding roof", p.bound, q.bound)
+    console.print(pt)
+    gap = q.memory_s / q.compute_s if q.compute_s else float("inf")
+    console.print(f"A decode step needs {fmt_s(q.compute_s)} of compute but {fmt_s(q.memory_s)} of memory "
+                  f"traffic: {gap:,.0f}x apart. Batching more requests raises the FLOPs per byte.")
+
+    rt = Table(title="Results")
+    for c in ("TTFT", "TPOT", "E2E", "output tok/s", "per GPU", "prefill tok/s", "tok/s per user", "MFU", "MBU"):
+        rt.add_column(c, justify="right")
+    rt.add_row(f"{r.ttft_ms:.1f} ms", f"{r.tpot_ms:.2f} ms", f"{r.e2e_ms / 1e3:.2f} s", f"{r.output_tokens_per_s:,.0f}",
+               f"{r.output_tokens_per_s_per_gpu:,.0f}", f"{r.prefill_tokens_per_s:,.0f}",
+               f"{r.decode_tokens_per_s_per_user:.1f}", f"{r.mfu:.1%}", f"{r.mbu:.1%}")
+    console.print(rt)

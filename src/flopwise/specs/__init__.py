@@ -1,0 +1,1 @@
+"""Typed, validated, immutable descriptions of what flopwise reasons about."""

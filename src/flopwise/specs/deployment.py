@@ -1,0 +1,85 @@
+"""A deployment: a model on hardware, with parallelism, number formats and engine knobs. Immutable.
+
+`num_gpus = tp * pp * replicas`. Engine knob names and defaults follow vLLM (`--gpu-memory-utilization 0.9`,
+`--block-size 16`, `--max-num-seqs`, `--max-num-batched-tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flopwise.errors import PrecisionError, SpecError
+from flopwise.specs.hardware import HardwareSpec
+from flopwise.specs.model import ModelSpec
+from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_format
+
+__all__ = ["Deployment", "make_deployment"]
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    model: ModelSpec
+    hardware: HardwareSpec
+    weights: WeightFormat
+    kv: KVFormat
+    tp: int = 1
+    pp: int = 1
+    replicas: int = 1
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "replicas", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise SpecError(f"{name} must be a positive integer, got {v!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise SpecError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        m = self.model
+        if m.mla is None and m.num_heads % self.tp:
+            raise SpecError(f"tp={self.tp} does not divide {m.name}'s {m.num_heads} attention heads; "
+                            f"choose a divisor of {m.num_heads}")
+        if self.pp > m.num_layers:
+            raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
+        object.__setattr__(self, "_hash", hash((m, self.hardware, self.weights, self.kv, self.tp, self.pp,
+                                                 self.replicas, self.gpu_memory_utilization, self.block_size,
+                                                 self.max_num_seqs, self.max_num_batched_tokens)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.replicas
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+
+def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
+                    kv: str | None = None, tp: int = 1, pp: int = 1, num_gpus: int | None = None,
+                    replicas: int | None = None, **knobs: int | float) -> Deployment:
+    """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
+    the number of replicas. Weight format defaults to bf16 (fp16 on chips without bf16); KV follows the
+    16-bit activation dtype unless given."""
+    default16 = "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
+    wf = weight_format(weights or default16)
+    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16))
+    group = tp * pp
+    if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
+        raise SpecError(f"num_gpus={num_gpus} disagrees with tp*pp*replicas={group * replicas}")
+    if replicas is None:
+        if num_gpus is None:
+            replicas = 1
+        elif num_gpus < group or num_gpus % group:
+            raise SpecError(f"num_gpus={num_gpus} must be a positive multiple of tp*pp={group}")
+        else:
+            replicas = num_gpus // group
+    if kf.bytes_per_element > 2 and wf.name != "fp32":
+        raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
+    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, tp=tp, pp=pp, replicas=replicas,
+                      **knobs)  # type: ignore[arg-type]

@@ -1,0 +1,220 @@
+"""Hardware: peak compute per dtype, memory, interconnect, price, and how close real kernels get to peak.
+
+The catalog (`catalog/hardware.toml`) holds datasheet numbers with their sources; users add or override
+entries with their own TOML or YAML file of the same shape (`load_hardware_file`).
+
+Efficiency (`EfficiencyProfile`) turns peaks into achievable rates:
+    compute_eff(m)   = compute_max   * m / (m + compute_half_m)         m = rows (tokens) of a GEMM
+    bandwidth_eff(b) = bandwidth_max * b / (b + bandwidth_half_bytes)   b = bytes one kernel streams
+so a batch-1 GEMV or a 4 KB KV read does not get peak, and a 4096-token prefill GEMM gets close to
+`compute_max`. `kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a
+few microseconds), `step_overhead_s` the per-engine-step cost outside kernels (scheduling, sampling, detokenize).
+Defaults by kind are fitted to `benchmarks/data/measured-dev.csv` (see `benchmarks/accuracy.py`); the
+calibrate command fits them per machine.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from flopwise.errors import SpecError, UnknownHardwareError, suggest
+
+__all__ = ["EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware", "load_hardware_file"]
+
+GIB = 2**30
+
+# Fallback order when a chip has no native peak for a dtype: the kernel runs in the next one.
+_DTYPE_FALLBACK = {
+    "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
+    "fp8": ("fp8", "bf16", "fp16", "fp32"),
+    "int8": ("int8", "bf16", "fp16", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    "fp32": ("fp32",),
+}
+# fp4 and fp8 weights on a chip without that math run as weight-only kernels multiplying in 16-bit
+# (Marlin FP8 / FP4 on Ampere and Hopper); they never use the int8 or fp32 path.
+_WEIGHT_ONLY_FALLBACK = {"fp4": ("fp4", "bf16", "fp16", "fp32"), "fp8": ("fp8", "bf16", "fp16", "fp32")}
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyProfile:
+    """Fraction of peak real kernels reach, by problem size, plus fixed overheads (see module docstring)."""
+
+    compute_max: float = 0.70
+    compute_half_m: float = 24.0
+    attention_compute_max: float = 0.55
+    bandwidth_max: float = 0.85
+    bandwidth_half_bytes: float = 2.0e6
+    kernel_overhead_s: float = 4.0e-6
+    step_overhead_s: float = 2.0e-4
+    runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
+    source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv"
+
+    def __post_init__(self) -> None:
+        for name in ("compute_max", "attention_compute_max", "bandwidth_max"):
+            v = getattr(self, name)
+            if not 0 < v <= 1:
+                raise SpecError(f"efficiency {name} must be in (0, 1], got {v}")
+        for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
+                     "runtime_overhead_gib"):
+            if getattr(self, name) < 0:
+                raise SpecError(f"efficiency {name} must be >= 0, got {getattr(self, name)}")
+
+    def compute_eff(self, m: float) -> float:
+        return self.compute_max * m / (m + self.compute_half_m)
+
+    def bandwidth_eff(self, nbytes: float) -> float:
+        return self.bandwidth_max * nbytes / (nbytes + self.bandwidth_half_bytes)
+
+
+DEFAULT_EFFICIENCY = {
+    "gpu": EfficiencyProfile(),
+    "soc": EfficiencyProfile(compute_max=0.55, bandwidth_max=0.70, kernel_overhead_s=1.0e-5,
+                             step_overhead_s=1.0e-3, runtime_overhead_gib=2.0,
+                             source="default SoC profile (Apple / Jetson unified memory, llama.cpp-class kernels)"),
+    "cpu": EfficiencyProfile(compute_max=0.50, compute_half_m=8.0, attention_compute_max=0.3,
+                             bandwidth_max=0.60, bandwidth_half_bytes=2.0e5, kernel_overhead_s=2.0e-5,
+                             step_overhead_s=5.0e-3, runtime_overhead_gib=1.0,
+                             source="default CPU profile (oneDNN/vLLM-CPU class kernels)"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareSpec:
+    """One accelerator (or CPU socket slice). Units: TFLOP/s dense, GiB, decimal GB/s, W, USD/h."""
+
+    id: str
+    name: str
+    vendor: str
+    kind: str
+    memory_gib: float
+    memory_bandwidth_gbs: float
+    peak_tflops: dict[str, float]
+    interconnect: str = "none"
+    interconnect_gbs: float = 0.0
+    tdp_w: float | None = None
+    price_per_hour_usd: float | None = None
+    released: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    efficiency: EfficiencyProfile = field(default_factory=EfficiencyProfile)
+
+    def __post_init__(self) -> None:
+        if self.kind not in DEFAULT_EFFICIENCY:
+            raise SpecError(f"hardware '{self.id}': kind must be one of {sorted(DEFAULT_EFFICIENCY)}, got '{self.kind}'")
+        for name in ("memory_gib", "memory_bandwidth_gbs"):
+            if not getattr(self, name) > 0:
+                raise SpecError(f"hardware '{self.id}': {name} must be > 0, got {getattr(self, name)}")
+        if not any(v > 0 for v in self.peak_tflops.values()):
+            raise SpecError(f"hardware '{self.id}': peak_tflops needs at least one dtype > 0")
+
+    def __hash__(self) -> int:  # dict fields are not hashable; ids are unique within a catalog
+        return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.efficiency))
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gib * GIB
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gbs * 1e9
+
+    def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
+        """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
+        chain = (_WEIGHT_ONLY_FALLBACK if weight_only_fallback else _DTYPE_FALLBACK).get(dtype, (dtype,))
+        for d in chain:
+            if self.peak_tflops.get(d, 0) > 0:
+                return d
+        return max(self.peak_tflops, key=lambda d: self.peak_tflops[d])
+
+    def peak_flops(self, dtype: str, weight_only_fallback: bool = False) -> float:
+        """Dense peak FLOP/s for a multiply in `dtype`, after falling back to what the chip has."""
+        return self.peak_tflops[self.compute_dtype(dtype, weight_only_fallback)] * 1e12
+
+
+def _build(entry: dict[str, Any], origin: str, base: HardwareSpec | None = None) -> HardwareSpec:
+    entry = dict(entry)
+    hw_id = entry.get("id")
+    if not hw_id:
+        raise SpecError(f"{origin}: every [[hardware]] entry needs an 'id'")
+    eff_in = entry.pop("efficiency", None) or {}
+    allowed = {f.name for f in fields(HardwareSpec)} - {"efficiency"}
+    unknown = set(entry) - allowed
+    if unknown:
+        raise SpecError(f"{origin}: hardware '{hw_id}' has unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    eff_fields = {f.name for f in fields(EfficiencyProfile)}
+    bad_eff = set(eff_in) - eff_fields
+    if bad_eff:
+        raise SpecError(f"{origin}: hardware '{hw_id}' efficiency has unknown field(s) {sorted(bad_eff)}; allowed: {sorted(eff_fields)}")
+    try:
+        if base is not None:
+            merged_peaks = {**base.peak_tflops, **entry.pop("peak_tflops", {})}
+            merged_sources = {**base.sources, **entry.pop("sources", {})}
+            spec = replace(base, **entry, peak_tflops=merged_peaks, sources=merged_sources)
+            eff = replace(spec.efficiency, **eff_in) if eff_in else spec.efficiency
+        else:
+            required = ("name", "vendor", "kind", "memory_gib", "memory_bandwidth_gbs", "peak_tflops")
+            missing = [k for k in required if k not in entry]
+            if missing:
+                raise SpecError(f"{origin}: hardware '{hw_id}' is missing {missing}")
+            kind = entry["kind"]
+            if kind not in DEFAULT_EFFICIENCY:
+                raise SpecError(f"{origin}: hardware '{hw_id}': kind must be one of {sorted(DEFAULT_EFFICIENCY)}")
+            eff = replace(DEFAULT_EFFICIENCY[kind], **eff_in) if eff_in else DEFAULT_EFFICIENCY[kind]
+            spec = HardwareSpec(**entry)
+        return replace(spec, efficiency=eff)
+    except TypeError as e:
+        raise SpecError(f"{origin}: hardware '{hw_id}': {e}") from None
+
+
+def _parse_entries(data: dict[str, Any], origin: str) -> list[dict[str, Any]]:
+    entries = data.get("hardware")
+    if not isinstance(entries, list):
+        raise SpecError(f"{origin}: expected a list of [[hardware]] tables")
+    return entries
+
+
+@cache
+def hardware_catalog() -> dict[str, HardwareSpec]:
+    """The built-in catalog, keyed by id."""
+    text = resources.files("flopwise.catalog").joinpath("hardware.toml").read_text()
+    data = tomllib.loads(text)
+    return {e["id"]: _build(e, "built-in hardware catalog") for e in _parse_entries(data, "catalog")}
+
+
+def load_hardware_file(path: str | Path, base: dict[str, HardwareSpec] | None = None) -> dict[str, HardwareSpec]:
+    """Read a user's TOML or YAML hardware file; entries whose id exists in `base` override only the
+    fields they give. Returns the merged catalog."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"hardware file '{path}' does not exist")
+    try:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(p.read_text()) or {}
+        else:
+            data = tomllib.loads(p.read_text())
+    except Exception as e:  # tomllib.TOMLDecodeError, yaml.YAMLError
+        raise SpecError(f"hardware file '{path}' could not be parsed: {e}") from None
+    merged = dict(hardware_catalog() if base is None else base)
+    for entry in _parse_entries(data, str(path)):
+        hw_id = entry.get("id", "")
+        merged[hw_id] = _build(entry, str(path), merged.get(hw_id))
+    return merged
+
+
+def get_hardware(hw_id: str, hardware_file: str | Path | None = None) -> HardwareSpec:
+    catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
+    key = hw_id.lower()
+    if key in catalog:
+        return catalog[key]
+    raise UnknownHardwareError(
+        f"unknown GPU '{hw_id}'.{suggest(key, catalog)} Run `flopwise hardware` for the catalog, "
+        "or describe it in a --hardware-file."
+    )

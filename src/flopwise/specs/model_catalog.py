@@ -1,0 +1,73 @@
+"""Resolve a model argument: a config.json path, a model directory, a Hugging Face repo id or a short alias.
+
+The built-in catalog is `catalog/models/index.toml` plus the config.json files it names.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from flopwise.errors import UnknownModelError, suggest
+from flopwise.specs.model import ModelSpec, load_config_file, parse_config
+
+__all__ = ["CatalogModel", "model_catalog", "get_model"]
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogModel:
+    id: str
+    file: str
+    aliases: tuple[str, ...]
+    also: tuple[str, ...]
+    family: str
+    source: str
+    published_params_b: float | None
+    published_active_params_b: float | None
+    params_note: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.id, *self.also, *self.aliases)
+
+
+@cache
+def model_catalog() -> tuple[CatalogModel, ...]:
+    base = resources.files("flopwise.catalog").joinpath("models")
+    data = tomllib.loads(base.joinpath("index.toml").read_text())
+    return tuple(
+        CatalogModel(
+            id=m["id"], file=m["file"], aliases=tuple(m.get("aliases", ())), also=tuple(m.get("also", ())),
+            family=m.get("family", ""), source=m.get("source", ""),
+            published_params_b=m.get("published_params_b"),
+            published_active_params_b=m.get("published_active_params_b"),
+            params_note=m.get("params_note", ""))
+        for m in data["model"])
+
+
+@cache
+def _lookup() -> dict[str, CatalogModel]:
+    return {n.lower(): m for m in model_catalog() for n in m.names}
+
+
+@cache
+def _load_catalog_model(entry: CatalogModel) -> ModelSpec:
+    text = resources.files("flopwise.catalog").joinpath("models", entry.file).read_text()
+    return parse_config(json.loads(text), entry.id)
+
+
+def get_model(name: str) -> ModelSpec:
+    """A catalog id or alias (case-insensitive), else a path to a config.json or a model directory."""
+    entry = _lookup().get(name.lower())
+    if entry is not None:
+        return _load_catalog_model(entry)
+    p = Path(name)
+    if p.exists():
+        return load_config_file(p)
+    raise UnknownModelError(
+        f"unknown model '{name}': not a catalog id or alias, and no such file or directory."
+        f"{suggest(name, _lookup())} Run `flopwise models` for the catalog, or pass a path to a config.json.")

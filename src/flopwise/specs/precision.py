@@ -1,0 +1,111 @@
+"""Number formats for weights and the KV cache: bytes moved and the math the hardware actually runs.
+
+Bits per weight include the scale (and zero-point) overhead of each format's grouping:
+- int4 AWQ / GPTQ, group 128: 4 bits + one fp16 scale + one 4-bit zero per 128 weights
+  = 4 + (16 + 4) / 128 = 4.156 bits (AutoAWQ / AutoGPTQ packing).
+- nvfp4: e2m1 values + one fp8 (e4m3) scale per 16 = 4 + 8/16 = 4.5 bits (NVIDIA Blackwell NVFP4).
+- mxfp4: e2m1 values + one e8m0 scale per 32 = 4 + 8/32 = 4.25 bits (OCP Microscaling spec v1.0).
+- GGUF q8_0: 32 int8 + one fp16 scale = 34 bytes / 32 = 8.5 bits; q4_0: 18 bytes / 32 = 4.5 bits;
+  q4_k_m: a mix of q4_K (4.5 bits) and q6_K (6.56 bits) tensors, about 4.85 bits over a Llama model
+  (llama.cpp `quantize` reports 4.58 GiB for Llama-3-8B = 4.9 bits including its q6_K output layer).
+- int8 weight-only and per-channel fp8 carry one scale per output channel: negligible, counted as 8 bits.
+
+`compute` is the dtype whose tensor-core peak multiplies the GEMM: weight-only formats are dequantized
+and multiplied in 16-bit (Marlin / AWQ kernels), W8A8 formats multiply in int8 or fp8. Dequantization
+costs compute: `gemm_efficiency` scales the compute roof of weight-only formats once a GEMM is
+compute-bound (Marlin, Frantar et al. 2024, stays near the ideal 4x only up to batch ~16-32; GGUF
+dequantization in llama.cpp is slower still). Where the hardware
+lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
+`HardwareSpec.peak_flops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flopwise.errors import PrecisionError, suggest
+
+__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "weight_format", "kv_format"]
+
+
+@dataclass(frozen=True, slots=True)
+class WeightFormat:
+    name: str
+    bits_per_weight: float
+    compute: str  # dtype of the multiply: fp32, bf16, fp16, fp8, int8, fp4
+    activation_bytes: int  # bytes per activation element moved between kernels
+    quantizes_embeddings: bool  # GGUF quantizes embeddings/output; GPU formats keep them 16-bit
+    description: str
+    gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits_per_weight / 8.0
+
+
+@dataclass(frozen=True, slots=True)
+class KVFormat:
+    name: str
+    bytes_per_element: float
+    description: str
+
+
+_GGUF_NOTE = "GGUF block quantization (llama.cpp); dequantized and multiplied in 16-bit"
+
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("fp32", 32, "fp32", 4, False, "full precision"),
+        WeightFormat("bf16", 16, "bf16", 2, False, "bfloat16"),
+        WeightFormat("fp16", 16, "fp16", 2, False, "float16"),
+        WeightFormat("fp8", 8, "fp8", 2, False, "FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
+        WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85),
+        WeightFormat("int8-w8a8", 8, "int8", 2, False, "int8 weights and activations (SmoothQuant W8A8)"),
+        WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8),
+        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8),
+        WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85),
+        WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
+        WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
+        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7),
+        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7),
+        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6),
+    )
+}
+
+KV_FORMATS: dict[str, KVFormat] = {
+    f.name: f
+    for f in (
+        KVFormat("fp32", 4, "float32"),
+        KVFormat("bf16", 2, "bfloat16"),
+        KVFormat("fp16", 2, "float16"),
+        KVFormat("fp8", 1, "FP8 e4m3/e5m2, per-tensor scale"),
+        KVFormat("int8", 1, "int8, per-head scale"),
+        KVFormat("int4", 0.5 + 2 / 64, "int4, one fp16 scale per 64 values"),
+    )
+}
+
+# Aliases users type for the same thing.
+_WEIGHT_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "awq": "int4-awq",
+                   "gptq": "int4-gptq", "w8a8": "int8-w8a8", "int4": "int4-awq", "w4a16": "int4-awq",
+                   "w8a16": "int8", "q4_k": "q4_k_m", "auto": "bf16"}
+_KV_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "auto": "bf16"}
+
+
+def weight_format(name: str) -> WeightFormat:
+    key = _WEIGHT_ALIASES.get(name.lower(), name.lower())
+    try:
+        return WEIGHT_FORMATS[key]
+    except KeyError:
+        raise PrecisionError(
+            f"unknown weight format '{name}'. Known: {', '.join(WEIGHT_FORMATS)}.{suggest(name, WEIGHT_FORMATS)}"
+        ) from None
+
+
+def kv_format(name: str) -> KVFormat:
+    key = _KV_ALIASES.get(name.lower(), name.lower())
+    try:
+        return KV_FORMATS[key]
+    except KeyError:
+        raise PrecisionError(
+            f"unknown KV-cache format '{name}'. Known: {', '.join(KV_FORMATS)}.{suggest(name, KV_FORMATS)}"
+        ) from None
