@@ -47,6 +47,7 @@ class PhaseEstimate:
         s = self.step
         return {"flops": s.flops, "bytes": s.bytes, "bound": s.bound, "time_ms": self.time_ms,
                 "compute_ms": s.compute_s * 1e3, "memory_ms": s.memory_s * 1e3,
+                "peak_compute_ms": s.peak_compute_s * 1e3, "peak_memory_ms": s.peak_memory_s * 1e3,
                 "arithmetic_intensity": s.flops / s.bytes if s.bytes else 0.0}
 
 

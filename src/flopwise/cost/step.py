@@ -45,7 +45,9 @@ class OpCost:
     kv_bytes: float
     act_bytes: float
     comm_bytes: float
-    compute_s: float
+    peak_compute_s: float  # FLOPs / peak FLOP/s: the ideal, before efficiency
+    peak_memory_s: float  # bytes / peak bandwidth
+    compute_s: float  # at the efficiency profile
     memory_s: float
     comm_s: float
     overhead_s: float
@@ -90,6 +92,14 @@ class StepCost:
     @property
     def compute_s(self) -> float:
         return self._sum("compute_s")
+
+    @property
+    def peak_compute_s(self) -> float:
+        return self._sum("peak_compute_s")
+
+    @property
+    def peak_memory_s(self) -> float:
+        return self._sum("peak_memory_s")
 
     @property
     def memory_s(self) -> float:
@@ -143,14 +153,16 @@ class _Acc:
         t = (compute_s if compute_s > memory_s else memory_s) + overhead_s
         self.total += count * t
         if self.detail:
+            peak = self.peak_attn if attention else self.peak_linear
             self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
+                                   count * flops / peak, count * nbytes / self.bw,
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
 
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
         self.total += count * seconds
         if self.detail and seconds > 0:
-            self.ops.append(OpCost(name, count, 0.0, 0.0, 0.0, 0.0, count * sent, 0.0, 0.0, count * seconds,
-                                   0.0, count * seconds))
+            self.ops.append(OpCost(name, count, 0.0, 0.0, 0.0, 0.0, count * sent, 0.0, 0.0, 0.0, 0.0,
+                                   count * seconds, 0.0, count * seconds))
 
 
 def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:

@@ -1,0 +1,84 @@
+"""Score flopwise against published measurements: error by source and metric, and what it cannot model yet.
+
+    python benchmarks/accuracy.py [--rows] [--cases benchmarks/data/cases-dev.jsonl]
+
+Targets (core issue): median |error| <= 15% on TPOT / decode tokens/s rows, <= 20% on TTFT and static-batch
+throughput rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from flopwise.validation.cases import load_cases, median_abs_error, score_cases
+
+HERE = Path(__file__).parent
+GROUPS = {
+    "decode (tpot_ms, itl_ms, decode tok/s/user)": ("tpot_ms", "itl_ms", "decode_tokens_per_s_per_user"),
+    "ttft_ms / prefill tok/s": ("ttft_ms", "prefill_tokens_per_s"),
+    "throughput (output tok/s)": ("output_tokens_per_s",),
+    "max_batch": ("max_batch",),
+    "speedup": ("speedup",),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--cases", default=str(HERE / "data" / "cases-dev.jsonl"))
+    ap.add_argument("--rows", action="store_true", help="print every scored row")
+    args = ap.parse_args()
+    outcomes = score_cases(load_cases(args.cases))
+    con = Console(width=160)
+    scored = [o for o in outcomes if o.error is not None]
+
+    if args.rows:
+        t = Table(title="Rows")
+        for c in ("row", "source", "regime", "metric", "expected", "predicted", "error"):
+            t.add_column(c)
+        for o in sorted(scored, key=lambda o: (o.case.source_family, o.case.row_id)):
+            c = o.case
+            exp = f"{c.expected_range}" if c.expected_range else f"{c.expected:g}"
+            t.add_row(str(c.row_id), c.source_family, c.regime, c.metric_key, exp, f"{o.predicted:.4g}", f"{o.error:+.1%}")
+        con.print(t)
+
+    by = defaultdict(list)
+    for o in scored:
+        by[(o.case.source_family, o.case.metric_key)].append(o)
+    t = Table(title="Error by source and metric")
+    for c in ("source", "metric", "rows", "median |err|", "mean signed"):
+        t.add_column(c)
+    for (src, metric), os_ in sorted(by.items()):
+        t.add_row(src, metric, str(len(os_)), f"{median_abs_error(os_):.1%}", f"{statistics.mean(o.error for o in os_):+.1%}")
+    con.print(t)
+
+    t = Table(title="Summary by metric group")
+    for c in ("group", "rows", "median |err|", "within 20%"):
+        t.add_column(c)
+    for name, keys in GROUPS.items():
+        os_ = [o for o in scored if o.case.metric_key in keys]
+        if os_:
+            within = sum(abs(o.error) <= 0.2 for o in os_)
+            t.add_row(name, str(len(os_)), f"{median_abs_error(os_):.1%}", f"{within}/{len(os_)}")
+    con.print(t)
+
+    skipped = defaultdict(int)
+    for o in outcomes:
+        if o.skipped:
+            skipped[o.skipped if not o.skipped.startswith("unusable") else "unusable in the dataset (see its reason)"] += 1
+    t = Table(title=f"Rows not scored ({sum(skipped.values())} of {len(outcomes)})")
+    t.add_column("reason")
+    t.add_column("rows")
+    for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]):
+        t.add_row(reason, str(n))
+    con.print(t)
+    con.print(f"scored {len(scored)} of {len(outcomes)} rows; overall median |error| {median_abs_error(scored):.1%}")
+
+
+if __name__ == "__main__":
+    main()

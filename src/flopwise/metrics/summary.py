@@ -1,0 +1,155 @@
+"""Per-request records and run summaries. Both the simulator and the load generator produce
+`RequestRecord`s and call `summarize`, so their JSON has the same keys and definitions.
+
+Definitions (times in ms, instants in seconds on one monotonic clock):
+- queue_ms: from arrival to the first scheduled computation of the request.
+- ttft_ms: from arrival (the scheduled send time) to the first output token.
+- tpot_ms: (e2e_ms - ttft_ms) / (n - 1) for a request with n >= 2 output tokens (not defined for n = 1).
+- itl_ms: every gap between consecutive output tokens, pooled over all requests.
+- e2e_ms: from arrival to the last output token.
+- request_throughput: completed requests / duration_s; output_tokens_per_s: output tokens / duration_s,
+  with duration_s = last completion - first arrival.
+- goodput: requests per second whose own TTFT, TPOT, ITL (each gap) and E2E meet every SLA bound
+  (DistServe's definition); sla_attainment: that share of all requests. Failed requests count as missing.
+- Percentile objectives of an SLA (e.g. p95_ttft) are checked on the aggregate: `sla_met`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flopwise.specs.sla import SLA
+
+__all__ = ["RequestRecord", "LatencyStats", "summarize"]
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request's timeline. `token_times` are the instants (s) at which each output token arrived."""
+
+    request_id: int
+    arrival_at: float
+    input_tokens: int
+    output_tokens: int
+    first_scheduled_at: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    preemptions: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.token_times)
+
+    @property
+    def ttft_ms(self) -> float:
+        return (self.token_times[0] - self.arrival_at) * 1e3
+
+    @property
+    def e2e_ms(self) -> float:
+        return (self.token_times[-1] - self.arrival_at) * 1e3
+
+    @property
+    def tpot_ms(self) -> float | None:
+        n = len(self.token_times)
+        return (self.e2e_ms - self.ttft_ms) / (n - 1) if n >= 2 else None
+
+    @property
+    def queue_ms(self) -> float | None:
+        return None if self.first_scheduled_at is None else (self.first_scheduled_at - self.arrival_at) * 1e3
+
+    def itls_ms(self) -> np.ndarray:
+        return np.diff(np.asarray(self.token_times)) * 1e3
+
+    def meets(self, sla: SLA) -> bool:
+        if not self.ok:
+            return False
+        values = {"ttft": self.ttft_ms, "e2e": self.e2e_ms, "tpot": self.tpot_ms}
+        itl = self.itls_ms()
+        for o in sla.objectives:
+            if o.metric == "itl":
+                if itl.size and float(itl.max()) > o.limit_ms:
+                    return False
+                continue
+            v = values[o.metric]
+            if v is not None and v > o.limit_ms:
+                return False
+        return True
+
+    def to_row(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "arrival_at": self.arrival_at, "input_tokens": self.input_tokens,
+                "output_tokens": len(self.token_times), "queue_ms": self.queue_ms,
+                "ttft_ms": self.ttft_ms if self.ok else None, "tpot_ms": self.tpot_ms if self.ok else None,
+                "e2e_ms": self.e2e_ms if self.ok else None, "preemptions": self.preemptions, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[float] | np.ndarray) -> LatencyStats:
+        a = np.asarray(values, dtype=float)
+        if a.size == 0:
+            return cls(None, None, None, None, None)
+        p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99])
+        return cls(float(a.mean()), float(p50), float(p90), float(p95), float(p99))
+
+    def get(self, stat: str) -> float | None:
+        return getattr(self, stat)
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99}
+
+
+def summarize(records: Sequence[RequestRecord], sla: SLA | None = None) -> dict[str, Any]:
+    """The run summary with the stable JSON keys shared by simulate and bench."""
+    ok = [r for r in records if r.ok]
+    n_total = len(records)
+    if ok:
+        start = min(r.arrival_at for r in records)
+        end = max(r.token_times[-1] for r in ok)
+        duration = max(end - start, 1e-12)
+    else:
+        duration = 0.0
+    itl = np.concatenate([r.itls_ms() for r in ok]) if ok else np.empty(0)
+    stats = {
+        "ttft_ms": LatencyStats.of([r.ttft_ms for r in ok]),
+        "tpot_ms": LatencyStats.of([t for r in ok if (t := r.tpot_ms) is not None]),
+        "itl_ms": LatencyStats.of(itl),
+        "e2e_ms": LatencyStats.of([r.e2e_ms for r in ok]),
+        "queue_ms": LatencyStats.of([q for r in ok if (q := r.queue_ms) is not None]),
+    }
+    out_tokens = sum(len(r.token_times) for r in ok)
+    in_tokens = sum(r.input_tokens for r in ok)
+    summary: dict[str, Any] = {k: v.to_dict() for k, v in stats.items()}
+    summary.update({
+        "num_requests": n_total,
+        "num_completed": len(ok),
+        "num_failed": n_total - len(ok),
+        "duration_s": duration,
+        "request_throughput": len(ok) / duration if duration else 0.0,
+        "output_tokens_per_s": out_tokens / duration if duration else 0.0,
+        "total_tokens_per_s": (out_tokens + in_tokens) / duration if duration else 0.0,
+        "preemptions": sum(r.preemptions for r in records),
+    })
+    if sla is not None:
+        good = sum(r.meets(sla) for r in records)
+        met = {}
+        for o in sla.objectives:
+            v = stats[f"{o.metric}_ms"].get(o.stat)
+            met[str(o)] = v is not None and v <= o.limit_ms
+        summary.update({"sla": str(sla), "goodput": good / duration if duration else 0.0,
+                        "sla_attainment": good / n_total if n_total else 0.0,
+                        "sla_objectives_met": met, "sla_met": all(met.values()) and bool(ok)})
+    else:
+        summary.update({"sla": None, "goodput": summary["request_throughput"],
+                        "sla_attainment": len(ok) / n_total if n_total else 0.0})
+    return summary

@@ -1,0 +1,113 @@
+"""Normalised validation cases and the flopwise prediction for each.
+
+A case (one line of cases-dev.jsonl) names the flopwise `command`, its `args` in flopwise's own names, the
+JSON `metric_key` to read and the `expected` value (or an `expected_range` for configured batch sizes).
+Predictors are registered per command; a command without one is counted as not modelled, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flopwise.api import deployment, estimate
+from flopwise.errors import FlopwiseError
+
+__all__ = ["Case", "Outcome", "load_cases", "predict_case", "score_cases", "median_abs_error", "PREDICTORS"]
+
+
+@dataclass(frozen=True)
+class Case:
+    row_id: int
+    usable: bool
+    reason: str | None
+    regime: str
+    command: str
+    args: dict[str, Any]
+    metric_key: str
+    stat: str | None
+    expected: float | None
+    expected_range: tuple[float, float] | None
+    source_family: str
+    clean: bool = True
+    baseline_args: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    predicted: float | None
+    error: float | None  # signed relative error; 0 inside an expected_range
+    skipped: str | None  # why no prediction
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    out = []
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        rng = r.get("expected_range")
+        out.append(Case(
+            row_id=r["row_id"], usable=bool(r.get("usable")), reason=r.get("reason"), regime=r.get("regime", ""),
+            command=r.get("command", ""), args=r.get("args") or {}, metric_key=r.get("metric_key", ""),
+            stat=r.get("stat"), expected=r.get("expected"), expected_range=tuple(rng) if rng else None,
+            source_family=r.get("source_family", ""), clean=bool(r.get("clean", True)),
+            baseline_args=r.get("baseline_args"), raw=r))
+    return out
+
+
+def _estimate_value(args: dict[str, Any], key: str) -> float:
+    r = estimate(args["model"], args["gpu"], batch=int(args.get("batch") or 1),
+                 input_len=int(args["input_len"]), output_len=int(args["output_len"]),
+                 tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
+                 weights=args.get("weights"), kv=args.get("kv"))
+    return float(r.to_dict()[key])
+
+
+def _predict_estimate(case: Case) -> float:
+    if case.metric_key == "max_batch":
+        from flopwise.cost.memory import max_sequences
+
+        a = case.args
+        dep = deployment(a["model"], a["gpu"], tp=int(a.get("tp") or 1), num_gpus=a.get("num_gpus"),
+                         weights=a.get("weights"), kv=a.get("kv"))
+        return float(max_sequences(dep, int(a["input_len"]) + int(a["output_len"])))
+    if case.metric_key == "speedup" and case.baseline_args:
+        return _estimate_value(case.args, "output_tokens_per_s") / _estimate_value(case.baseline_args, "output_tokens_per_s")
+    return _estimate_value(case.args, case.metric_key)
+
+
+PREDICTORS: dict[str, Callable[[Case], float]] = {"estimate": _predict_estimate}
+
+
+def predict_case(case: Case) -> Outcome:
+    if not case.usable:
+        return Outcome(case, None, None, f"unusable: {case.reason}")
+    fn = PREDICTORS.get(case.command)
+    if fn is None:
+        return Outcome(case, None, None, f"not modelled yet: needs `flopwise {case.command}`")
+    try:
+        pred = fn(case)
+    except FlopwiseError as e:
+        return Outcome(case, None, None, f"flopwise refused: {e}")
+    if case.expected_range is not None:
+        lo, hi = case.expected_range
+        err = 0.0 if lo <= pred <= hi else ((pred - lo) / lo if pred < lo else (pred - hi) / hi)
+    else:
+        err = (pred - case.expected) / case.expected
+    return Outcome(case, pred, err, None)
+
+
+def score_cases(cases: Iterable[Case]) -> list[Outcome]:
+    return [predict_case(c) for c in cases]
+
+
+def median_abs_error(outcomes: Iterable[Outcome]) -> float | None:
+    errs = [abs(o.error) for o in outcomes if o.error is not None]
+    return statistics.median(errs) if errs else None
