@@ -4,7 +4,8 @@ For each operator of each layer (per GPU of the tensor-parallel group):
 
     compute_s = FLOPs / (peak(dtype) * compute_eff(m))          m = GEMM rows (tokens)
     memory_s  = bytes / (bandwidth * bandwidth_eff(bytes))      weights + KV + activations
-    time_s    = max(compute_s, memory_s) + kernels * kernel_overhead_s          (roofline, Williams et al. 2009)
+    time_s    = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_overhead_s
+                (roofline, Williams et al. 2009, with imperfect overlap p; see specs/hardware.py)
 
 plus tensor-parallel all-reduces and pipeline sends (`parallel.py`), and a fixed `step_overhead_s`
 (scheduling, sampling). FLOPs per operator:
@@ -118,7 +119,8 @@ class StepCost:
 class _Acc:
     """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
 
-    __slots__ = ("dep", "lay", "prof", "bw", "peak_linear", "peak_attn", "gemm_eff", "detail", "ops", "total")
+    __slots__ = ("dep", "lay", "prof", "bw", "peak_linear", "nominal_peak_linear", "peak_attn", "gemm_eff", "weight_read_eff", "p",
+                 "detail", "ops", "total")
 
     def __init__(self, dep: Deployment, lay: Layout, detail: bool):
         hw = dep.hardware
@@ -127,7 +129,11 @@ class _Acc:
         self.bw = hw.bandwidth_bytes_per_s
         wonly = wf.compute in ("fp8", "fp4")
         linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wonly)
-        self.peak_linear = hw.peak_tflops[linear_dtype] * 1e12
+        self.nominal_peak_linear = self.peak_linear = hw.peak_tflops[linear_dtype] * 1e12
+        if linear_dtype in ("fp8", "int8", "fp4"):
+            self.peak_linear *= hw.efficiency.low_precision_compute_factor
+        self.weight_read_eff = wf.weight_read_efficiency
+        self.p = hw.efficiency.overlap_exponent
         self.peak_attn = hw.peak_flops("bf16")
         weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
         self.gemm_eff = wf.gemm_efficiency if weight_only else 1.0
@@ -148,12 +154,16 @@ class _Acc:
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
-        memory_s = nbytes / (self.bw * prof.bandwidth_eff(nbytes)) if nbytes > 0 else 0.0
+        if nbytes > 0:
+            memory_s = (weight_b / self.weight_read_eff + kv_b + act_b) / (self.bw * prof.bandwidth_eff(nbytes))
+        else:
+            memory_s = 0.0
         overhead_s = kernels * prof.kernel_overhead_s
-        t = (compute_s if compute_s > memory_s else memory_s) + overhead_s
+        p = self.p
+        t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
         self.total += count * t
         if self.detail:
-            peak = self.peak_attn if attention else self.peak_linear
+            peak = self.peak_attn if attention else self.nominal_peak_linear
             self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
                                    count * flops / peak, count * nbytes / self.bw,
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))

@@ -7,8 +7,16 @@ Efficiency (`EfficiencyProfile`) turns peaks into achievable rates:
     compute_eff(m)   = compute_max   * m / (m + compute_half_m)         m = rows (tokens) of a GEMM
     bandwidth_eff(b) = bandwidth_max * b / (b + bandwidth_half_bytes)   b = bytes one kernel streams
 so a batch-1 GEMV or a 4 KB KV read does not get peak, and a 4096-token prefill GEMM gets close to
-`compute_max`. `kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a
-few microseconds), `step_overhead_s` the per-engine-step cost outside kernels (scheduling, sampling, detokenize).
+`compute_max`. For m -> 0 the compute time tends to that of `compute_half_m` rows: tensor-core tiles are
+padded (mma tiles are at least 8 rows wide), so a GEMV costs about as much math as a thin GEMM.
+8-bit and 4-bit math (fp8, int8, fp4) reaches a smaller share of its (doubled) peak:
+`low_precision_compute_factor` (H100 FP8 GEMMs reach ~1.2-1.4 PFLOP/s of 1979 in cuBLASLt benchmarks, vs
+~700 of 989 for BF16).
+Compute and memory traffic of one kernel do not overlap perfectly; near the ridge point a kernel is
+slower than both roofs. The operator time is the smooth maximum
+    t = (compute_s^p + memory_s^p)^(1/p)        p = `overlap_exponent` (p -> inf is the ideal roofline)
+`kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a few
+microseconds), `step_overhead_s` the per-engine-step cost outside kernels (scheduling, sampling, detokenize).
 Defaults by kind are fitted to `benchmarks/data/measured-dev.csv` (see `benchmarks/accuracy.py`); the
 calibrate command fits them per machine.
 """
@@ -47,8 +55,10 @@ class EfficiencyProfile:
     """Fraction of peak real kernels reach, by problem size, plus fixed overheads (see module docstring)."""
 
     compute_max: float = 0.70
-    compute_half_m: float = 24.0
+    compute_half_m: float = 8.0
+    low_precision_compute_factor: float = 0.75
     attention_compute_max: float = 0.55
+    overlap_exponent: float = 2.0
     bandwidth_max: float = 0.85
     bandwidth_half_bytes: float = 2.0e6
     kernel_overhead_s: float = 4.0e-6
@@ -57,10 +67,12 @@ class EfficiencyProfile:
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv"
 
     def __post_init__(self) -> None:
-        for name in ("compute_max", "attention_compute_max", "bandwidth_max"):
+        for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor"):
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise SpecError(f"efficiency {name} must be in (0, 1], got {v}")
+        if self.overlap_exponent < 1:
+            raise SpecError(f"efficiency overlap_exponent must be >= 1, got {self.overlap_exponent}")
         for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
                      "runtime_overhead_gib"):
             if getattr(self, name) < 0:
@@ -75,10 +87,10 @@ class EfficiencyProfile:
 
 DEFAULT_EFFICIENCY = {
     "gpu": EfficiencyProfile(),
-    "soc": EfficiencyProfile(compute_max=0.55, bandwidth_max=0.70, kernel_overhead_s=1.0e-5,
+    "soc": EfficiencyProfile(compute_max=0.55, compute_half_m=1.0, bandwidth_max=0.70, kernel_overhead_s=1.0e-5,
                              step_overhead_s=1.0e-3, runtime_overhead_gib=2.0,
                              source="default SoC profile (Apple / Jetson unified memory, llama.cpp-class kernels)"),
-    "cpu": EfficiencyProfile(compute_max=0.50, compute_half_m=8.0, attention_compute_max=0.3,
+    "cpu": EfficiencyProfile(compute_max=0.50, compute_half_m=1.0, attention_compute_max=0.3,
                              bandwidth_max=0.60, bandwidth_half_bytes=2.0e5, kernel_overhead_s=2.0e-5,
                              step_overhead_s=5.0e-3, runtime_overhead_gib=1.0,
                              source="default CPU profile (oneDNN/vLLM-CPU class kernels)"),

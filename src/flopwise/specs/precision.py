@@ -14,7 +14,10 @@ Bits per weight include the scale (and zero-point) overhead of each format's gro
 and multiplied in 16-bit (Marlin / AWQ kernels), W8A8 formats multiply in int8 or fp8. Dequantization
 costs compute: `gemm_efficiency` scales the compute roof of weight-only formats once a GEMM is
 compute-bound (Marlin, Frantar et al. 2024, stays near the ideal 4x only up to batch ~16-32; GGUF
-dequantization in llama.cpp is slower still). Where the hardware
+dequantization in llama.cpp is slower still). Memory-bound, the unpacking and scaling work keeps common
+dequantizing GEMV kernels below the bandwidth a 16-bit GEMV reaches: `weight_read_efficiency`
+(measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; vLLM
+AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.65-0.75 on RTX 3090/4090; see benchmarks/data/measured-dev.csv). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
 `HardwareSpec.peak_flops`.
 """
@@ -37,6 +40,7 @@ class WeightFormat:
     quantizes_embeddings: bool  # GGUF quantizes embeddings/output; GPU formats keep them 16-bit
     description: str
     gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
+    weight_read_efficiency: float = 1.0  # achieved share of the bandwidth roof when streaming these weights
 
     @property
     def bytes_per_weight(self) -> float:
@@ -59,16 +63,16 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("bf16", 16, "bf16", 2, False, "bfloat16"),
         WeightFormat("fp16", 16, "fp16", 2, False, "float16"),
         WeightFormat("fp8", 8, "fp8", 2, False, "FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
-        WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85),
+        WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85, 0.75),
         WeightFormat("int8-w8a8", 8, "int8", 2, False, "int8 weights and activations (SmoothQuant W8A8)"),
-        WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8),
-        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8),
-        WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85),
+        WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
+        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
+        WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85, 0.8),
         WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
-        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7),
-        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7),
-        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6),
+        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.7),
+        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.7),
+        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.7),
     )
 }
 
