@@ -3,15 +3,24 @@
 
 Definitions (times in ms, instants in seconds on one monotonic clock):
 - queue_ms: from arrival to the first scheduled computation of the request.
-- ttft_ms: from arrival (the scheduled send time) to the first output token.
-- tpot_ms: (e2e_ms - ttft_ms) / (n - 1) for a request with n >= 2 output tokens (not defined for n = 1).
-- itl_ms: every gap between consecutive output tokens, pooled over all requests.
+- ttft_ms: from arrival (the scheduled send time) to the first output token (the first chunk with non-empty
+  content, for a streaming client); the first token is counted in TTFT, not in TPOT.
+- ttft_from_send_ms: from the instant the request was actually sent to the first output token; send_lag_ms:
+  sent - scheduled (client-side queueing). Only defined where the producer records `sent_at` (bench).
+- tpot_ms: (e2e_ms - ttft_ms) / (n - 1) for a request with n >= 2 output tokens (not defined for n = 1);
+  n is `num_output_tokens` (the server's usage count for bench, with its source in `output_tokens_source`).
+- itl_ms: every gap between consecutive output events (tokens, or streamed chunks), pooled over all requests.
+- itl_per_token_ms: the same gaps spread per token: a gap ending in a chunk that carries k tokens counts as
+  k gaps of gap/k (speculative decoding, multi-token chunks). Equals itl_ms when every chunk is one token.
 - e2e_ms: from arrival to the last output token.
 - request_throughput: completed requests / duration_s; output_tokens_per_s: output tokens / duration_s,
   with duration_s = last completion - first arrival.
 - goodput: requests per second whose own TTFT, TPOT, ITL (each gap) and E2E meet every SLA bound
   (DistServe's definition); sla_attainment: that share of all requests. Failed requests count as missing.
 - Percentile objectives of an SLA (e.g. p95_ttft) are checked on the aggregate: `sla_met`.
+- errors_by_kind: failed requests counted by `error_kind` ("error" where none is given); they stay in
+  num_requests and in the sla_attainment denominator.
+- duration_s may be given by the caller (e.g. the sum of a resumed run's sessions) instead of being derived.
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ __all__ = ["RequestRecord", "LatencyStats", "summarize"]
 
 @dataclass(slots=True)
 class RequestRecord:
-    """One request's timeline. `token_times` are the instants (s) at which each output token arrived."""
+    """One request's timeline. `token_times` are the instants (s) at which each output token arrived, or,
+    for a streaming client, each non-empty chunk; `chunk_tokens` then gives the tokens each chunk carried
+    (None: one each). `sent_at` is when the request actually left the client (None where not measured)."""
 
     request_id: int
     arrival_at: float
@@ -39,6 +50,10 @@ class RequestRecord:
     token_times: list[float] = field(default_factory=list)
     preemptions: int = 0
     error: str | None = None
+    error_kind: str | None = None
+    sent_at: float | None = None
+    chunk_tokens: list[int] | None = None
+    output_tokens_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -53,9 +68,22 @@ class RequestRecord:
         return (self.token_times[-1] - self.arrival_at) * 1e3
 
     @property
+    def num_output_tokens(self) -> int:
+        """Output tokens: sum(chunk_tokens) when given, else one per entry of token_times."""
+        return sum(self.chunk_tokens) if self.chunk_tokens is not None else len(self.token_times)
+
+    @property
     def tpot_ms(self) -> float | None:
-        n = len(self.token_times)
-        return (self.e2e_ms - self.ttft_ms) / (n - 1) if n >= 2 else None
+        n = self.num_output_tokens
+        return (self.e2e_ms - self.ttft_ms) / (n - 1) if n >= 2 and self.token_times else None
+
+    @property
+    def ttft_from_send_ms(self) -> float | None:
+        return None if self.sent_at is None else (self.token_times[0] - self.sent_at) * 1e3
+
+    @property
+    def send_lag_ms(self) -> float | None:
+        return None if self.sent_at is None else (self.sent_at - self.arrival_at) * 1e3
 
     @property
     def queue_ms(self) -> float | None:
@@ -63,6 +91,14 @@ class RequestRecord:
 
     def itls_ms(self) -> np.ndarray:
         return np.diff(np.asarray(self.token_times)) * 1e3
+
+    def itls_per_token_ms(self) -> np.ndarray:
+        """Each gap divided by the k tokens of the chunk that ends it, repeated k times."""
+        gaps = self.itls_ms()
+        if self.chunk_tokens is None or gaps.size == 0:
+            return gaps
+        k = np.maximum(np.asarray(self.chunk_tokens[1:], dtype=float), 1.0)
+        return np.repeat(gaps / k, k.astype(int))
 
     def meets(self, sla: SLA) -> bool:
         if not self.ok:
@@ -81,9 +117,17 @@ class RequestRecord:
 
     def to_row(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "arrival_at": self.arrival_at, "input_tokens": self.input_tokens,
-                "output_tokens": len(self.token_times), "queue_ms": self.queue_ms,
+                "output_tokens": self.num_output_tokens, "queue_ms": self.queue_ms,
                 "ttft_ms": self.ttft_ms if self.ok else None, "tpot_ms": self.tpot_ms if self.ok else None,
                 "e2e_ms": self.e2e_ms if self.ok else None, "preemptions": self.preemptions, "error": self.error}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, losslessly (for JSONL storage); `from_dict` reads it back."""
+        return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        return cls(**{f: d[f] for f in cls.__slots__ if f in d})  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,25 +153,41 @@ class LatencyStats:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99}
 
 
-def summarize(records: Sequence[RequestRecord], sla: SLA | None = None) -> dict[str, Any]:
+def summarize(records: Sequence[RequestRecord], sla: SLA | None = None, *,
+              duration_s: float | None = None) -> dict[str, Any]:
     """The run summary with the stable JSON keys shared by simulate and bench."""
     ok = [r for r in records if r.ok]
     n_total = len(records)
-    if ok:
+    if duration_s is not None:
+        duration = duration_s if ok else 0.0
+    elif ok:
         start = min(r.arrival_at for r in records)
         end = max(r.token_times[-1] for r in ok)
         duration = max(end - start, 1e-12)
     else:
         duration = 0.0
     itl = np.concatenate([r.itls_ms() for r in ok]) if ok else np.empty(0)
+    itl_tok = np.concatenate([r.itls_per_token_ms() for r in ok]) if ok else np.empty(0)
     stats = {
         "ttft_ms": LatencyStats.of([r.ttft_ms for r in ok]),
         "tpot_ms": LatencyStats.of([t for r in ok if (t := r.tpot_ms) is not None]),
         "itl_ms": LatencyStats.of(itl),
         "e2e_ms": LatencyStats.of([r.e2e_ms for r in ok]),
         "queue_ms": LatencyStats.of([q for r in ok if (q := r.queue_ms) is not None]),
+        "itl_per_token_ms": LatencyStats.of(itl_tok),
+        "ttft_from_send_ms": LatencyStats.of([t for r in ok if (t := r.ttft_from_send_ms) is not None]),
+        "send_lag_ms": LatencyStats.of([t for r in records if (t := r.send_lag_ms) is not None]),
     }
-    out_tokens = sum(len(r.token_times) for r in ok)
+    errors: dict[str, int] = {}
+    for r in records:
+        if not r.ok:
+            kind = r.error_kind or "error"
+            errors[kind] = errors.get(kind, 0) + 1
+    sources: dict[str, int] = {}
+    for r in ok:
+        if r.output_tokens_source is not None:
+            sources[r.output_tokens_source] = sources.get(r.output_tokens_source, 0) + 1
+    out_tokens = sum(r.num_output_tokens for r in ok)
     in_tokens = sum(r.input_tokens for r in ok)
     summary: dict[str, Any] = {k: v.to_dict() for k, v in stats.items()}
     summary.update({
@@ -139,6 +199,8 @@ def summarize(records: Sequence[RequestRecord], sla: SLA | None = None) -> dict[
         "output_tokens_per_s": out_tokens / duration if duration else 0.0,
         "total_tokens_per_s": (out_tokens + in_tokens) / duration if duration else 0.0,
         "preemptions": sum(r.preemptions for r in records),
+        "errors_by_kind": errors,
+        "output_tokens_source": sources,
     })
     if sla is not None:
         good = sum(r.meets(sla) for r in records)

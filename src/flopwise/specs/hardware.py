@@ -54,17 +54,17 @@ _WEIGHT_ONLY_FALLBACK = {"fp4": ("fp4", "bf16", "fp16", "fp32"), "fp8": ("fp8", 
 class EfficiencyProfile:
     """Fraction of peak real kernels reach, by problem size, plus fixed overheads (see module docstring)."""
 
-    compute_max: float = 0.70
-    compute_half_m: float = 8.0
+    compute_max: float = 0.75
+    compute_half_m: float = 2.0
     low_precision_compute_factor: float = 0.75
-    attention_compute_max: float = 0.55
-    overlap_exponent: float = 2.0
+    attention_compute_max: float = 0.70
+    overlap_exponent: float = 1.5
     bandwidth_max: float = 0.85
     bandwidth_half_bytes: float = 2.0e6
-    kernel_overhead_s: float = 4.0e-6
-    step_overhead_s: float = 2.0e-4
+    kernel_overhead_s: float = 6.0e-6
+    step_overhead_s: float = 1.0e-3
     runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
-    source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv"
+    source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
 
     def __post_init__(self) -> None:
         for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor"):
@@ -87,7 +87,7 @@ class EfficiencyProfile:
 
 DEFAULT_EFFICIENCY = {
     "gpu": EfficiencyProfile(),
-    "soc": EfficiencyProfile(compute_max=0.55, compute_half_m=1.0, bandwidth_max=0.70, kernel_overhead_s=1.0e-5,
+    "soc": EfficiencyProfile(compute_max=0.55, compute_half_m=1.0, bandwidth_max=0.80, kernel_overhead_s=1.0e-5,
                              step_overhead_s=1.0e-3, runtime_overhead_gib=2.0,
                              source="default SoC profile (Apple / Jetson unified memory, llama.cpp-class kernels)"),
     "cpu": EfficiencyProfile(compute_max=0.50, compute_half_m=1.0, attention_compute_max=0.3,

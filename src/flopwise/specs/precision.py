@@ -17,7 +17,7 @@ compute-bound (Marlin, Frantar et al. 2024, stays near the ideal 4x only up to b
 dequantization in llama.cpp is slower still). Memory-bound, the unpacking and scaling work keeps common
 dequantizing GEMV kernels below the bandwidth a 16-bit GEMV reaches: `weight_read_efficiency`
 (measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; vLLM
-AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.65-0.75 on RTX 3090/4090; see benchmarks/data/measured-dev.csv). Where the hardware
+AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see benchmarks/data/measured-dev.csv). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
 `HardwareSpec.peak_flops`.
 """
@@ -70,9 +70,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85, 0.8),
         WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
-        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.7),
-        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.7),
-        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.7),
+        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
+        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
+        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.85),
     )
 }
 

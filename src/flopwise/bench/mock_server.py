@@ -1,0 +1,316 @@
+"""A mock OpenAI-compatible streaming server with a known first-token delay and inter-token delay.
+
+Plain asyncio (no web framework), HTTP/1.1 keep-alive, SSE over chunked transfer encoding, like uvicorn.
+Routes: POST /v1/completions, POST /v1/chat/completions, GET /health, GET /v1/models, GET /metrics.
+
+Timing: for a request parsed at t0, token i (0-based) is produced at t0 + ttft + i * itl, sleeping to absolute
+deadlines so that timer overshoot never accumulates. The first chunk carries token 0 alone; later chunks carry
+`tokens_per_chunk` tokens each and are written when their last token is produced (like speculative decoding).
+
+Faults, for tests: `MockConfig.fault`, or a directive `[[mock:KIND]]` inside the prompt, one of
+    500 / 429 / ...   answer with that HTTP status and a JSON error body
+    hang              accept the request and never answer (client timeout)
+    stall             stream half the tokens, then stop sending (client read timeout)
+    cut               stream half the tokens, then close the connection (dropped stream)
+    garbage           stream two tokens, then a line that is not SSE JSON (malformed SSE)
+    no_usage          stream every token but omit the usage chunk
+    no_done           stream every token and usage but end without `data: [DONE]`
+
+Usage counts: prompt_tokens is the number of whitespace-separated words in the prompt (the mock's tokenizer),
+completion_tokens the tokens streamed. Run as a process: `python -m flopwise.bench.mock_server --port 0`
+prints `listening on PORT` once ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+__all__ = ["MockConfig", "MockServer", "serve", "mock_server_thread", "mock_server_process"]
+
+_FAULT_RE = re.compile(r"\[\[mock:([a-z_0-9]+)\]\]")
+_MAX_BODY_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class MockConfig:
+    ttft_ms: float = 100.0
+    itl_ms: float = 20.0
+    default_max_tokens: int = 16
+    tokens_per_chunk: int = 1
+    fault: str | None = None
+    model: str = "mock"
+
+
+@dataclass(slots=True)
+class _Stats:
+    """Counters exposed on /metrics in vLLM's names (a small subset)."""
+
+    running: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+
+
+class MockServer:
+    """One server; `start()` binds, `serve_forever()` runs until cancelled."""
+
+    def __init__(self, config: MockConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+        self._stats = _Stats()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=4096)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                length = int(headers.get("content-length", "0"))
+                if length > _MAX_BODY_BYTES:
+                    return
+                body = await reader.readexactly(length) if length else b""
+                keep = await self._route(method, path.split("?", 1)[0], body, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.LimitOverrunError):
+            return
+        finally:
+            writer.close()
+
+    async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        if method == "GET" and path == "/health":
+            return await _respond(writer, 200, b"{}")
+        if method == "GET" and path == "/v1/models":
+            return await _respond(writer, 200, json.dumps(
+                {"object": "list", "data": [{"id": self.config.model, "object": "model"}]}).encode())
+        if method == "GET" and path == "/metrics":
+            return await _respond(writer, 200, self._metrics_text().encode(), "text/plain; version=0.0.4")
+        if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            try:
+                payload = json.loads(body)
+            except ValueError:
+                return await _respond(writer, 400, b'{"error": {"message": "body is not JSON"}}')
+            return await self._generate(payload, path.endswith("chat/completions"), writer)
+        return await _respond(writer, 404, b'{"error": {"message": "not found"}}')
+
+    async def _generate(self, payload: dict, is_chat: bool, writer: asyncio.StreamWriter) -> bool:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        cfg = self.config
+        prompt = _prompt_text(payload, is_chat)
+        m = _FAULT_RE.search(prompt)
+        fault = m.group(1) if m else cfg.fault
+        if fault is not None and fault.isdigit():
+            return await _respond(writer, int(fault), json.dumps({"error": {"message": f"mock fault {fault}"}}).encode())
+        if fault == "hang":
+            await asyncio.sleep(3600)
+            return False
+        n = int(payload.get("max_tokens") or payload.get("max_completion_tokens") or cfg.default_max_tokens)
+        n_prompt = len(prompt.split())
+        if not payload.get("stream"):
+            await asyncio.sleep(max(0.0, t0 + (cfg.ttft_ms + (n - 1) * cfg.itl_ms) / 1e3 - loop.time()))
+            text = " tok" * n
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if is_chat else {"index": 0, "text": text}
+            usage = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
+            return await _respond(writer, 200, json.dumps({"choices": [choice], "usage": usage}).encode())
+
+        self._stats.running += 1
+        self._stats.requests += 1
+        self._stats.prompt_tokens += n_prompt
+        try:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n")
+            obj = "chat.completion.chunk" if is_chat else "text_completion"
+            if is_chat:
+                _write_chunk(writer, _event({"object": obj, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
+            stop_after = {"stall": n // 2, "cut": n // 2, "garbage": 2}.get(fault or "", n)
+            k = max(1, cfg.tokens_per_chunk)
+            sent = 0
+            i = 0
+            while sent < min(n, stop_after):
+                m_tok = 1 if sent == 0 else min(k, n - sent)
+                deadline = t0 + (cfg.ttft_ms + (sent + m_tok - 1) * cfg.itl_ms) / 1e3
+                delay = deadline - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                text = " tok" * m_tok
+                last = sent + m_tok == n
+                choice: dict = ({"index": 0, "delta": {"content": text}} if is_chat else {"index": 0, "text": text})
+                choice["finish_reason"] = "length" if last else None
+                _write_chunk(writer, _event({"object": obj, "choices": [choice]}))
+                sent += m_tok
+                i += 1
+                self._stats.generation_tokens += m_tok
+                if i % 8 == 0:
+                    await writer.drain()
+            if fault == "stall":
+                await writer.drain()
+                await asyncio.sleep(3600)
+                return False
+            if fault == "cut":
+                await writer.drain()
+                return False
+            if fault == "garbage":
+                _write_chunk(writer, b"data: {this is not json\n\n")
+            include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            if include_usage and fault != "no_usage":
+                usage = {"prompt_tokens": n_prompt, "completion_tokens": sent, "total_tokens": n_prompt + sent}
+                _write_chunk(writer, _event({"object": obj, "choices": [], "usage": usage}))
+            if fault != "no_done":
+                _write_chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        finally:
+            self._stats.running -= 1
+
+    def _metrics_text(self) -> str:
+        s = self._stats
+        return (f'vllm:num_requests_running{{model_name="{self.config.model}"}} {s.running}\n'
+                f'vllm:num_requests_waiting{{model_name="{self.config.model}"}} 0\n'
+                f'vllm:prompt_tokens_total{{model_name="{self.config.model}"}} {s.prompt_tokens}\n'
+                f'vllm:generation_tokens_total{{model_name="{self.config.model}"}} {s.generation_tokens}\n'
+                f'vllm:request_success_total{{model_name="{self.config.model}"}} {s.requests}\n')
+
+
+def _prompt_text(payload: dict, is_chat: bool) -> str:
+    if not is_chat:
+        p = payload.get("prompt", "")
+        return p if isinstance(p, str) else " ".join(map(str, p))
+    parts = []
+    for msg in payload.get("messages", []):
+        c = msg.get("content", "")
+        parts.append(c if isinstance(c, str) else " ".join(x.get("text", "") for x in c if isinstance(x, dict)))
+    return " ".join(parts)
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _write_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+async def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> bool:
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
+    writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+    await writer.drain()
+    return True
+
+
+async def serve(config: MockConfig, host: str = "127.0.0.1", port: int = 0,
+                ready: threading.Event | None = None, port_out: list[int] | None = None) -> None:
+    server = MockServer(config, host, port)
+    bound = await server.start()
+    if port_out is not None:
+        port_out.append(bound)
+    if ready is not None:
+        ready.set()
+    await server.serve_forever()
+
+
+@contextmanager
+def mock_server_thread(config: MockConfig = MockConfig()) -> Iterator[str]:
+    """Run the mock on its own event loop in a daemon thread; yields its base URL. For tests."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    port: list[int] = []
+    task: list[asyncio.Task] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        task.append(loop.create_task(serve(config, ready=ready, port_out=port)))
+        try:
+            loop.run_until_complete(task[0])
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.close()
+
+    th = threading.Thread(target=run, name="flopwise-mock", daemon=True)
+    th.start()
+    if not ready.wait(10):
+        raise RuntimeError("mock server did not start")
+    try:
+        yield f"http://127.0.0.1:{port[0]}"
+    finally:
+        loop.call_soon_threadsafe(task[0].cancel)
+        th.join(5)
+
+
+@contextmanager
+def mock_server_process(config: MockConfig = MockConfig()) -> Iterator[str]:
+    """Run the mock in a separate process (its own core and event loop); yields its base URL."""
+    cmd = [sys.executable, "-m", "flopwise.bench.mock_server", "--port", "0", "--ttft-ms", str(config.ttft_ms),
+           "--itl-ms", str(config.itl_ms), "--tokens-per-chunk", str(config.tokens_per_chunk)]
+    if config.fault:
+        cmd += ["--fault", config.fault]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"mock server failed to start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[-1])}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Mock OpenAI-compatible streaming server.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--ttft-ms", type=float, default=100.0)
+    ap.add_argument("--itl-ms", type=float, default=20.0)
+    ap.add_argument("--tokens-per-chunk", type=int, default=1)
+    ap.add_argument("--fault", default=None)
+    a = ap.parse_args(argv)
+    cfg = replace(MockConfig(), ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens_per_chunk=a.tokens_per_chunk, fault=a.fault)
+
+    async def run() -> None:
+        server = MockServer(cfg, a.host, a.port)
+        port = await server.start()
+        print(f"listening on {port}", flush=True)
+        await server.serve_forever()
+
+    try:
+        import uvloop  # type: ignore[import-not-found]
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    try:
+        runner(run())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
