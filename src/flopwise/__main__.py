@@ -1,0 +1,3 @@
+from flopwise.cli import main
+
+main()

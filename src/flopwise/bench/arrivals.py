@@ -1,0 +1,79 @@
+"""When requests are sent: open-loop arrival processes at a rate, or a closed loop at a concurrency.
+
+Open loop (sends regardless of completions, like real users):
+    poisson    exponential gaps, mean 1/rate
+    gamma      gamma gaps with shape `burstiness` and mean 1/rate (shape < 1 is burstier than Poisson,
+               > 1 smoother; shape 1 is Poisson; the coefficient of variation of the gaps is 1/sqrt(shape))
+    constant   gaps of exactly 1/rate
+    rate = inf sends every request at once (a burst)
+Closed loop: `concurrency` workers, each sending its next request when its previous one finishes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from flopwise.errors import WorkloadError
+
+__all__ = ["Load", "ArrivalKind", "arrival_gaps"]
+
+ArrivalKind = Literal["poisson", "gamma", "constant", "concurrency"]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """One load level. `max_concurrency` caps in-flight requests of an open loop (None: no cap)."""
+
+    kind: ArrivalKind
+    rate: float | None = None
+    concurrency: int | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "concurrency":
+            if not self.concurrency or self.concurrency < 1:
+                raise WorkloadError("--concurrency must be >= 1")
+        elif self.rate is None or not self.rate > 0:
+            raise WorkloadError(f"--request-rate must be > 0 (inf for a burst); got {self.rate}")
+        if self.burstiness <= 0:
+            raise WorkloadError(f"--burstiness (gamma shape) must be > 0; got {self.burstiness}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise WorkloadError("--max-concurrency must be >= 1")
+
+    @property
+    def is_closed(self) -> bool:
+        return self.kind == "concurrency"
+
+    @property
+    def label(self) -> str:
+        if self.is_closed:
+            return f"concurrency-{self.concurrency}"
+        return "rate-inf" if math.isinf(self.rate or 0) else f"rate-{self.rate:g}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "rate": self.rate, "concurrency": self.concurrency,
+                "burstiness": self.burstiness, "max_concurrency": self.max_concurrency}
+
+
+def arrival_gaps(load: Load, seed: int = 0) -> Iterator[float]:
+    """Endless gaps (s) between consecutive sends of an open-loop load; the first send is at gap 0."""
+    if load.is_closed:
+        raise ValueError("a closed loop has no arrival gaps")
+    rate = float(load.rate)  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed)
+    yield 0.0
+    while True:
+        if math.isinf(rate):
+            yield 0.0
+        elif load.kind == "constant":
+            yield 1.0 / rate
+        elif load.kind == "poisson":
+            yield float(rng.exponential(1.0 / rate))
+        else:
+            yield float(rng.gamma(load.burstiness, 1.0 / (rate * load.burstiness)))

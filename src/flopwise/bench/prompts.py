@@ -1,0 +1,184 @@
+"""Prompts to send: random text of a token length, ShareGPT JSON, JSONL, and shared-prefix sets.
+
+Every source returns a list of `Prompt`s, deterministic for a seed. Random text is drawn per request so that
+no two prompts share a prefix (unless asked to), which keeps a server's prefix cache from flattering it.
+Token lengths are exact with a tokenizer and approximate without one (see `tokenize`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwise.bench.tokenize import ApproxCounter, TokenCounter
+from flopwise.errors import WorkloadError
+
+__all__ = ["Prompt", "random_prompts", "shared_prefix_prompts", "load_sharegpt", "load_jsonl", "load_dataset"]
+
+# Short, frequent English words: one byte-level BPE token each, with their leading space.
+_WORDS = tuple("""the of and to in is was for on are with as his they be at one have this from or had by
+word but what some we can out other were all there when up use your how said an each she which do their time
+if will way about many then them write would like so these her long make thing see him two has look more day
+could go come did number sound no most people my over know water than call first who may down side been now
+find any new work part take get place made live where after back little only round man year came show every
+good me give our under name very through just form great think say help low line differ turn cause much mean
+before move right boy old too same tell does set three want air well also play small end put home read hand
+port large spell add even land here must big high such follow act why ask men change went light kind off need
+house picture try us again animal point mother world near build self earth father head stand own page should
+country found answer school grow study still learn plant cover food sun four between state keep eye never last
+let thought city tree cross farm hard start might story saw far sea draw left late run while press close night
+real life few north open seem together next white children begin got walk example ease paper group always
+music those both mark often letter until mile river car feet care second book carry took science eat room
+friend began idea fish mountain stop once base hear horse cut sure watch color face wood main enough plain
+girl usual young ready above ever red list though feel talk bird soon body dog family direct pose leave song
+measure door product black short numeral class wind question happen complete ship area half rock order fire
+south problem piece told knew pass since top whole king space heard best hour better true during hundred five
+remember step early hold west ground interest reach fast verb sing listen six table travel less morning ten
+simple several vowel toward war lay against pattern slow center love person money serve appear road map rain
+rule govern pull cold notice voice unit power town fine certain fly fall lead cry dark machine note wait plan
+figure star box noun field rest correct able pound done beauty drive stood contain front teach week final gave
+green oh quick develop ocean warm free minute strong special mind behind clear tail produce fact street inch
+multiply nothing course stay wheel full force blue object decide surface deep moon island foot system busy
+test record boat common gold possible plane stead dry wonder laugh thousand ago ran check game shape equate
+hot miss brought heat snow tire bring yes distant fill east paint language among""".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt. `input_tokens` is the client's count (exact with a tokenizer); `output_len` the tokens
+    to ask for (max_tokens, with ignore_eos where the server accepts it)."""
+
+    text: str
+    input_tokens: int
+    output_len: int
+    messages: tuple[dict[str, Any], ...] | None = None
+
+
+def random_text(rng: np.random.Generator, num_tokens: int, counter: TokenCounter) -> str:
+    """Random words of about `num_tokens` tokens; exactly that many under a real tokenizer."""
+    if num_tokens <= 0:
+        return ""
+    words = rng.choice(len(_WORDS), size=num_tokens + 16)
+    text = " ".join(_WORDS[i] for i in words)
+    while counter.count(text) < num_tokens:
+        text += " " + " ".join(_WORDS[i] for i in rng.choice(len(_WORDS), size=num_tokens // 2 + 16))
+    return counter.truncate(text, num_tokens)
+
+
+def _lengths(rng: np.random.Generator, mean: int, spread: float, n: int) -> np.ndarray:
+    """n lengths uniform in mean * [1 - spread, 1 + spread], at least 1."""
+    if spread <= 0:
+        return np.full(n, mean, dtype=int)
+    lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
+    return rng.integers(lo, hi + 1, size=n)
+
+
+def random_prompts(n: int, input_len: int, output_len: int, *, seed: int = 0, counter: TokenCounter | None = None,
+                   range_ratio: float = 0.0) -> list[Prompt]:
+    """n prompts of random text, lengths uniform within +-range_ratio of the given ones."""
+    _check_lengths(input_len, output_len)
+    counter = counter or ApproxCounter()
+    rng = np.random.default_rng(seed)
+    ins, outs = _lengths(rng, input_len, range_ratio, n), _lengths(rng, output_len, range_ratio, n)
+    out = []
+    for i in range(n):
+        text = random_text(rng, int(ins[i]), counter)
+        out.append(Prompt(text, counter.count(text), int(outs[i])))
+    return out
+
+
+def shared_prefix_prompts(n: int, prefix_len: int, input_len: int, output_len: int, *, num_prefixes: int = 1,
+                          seed: int = 0, counter: TokenCounter | None = None) -> list[Prompt]:
+    """n prompts: one of `num_prefixes` shared prefixes of `prefix_len` tokens (prompt i uses prefix
+    i % num_prefixes) followed by a distinct random suffix of `input_len` tokens. For prefix-cache tests."""
+    _check_lengths(input_len, output_len)
+    if prefix_len < 1 or num_prefixes < 1:
+        raise WorkloadError("--shared-prefix-len and --num-prefixes must be >= 1")
+    counter = counter or ApproxCounter()
+    rng = np.random.default_rng(seed)
+    prefixes = [random_text(rng, prefix_len, counter) for _ in range(num_prefixes)]
+    out = []
+    for i in range(n):
+        text = prefixes[i % num_prefixes] + " " + random_text(rng, input_len, counter)
+        out.append(Prompt(text, counter.count(text), output_len))
+    return out
+
+
+def load_sharegpt(path: str | Path, n: int, *, seed: int = 0, counter: TokenCounter | None = None,
+                  output_len: int | None = None, max_input_len: int = 4096) -> list[Prompt]:
+    """ShareGPT JSON: a list of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}.
+    The first human turn is the prompt; the reply's token count is the output length unless `output_len`
+    is given. Conversations with fewer than two turns, or prompts over `max_input_len`, are skipped;
+    the rest are shuffled with `seed` and the first n kept (cycled when fewer)."""
+    counter = counter or ApproxCounter()
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise WorkloadError(f"cannot read ShareGPT file {path}: {e}") from e
+    if not isinstance(data, list):
+        raise WorkloadError(f"{path} is not a ShareGPT file (expected a JSON list of conversations)")
+    pairs = []
+    for conv in data:
+        turns = (conv.get("conversations") or conv.get("conversation") or []) if isinstance(conv, dict) else []
+        if len(turns) < 2:
+            continue
+        prompt, reply = str(turns[0].get("value", "")), str(turns[1].get("value", ""))
+        n_in = counter.count(prompt)
+        n_out = output_len or max(1, counter.count(reply))
+        if 1 <= n_in <= max_input_len:
+            pairs.append(Prompt(prompt, n_in, n_out))
+    return _take(pairs, n, seed, path)
+
+
+def load_jsonl(path: str | Path, n: int, *, seed: int = 0, counter: TokenCounter | None = None,
+               output_len: int | None = None, shuffle: bool = False) -> list[Prompt]:
+    """JSONL, one object a line: {"prompt": str} or {"messages": [...]}, optionally with "output_len"
+    (or "max_tokens"). Without a length, `output_len` applies. Kept in file order unless `shuffle`."""
+    counter = counter or ApproxCounter()
+    out = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise WorkloadError(f"cannot read {path}: {e}") from e
+    for k, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise WorkloadError(f"{path}:{k}: not JSON ({e})") from e
+        messages = obj.get("messages")
+        text = obj.get("prompt") or ("\n".join(str(m.get("content", "")) for m in messages) if messages else None)
+        if not isinstance(text, str):
+            raise WorkloadError(f"{path}:{k}: needs a \"prompt\" string or a \"messages\" list")
+        n_out = obj.get("output_len") or obj.get("max_tokens") or output_len
+        if not n_out:
+            raise WorkloadError(f"{path}:{k}: no output length; add \"output_len\" or pass --output-len")
+        out.append(Prompt(text, counter.count(text), int(n_out), tuple(messages) if messages else None))
+    return _take(out, n, seed, path, shuffle=shuffle)
+
+
+def load_dataset(path: str | Path, n: int, **kw: Any) -> list[Prompt]:
+    """ShareGPT for .json, JSONL for .jsonl."""
+    p = Path(path)
+    if p.suffix == ".jsonl":
+        return load_jsonl(p, n, **{k: v for k, v in kw.items() if k in ("seed", "counter", "output_len")})
+    return load_sharegpt(p, n, **kw)
+
+
+def _take(items: list[Prompt], n: int, seed: int, path: str | Path, *, shuffle: bool = True) -> list[Prompt]:
+    if not items:
+        raise WorkloadError(f"{path} has no usable prompts")
+    if shuffle:
+        order = np.random.default_rng(seed).permutation(len(items))
+        items = [items[i] for i in order]
+    return [items[i % len(items)] for i in range(n)]
+
+
+def _check_lengths(input_len: int, output_len: int) -> None:
+    if input_len < 1 or output_len < 1:
+        raise WorkloadError(f"--input-len and --output-len must be >= 1 (got {input_len}, {output_len})")

@@ -1,0 +1,58 @@
+"""Open-loop arrival processes, vectorised with numpy (deterministic under a seed).
+
+    poisson    gaps ~ Exponential(mean 1/rate)                       (vllm bench serve, burstiness 1)
+    gamma      gaps ~ Gamma(shape k = burstiness, scale 1/(rate*k)): mean 1/rate, CV = 1/sqrt(k);
+               k < 1 is burstier than Poisson, k > 1 smoother       (vllm bench serve --burstiness)
+    constant   gaps of exactly 1/rate
+    inf        every request at t = 0 (a burst; "max load")
+The first request arrives at t = 0. Closed-loop concurrency is not an arrival process: see `Workload`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from flopwise.errors import WorkloadError
+
+__all__ = ["ArrivalProcess", "arrival_times", "ARRIVAL_KINDS"]
+
+ARRIVAL_KINDS = ("poisson", "gamma", "constant")
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalProcess:
+    """`rate` in requests/s (math.inf for a burst); `burstiness` is the gamma shape (1 = Poisson)."""
+
+    kind: str = "poisson"
+    rate: float = math.inf
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ARRIVAL_KINDS:
+            raise WorkloadError(f"unknown arrival process '{self.kind}'; use one of {', '.join(ARRIVAL_KINDS)}")
+        if not self.rate > 0:
+            raise WorkloadError(f"--request-rate must be > 0 (or inf for all at once), got {self.rate}")
+        if not self.burstiness > 0:
+            raise WorkloadError(f"--burstiness (gamma shape) must be > 0, got {self.burstiness}")
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the gaps."""
+        return {"poisson": 1.0, "gamma": 1 / math.sqrt(self.burstiness), "constant": 0.0}[self.kind]
+
+
+def arrival_times(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`n` non-decreasing arrival instants (s), the first at 0."""
+    if math.isinf(proc.rate):
+        return np.zeros(n)
+    mean_gap = 1.0 / proc.rate
+    if proc.kind == "constant":
+        gaps = np.full(n - 1, mean_gap)
+    elif proc.kind == "poisson":
+        gaps = rng.exponential(mean_gap, size=n - 1)
+    else:
+        gaps = rng.gamma(proc.burstiness, mean_gap / proc.burstiness, size=n - 1)
+    return np.concatenate(([0.0], np.cumsum(gaps)))

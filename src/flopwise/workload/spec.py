@@ -1,0 +1,63 @@
+"""One request of a stream, and the stream itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flopwise.errors import WorkloadError
+
+__all__ = ["RequestSpec", "Workload"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What a client sends. The first `prefix_tokens` prompt tokens are shared by every request with the same
+    `prefix_id` (a system prompt, a RAG template, an earlier turn of a conversation); the rest are unique.
+    `arrival_at` (s) is ignored in a closed loop, where a request is sent when a client is free."""
+
+    arrival_at: float
+    input_tokens: int
+    output_tokens: int
+    prefix_id: int | None = None
+    prefix_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.input_tokens < 1 or self.output_tokens < 1:
+            raise WorkloadError(f"a request needs >= 1 input and output token, got {self.input_tokens} in, "
+                                f"{self.output_tokens} out")
+        if not 0 <= self.prefix_tokens <= self.input_tokens:
+            raise WorkloadError(f"prefix_tokens must be in [0, input_tokens={self.input_tokens}], "
+                                f"got {self.prefix_tokens}")
+        if self.arrival_at < 0:
+            raise WorkloadError(f"arrival times must be >= 0, got {self.arrival_at}")
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A request stream in send order. Open loop: each request arrives at its `arrival_at` (non-decreasing).
+    Closed loop (`concurrency` = N): N clients each send the next unsent request as soon as their previous one
+    completes (zero think time), as `vllm bench serve --max-concurrency N` at an infinite rate does."""
+
+    requests: tuple[RequestSpec, ...]
+    concurrency: int | None = None
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        if not self.requests:
+            raise WorkloadError("the workload has no requests; raise --num-requests or check the trace file")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise WorkloadError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if self.concurrency is None:
+            prev = 0.0
+            for r in self.requests:
+                if r.arrival_at < prev:
+                    raise WorkloadError("arrival times must be non-decreasing in send order")
+                prev = r.arrival_at
+
+    @property
+    def is_closed_loop(self) -> bool:
+        return self.concurrency is not None
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.requests)

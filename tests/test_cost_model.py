@@ -1,0 +1,152 @@
+"""The step-cost model against hand calculations."""
+
+import math
+
+import pytest
+
+from flopwise.api import deployment
+from flopwise.cost import batch_shape, decode_shape, memory_plan, prefill_shape, step_cost, step_time
+from flopwise.cost.batch import causal_pairs
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import blocks_per_sequence, max_sequences
+from flopwise.specs.hardware import GIB
+
+
+def _op(cost, name):
+    return next(o for o in cost.ops if o.name == name)
+
+
+def test_causal_pairs_closed_form_matches_brute_force():
+    for c in (0, 3, 10, 50):
+        for n in (1, 2, 7, 40):
+            for w in (None, 5, 16, 64):
+                brute = sum(min(c + j, w) if w else c + j for j in range(1, n + 1))
+                assert causal_pairs(c, n, w) == brute
+
+
+def test_seed_example_7b_fp16_decode_on_a100():
+    """A 7B FP16 decode step on A100: ~0.045 ms of compute at peak, ~7 ms of weight traffic: ~150x apart."""
+    dep = deployment("llama-2-7b", "a100-sxm-80gb", weights="fp16")
+    cost = step_cost(dep, decode_shape(1, 0, layout(dep).windows))
+    weights = sum(o.weight_bytes for o in cost.ops)
+    # 13.2 GB streamed each step: every weight but the embedding table (only its rows are gathered);
+    # the whole model is 13.5 GB ("a 7B FP16 model is 14 GB")
+    assert dep.model.total_params * 2 == pytest.approx(13.48e9, rel=1e-3)
+    assert weights == pytest.approx(2 * (6.738e9 - 32000 * 4096), rel=1e-3)
+    assert cost.peak_memory_s == pytest.approx(weights / 2.039e12, rel=0.01)  # >= 6.6 ms at 2.04 TB/s
+    assert cost.peak_compute_s == pytest.approx(2 * (6.738e9 - 32000 * 4096) / 312e12, rel=0.01)  # 42 us
+    assert 140 < cost.peak_memory_s / cost.peak_compute_s < 170
+    assert cost.bound == "memory"
+
+
+def test_linear_flops_are_two_per_weight_per_token():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    cost = step_cost(dep, prefill_shape(1, 100, layout(dep).windows))
+    mlp = _op(cost, "mlp")
+    assert mlp.flops == 2 * 100 * 3 * 4096 * 14336 * 32
+    qkvo = _op(cost, "qkv_o_proj")
+    assert qkvo.flops == 2 * 100 * (2 * 4096 * 4096 + 2 * 4096 * 1024) * 32
+    assert _op(cost, "lm_head").flops == 2 * 1 * 128256 * 4096  # only the last position emits a token
+
+
+def test_prefill_attention_flops_causal():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    cost = step_cost(dep, prefill_shape(1, 100, layout(dep).windows))
+    pairs = 100 * 101 // 2
+    assert _op(cost, "attention").flops == pairs * 4 * 32 * 128 * 32
+
+
+def test_decode_reads_the_whole_kv_cache():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    cost = step_cost(dep, decode_shape(4, 1000, layout(dep).windows))
+    # 4 sequences x (1000 cached read + 1 written) x 131,072 bytes per token over 32 layers
+    assert _op(cost, "attention").kv_bytes == 4 * 1001 * 131_072
+
+
+def test_int8_halves_decode_weight_bytes():
+    base = deployment("llama-3.1-8b", "a100-sxm-80gb", weights="fp16")
+    q8 = deployment("llama-3.1-8b", "a100-sxm-80gb", weights="int8")
+    shape = decode_shape(1, 512, layout(base).windows)
+    for name in ("qkv_o_proj", "mlp"):
+        assert _op(step_cost(q8, shape), name).weight_bytes * 2 == _op(step_cost(base, shape), name).weight_bytes
+    assert step_time(q8, shape) < step_time(base, shape)
+
+
+def test_int4_awq_bytes_include_scales():
+    dep = deployment("llama-3.1-8b", "a100-sxm-80gb", weights="int4-awq")
+    assert dep.weights.bits_per_weight == pytest.approx(4 + (16 + 4) / 128)
+
+
+def test_fp8_falls_back_to_16bit_math_on_a100():
+    hw = deployment("llama-3.1-8b", "a100-sxm-80gb", weights="fp8").hardware
+    assert hw.compute_dtype("fp8", weight_only_fallback=True) == "bf16"
+    h100 = deployment("llama-3.1-8b", "h100-sxm", weights="fp8").hardware
+    assert h100.compute_dtype("fp8") == "fp8"
+
+
+def test_mixed_batch_is_one_call():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    w = layout(dep).windows
+    mixed = batch_shape([(1, 500), (1, 800), (256, 0)], w)
+    assert mixed.num_tokens == 258 and mixed.num_logits == 3
+    work = mixed.attention[None]
+    assert work.decode_pairs == 501 + 801 and work.prefill_pairs == 256 * 257 // 2
+    t = step_time(dep, mixed)
+    assert step_time(dep, batch_shape([(256, 0)], w)) < t
+
+
+def test_moe_touches_expected_distinct_experts():
+    dep = deployment("mixtral-8x7b", "h100-sxm", tp=2)
+    cost1 = step_cost(dep, decode_shape(1, 100, layout(dep).windows))
+    moe1 = _op(cost1, "moe_experts")
+    expert_gpu = 3 * 4096 * 14336 / 2
+    router = 4096 * 8
+    # one token touches exactly k = 2 of 8 experts
+    assert moe1.weight_bytes == pytest.approx(32 * (2 * expert_gpu + router) * 2)
+    big = _op(step_cost(dep, decode_shape(64, 100, layout(dep).windows)), "moe_experts")
+    touched = 8 * (1 - (1 - 2 / 8) ** 64)
+    assert big.weight_bytes == pytest.approx(32 * (touched * expert_gpu + router) * 2)
+
+
+def test_tensor_parallel_splits_weights_and_adds_allreduce():
+    one = deployment("llama-3.1-70b", "h100-sxm", tp=4)
+    shape = decode_shape(1, 100, layout(one).windows)
+    cost = step_cost(one, shape)
+    ar = _op(cost, "tp_allreduce")
+    assert ar.count == 2 * 80
+    assert ar.comm_bytes == pytest.approx(160 * 2 * 3 / 4 * 8192 * 2)
+    assert _op(cost, "mlp").weight_bytes == pytest.approx(80 * 3 * 8192 * 28672 / 4 * 2)
+
+
+def test_memory_plan_by_hand():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    plan = memory_plan(dep)
+    assert plan.weight_bytes == pytest.approx(8.030e9 * 2, rel=1e-3)
+    budget = 79.6 * GIB * 0.9
+    assert plan.budget_bytes == pytest.approx(budget)
+    assert plan.kv_pool_bytes == pytest.approx(budget - plan.weight_bytes - plan.activation_bytes - plan.runtime_bytes)
+    assert plan.block_bytes == 16 * 131_072
+    assert plan.num_blocks == math.floor(plan.kv_pool_bytes / (16 * 131_072))
+    assert blocks_per_sequence(dep, 1280) == 80
+    assert max_sequences(dep, 1280) == plan.num_blocks // 80
+
+
+def test_fp8_kv_doubles_capacity():
+    a = memory_plan(deployment("llama-3.1-8b", "h100-sxm", kv="bf16"))
+    b = memory_plan(deployment("llama-3.1-8b", "h100-sxm", kv="fp8"))
+    assert b.block_bytes * 2 == a.block_bytes
+    assert b.num_blocks in (2 * a.num_blocks, 2 * a.num_blocks + 1)
+
+
+def test_sliding_window_caps_blocks():
+    dep = deployment("mistral-7b", "h100-sxm")
+    assert blocks_per_sequence(dep, 2048) == 128
+    assert blocks_per_sequence(dep, 100_000) == 4096 // 16 + 1
+
+
+def test_step_time_equals_breakdown_sum():
+    dep = deployment("qwen3-30b-a3b", "h100-sxm", tp=2, weights="fp8", kv="fp8")
+    shape = batch_shape([(1, 3000), (1, 10), (512, 1024)], layout(dep).windows, num_logits=2)
+    cost = step_cost(dep, shape)
+    assert cost.time_s == pytest.approx(step_time(dep, shape), rel=1e-12)
+    assert cost.time_s == pytest.approx(sum(o.time_s for o in cost.ops) + cost.step_overhead_s, rel=1e-12)

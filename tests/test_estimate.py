@@ -1,0 +1,148 @@
+"""Static-batch estimate, hardware catalog and user files, and the CLI contract."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import flopwise
+from flopwise.cli import app
+from flopwise.cost import decode_shape, prefill_shape, step_time
+from flopwise.cost.layout import layout
+from flopwise.errors import DoesNotFitError, SpecError, UnknownHardwareError, WorkloadError
+from flopwise.specs.hardware import get_hardware, hardware_catalog, load_hardware_file
+
+runner = CliRunner()
+
+REQUIRED_GPUS = ["a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200",
+                 "h20", "b200", "l4", "l40s", "a10g", "rtx-3090", "rtx-4090", "rtx-5090", "rtx-a6000",
+                 "rtx-6000-ada", "mi250x", "mi300x", "mi325x", "apple-m1-max", "apple-m2-ultra", "apple-m3-max",
+                 "jetson-agx-orin"]
+
+
+def test_estimate_is_built_on_the_step_function():
+    r = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=4, input_len=512, output_len=9)
+    dep = r.deployment
+    w = layout(dep).windows
+    assert r.ttft_ms == pytest.approx(step_time(dep, prefill_shape(4, 512, w)) * 1e3)
+    decode = [step_time(dep, decode_shape(4, 512 + j, w)) for j in range(8)]  # 8 decode steps, exact
+    assert r.tpot_ms == pytest.approx(sum(decode) / 8 * 1e3)
+    assert r.e2e_ms == pytest.approx(r.ttft_ms + 8 * r.tpot_ms)
+    assert r.output_tokens_per_s == pytest.approx(4 * 9 / (r.e2e_ms / 1e3))
+    assert r.decode_tokens_per_s_per_user == pytest.approx(1e3 / r.tpot_ms)
+
+
+def test_long_output_mean_is_close_to_exact():
+    r = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=8, input_len=100, output_len=400)
+    dep = r.deployment
+    w = layout(dep).windows
+    exact = sum(step_time(dep, decode_shape(8, 100 + j, w)) for j in range(399)) / 399
+    assert r.tpot_ms == pytest.approx(exact * 1e3, rel=1e-3)
+
+
+def test_prefill_compute_bound_decode_memory_bound():
+    r = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=2048, output_len=64)
+    assert r.prefill.step.bound == "compute"
+    assert r.decode.step.bound == "memory"
+
+
+def test_replicas_multiply_throughput():
+    one = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=8)
+    four = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=8, num_gpus=4)
+    assert four.output_tokens_per_s == pytest.approx(4 * one.output_tokens_per_s)
+    assert four.output_tokens_per_s_per_gpu == pytest.approx(one.output_tokens_per_s)
+
+
+def test_does_not_fit_says_what_would():
+    with pytest.raises(DoesNotFitError, match=r"needs .* GiB.*Try --tp 2"):
+        flopwise.estimate("llama-3.1-70b", "h100-sxm")
+    with pytest.raises(DoesNotFitError, match="--weights"):
+        flopwise.estimate("llama-3.1-70b", "h100-sxm", tp=1)
+
+
+@pytest.mark.parametrize("kw", [{"batch": 0}, {"input_len": -1}, {"output_len": 0}])
+def test_bad_lengths(kw):
+    with pytest.raises(WorkloadError):
+        flopwise.estimate("llama-3.1-8b", "h100-sxm", **kw)
+
+
+def test_hardware_catalog_has_required_ids_with_sources():
+    cat = hardware_catalog()
+    for hw_id in REQUIRED_GPUS:
+        hw = cat[hw_id]
+        assert hw.memory_bandwidth_gbs > 0 and hw.memory_gib > 0
+        assert hw.sources.get("compute") and hw.sources.get("memory")
+    assert cat["h100-sxm"].peak_tflops["bf16"] == pytest.approx(989.4)  # dense, not the sparsity figure
+    assert cat["b200"].peak_tflops.get("fp4", 0) > 0
+
+
+def test_unknown_gpu_suggests():
+    with pytest.raises(UnknownHardwareError, match="h100-sxm"):
+        get_hardware("h100-sxn")
+
+
+def test_user_hardware_file_toml_and_yaml(tmp_path):
+    toml = tmp_path / "hw.toml"
+    toml.write_text('[[hardware]]\nid = "h100-sxm"\nprice_per_hour_usd = 1.5\n[hardware.efficiency]\n'
+                    'bandwidth_max = 0.5\n\n[[hardware]]\nid = "my-npu"\nname = "My NPU"\nvendor = "generic"\n'
+                    'kind = "gpu"\nmemory_gib = 32\nmemory_bandwidth_gbs = 1000\n[hardware.peak_tflops]\nbf16 = 100\n')
+    cat = load_hardware_file(toml)
+    assert cat["h100-sxm"].price_per_hour_usd == 1.5
+    assert cat["h100-sxm"].memory_bandwidth_gbs == 3350  # untouched fields kept
+    assert cat["h100-sxm"].efficiency.bandwidth_max == 0.5
+    slow = flopwise.estimate("llama-3.1-8b", "h100-sxm", hardware_file=toml)
+    fast = flopwise.estimate("llama-3.1-8b", "h100-sxm")
+    assert slow.tpot_ms > 1.4 * fast.tpot_ms  # half the bandwidth: decode slows by ~1.7x less fixed overheads
+    yaml_file = tmp_path / "hw.yaml"
+    yaml_file.write_text("hardware:\n  - id: my-npu\n    name: My NPU\n    vendor: generic\n    kind: gpu\n"
+                         "    memory_gib: 32\n    memory_bandwidth_gbs: 1000\n    peak_tflops: {bf16: 100}\n")
+    assert get_hardware("my-npu", yaml_file).peak_flops("fp8") == 100e12  # falls back to bf16 math
+
+
+def test_bad_hardware_file(tmp_path):
+    f = tmp_path / "hw.toml"
+    f.write_text('[[hardware]]\nid = "x"\nname = "x"\n')
+    with pytest.raises(SpecError, match="missing"):
+        load_hardware_file(f)
+    f.write_text("[[hardware\n")
+    with pytest.raises(SpecError, match="could not be parsed"):
+        load_hardware_file(f)
+
+
+def test_cli_estimate_json_keys():
+    res = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm",
+                              "--batch", "32", "--input-len", "1024", "--output-len", "256", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                "prefill_tokens_per_s", "decode_tokens_per_s_per_user", "max_batch", "fits", "mfu", "mbu"):
+        assert isinstance(d[key], int | float | bool), key
+    assert set(d["memory"]) >= {"weights_gib", "kv_cache_gib", "activations_gib", "free_gib"}
+    for phase in ("prefill", "decode"):
+        assert set(d[phase]) >= {"flops", "bytes", "bound", "time_ms"}
+    assert d["batch"] == 32 and d["fits"] is True
+
+
+def test_cli_default_report_runs():
+    res = runner.invoke(app, ["estimate"])
+    assert res.exit_code == 0, res.output
+    assert "TTFT" in res.stdout and "binding roof" in res.stdout
+
+
+def test_cli_catalogs():
+    res = runner.invoke(app, ["models", "--json"])
+    ids = [m["id"] for m in json.loads(res.stdout)["models"]]
+    assert "meta-llama/Llama-3.1-405B" in ids and "openai/gpt-oss-120b" in ids
+    res = runner.invoke(app, ["hardware", "--json"])
+    assert {h["id"] for h in json.loads(res.stdout)["hardware"]} >= set(REQUIRED_GPUS)
+
+
+def test_cli_errors_are_one_line(capfd):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "flopwise", "estimate", "--gpu", "h100-sxn"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "unknown GPU 'h100-sxn'" in out.stderr and "h100-sxm" in out.stderr
