@@ -9,8 +9,8 @@
     decode tokens/s per user    = 1 / TPOT
     MFU / MBU = FLOPs (bytes) one GPU moved over the request / (E2E * peak FLOP/s (bandwidth))
 
-The mean decode step is exact for up to 33 decode steps; beyond, the step time (piecewise linear in the
-context length) is averaged over 33 evenly spaced contexts (trapezoid rule; error well under 0.1%).
+The mean decode step is exact for up to 17 decode steps; beyond, the step time (piecewise linear in the
+context length) is averaged over 17 evenly spaced contexts (trapezoid rule; error well under 0.1%).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from flopwise.specs.hardware import GIB
 
 __all__ = ["PhaseEstimate", "Estimate", "estimate_deployment", "mean_decode_step_s"]
 
-_EXACT_DECODE_STEPS = 33
+_EXACT_DECODE_STEPS = 17
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,14 @@ plus tensor-parallel all-reduces and pipeline sends (`parallel.py`), and a fixed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from flopwise.cost.batch import BatchShape
-from flopwise.cost.layout import Layout, layout
+from flopwise.cost.layout import layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "step_cost", "step_time"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,56 +117,72 @@ class StepCost:
         return max(share, key=share.__getitem__)
 
 
+@dataclass(frozen=True, slots=True)
+class Roofs:
+    """The rates one deployment's kernels run at (cached per deployment).
+
+    `peak_linear` is the GEMM peak of the dtype the hardware really multiplies in, times the low-precision
+    factor for 8/4-bit math; `gemm_eff` the dequantization penalty of weight-only kernels once compute-bound
+    (W8A8 / FP4 weights on a chip without that math run through a weight-only kernel: 0.85)."""
+
+    bw: float
+    peak_linear: float
+    nominal_peak_linear: float
+    peak_attn: float
+    gemm_eff: float
+    weight_read_eff: float
+    p: float
+
+
+@lru_cache(maxsize=512)
+def roofs(dep: Deployment) -> Roofs:
+    hw, wf = dep.hardware, dep.weights
+    linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wf.compute in ("fp8", "fp4"))
+    nominal = hw.peak_tflops[linear_dtype] * 1e12
+    factor = hw.efficiency.low_precision_compute_factor if linear_dtype in ("fp8", "int8", "fp4") else 1.0
+    weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
+    gemm_eff = wf.gemm_efficiency if weight_only else 1.0
+    if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
+        gemm_eff = 0.85
+    return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
+                 peak_attn=hw.peak_flops("bf16"), gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
+                 p=hw.efficiency.overlap_exponent)
+
+
 class _Acc:
     """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
 
-    __slots__ = ("dep", "lay", "prof", "bw", "peak_linear", "nominal_peak_linear", "peak_attn", "gemm_eff", "weight_read_eff", "p",
-                 "detail", "ops", "total")
+    __slots__ = ("prof", "r", "detail", "ops", "total")
 
-    def __init__(self, dep: Deployment, lay: Layout, detail: bool):
-        hw = dep.hardware
-        wf = dep.weights
-        self.dep, self.lay, self.prof, self.detail = dep, lay, hw.efficiency, detail
-        self.bw = hw.bandwidth_bytes_per_s
-        wonly = wf.compute in ("fp8", "fp4")
-        linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wonly)
-        self.nominal_peak_linear = self.peak_linear = hw.peak_tflops[linear_dtype] * 1e12
-        if linear_dtype in ("fp8", "int8", "fp4"):
-            self.peak_linear *= hw.efficiency.low_precision_compute_factor
-        self.weight_read_eff = wf.weight_read_efficiency
-        self.p = hw.efficiency.overlap_exponent
-        self.peak_attn = hw.peak_flops("bf16")
-        weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
-        self.gemm_eff = wf.gemm_efficiency if weight_only else 1.0
-        if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
-            self.gemm_eff = 0.85  # W8A8 / FP4 weights run by a weight-only fallback kernel
+    def __init__(self, dep: Deployment, detail: bool):
+        self.prof, self.r, self.detail = dep.hardware.efficiency, roofs(dep), detail
         self.ops: list[OpCost] = []
         self.total = 0.0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False) -> None:
-        prof = self.prof
+        prof, r = self.prof, self.r
         if flops > 0:
             if attention:
                 eff = prof.attention_compute_max * m / (m + prof.compute_half_m)
-                compute_s = flops / (self.peak_attn * eff)
+                compute_s = flops / (r.peak_attn * eff)
             else:
-                compute_s = flops / (self.peak_linear * prof.compute_eff(m) * self.gemm_eff)
+                compute_s = flops / (r.peak_linear * prof.compute_eff(m) * r.gemm_eff)
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
         if nbytes > 0:
-            memory_s = (weight_b / self.weight_read_eff + kv_b + act_b) / (self.bw * prof.bandwidth_eff(nbytes))
+            memory_s = (weight_b / r.weight_read_eff + kv_b + act_b) / (r.bw * prof.bandwidth_eff(nbytes))
         else:
             memory_s = 0.0
         overhead_s = kernels * prof.kernel_overhead_s
-        p = self.p
+        p = r.p
         t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
         self.total += count * t
         if self.detail:
-            peak = self.peak_attn if attention else self.nominal_peak_linear
+            peak = r.peak_attn if attention else r.nominal_peak_linear
             self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
-                                   count * flops / peak, count * nbytes / self.bw,
+                                   count * flops / peak, count * nbytes / r.bw,
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
 
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
@@ -177,7 +194,7 @@ class _Acc:
 
 def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
     lay = layout(dep)
-    acc = _Acc(dep, lay, detail)
+    acc = _Acc(dep, detail)
     T = shape.num_tokens
     if T == 0:
         return acc

@@ -16,7 +16,7 @@ from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_f
 __all__ = ["Deployment", "make_deployment"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Deployment:
     model: ModelSpec
     hardware: HardwareSpec
@@ -44,12 +44,22 @@ class Deployment:
                             f"choose a divisor of {m.num_heads}")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
-        object.__setattr__(self, "_hash", hash((m, self.hardware, self.weights, self.kv, self.tp, self.pp,
-                                                 self.replicas, self.gpu_memory_utilization, self.block_size,
-                                                 self.max_num_seqs, self.max_num_batched_tokens)))
+        object.__setattr__(self, "_hash", hash(self._key()))
 
     def __hash__(self) -> int:
         return self._hash
+
+    def _key(self) -> tuple:
+        return (self.model, self.hardware, self.weights, self.kv, self.tp, self.pp, self.replicas,
+                self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens)
+
+    def __eq__(self, other: object) -> bool:
+        """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
+        if self is other:
+            return True
+        if not isinstance(other, Deployment) or self._hash != other._hash:
+            return False
+        return self._key() == other._key()
 
     @property
     def num_gpus(self) -> int:

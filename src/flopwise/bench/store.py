@@ -1,0 +1,144 @@
+"""The results store: never lose a measurement.
+
+A run directory holds
+    run.json               the run's configuration (never the API key) and one entry per session
+    requests.jsonl         one line per finished request, appended and flushed as each completes
+                           (warm-up and failed requests included, flagged), so Ctrl-C or a crash leaves a
+                           complete file up to the last finished request
+    server_metrics.jsonl   Prometheus scrapes (before, during and after each session)
+    summary.json           the summary, rewritten at the end and by `flopwise bench report`
+
+Instants in a session are seconds since that session's start (one monotonic clock). A resumed run adds a
+session; its duration is the sum of the sessions' own durations (first arrival to last completion in each), so
+the pause between sessions never dilutes throughput. When a request id appears more than once (a cancelled
+request sent again on resume), its last line wins.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from flopwise.errors import WorkloadError
+from flopwise.metrics.summary import RequestRecord
+
+__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "RUN_FILE", "REQUESTS_FILE", "SUMMARY_FILE"]
+
+RUN_FILE = "run.json"
+REQUESTS_FILE = "requests.jsonl"
+SERVER_FILE = "server_metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+class RunStore:
+    """Appends one run's records. `open` starts a session (a new run, or a resume of a saved one)."""
+
+    def __init__(self, root: Path, config: dict[str, Any], *, resume: bool = False) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        run_file = self.root / RUN_FILE
+        if run_file.exists() and not resume:
+            raise WorkloadError(f"{self.root} already holds a run; pass --resume to continue it, or another --out")
+        if resume and not run_file.exists():
+            raise WorkloadError(f"--resume: {self.root} holds no run ({RUN_FILE} missing)")
+        meta = json.loads(run_file.read_text()) if resume else {"config": config, "sessions": []}
+        self.config: dict[str, Any] = meta["config"]
+        self.session = len(meta["sessions"])
+        meta["sessions"].append({"session": self.session, "started_unix_s": time.time()})
+        _write_json(run_file, meta)
+        self._requests: IO[str] = open(self.root / REQUESTS_FILE, "a", encoding="utf-8")
+        self._server: IO[str] = open(self.root / SERVER_FILE, "a", encoding="utf-8")
+
+    def append(self, rec: RequestRecord, *, is_warmup: bool = False) -> None:
+        row = rec.to_dict()
+        row.update(session=self.session, is_warmup=is_warmup)
+        self._requests.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._requests.flush()
+
+    def append_scrape(self, at: float, phase: str, metrics: dict[str, float]) -> None:
+        row = {"session": self.session, "at": at, "phase": phase, "metrics": metrics}
+        self._server.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._server.flush()
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        _write_json(self.root / SUMMARY_FILE, summary)
+
+    def close(self) -> None:
+        self._requests.close()
+        self._server.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SavedRun:
+    root: Path
+    config: dict[str, Any]
+    records: list[RequestRecord]
+    sessions: list[int]
+    session_of: dict[int, int]
+    scrapes: list[dict[str, Any]]
+    num_bad_lines: int
+
+    def done_ids(self) -> set[int]:
+        """Request ids already measured (anything but cancelled): a resume skips them."""
+        return {r.request_id for r in self.records if r.error_kind != "cancelled"}
+
+    def duration_s(self) -> float:
+        """Sum over sessions of (last completion - first arrival) within the session."""
+        total = 0.0
+        for s in self.sessions:
+            recs = [r for r in self.records if self.session_of[r.request_id] == s]
+            ends = [r.token_times[-1] for r in recs if r.ok]
+            if ends:
+                total += max(ends) - min(r.arrival_at for r in recs)
+        return total
+
+
+def load_run(root: str | Path) -> SavedRun:
+    """Read a run directory; a trailing partial line (a crash mid-write) is skipped and counted."""
+    root = Path(root)
+    run_file = root / RUN_FILE
+    if not run_file.exists():
+        raise WorkloadError(f"{root} is not a bench run ({RUN_FILE} missing)")
+    meta = json.loads(run_file.read_text())
+    latest: dict[int, tuple[RequestRecord, int]] = {}
+    bad = 0
+    req_file = root / REQUESTS_FILE
+    for line in req_file.read_text(encoding="utf-8").splitlines() if req_file.exists() else []:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if row.get("is_warmup"):
+            continue
+        latest[row["request_id"]] = (RequestRecord.from_dict(row), int(row.get("session", 0)))
+    scrapes = []
+    srv = root / SERVER_FILE
+    for line in srv.read_text(encoding="utf-8").splitlines() if srv.exists() else []:
+        try:
+            scrapes.append(json.loads(line))
+        except ValueError:
+            bad += 1
+    ids = sorted(latest)
+    return SavedRun(root, meta["config"], [latest[i][0] for i in ids], sorted({s for _, s in latest.values()}),
+                    {i: latest[i][1] for i in ids}, scrapes, bad)
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """`root` itself if it is a run, else the runs directly under it (a sweep), in name order."""
+    root = Path(root)
+    if (root / RUN_FILE).exists():
+        return [root]
+    runs = sorted(p for p in root.iterdir() if (p / RUN_FILE).exists()) if root.is_dir() else []
+    if not runs:
+        raise WorkloadError(f"no bench runs in {root} (looked for {RUN_FILE} there and one level down)")
+    return runs
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    tmp.replace(path)

@@ -1,0 +1,58 @@
+"""Built-in workloads: length distributions, shared-prefix ratios and a default arrival process.
+
+Lengths are lognormal (median, sigma) unless stated, clipped to the given maximum. Sources and assumptions:
+- chat: Azure LLM inference "conversation" trace (Splitwise, Patel et al., ISCA 2024): median prompt ~1020,
+  median output ~129 tokens. 25% of the mean prompt is one of 16 system prompts (assumption).
+- code: the same paper's "coding" trace: median prompt ~1500, median output ~13 tokens (completions are short).
+  10% shared among 4 templates (assumption).
+- rag: retrieved passages plus a question: prompt ~3500 (5 passages of ~600 tokens + instructions),
+  answers ~200 (assumption, typical of LlamaIndex/LangChain defaults); a 10% instruction template, 4 variants.
+- summarize: long documents (~6000 tokens, arXiv/CNN-DM-style), summaries ~300; one 2% instruction prefix.
+- batch: offline jobs, normal(1024, 256) in and normal(256, 64) out, no shared prefix, all sent at once.
+Real traffic differs: pass a trace (--trace) or explicit --input-len / --output-len to override.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flopwise.workload.arrivals import ArrivalProcess
+from flopwise.workload.lengths import LengthDist
+
+__all__ = ["NamedWorkload", "NAMED_WORKLOADS"]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedWorkload:
+    """`prefix_ratio` of the mean prompt is shared within one of `num_prefixes` groups (uniformly chosen)."""
+
+    name: str
+    input_len: LengthDist
+    output_len: LengthDist
+    prefix_ratio: float
+    num_prefixes: int
+    arrivals: ArrivalProcess
+    description: str
+
+    @property
+    def prefix_tokens(self) -> int:
+        return round(self.prefix_ratio * self.input_len.mean)
+
+
+def _logn(median: float, sigma: float, cap: int) -> LengthDist:
+    return LengthDist("lognormal", median, sigma, max_len=cap)
+
+
+NAMED_WORKLOADS: dict[str, NamedWorkload] = {w.name: w for w in (
+    NamedWorkload("chat", _logn(1020, 1.0, 8192), _logn(129, 0.9, 2048), 0.25, 16, ArrivalProcess("poisson", 1.0),
+                  "conversations (Azure/Splitwise conversation trace medians), 16 system prompts"),
+    NamedWorkload("code", _logn(1500, 0.8, 8192), _logn(13, 1.0, 1024), 0.10, 4, ArrivalProcess("poisson", 1.0),
+                  "code completion (Azure/Splitwise coding trace medians): long context, short output"),
+    NamedWorkload("rag", _logn(3500, 0.4, 16384), _logn(200, 0.6, 1024), 0.10, 4, ArrivalProcess("poisson", 1.0),
+                  "retrieval-augmented QA: 5 passages + question in, a short answer out"),
+    NamedWorkload("summarize", _logn(6000, 0.5, 32768), _logn(300, 0.4, 1024), 0.02, 1,
+                  ArrivalProcess("poisson", 1.0), "long document in, summary out"),
+    NamedWorkload("batch", LengthDist("normal", 1024, 256), LengthDist("normal", 256, 64), 0.0, 1,
+                  ArrivalProcess("poisson", math.inf), "offline batch job, all requests at once"),
+)}

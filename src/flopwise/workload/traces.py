@@ -1,0 +1,180 @@
+"""Request traces from files.
+
+- JSONL: one object per line with `timestamp` (s; alias `arrival_at`), `input_tokens` (aliases `input_len`,
+  `prompt_tokens`), `output_tokens` (aliases `output_len`, `completion_tokens`), optional `prefix_id` and
+  `prefix_tokens`. A `prefix_id` without `prefix_tokens` shares the group's shortest prompt minus one token.
+- Azure LLM inference trace CSV (Patel et al. 2024; github.com/Azure/AzurePublicDataset):
+  `TIMESTAMP,ContextTokens,GeneratedTokens`, TIMESTAMP an ISO date-time (7 fractional digits are cut to 6)
+  or seconds. Zero generated tokens count as one.
+- ShareGPT JSON (a list of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}):
+  the first human turn is the prompt and the reply that follows gives the output length, as in
+  `vllm bench serve --dataset-name sharegpt`; pairs under 4 tokens on either side are dropped as vLLM does.
+  Without a tokenizer, tokens = ceil(characters / 4) (OpenAI's rule of thumb for English text; code and
+  non-Latin scripts run denser). With `tokenizer` (a tokenizer.json path) the `tokenizers` library counts.
+Timestamps are shifted so the first request arrives at 0 and sorted; ShareGPT has none (`timed` is False), so
+the arrival process re-times it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from flopwise.errors import WorkloadError
+from flopwise.workload.spec import RequestSpec
+
+__all__ = ["Trace", "load_trace", "CHARS_PER_TOKEN"]
+
+CHARS_PER_TOKEN = 4.0
+_TS = ("timestamp", "arrival_at")
+_IN = ("input_tokens", "input_len", "prompt_tokens")
+_OUT = ("output_tokens", "output_len", "completion_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    requests: tuple[RequestSpec, ...]
+    timed: bool  # whether arrival_at comes from the file
+
+
+def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
+    """Read a trace; the format follows the extension (.jsonl, .csv, .json)."""
+    p = Path(path)
+    if not p.is_file():
+        raise WorkloadError(f"trace file '{p}' does not exist")
+    suffix = p.suffix.lower()
+    if suffix == ".jsonl":
+        return _load_jsonl(p)
+    if suffix == ".csv":
+        return _load_azure_csv(p)
+    if suffix == ".json":
+        return _load_sharegpt(p, _counter(tokenizer))
+    raise WorkloadError(f"trace '{p}': unknown format '{suffix}'; use .jsonl, .csv (Azure) or .json (ShareGPT)")
+
+
+def _pick(row: dict[str, Any], keys: tuple[str, ...], where: str, required: bool = True) -> Any:
+    for k in keys:
+        if k in row and row[k] is not None:
+            return row[k]
+    if required:
+        raise WorkloadError(f"{where}: missing field '{keys[0]}' (aliases: {', '.join(keys[1:]) or 'none'})")
+    return None
+
+
+def _load_jsonl(p: Path) -> Trace:
+    rows = []
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{p.name}:{i}"
+        try:
+            row = json.loads(line)
+            rows.append((float(_pick(row, _TS, where)), int(_pick(row, _IN, where)), int(_pick(row, _OUT, where)),
+                         row.get("prefix_id"), row.get("prefix_tokens")))
+        except json.JSONDecodeError as e:
+            raise WorkloadError(f"{where}: not valid JSON ({e.msg})") from None
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{where}: timestamp and token counts must be numbers") from None
+    if not rows:
+        raise WorkloadError(f"trace '{p}' has no requests")
+    groups: dict[Any, int] = {}
+    shortest: dict[Any, int] = {}
+    for _, n_in, _, pid, _ in rows:
+        if pid is not None:
+            groups.setdefault(pid, len(groups))
+            shortest[pid] = min(shortest.get(pid, n_in), n_in)
+    specs = []
+    for ts, n_in, n_out, pid, ptok in rows:
+        if pid is None:
+            specs.append((ts, n_in, n_out, None, 0))
+        else:
+            specs.append((ts, n_in, n_out, groups[pid], int(ptok) if ptok is not None else max(0, shortest[pid] - 1)))
+    return _timed(specs, p)
+
+
+def _parse_ts(text: str, where: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    s = text.strip()
+    head, dot, frac = s.partition(".")
+    if dot:
+        digits = "".join(c for c in frac if c.isdigit())
+        s = f"{head}.{digits[:6]}{frac[len(digits):]}"
+    try:
+        return datetime.fromisoformat(s).timestamp()
+    except ValueError:
+        raise WorkloadError(f"{where}: cannot read TIMESTAMP '{text}'; use ISO date-time or seconds") from None
+
+
+def _load_azure_csv(p: Path) -> Trace:
+    with p.open(newline="") as f:
+        reader = csv.DictReader(f)
+        need = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+        if not reader.fieldnames or not need <= set(reader.fieldnames):
+            raise WorkloadError(f"{p.name}: an Azure trace CSV needs the columns TIMESTAMP,ContextTokens,"
+                                f"GeneratedTokens; found {reader.fieldnames}")
+        specs = []
+        for i, row in enumerate(reader, 2):
+            where = f"{p.name}:{i}"
+            try:
+                n_in, n_out = int(row["ContextTokens"]), int(row["GeneratedTokens"])
+            except (TypeError, ValueError):
+                raise WorkloadError(f"{where}: ContextTokens and GeneratedTokens must be integers") from None
+            specs.append((_parse_ts(row["TIMESTAMP"], where), max(1, n_in), max(1, n_out), None, 0))
+    if not specs:
+        raise WorkloadError(f"trace '{p}' has no requests")
+    return _timed(specs, p)
+
+
+def _timed(rows: list[tuple[float, int, int, int | None, int]], p: Path) -> Trace:
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0]
+    try:
+        return Trace(tuple(RequestSpec(ts - t0, n_in, n_out, pid, ptok) for ts, n_in, n_out, pid, ptok in rows), True)
+    except WorkloadError as e:
+        raise WorkloadError(f"trace '{p}': {e}") from None
+
+
+def _counter(tokenizer: str | Path | None) -> Callable[[str], int]:
+    if tokenizer is None:
+        return lambda text: math.ceil(len(text) / CHARS_PER_TOKEN)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise WorkloadError("--tokenizer needs the `tokenizers` package (pip install tokenizers); "
+                            "leave it out to use the ~4 characters per token estimate") from None
+    tok_path = Path(tokenizer)
+    if tok_path.is_dir():
+        tok_path = tok_path / "tokenizer.json"
+    if not tok_path.is_file():
+        raise WorkloadError(f"tokenizer '{tokenizer}' not found; pass a tokenizer.json file or its directory")
+    tok = Tokenizer.from_file(str(tok_path))
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def _load_sharegpt(p: Path, count: Callable[[str], int]) -> Trace:
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise WorkloadError(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, list):
+        raise WorkloadError(f"{p.name}: a ShareGPT file is a JSON list of objects with 'conversations'")
+    specs = []
+    for item in data:
+        conv = item.get("conversations") if isinstance(item, dict) else None
+        if not conv or len(conv) < 2:
+            continue
+        n_in, n_out = count(str(conv[0].get("value", ""))), count(str(conv[1].get("value", "")))
+        if n_in >= 4 and n_out >= 4:
+            specs.append(RequestSpec(0.0, n_in, n_out))
+    if not specs:
+        raise WorkloadError(f"{p.name}: no conversation with a prompt and a reply of >= 4 tokens each")
+    return Trace(tuple(specs), False)
