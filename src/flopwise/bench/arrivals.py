@@ -6,7 +6,10 @@ Open loop (sends regardless of completions, like real users):
                > 1 smoother; shape 1 is Poisson; the coefficient of variation of the gaps is 1/sqrt(shape))
     constant   gaps of exactly 1/rate
     rate = inf sends every request at once (a burst)
-Closed loop: `concurrency` workers, each sending its next request when its previous one finishes.
+Closed loop: `concurrency` workers, each sending its next request when its previous one finishes. With
+`ramp_up_s` = R, worker k (0-based) sends its first request at k * R / concurrency instead of all at once: a
+synchronized start is a burst that repeats every round against a server with uniform request times, while a
+ramp of one request duration gives the evenly spread sends of a steady state.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ ArrivalKind = Literal["poisson", "gamma", "constant", "concurrency"]
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """One load level. `max_concurrency` caps in-flight requests of an open loop (None: no cap)."""
+    """One load level. `max_concurrency` caps in-flight requests of an open loop (None: no cap);
+    `ramp_up_s` staggers the start of a closed loop's workers."""
 
     kind: ArrivalKind
     rate: float | None = None
     concurrency: int | None = None
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    ramp_up_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind == "concurrency":
@@ -45,6 +50,8 @@ class Load:
             raise WorkloadError(f"--burstiness (gamma shape) must be > 0; got {self.burstiness}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise WorkloadError("--max-concurrency must be >= 1")
+        if self.ramp_up_s < 0:
+            raise WorkloadError("--ramp-up must be >= 0 seconds")
 
     @property
     def is_closed(self) -> bool:
@@ -58,7 +65,7 @@ class Load:
 
     def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "rate": self.rate, "concurrency": self.concurrency,
-                "burstiness": self.burstiness, "max_concurrency": self.max_concurrency}
+                "burstiness": self.burstiness, "max_concurrency": self.max_concurrency, "ramp_up_s": self.ramp_up_s}
 
 
 def arrival_gaps(load: Load, seed: int = 0) -> Iterator[float]:

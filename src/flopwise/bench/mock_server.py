@@ -69,6 +69,7 @@ class MockServer:
         self.port = port
         self._server: asyncio.base_events.Server | None = None
         self._stats = _Stats()
+        self._handlers: set[asyncio.Task] = set()
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=4096)
@@ -76,11 +77,21 @@ class MockServer:
         return self.port
 
     async def serve_forever(self) -> None:
+        """Serve until cancelled; then stop every open connection's handler."""
         assert self._server is not None
-        async with self._server:
-            await self._server.serve_forever()
+        try:
+            async with self._server:
+                await self._server.serve_forever()
+        finally:
+            for t in list(self._handlers):
+                t.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -147,23 +158,25 @@ class MockServer:
                 _write_chunk(writer, _event({"object": obj, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
             stop_after = {"stall": n // 2, "cut": n // 2, "garbage": 2}.get(fault or "", n)
             k = max(1, cfg.tokens_per_chunk)
+            frames: dict[tuple[int, bool], bytes] = {}  # (tokens, is_last) -> framed event, built once
             sent = 0
-            i = 0
             while sent < min(n, stop_after):
                 m_tok = 1 if sent == 0 else min(k, n - sent)
                 deadline = t0 + (cfg.ttft_ms + (sent + m_tok - 1) * cfg.itl_ms) / 1e3
                 delay = deadline - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                text = " tok" * m_tok
                 last = sent + m_tok == n
-                choice: dict = ({"index": 0, "delta": {"content": text}} if is_chat else {"index": 0, "text": text})
-                choice["finish_reason"] = "length" if last else None
-                _write_chunk(writer, _event({"object": obj, "choices": [choice]}))
+                frame = frames.get((m_tok, last))
+                if frame is None:
+                    text = " tok" * m_tok
+                    choice: dict = ({"index": 0, "delta": {"content": text}} if is_chat else {"index": 0, "text": text})
+                    choice["finish_reason"] = "length" if last else None
+                    frame = frames[(m_tok, last)] = _frame(_event({"object": obj, "choices": [choice]}))
+                writer.write(frame)
                 sent += m_tok
-                i += 1
                 self._stats.generation_tokens += m_tok
-                if i % 8 == 0:
+                if writer.transport.get_write_buffer_size() > 1 << 16:
                     await writer.drain()
             if fault == "stall":
                 await writer.drain()
@@ -210,8 +223,12 @@ def _event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
+def _frame(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 def _write_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
-    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+    writer.write(_frame(data))
 
 
 async def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from flopwise.bench.tokenize import ApproxCounter, TokenCounter
 from flopwise.errors import WorkloadError
 
-__all__ = ["Prompt", "random_prompts", "shared_prefix_prompts", "load_sharegpt", "load_jsonl", "load_dataset"]
+__all__ = ["Prompt", "PromptSource", "random_text", "load_sharegpt", "load_jsonl", "load_dataset"]
 
 # Short, frequent English words: one byte-level BPE token each, with their leading space.
 _WORDS = tuple("""the of and to in is was for on are with as his they be at one have this from or had by
@@ -69,51 +69,55 @@ def random_text(rng: np.random.Generator, num_tokens: int, counter: TokenCounter
     return counter.truncate(text, num_tokens)
 
 
-def _lengths(rng: np.random.Generator, mean: int, spread: float, n: int) -> np.ndarray:
-    """n lengths uniform in mean * [1 - spread, 1 + spread], at least 1."""
-    if spread <= 0:
-        return np.full(n, mean, dtype=int)
-    lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
-    return rng.integers(lo, hi + 1, size=n)
+class PromptSource:
+    """Prompt i for any i >= 0, deterministic in (seed, i), so a resumed run sends the same prompts.
+
+    Random text: lengths uniform within +-range_ratio of input_len / output_len. With `shared_prefix_len`,
+    prompt i starts with shared prefix i % num_prefixes (for prefix-cache tests) and goes on with its own
+    random suffix of input_len tokens. With a dataset, prompt i is item i (cycled). Warm-up prompts come from a
+    separate stream (`warmup=True`), so they never warm the cache for a measured prompt."""
+
+    def __init__(self, *, input_len: int = 512, output_len: int = 128, seed: int = 0,
+                 counter: TokenCounter | None = None, range_ratio: float = 0.0, shared_prefix_len: int = 0,
+                 num_prefixes: int = 1, items: list[Prompt] | None = None) -> None:
+        _check_lengths(input_len, output_len)
+        if shared_prefix_len < 0 or num_prefixes < 1:
+            raise WorkloadError("--shared-prefix-len must be >= 0 and --num-prefixes >= 1")
+        if not 0 <= range_ratio < 1:
+            raise WorkloadError(f"--range-ratio must be in [0, 1); got {range_ratio}")
+        if items is not None and not items:
+            raise WorkloadError("the dataset has no usable prompts")
+        self.input_len, self.output_len, self.seed = input_len, output_len, seed
+        self.counter = counter or ApproxCounter()
+        self.range_ratio = range_ratio
+        self.items = items
+        self.prefixes = [random_text(np.random.default_rng((seed, 2, g)), shared_prefix_len, self.counter)
+                         for g in range(num_prefixes)] if shared_prefix_len else []
+
+    def __call__(self, i: int, warmup: bool = False) -> Prompt:
+        if self.items is not None:
+            n = len(self.items)
+            return self.items[(n - 1 - i) % n if warmup else i % n]
+        rng = np.random.default_rng((self.seed, int(warmup), i))
+        n_in, n_out = self._length(rng, self.input_len), self._length(rng, self.output_len)
+        text = random_text(rng, n_in, self.counter)
+        if self.prefixes:
+            text = self.prefixes[i % len(self.prefixes)] + " " + text
+        return Prompt(text, self.counter.count(text), n_out)
+
+    def _length(self, rng: np.random.Generator, mean: int) -> int:
+        if self.range_ratio <= 0:
+            return mean
+        lo, hi = max(1, round(mean * (1 - self.range_ratio))), max(1, round(mean * (1 + self.range_ratio)))
+        return int(rng.integers(lo, hi + 1))
 
 
-def random_prompts(n: int, input_len: int, output_len: int, *, seed: int = 0, counter: TokenCounter | None = None,
-                   range_ratio: float = 0.0) -> list[Prompt]:
-    """n prompts of random text, lengths uniform within +-range_ratio of the given ones."""
-    _check_lengths(input_len, output_len)
-    counter = counter or ApproxCounter()
-    rng = np.random.default_rng(seed)
-    ins, outs = _lengths(rng, input_len, range_ratio, n), _lengths(rng, output_len, range_ratio, n)
-    out = []
-    for i in range(n):
-        text = random_text(rng, int(ins[i]), counter)
-        out.append(Prompt(text, counter.count(text), int(outs[i])))
-    return out
-
-
-def shared_prefix_prompts(n: int, prefix_len: int, input_len: int, output_len: int, *, num_prefixes: int = 1,
-                          seed: int = 0, counter: TokenCounter | None = None) -> list[Prompt]:
-    """n prompts: one of `num_prefixes` shared prefixes of `prefix_len` tokens (prompt i uses prefix
-    i % num_prefixes) followed by a distinct random suffix of `input_len` tokens. For prefix-cache tests."""
-    _check_lengths(input_len, output_len)
-    if prefix_len < 1 or num_prefixes < 1:
-        raise WorkloadError("--shared-prefix-len and --num-prefixes must be >= 1")
-    counter = counter or ApproxCounter()
-    rng = np.random.default_rng(seed)
-    prefixes = [random_text(rng, prefix_len, counter) for _ in range(num_prefixes)]
-    out = []
-    for i in range(n):
-        text = prefixes[i % num_prefixes] + " " + random_text(rng, input_len, counter)
-        out.append(Prompt(text, counter.count(text), output_len))
-    return out
-
-
-def load_sharegpt(path: str | Path, n: int, *, seed: int = 0, counter: TokenCounter | None = None,
+def load_sharegpt(path: str | Path, *, seed: int = 0, counter: TokenCounter | None = None,
                   output_len: int | None = None, max_input_len: int = 4096) -> list[Prompt]:
     """ShareGPT JSON: a list of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}.
     The first human turn is the prompt; the reply's token count is the output length unless `output_len`
     is given. Conversations with fewer than two turns, or prompts over `max_input_len`, are skipped;
-    the rest are shuffled with `seed` and the first n kept (cycled when fewer)."""
+    the rest are shuffled with `seed`."""
     counter = counter or ApproxCounter()
     try:
         data = json.loads(Path(path).read_text())
@@ -131,13 +135,13 @@ def load_sharegpt(path: str | Path, n: int, *, seed: int = 0, counter: TokenCoun
         n_out = output_len or max(1, counter.count(reply))
         if 1 <= n_in <= max_input_len:
             pairs.append(Prompt(prompt, n_in, n_out))
-    return _take(pairs, n, seed, path)
+    return _shuffled(pairs, seed, path)
 
 
-def load_jsonl(path: str | Path, n: int, *, seed: int = 0, counter: TokenCounter | None = None,
-               output_len: int | None = None, shuffle: bool = False) -> list[Prompt]:
+def load_jsonl(path: str | Path, *, counter: TokenCounter | None = None,
+               output_len: int | None = None) -> list[Prompt]:
     """JSONL, one object a line: {"prompt": str} or {"messages": [...]}, optionally with "output_len"
-    (or "max_tokens"). Without a length, `output_len` applies. Kept in file order unless `shuffle`."""
+    (or "max_tokens"). Without a length, `output_len` applies. Kept in file order."""
     counter = counter or ApproxCounter()
     out = []
     try:
@@ -159,24 +163,25 @@ def load_jsonl(path: str | Path, n: int, *, seed: int = 0, counter: TokenCounter
         if not n_out:
             raise WorkloadError(f"{path}:{k}: no output length; add \"output_len\" or pass --output-len")
         out.append(Prompt(text, counter.count(text), int(n_out), tuple(messages) if messages else None))
-    return _take(out, n, seed, path, shuffle=shuffle)
+    if not out:
+        raise WorkloadError(f"{path} has no prompts")
+    return out
 
 
-def load_dataset(path: str | Path, n: int, **kw: Any) -> list[Prompt]:
-    """ShareGPT for .json, JSONL for .jsonl."""
+def load_dataset(path: str | Path, *, seed: int = 0, counter: TokenCounter | None = None,
+                 output_len: int | None = None) -> list[Prompt]:
+    """JSONL for .jsonl (file order), ShareGPT JSON otherwise (shuffled with seed)."""
     p = Path(path)
     if p.suffix == ".jsonl":
-        return load_jsonl(p, n, **{k: v for k, v in kw.items() if k in ("seed", "counter", "output_len")})
-    return load_sharegpt(p, n, **kw)
+        return load_jsonl(p, counter=counter, output_len=output_len)
+    return load_sharegpt(p, seed=seed, counter=counter, output_len=output_len)
 
 
-def _take(items: list[Prompt], n: int, seed: int, path: str | Path, *, shuffle: bool = True) -> list[Prompt]:
+def _shuffled(items: list[Prompt], seed: int, path: str | Path) -> list[Prompt]:
     if not items:
         raise WorkloadError(f"{path} has no usable prompts")
-    if shuffle:
-        order = np.random.default_rng(seed).permutation(len(items))
-        items = [items[i] for i in order]
-    return [items[i % len(items)] for i in range(n)]
+    order = np.random.default_rng(seed).permutation(len(items))
+    return [items[i] for i in order]
 
 
 def _check_lengths(input_len: int, output_len: int) -> None:

@@ -50,27 +50,34 @@ async def _phase(load: Load, indices: Iterable[int], send: SendFn, duration_s: f
                  clock: Callable[[], float], *, warmup: bool) -> PhaseTimes:
     start = clock()
     if load.is_closed:
-        n = await _closed(load.concurrency or 1, iter(indices), send, start, duration_s, clock, warmup)
+        n = await _closed(load.concurrency or 1, load.ramp_up_s, iter(indices), send, start, duration_s, clock,
+                          warmup)
     else:
         n = await _open(load, indices, send, start, duration_s, seed, clock, warmup)
     return PhaseTimes(start, clock(), n)
 
 
-async def _closed(concurrency: int, it: Iterable[int], send: SendFn, start: float, duration_s: float | None,
-                  clock: Callable[[], float], warmup: bool) -> int:
+async def _closed(concurrency: int, ramp_up_s: float, it: Iterable[int], send: SendFn, start: float,
+                  duration_s: float | None, clock: Callable[[], float], warmup: bool) -> int:
     sent = 0
     iterator = iter(it)
 
-    async def worker() -> None:
+    async def worker(k: int) -> None:
         nonlocal sent
-        while duration_s is None or clock() - start < duration_s:
+        at = start + k * ramp_up_s / concurrency
+        if at > clock():
+            await asyncio.sleep(at - clock())
+        else:
+            at = clock()
+        while duration_s is None or at - start < duration_s:
             idx = next(iterator, None)
             if idx is None:
                 return
             sent += 1
-            await send(Slot(idx, clock(), warmup))
+            await send(Slot(idx, at, warmup))
+            at = clock()
 
-    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    workers = [asyncio.create_task(worker(k)) for k in range(concurrency)]
     await _await_all(workers)
     return sent
 

@@ -25,7 +25,7 @@ from typing import IO, Any
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord
 
-__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "RUN_FILE", "REQUESTS_FILE", "SUMMARY_FILE"]
+__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "write_summary", "RUN_FILE", "REQUESTS_FILE", "SUMMARY_FILE"]
 
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -62,9 +62,6 @@ class RunStore:
         row = {"session": self.session, "at": at, "phase": phase, "metrics": metrics}
         self._server.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._server.flush()
-
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        _write_json(self.root / SUMMARY_FILE, summary)
 
     def close(self) -> None:
         self._requests.close()
@@ -136,6 +133,10 @@ def find_runs(root: str | Path) -> list[Path]:
     if not runs:
         raise WorkloadError(f"no bench runs in {root} (looked for {RUN_FILE} there and one level down)")
     return runs
+
+
+def write_summary(root: str | Path, summary: dict[str, Any]) -> None:
+    _write_json(Path(root) / SUMMARY_FILE, summary)
 
 
 def _write_json(path: Path, obj: Any) -> None:

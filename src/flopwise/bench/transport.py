@@ -1,7 +1,7 @@
 """Send one streaming request to an OpenAI-compatible server and time it.
 
 One `httpx.AsyncClient` per run, opened and closed by `BenchClient` (an async context manager): one connection
-pool, no per-request session setup. Instants come from `time.perf_counter()` (monotonic); every SSE event
+pool (`http11.FastHTTP11Transport`, O(1) per request), no per-request session setup. Instants come from `time.perf_counter()` (monotonic); every SSE event
 parsed from one network read gets the instant of that read.
 
 Error kinds (`RequestRecord.error_kind`):
@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import httpx
 
+from flopwise.bench.http11 import FastHTTP11Transport
 from flopwise.bench.tokenize import TokenCounter
 from flopwise.metrics.summary import RequestRecord
 
@@ -122,9 +123,8 @@ class BenchClient:
         self._client: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> BenchClient:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=60)
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self._timeout,
-                                         limits=limits, trust_env=False)
+                                         transport=FastHTTP11Transport(), trust_env=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -189,14 +189,19 @@ class BenchClient:
                 return
             parser = SSEParser()
             clock = self.clock
+            finished = False
             async for raw in resp.aiter_raw():
+                if finished:
+                    continue  # drain to the end of the body so the connection goes back to the pool
                 now = clock()
                 for data in parser.feed(raw):
                     if _on_event(data, now, st, rec):
-                        return
-            for data in parser.close():
-                if _on_event(data, clock(), st, rec):
-                    return
+                        finished = True
+                        break
+            if not finished:
+                for data in parser.close():
+                    if _on_event(data, clock(), st, rec):
+                        break
         if not st.done:
             rec.error_kind = "dropped_stream"
             rec.error = f"stream ended without [DONE] after {len(st.chunk_times)} content chunks"

@@ -16,6 +16,8 @@ from typing import Any
 
 from flopwise.api import deployment, estimate
 from flopwise.errors import FlopwiseError
+from flopwise.validation.sim_predictor import predict_simulate
+from flopwise.validation.spec_predictor import predict_speculative
 
 __all__ = ["Case", "Outcome", "load_cases", "predict_case", "score_cases", "median_abs_error", "PREDICTORS"]
 
@@ -83,7 +85,8 @@ def _predict_estimate(case: Case) -> float:
     return _estimate_value(case.args, case.metric_key)
 
 
-PREDICTORS: dict[str, Callable[[Case], float]] = {"estimate": _predict_estimate}
+PREDICTORS: dict[str, Callable[[Case], float]] = {"estimate": _predict_estimate, "simulate": predict_simulate}
+PREDICTORS["speculative"] = predict_speculative
 
 
 def predict_case(case: Case) -> Outcome:

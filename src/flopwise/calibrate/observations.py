@@ -1,0 +1,191 @@
+"""Measurements as the cost model sees them, and their predictions under a candidate efficiency profile.
+
+Three kinds of measurement feed a fit:
+
+- `KernelPoint`: one timed kernel (a GEMM, a copy, an attention read) with the FLOPs and bytes the cost model
+  would count for it. `kernel_time` prices it with the same per-operator formula as `cost.step` (one
+  operator of `_Acc.add`: compute and memory roofs at the profile's efficiencies, smooth maximum with exponent
+  p, plus kernel overhead); a test checks the two agree.
+- `StepPoint`: one timed engine step (a model forward pass) of a deployment on a batch shape, priced by
+  `cost.step.step_time` itself.
+- bench runs (`calibrate.bench_runs`): a served workload, replayed through the simulator.
+
+Each becomes an `Observations` group: measured values, labels (the metric each value belongs to) and a
+`predict(profile)` function. The fit minimises the weighted log ratios predicted / measured; each label gets the
+same total weight (1/sqrt(n) per value), so a grid of 60 GEMMs does not drown 6 decode steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from flopwise.cost.batch import BatchShape
+from flopwise.cost.step import step_time
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
+
+__all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile", "point_errors",
+           "step_observations", "residual_function", "error_table", "ErrorRow"]
+
+_LOW_PRECISION = ("fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPoint:
+    """One timed kernel. `kind`: gemm | copy | attention. `m`: GEMM rows (attention: query rows per KV head),
+    bytes split as the cost model splits them (weights, KV cache, activations), `seconds`: the median time.
+    `shape` records the sizes that were run (for the hardware file and reports)."""
+
+    kind: str
+    dtype: str
+    flops: float
+    m: float
+    weight_bytes: float
+    kv_bytes: float
+    act_bytes: float
+    kernels: int
+    seconds: float
+    shape: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.dtype}" if self.kind != "copy" else "copy"
+
+    @property
+    def desc(self) -> str:
+        return f"{self.kind} {self.dtype} " + " ".join(f"{k}={v}" for k, v in self.shape.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "dtype": self.dtype, "flops": self.flops, "m": self.m,
+                "weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "act_bytes": self.act_bytes,
+                "kernels": self.kernels, "seconds": self.seconds, "shape": dict(self.shape)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KernelPoint:
+        return cls(str(d["kind"]), str(d["dtype"]), float(d["flops"]), float(d["m"]), float(d["weight_bytes"]),
+                   float(d["kv_bytes"]), float(d["act_bytes"]), int(d["kernels"]), float(d["seconds"]),
+                   dict(d.get("shape", {})))
+
+
+def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> float:
+    """Seconds the cost model gives one kernel (the formula of one operator in `cost.step`)."""
+    if p.flops > 0:
+        if p.kind == "attention":
+            eff = prof.attention_compute_max * p.m / (p.m + prof.compute_half_m)
+            compute_s = p.flops / (hw.peak_flops("bf16") * eff)
+        else:
+            dtype = hw.compute_dtype(p.dtype)
+            factor = prof.low_precision_compute_factor if dtype in _LOW_PRECISION else 1.0
+            compute_s = p.flops / (hw.peak_tflops[dtype] * 1e12 * factor * prof.compute_eff(p.m))
+    else:
+        compute_s = 0.0
+    nbytes = p.weight_bytes + p.kv_bytes + p.act_bytes
+    memory_s = nbytes / (hw.bandwidth_bytes_per_s * prof.bandwidth_eff(nbytes)) if nbytes > 0 else 0.0
+    q = prof.overlap_exponent
+    return (compute_s**q + memory_s**q) ** (1.0 / q) + p.kernels * prof.kernel_overhead_s
+
+
+@dataclass(frozen=True, slots=True)
+class StepPoint:
+    """One timed engine step: `dep` (its hardware's efficiency is replaced when predicting) on `shape`."""
+
+    dep: Deployment
+    shape: BatchShape
+    seconds: float
+    label: str  # "prefill" or "decode"
+    desc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """Measured values and a function giving their predictions under a profile."""
+
+    labels: tuple[str, ...]
+    descs: tuple[str, ...]
+    measured: np.ndarray
+    predict: Callable[[EfficiencyProfile], np.ndarray]
+
+
+def kernel_observations(points: Sequence[KernelPoint], hw: HardwareSpec) -> Observations:
+    pts = tuple(points)
+
+    def predict(prof: EfficiencyProfile) -> np.ndarray:
+        return np.array([kernel_time(prof, hw, p) for p in pts])
+
+    return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
+                        np.array([p.seconds for p in pts]), predict)
+
+
+def with_profile(dep: Deployment, prof: EfficiencyProfile) -> Deployment:
+    return replace(dep, hardware=replace(dep.hardware, efficiency=prof))
+
+
+def step_observations(points: Sequence[StepPoint]) -> Observations:
+    pts = tuple(points)
+
+    def predict(prof: EfficiencyProfile) -> np.ndarray:
+        return np.array([step_time(with_profile(p.dep, prof), p.shape) for p in pts])
+
+    return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
+                        np.array([p.seconds for p in pts]), predict)
+
+
+def residual_function(groups: Sequence[Observations]) -> Callable[[EfficiencyProfile], np.ndarray]:
+    """profile -> weighted log(predicted / measured), each label weighing the same in total."""
+    labels = [lab for g in groups for lab in g.labels]
+    counts: dict[str, int] = {}
+    for lab in labels:
+        counts[lab] = counts.get(lab, 0) + 1
+    weights = np.array([1.0 / math.sqrt(counts[lab]) for lab in labels])
+    measured = np.concatenate([g.measured for g in groups])
+
+    def residuals(prof: EfficiencyProfile) -> np.ndarray:
+        pred = np.concatenate([g.predict(prof) for g in groups])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return weights * np.log(pred / measured)
+
+    return residuals
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    """Error of one metric: median and worst |predicted - measured| / measured (%), before and after."""
+
+    label: str
+    n: int
+    median_before_pct: float
+    max_before_pct: float
+    median_after_pct: float
+    max_after_pct: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.label, "n": self.n, "median_abs_error_before_pct": self.median_before_pct,
+                "max_abs_error_before_pct": self.max_before_pct, "median_abs_error_after_pct": self.median_after_pct,
+                "max_abs_error_after_pct": self.max_after_pct}
+
+
+def point_errors(groups: Sequence[Observations], prof: EfficiencyProfile) -> list[tuple[str, str, float, float, float]]:
+    """(label, desc, measured, predicted, error %) of every value."""
+    out = []
+    for g in groups:
+        pred = g.predict(prof)
+        for lab, desc, m, p in zip(g.labels, g.descs, g.measured, pred):
+            out.append((lab, desc, float(m), float(p), 100.0 * (p - m) / m))
+    return out
+
+
+def error_table(groups: Sequence[Observations], before: EfficiencyProfile,
+                after: EfficiencyProfile) -> list[ErrorRow]:
+    b, a = point_errors(groups, before), point_errors(groups, after)
+    rows = []
+    for lab in dict.fromkeys(x[0] for x in b):
+        eb = np.abs([x[4] for x in b if x[0] == lab])
+        ea = np.abs([x[4] for x in a if x[0] == lab])
+        rows.append(ErrorRow(lab, int(eb.size), float(np.median(eb)), float(eb.max()), float(np.median(ea)),
+                             float(ea.max())))
+    return rows

@@ -1,0 +1,119 @@
+"""The space of deployments the planner searches, and its enumeration.
+
+A candidate is one model replica: GPU type, TP degree (PP only where the model fits no other way),
+weight format, KV format and engine knobs (`max_num_seqs`, `max_num_batched_tokens`, prefix caching).
+Replicas come later, from the target rate. Formats the hardware cannot run natively are skipped (fp8 on
+Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), and every candidate
+must hold at least one full-length sequence in its KV cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from flopwise.cost.fit import fit_suggestions
+from flopwise.cost.memory import max_sequences, memory_plan
+from flopwise.errors import DoesNotFitError, SpecError
+from flopwise.specs.deployment import Deployment, make_deployment
+from flopwise.specs.hardware import HardwareSpec
+from flopwise.specs.model import ModelSpec
+
+__all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS"]
+
+DEFAULT_GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "l40s")
+_NATIVE = {"fp8": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpace:
+    """Each dimension is a tuple of the values to try; pin a dimension by giving one value."""
+
+    gpus: tuple[str, ...] = DEFAULT_GPUS
+    max_gpus: int = 8
+    tps: tuple[int, ...] | None = None  # None: the smallest TP that fits each (GPU, format), and twice it
+    weights: tuple[str, ...] = ("bf16", "fp8", "int4-awq")
+    kvs: tuple[str, ...] = ("bf16", "fp8")
+    max_num_seqs: tuple[int, ...] = (256,)
+    max_num_batched_tokens: tuple[int, ...] = (8192,)
+    prefix_caching: tuple[bool, ...] = (True,)
+
+    def __post_init__(self) -> None:
+        if self.max_gpus < 1:
+            raise SpecError(f"--max-gpus must be >= 1, got {self.max_gpus}")
+        for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching"):
+            if getattr(self, name) is not None and not getattr(self, name):
+                raise SpecError(f"the search space has no values for '{name}'")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    deployment: Deployment
+    prefix_caching: bool
+
+    @property
+    def label(self) -> str:
+        d = self.deployment
+        par = f"tp{d.tp}" + (f"-pp{d.pp}" if d.pp > 1 else "")
+        knobs = f"seqs{d.max_num_seqs}" + ("" if d.max_num_batched_tokens == 8192 else f"-tok{d.max_num_batched_tokens}")
+        return f"{d.hardware.id} {par} w:{d.weights.name} kv:{d.kv.name} {knobs}" + ("" if self.prefix_caching else " no-pc")
+
+
+def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
+    need = _NATIVE.get(weights)
+    return need is None or hw.compute_dtype(need) == need
+
+
+def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: SearchSpace,
+                         max_len: int) -> tuple[list[Candidate], list[str]]:
+    """All candidates that fit, and for each (GPU, format) that fits nowhere, why."""
+    out: list[Candidate] = []
+    misses: list[str] = []
+    for hw, weights, kv in itertools.product(hardware, space.weights, space.kvs):
+        if not _runs_natively(hw, weights):
+            continue
+        fitted = 0  # TP degrees that fit so far
+        last: Deployment | None = None
+        tps = space.tps or (1, 2, 4, 8, 16)
+        for tp in sorted(t for t in tps if t <= space.max_gpus):
+            if space.tps is None and fitted >= 2:
+                break
+            pps = (1,) + tuple(p for p in (2, 4) if tp * p <= space.max_gpus)
+            for pp in pps:
+                if pp > 1 and fitted:
+                    break
+                try:
+                    base = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp)
+                except SpecError:
+                    continue
+                last = base
+                if not memory_plan(base).fits or max_sequences(base, max_len) < 1:
+                    continue
+                fitted += 1
+                for seqs, tokens, pc in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
+                                                          space.prefix_caching):
+                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_num_seqs=seqs,
+                                          max_num_batched_tokens=max(tokens, 1))
+                    if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                        out.append(Candidate(dep, pc))
+                break
+        if not fitted and last is not None:
+            ideas = fit_suggestions(last)
+            misses.append(f"{hw.id} {weights}/{kv}: does not fit in {space.max_gpus} GPUs"
+                          + (f" (would with {', '.join(ideas)})" if ideas else ""))
+    return out, misses
+
+
+def iter_unique(cands: list[Candidate]) -> Iterator[Candidate]:
+    seen = set()
+    for c in cands:
+        if c.label not in seen:
+            seen.add(c.label)
+            yield c
+
+
+def require_candidates(cands: list[Candidate], misses: list[str], model: ModelSpec) -> None:
+    if not cands:
+        raise DoesNotFitError(f"{model.name} fits nowhere in the search space: " + "; ".join(misses[:6])
+                              + ". Allow more GPUs (--max-gpus), larger TP, or smaller weight formats.")

@@ -1,0 +1,91 @@
+"""Terminal report of a trade-off ledger: one row per technique, each cell the value and its change from the
+baseline, green when better and red when worse."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from flopwise.report.units import fmt_flops
+from flopwise.techniques.ledger import METRICS, THROUGHPUT_METHOD, Change, Ledger, LedgerRow
+from flopwise.techniques.sim_throughput import SIM_METHOD
+
+_STYLE = {"better": "green", "worse": "red", "same": "dim"}
+
+
+def _value(key: str, v: float) -> str:
+    if key == "flops_per_output_token":
+        return fmt_flops(v)
+    if key == "max_concurrent_seqs":
+        return f"{v:,.0f}"
+    if key == "output_tokens_per_s_at_sla":
+        return f"{v:,.0f}"
+    if key == "memory_gib":
+        return f"{v:.1f} GiB"
+    return f"{v:.1f} ms" if v >= 10 else f"{v:.2f} ms"
+
+
+def _cell(c: Change) -> str:
+    text = _value(c.key, c.value)
+    rel = c.relative
+    if c.verdict == "same" or rel is None:
+        return text
+    arrow = "▲" if c.verdict == "better" else "▼"
+    return f"{text}\n[{_STYLE[c.verdict]}]{arrow} {rel:+.0%}[/]"
+
+
+def _rating(level: str, verdict: str) -> str:
+    return f"[{_STYLE[verdict]}]{level}[/]" if verdict != "same" else level
+
+
+def ledger_table(ledger: Ledger) -> Table:
+    base = ledger.baseline
+    t = Table(title="Trade-off ledger (change vs baseline: [green]better[/], [red]worse[/])", show_lines=True)
+    t.add_column("technique", overflow="fold", max_width=28)
+    for key, (label, _unit, _hb) in METRICS.items():
+        t.add_column(label + ("*" if key == "output_tokens_per_s_at_sla" else ""), justify="right")
+    t.add_column("accuracy risk")
+    t.add_column("complexity")
+    m = base.metrics
+    t.add_row("baseline", *(_value(k, float(getattr(m, k))) for k in METRICS), "none", "none")
+    for r in ledger.rows:
+        changes = r.changes(m)
+        cells = [_cell(changes[k]) for k in METRICS]
+        if r.metrics.throughput_method != m.throughput_method:
+            cells[list(METRICS).index("output_tokens_per_s_at_sla")] += " (static)"
+        v = r.rating_verdicts(base)
+        t.add_row(r.label, *cells, _rating(r.accuracy_risk.level, v["accuracy_risk"]),
+                  _rating(r.complexity.level, v["complexity"]))
+    return t
+
+
+def _notes(r: LedgerRow) -> list[str]:
+    out = list(r.notes)
+    if r.accuracy_risk.rank:
+        src = f" [dim]({r.accuracy_risk.source})[/]" if r.accuracy_risk.source else ""
+        out.append(f"accuracy: {r.accuracy_risk.note}{src}")
+    if r.complexity.note:
+        out.append(f"complexity: {r.complexity.note}")
+    return out
+
+
+def render_ledger(console: Console, ledger: Ledger) -> None:
+    s = ledger.baseline.scenario
+    dep = s.deployment
+    console.print(f"[bold]{dep.model.name}[/] on {dep.num_gpus} x {dep.hardware.name} (tp={dep.tp}), weights "
+                  f"{dep.weights.name}, KV {dep.kv.name}; batch {s.batch} x ({s.input_len} in, {s.output_len} out); "
+                  f"SLA {ledger.sla}")
+    console.print(ledger_table(ledger))
+    method = SIM_METHOD if ledger.simulated else THROUGHPUT_METHOD
+    console.print(f"* throughput at the SLA: {method}.")
+    if ledger.simulated:
+        console.print(f"  Rows marked (static): {THROUGHPUT_METHOD}; their change is against the baseline's "
+                      "static figure.")
+    console.print("TTFT/TPOT: a static batch as in `flopwise estimate`; ITL tail: the longest token gap of "
+                  "running requests while a new prompt is prefilled; memory: weights and pinned blocks per GPU.")
+    for r in ledger.rows:
+        notes = _notes(r)
+        if notes:
+            console.print(f"[bold]{r.label}[/]")
+            for n in notes:
+                console.print(f"  - {n}", highlight=False)

@@ -1,0 +1,20 @@
+"""A discrete-event simulator of an LLM serving engine, priced step by step by `cost.step_time`.
+
+    workload ──► arrivals ──► scheduler (vLLM v1 or static) ──► step shape ──► cost.step_time ──► records
+                                  │  ▲
+                                  ▼  │
+                            block manager (paged KV, prefix cache, LRU eviction)
+
+Modules: `request.py` (one request's state), `block_manager.py` (KV blocks), `base.py` + `scheduler.py` +
+`static_scheduler.py` (what runs next), `shape.py` (the step record for the cost model), `decode_run.py`
+(fast-forwarding identical decode steps), `arrivals.py` (open and closed loops), `engine.py` (the loop),
+`timeline.py` (engine state over time), `simulate.py` (replicas, records, summary), `max_rate.py` (the highest
+rate meeting an SLA), `config.py` (scheduler options), `knobs.py` (vLLM's default knobs).
+"""
+
+from flopwise.sim.config import SCHEDULERS, SimConfig
+from flopwise.sim.knobs import vllm_server_defaults
+from flopwise.sim.max_rate import MaxRate, find_max_rate
+from flopwise.sim.simulate import SimResult, simulate
+
+__all__ = ["SimConfig", "SCHEDULERS", "SimResult", "simulate", "find_max_rate", "MaxRate", "vllm_server_defaults"]

@@ -1,0 +1,245 @@
+"""Paged KV blocks with prefix caching, after vLLM v1's KVCacheManager and BlockPool.
+
+The pool holds `num_blocks` blocks of `block_size` tokens (sized by `cost.memory_plan`). A request holds
+ceil(tokens / block_size) blocks (sliding-window models: `cost.memory.blocks_per_sequence`).
+
+Free queue and eviction (vLLM's FreeKVCacheBlockQueue). Free blocks form one LRU queue: never-used blocks
+first, then freed blocks in the order they were freed; allocation takes from the head, evicting whatever
+cached content a block held. A request frees its blocks tail-first, so the end of a prompt is evicted before
+its beginning. A cache hit takes a block out of the middle of the queue. Here the queue is an `OrderedDict`
+(a C doubly linked list: O(1) pop from the head, removal from the middle, append at the tail), and its
+entries are extents rather than single blocks:
+
+    [ never used (a count) ][ own(req 7): 5 blocks ][ (prefix 2, block 3) ][ (prefix 2, block 2) ] ...
+      ^ allocation takes here first, then from the head extent's tail end
+
+Content identity. A block's hash in vLLM chains the hashes of all tokens before it. The simulator has no
+token ids, so it names content instead: block i of the first `prefix_tokens // block_size` blocks of a request
+with `prefix_id` p is `(p, i)`, shared by every request of that group; every other block is private to its
+request. Private blocks can still hit after a preemption (recompute finds its own prompt and output blocks
+until they are evicted): they are freed as one extent keyed by (request, preemption number).
+
+Rules mirrored from vLLM (v1 `kv_cache_manager.py`, `block_pool.py`):
+- hits are the longest run of cached full blocks from the start, capped at num_tokens - 1 tokens (the last
+  token is always recomputed to produce logits);
+- full blocks are cached when allocated for the tokens that fill them (so a request admitted later in the same
+  step already hits them); a block whose content is already cached stays a private duplicate;
+- allocation needs new blocks + hit blocks that sit in the free queue <= free blocks, else it fails with no
+  side effect (`can_allocate` / `allocate` are the check and the act).
+Prefix caching is off for sliding-window models (vLLM's hybrid allocator caches per layer group; not modelled).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import count
+
+from flopwise.sim.request import Request
+
+__all__ = ["CacheHit", "NO_HIT", "BlockManager"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheHit:
+    """A prefix-cache lookup: `num_tokens` computed tokens found (whole blocks), which blocks they are, and how
+    many of them currently sit in the free queue (taking them there costs free blocks)."""
+
+    num_tokens: int = 0
+    prefix_keys: tuple[tuple[int, int], ...] = ()
+    num_own: int = 0
+    own_key: object = None
+    num_evictable: int = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.prefix_keys) + self.num_own
+
+
+NO_HIT = CacheHit()
+
+
+@dataclass(slots=True)
+class _Extent:
+    """`size` free blocks in one queue entry; the first `hashed` can still be hit."""
+
+    size: int
+    hashed: int
+
+
+@dataclass(slots=True)
+class BlockManager:
+    num_blocks: int
+    block_size: int
+    enable_prefix_caching: bool = True
+    blocks_for: Callable[[int], int] | None = None  # blocks held by a sequence of n tokens; default ceil(n / bs)
+    num_unused: int = field(init=False)  # never-used blocks: the head of the free queue
+    _free: OrderedDict[object, _Extent] = field(init=False, default_factory=OrderedDict)
+    _num_free_used: int = field(init=False, default=0)
+    _refs: dict[tuple[int, int], int] = field(init=False, default_factory=dict)  # cached prefix block -> users
+    _anon: count = field(init=False, default_factory=count)
+
+    def __post_init__(self) -> None:
+        self.num_unused = self.num_blocks
+        if self.blocks_for is None:
+            bs = self.block_size
+            self.blocks_for = lambda n: -(-n // bs)
+
+    # ---- queries -------------------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return self.num_unused + self._num_free_used
+
+    @property
+    def usage(self) -> float:
+        """Share of blocks held by requests (vLLM's kv_cache_usage: cached-but-free blocks count as free)."""
+        return 1.0 - self.num_free_blocks / self.num_blocks
+
+    def num_cached_prefix_blocks(self) -> int:
+        return len(self._refs)
+
+    def _prefix_region(self, req: Request) -> int:
+        """Blocks of `req` whose content is shared with its prefix group."""
+        if not self.enable_prefix_caching or req.prefix_id is None:
+            return 0
+        return req.num_prefix_tokens // self.block_size
+
+    def get_computed_blocks(self, req: Request) -> CacheHit:
+        """Longest cached run of full blocks at the start of `req` (no side effects)."""
+        if not self.enable_prefix_caching:
+            return NO_HIT
+        max_blocks = (req.num_tokens - 1) // self.block_size
+        region = min(self._prefix_region(req), max_blocks)
+        keys = []
+        evictable = 0
+        refs = self._refs
+        for i in range(region):
+            k = (req.prefix_id, i)
+            r = refs.get(k)
+            if r is None:
+                break
+            keys.append(k)
+            evictable += r == 0
+        own = 0
+        own_key = ("own", req.request_id, req.num_preemptions)
+        if len(keys) == region and (ext := self._free.get(own_key)) is not None:
+            own = min(ext.hashed, max_blocks - region)
+            evictable += own
+        if not keys and not own:
+            return NO_HIT
+        return CacheHit((len(keys) + own) * self.block_size, tuple(keys), own, own_key, evictable)
+
+    def blocks_needed(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> int:
+        """Free blocks that granting `num_new_tokens` more tokens to `req` would take."""
+        total = req.num_computed_tokens + hit.num_tokens + num_new_tokens
+        new = self.blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks - hit.num_blocks
+        return (new if new > 0 else 0) + hit.num_evictable
+
+    # ---- check / act ---------------------------------------------------------------------------------
+    def can_allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> bool:
+        return self.blocks_needed(req, num_new_tokens, hit) <= self.num_free_blocks
+
+    def allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> None:
+        """Take the hit blocks and the new blocks for `num_new_tokens` tokens after the computed (and hit)
+        ones, and cache the shared-prefix blocks they fill. Call only after `can_allocate` said yes."""
+        if hit is not NO_HIT:
+            self._touch(req, hit)
+        before = req.num_computed_tokens + hit.num_tokens
+        total = before + num_new_tokens
+        new = self.blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks
+        if new > 0:
+            self._take(new)
+            region = self._prefix_region(req)
+            in_region = min(new, max(0, region - len(req.prefix_blocks)))
+            if in_region:
+                req.prefix_blocks.extend([None] * in_region)
+            req.num_own_blocks += new - in_region
+            req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
+        if req.prefix_id is not None and before < req.num_prefix_tokens and self.enable_prefix_caching:
+            self._cache_prefix(req, before, total)
+
+    def free(self, req: Request, reusable: bool) -> None:
+        """Return all of `req`'s blocks, tail first. `reusable`: a preempted request may hit its own private
+        blocks when it comes back; a finished one never will."""
+        if not self.enable_prefix_caching:
+            self.num_unused += req.num_blocks
+        else:
+            if req.num_own_blocks:
+                if reusable:  # its full private blocks were cached as their tokens were computed
+                    full = min(req.num_computed_tokens, req.num_tokens) // self.block_size - self._prefix_region(req)
+                    ext = _Extent(req.num_own_blocks, max(0, min(full, req.num_own_blocks)))
+                    self._push(("own", req.request_id, req.num_preemptions), ext)
+                else:
+                    self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
+            for k in reversed(req.prefix_blocks):
+                if k is None:
+                    self._push(next(self._anon), _Extent(1, 0))
+                    continue
+                r = self._refs[k] - 1
+                self._refs[k] = r
+                if r == 0:
+                    self._push(k, _Extent(1, 1))
+        req.prefix_blocks = []
+        req.num_own_blocks = 0
+        req.num_slots = 0
+
+    # ---- internals -----------------------------------------------------------------------------------
+    def _push(self, key: object, ext: _Extent) -> None:
+        self._free[key] = ext
+        self._num_free_used += ext.size
+
+    def _touch(self, req: Request, hit: CacheHit) -> None:
+        refs = self._refs
+        for k in hit.prefix_keys:
+            r = refs[k]
+            if r == 0:
+                del self._free[k]
+                self._num_free_used -= 1
+            refs[k] = r + 1
+        req.prefix_blocks.extend(hit.prefix_keys)
+        if hit.num_own:
+            ext = self._free[hit.own_key]
+            ext.size -= hit.num_own  # the hit takes the extent's front; what is left can never hit again
+            ext.hashed = 0
+            self._num_free_used -= hit.num_own
+            if ext.size == 0:
+                del self._free[hit.own_key]
+            req.num_own_blocks += hit.num_own
+        req.num_cached_tokens += hit.num_tokens
+        req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
+
+    def _take(self, n: int) -> None:
+        """Pop `n` blocks from the head of the free queue, evicting their cached content."""
+        t = min(n, self.num_unused)
+        self.num_unused -= t
+        n -= t
+        free = self._free
+        while n:
+            key = next(iter(free))
+            ext = free[key]
+            if ext.size <= n:
+                del free[key]
+                n -= ext.size
+                self._num_free_used -= ext.size
+                if type(key) is tuple and len(key) == 2:
+                    del self._refs[key]  # an evicted shared-prefix block
+            else:
+                ext.size -= n  # evict from the extent's tail (freed first, so least recently useful)
+                ext.hashed = min(ext.hashed, ext.size)
+                self._num_free_used -= n
+                n = 0
+
+    def _cache_prefix(self, req: Request, before: int, total: int) -> None:
+        """Cache the shared-prefix blocks that become full as tokens before..total are computed (private
+        blocks need no bookkeeping: `free` counts the full ones)."""
+        bs = self.block_size
+        region = self._prefix_region(req)
+        pb = req.prefix_blocks
+        refs = self._refs
+        for i in range(before // bs, min(total // bs, region)):
+            if pb[i] is None:
+                k = (req.prefix_id, i)
+                if k not in refs:
+                    refs[k] = 1
+                    pb[i] = k

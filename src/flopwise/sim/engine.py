@@ -1,0 +1,140 @@
+"""The engine loop of one replica: admit arrivals, plan a step, price it with `cost.step_time`, apply it.
+
+The loop is step-driven: the only events are arrivals, step ends and completions, and they are handled in a
+fixed order that an event heap with ranks would give:
+    1. requests that arrived at or before the current instant join the waiting queue (an arrival at the very
+       end of a step joins the next step's scheduling);
+    2. the scheduler plans the next step from that state;
+    3. the step ends at now + step_time; its tokens are stamped with that instant; completions free their
+       blocks and, in a closed loop, release their client, whose next request arrives at that same instant.
+When nothing runs, time jumps to the next arrival. Runs of identical decode steps are fast-forwarded
+(`decode_run.py`), with the same outcome as stepping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import blocks_per_sequence, memory_plan
+from flopwise.cost.step import step_time
+from flopwise.errors import InfeasibleError, WorkloadError
+from flopwise.sim.arrivals import ClosedLoop, OpenLoop
+from flopwise.sim.base import BaseScheduler
+from flopwise.sim.block_manager import BlockManager
+from flopwise.sim.config import SimConfig
+from flopwise.sim.decode_run import plan_decode_run, run_durations
+from flopwise.sim.request import Request
+from flopwise.sim.scheduler import VllmScheduler
+from flopwise.sim.shape import ShapeBuilder
+from flopwise.sim.static_scheduler import StaticScheduler
+from flopwise.sim.timeline import Timeline
+from flopwise.specs.deployment import Deployment
+from flopwise.workload.spec import RequestSpec
+
+__all__ = ["run_engine", "make_scheduler"]
+
+
+def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
+    """A scheduler over a block pool sized by the deployment's memory plan."""
+    windowed = any(w is not None for w in layout(dep).windows)
+    caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
+    blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
+    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)
+    cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
+    return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,
+               enable_chunked_prefill=config.enable_chunked_prefill)
+
+
+def _check(dep: Deployment, sched: BaseScheduler, items: Sequence[tuple[int, RequestSpec]], config: SimConfig) -> None:
+    kv = sched.kv
+    longest = max(s.input_tokens + s.output_tokens - 1 for _, s in items)
+    if kv.blocks_for(longest) > kv.num_blocks:
+        raise WorkloadError(
+            f"a request of {longest} tokens needs more KV cache than the pool holds "
+            f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
+            "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization")
+    ctx = dep.model.max_position_embeddings
+    if ctx and longest + 1 > ctx:
+        raise WorkloadError(f"a request of {longest + 1} tokens exceeds {dep.model.name}'s context length {ctx}; "
+                            "shorten --input-len / --output-len or the trace's requests")
+    if config.scheduler == "vllm" and not config.enable_chunked_prefill:
+        prompt = max(s.input_tokens for _, s in items)
+        if prompt > dep.max_num_batched_tokens:
+            raise WorkloadError(f"a {prompt}-token prompt can never be scheduled with chunked prefill off and "
+                                f"--max-num-batched-tokens {dep.max_num_batched_tokens}; raise the budget or "
+                                "enable chunked prefill")
+
+
+def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concurrency: int | None,
+               config: SimConfig, progress: Callable[[int], None] | None = None) -> tuple[list[Request], Timeline]:
+    """Serve `items` (request id, spec) on one replica; return the requests (finished) and the timeline."""
+    sched = make_scheduler(dep, config)
+    _check(dep, sched, items, config)
+    kv = sched.kv
+    builder = ShapeBuilder(layout(dep).windows)
+    max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
+    source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency)
+    tl = Timeline()
+    ends = tl.step_end_at
+    requests: list[Request] = []
+    now = 0.0
+    while True:
+        for req in source.pop_due(now):
+            sched.add_request(req)
+            requests.append(req)
+        if not sched.has_work:
+            t = source.next_at()
+            if t is None:
+                break
+            now = t
+            continue
+        k = plan_decode_run(sched, max_decodes)
+        if k:
+            finished, now = _decode_run(dep, builder, sched, tl, k, now, source.next_at())
+        else:
+            out = sched.schedule(now, source.more_coming)
+            if out.is_empty:
+                t = source.next_at()
+                if t is None:
+                    raise InfeasibleError("the scheduler can make no progress (a request cannot fit the KV pool)")
+                now = t
+                continue
+            shape, prompt = builder.step(out.reqs, out.num_new)
+            dt = step_time(dep, shape)
+            step = len(ends)
+            ends.append(now + dt)
+            tl.add(now, dt, len(sched.running), len(sched.waiting), kv.usage, prompt)
+            now += dt
+            finished = sched.postprocess(out, step, now)
+        if finished:
+            source.on_finished(len(finished), now)
+            if progress is not None:
+                progress(len(finished))
+    return requests, tl
+
+
+def _decode_run(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, tl: Timeline, k: int, now: float,
+                next_arrival_at: float | None) -> tuple[list[Request], float]:
+    durations = run_durations(dep, builder, sched, k)
+    cut_at = next_arrival_at if sched.admission_open() else None
+    ends = tl.step_end_at
+    step0 = len(ends)
+    t = now
+    for j, d in enumerate(durations, 1):
+        t += d
+        ends.append(t)
+        if cut_at is not None and t >= cut_at:
+            k = j
+            break
+    kv, running = sched.kv, sched.running
+    for r in running:
+        r.sample(step0, k)
+        if r.num_computed_tokens + k > r.num_slots:
+            kv.allocate(r, k)
+        r.num_computed_tokens += k
+    tl.add(now, t - now, len(running), len(sched.waiting), kv.usage, 0)
+    finished = [r for r in running if r.num_output_tokens == r.max_tokens]
+    if finished:
+        sched.finish(finished, t)
+    return finished, t

@@ -1,0 +1,85 @@
+"""One request's state inside the engine.
+
+As in vLLM v1 there is no prefill or decode phase: a request has `num_tokens` (prompt + tokens generated so
+far) and `num_computed_tokens` (tokens whose KV is in the cache); each step the scheduler grants it some of
+the difference. A step that brings `num_computed_tokens` up to `num_tokens` samples one new token.
+
+    prompt (num_prompt_tokens)            output so far
+    |==========================|~~~~~~~~~~~~~~~~~~~~~~~|
+    |<-- num_computed_tokens -->|<- granted this step ->|
+                                                        ^ num_tokens: reaching it samples a token
+
+Preemption by recompute sets `num_computed_tokens` to 0: the request later prefills prompt + output again
+(minus prefix-cache hits) and then samples its next token.
+
+Token instants are kept as ranges of global step indices (`token_steps` = [start0, end0, start1, end1, ...]):
+a running request emits one token per step, so a whole decode run costs one update, and the instants are
+looked up in the engine's step timeline once, at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+__all__ = ["RequestStatus", "Request"]
+
+
+class RequestStatus(IntEnum):
+    """Ordered as vLLM's: everything after PREEMPTED is finished."""
+
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    FINISHED = 3
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    request_id: int
+    arrival_at: float
+    num_prompt_tokens: int
+    max_tokens: int  # output tokens to generate (ignore_eos)
+    prefix_id: int | None = None
+    num_prefix_tokens: int = 0
+    status: RequestStatus = RequestStatus.WAITING
+    num_computed_tokens: int = 0
+    num_output_tokens: int = 0
+    num_preemptions: int = 0
+    num_cached_tokens: int = 0  # prefix-cache hits, summed over admissions
+    first_scheduled_at: float | None = None
+    finished_at: float | None = None
+    token_steps: list[int] = field(default_factory=list)
+    num_tokens: int = 0  # prompt + output so far (kept in step with num_output_tokens by `sample`)
+    # KV held: block keys of the shared-prefix region (None: a private copy), a count of private blocks, and
+    # the tokens they can store (block_size each; maintained by the BlockManager).
+    prefix_blocks: list[object | None] = field(default_factory=list)
+    num_own_blocks: int = 0
+    num_slots: int = 0
+
+    def __post_init__(self) -> None:
+        self.num_tokens = self.num_prompt_tokens + self.num_output_tokens
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.prefix_blocks) + self.num_own_blocks
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status > RequestStatus.PREEMPTED
+
+    @property
+    def is_decoding(self) -> bool:
+        """Only the last sampled token is uncomputed: the next step grants exactly one token."""
+        return self.num_computed_tokens == self.num_tokens - 1 and self.num_output_tokens > 0
+
+    def sample(self, step: int, count: int = 1) -> None:
+        """`count` tokens sampled at steps step .. step+count-1."""
+        self.num_output_tokens += count
+        self.num_tokens += count
+        r = self.token_steps
+        if r and r[-1] == step:
+            r[-1] = step + count
+        else:
+            r.append(step)
+            r.append(step + count)

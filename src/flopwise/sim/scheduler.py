@@ -1,0 +1,104 @@
+"""The vLLM v1 scheduler (`vllm/v1/core/sched/scheduler.py`), reduced to what decides timing.
+
+Each step has a token budget (`max_num_batched_tokens`) and grants each request some of the tokens it still
+lacks (`num_tokens - num_computed_tokens`):
+
+1. Running requests, in admission order (`_schedule_running`). Decodes take 1 token, a request in the middle of
+   a chunked prefill takes min(rest of its prompt, budget). If its KV blocks cannot be allocated, the newest
+   running request is preempted (recompute: its blocks are freed, its computed tokens reset to 0, and it goes
+   to the front of the waiting queue, counted) until the allocation fits; if the request itself is the newest,
+   it is preempted and the loop stops.
+2. Only if nobody was preempted in this step: waiting requests in FCFS order (`_schedule_waiting`), while
+   the budget lasts and fewer than `max_num_seqs` run. Each first looks up its prefix-cache hit, then asks for
+   min(uncached tokens, budget) tokens (chunked prefill) and stops the loop at the first that cannot get its
+   blocks. With chunked prefill off, a prompt larger than the remaining budget waits (the loop stops).
+
+Planning (`schedule`) allocates blocks and preempts, as vLLM does; applying a finished step (`postprocess`,
+in `base.py`) advances computed tokens, samples tokens and frees finished requests.
+"""
+
+from __future__ import annotations
+
+from flopwise.sim.base import BaseScheduler, SchedulerOutput
+from flopwise.sim.block_manager import NO_HIT
+from flopwise.sim.request import Request, RequestStatus
+
+__all__ = ["VllmScheduler"]
+
+
+class VllmScheduler(BaseScheduler):
+    def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self._schedule_running(out, self.max_num_batched_tokens)
+        if not out.num_preempted:
+            self._schedule_waiting(out, budget, now)
+        return out
+
+    def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+        kv, running = self.kv, self.running
+        reqs, news = out.reqs, out.num_new
+        i = 0
+        while i < len(running) and budget > 0:
+            req = running[i]
+            c = req.num_computed_tokens
+            n = req.num_tokens - c
+            if n > budget:
+                n = budget
+            # Fast path: the held blocks already have room and no prefix block fills (most decodes).
+            if c + n > req.num_slots or c < req.num_prefix_tokens:
+                while not kv.can_allocate(req, n):
+                    victim = running.pop()
+                    self._preempt(victim)
+                    out.num_preempted += 1
+                    if victim is req:
+                        return budget
+                kv.allocate(req, n)
+            reqs.append(req)
+            news.append(n)
+            budget -= n
+            i += 1
+        return budget
+
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
+        kv, waiting, running = self.kv, self.waiting, self.running
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            req = waiting[0]
+            hit = kv.get_computed_blocks(req)
+            n = req.num_tokens - hit.num_tokens
+            if n > budget:
+                if not self.enable_chunked_prefill:
+                    return
+                n = budget
+            if not kv.can_allocate(req, n, hit):
+                return
+            waiting.popleft()
+            kv.allocate(req, n, hit)
+            req.num_computed_tokens = hit.num_tokens
+            self._start(req, now)
+            out.add(req, n)
+            budget -= n
+
+    def _preempt(self, req: Request) -> None:
+        req.status = RequestStatus.PREEMPTED
+        req.num_preemptions += 1
+        self.kv.free(req, reusable=True)
+        req.num_computed_tokens = 0
+        self.waiting.appendleft(req)
+
+    def admission_open(self) -> bool:
+        """Could the next step admit a request, were one waiting at its head? Assumes every running request
+        is decoding (one token each)."""
+        running = self.running
+        budget = self.max_num_batched_tokens - len(running)
+        if len(running) >= self.max_num_seqs or budget <= 0:
+            return False
+        if not self.waiting:
+            return True
+        head = self.waiting[0]
+        hit = self.kv.get_computed_blocks(head) if head.num_computed_tokens == 0 else NO_HIT
+        n = head.num_tokens - hit.num_tokens
+        if n > budget:
+            if not self.enable_chunked_prefill:
+                return False
+            n = budget
+        return self.kv.can_allocate(head, n, hit)

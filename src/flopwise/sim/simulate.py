@@ -1,0 +1,111 @@
+"""The simulator's front door: serve a workload on a deployment and summarise what users would see.
+
+Replicas (`dep.replicas` > 1) are independent engines. Open-loop requests are routed round-robin in arrival
+order (request i to replica i mod R); in a closed loop the N clients are split evenly and each keeps to one
+replica. With static routing each replica is simulated on its own and the records are merged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flopwise.cost.fit import require_fit
+from flopwise.cost.memory import memory_plan
+from flopwise.metrics.summary import RequestRecord, summarize
+from flopwise.sim.config import SimConfig
+from flopwise.sim.engine import run_engine
+from flopwise.sim.request import Request
+from flopwise.sim.timeline import Timeline, timeline_summary
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.sla import SLA
+from flopwise.workload.spec import Workload
+
+__all__ = ["SimResult", "simulate"]
+
+
+@dataclass(slots=True)
+class SimResult:
+    deployment: Deployment
+    workload: Workload
+    config: SimConfig
+    records: list[RequestRecord]
+    timelines: list[Timeline]
+    requests: list[Request]
+    sla: SLA | None
+    wall_s: float
+
+    def summary(self) -> dict[str, Any]:
+        """`metrics.summarize` keys, then engine state over time and the run's setup."""
+        out = summarize(self.records, self.sla)
+        out.update(timeline_summary(self.timelines, out["duration_s"]))
+        prompt = sum(r.num_prompt_tokens for r in self.requests)
+        out["prefix_cache_hit_rate"] = sum(r.num_cached_tokens for r in self.requests) / prompt if prompt else 0.0
+        d, plan = self.deployment, memory_plan(self.deployment)
+        out["setup"] = {
+            "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
+            "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": self.workload.name,
+            "concurrency": self.workload.concurrency, "scheduler": self.config.scheduler,
+            "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
+            "block_size": d.block_size, "enable_prefix_caching": self.config.enable_prefix_caching,
+            "enable_chunked_prefill": self.config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
+            "kv_capacity_tokens": plan.kv_capacity_tokens,
+        }
+        out["sim_wall_s"] = self.wall_s
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per request (for --output)."""
+        rows = []
+        for rec, req in zip(self.records, self.requests):
+            row = rec.to_row()
+            row["cached_tokens"] = req.num_cached_tokens
+            rows.append(row)
+        return rows
+
+
+def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
+    ends = np.frombuffer(tl.step_end_at, dtype=float)
+    out = []
+    for r in requests:
+        s = r.token_steps
+        if len(s) == 2:
+            times = ends[s[0]:s[1]].tolist()
+        else:
+            times = np.concatenate([ends[a:b] for a, b in zip(s[::2], s[1::2])]).tolist()
+        out.append(RequestRecord(r.request_id, r.arrival_at, r.num_prompt_tokens, r.max_tokens,
+                                 r.first_scheduled_at, times, r.num_preemptions))
+    return out
+
+
+def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = None, *, sla: SLA | None = None,
+             progress: Callable[[int], None] | None = None) -> SimResult:
+    """Serve `workload` on `dep`. `progress(n)` is called as n more requests complete."""
+    config = config or SimConfig()
+    require_fit(dep)
+    t0 = time.perf_counter()
+    items = list(enumerate(workload.requests))
+    n_rep = dep.replicas
+    requests: list[Request] = []
+    records: list[RequestRecord] = []
+    timelines = []
+    for rep in range(n_rep):
+        part = items[rep::n_rep]
+        if not part:
+            continue
+        conc = None
+        if workload.concurrency is not None:
+            conc = workload.concurrency // n_rep + (rep < workload.concurrency % n_rep)
+            if conc == 0:
+                continue
+        reqs, tl = run_engine(dep, part, conc, config, progress)
+        requests.extend(reqs)
+        records.extend(_records(reqs, tl))
+        timelines.append(tl)
+    order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)
+    return SimResult(dep, workload, config, [records[i] for i in order], timelines,
+                     [requests[i] for i in order], sla, time.perf_counter() - t0)

@@ -1,0 +1,301 @@
+"""The trade-off ledger: what a technique does to the numbers users feel, next to the baseline.
+
+For a scenario (deployment + `batch` equal requests of `input_len` in, `output_len` out), `measure` computes:
+
+- `flops_per_output_token`: (prefill FLOPs + decode FLOPs of one request) / output_len, summed over the GPUs
+  of a replica; speculative rounds count draft and verify FLOPs (both go up), prefix hits remove prefill FLOPs.
+  `decode_flops_per_output_token` (JSON only) leaves the prefill out.
+- `ttft_ms`: the batch's prompts prefilled under the engine's token budget (`batching.prefill_steps`; equals
+  `flopwise estimate`'s TTFT while batch * input_len fits `max_num_batched_tokens`), plus the draft model's
+  own prefill when speculating.
+- `tpot_ms`: the mean decode step over the output (`estimate.mean_decode_step_s`), or the speculative round
+  time per expected token (`speculative.spec_tpot_s`).
+- `itl_tail_ms`: the longest inter-token gap of `batch` decoding sequences while one new prompt is prefilled
+  beside them (`batching.chunked_prefill_point`): what chunked prefill trades TTFT for.
+- `max_concurrent_seqs`: sequences of input_len + output_len that fit in the KV pool, sharing a cached prefix,
+  after a draft model's weights and KV.
+- `output_tokens_per_s_at_sla`: simulated (`sim_throughput.py`: the highest request rate meeting the SLA,
+  vLLM v1 scheduler) where the simulator can model the scenario; otherwise, and always as
+  `static_output_tokens_per_s_at_sla`, the static-batch figure `THROUGHPUT_METHOD`. A row's change is taken
+  against the baseline's figure of the same method; `throughput_method` says which.
+- `memory_gib`: per GPU, what the technique pins before any request: weights (+ proposer weights) + the
+  shared prefix's KV blocks.
+Each comes with the baseline value, the change, and whether that is better or worse (relative change beyond
+`SAME_WITHIN`); accuracy risk and complexity are ordinal ratings with their reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopwise.cost.batch import decode_shape
+from flopwise.cost.fit import require_fit
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import memory_plan
+from flopwise.cost.step import step_cost
+from flopwise.estimate import mean_decode_step_s
+from flopwise.specs.hardware import GIB
+from flopwise.specs.sla import SLA
+from flopwise.techniques.batching import chunked_prefill_point, prefill_flops, prefill_time_s
+from flopwise.techniques.prefix_cache import cached_tokens, held_bytes, max_sequences_sharing
+from flopwise.techniques.rating import Rating
+from flopwise.techniques.scenario import Scenario
+from flopwise.techniques.sim_throughput import SIM_METHOD, SimWorkload, simulated_throughput
+from flopwise.techniques.speculative import memory_overhead, proposer_deployment, spec_round, spec_tpot_s
+
+__all__ = ["Metrics", "Change", "LedgerRow", "Ledger", "measure", "request_latency_s", "build_ledger", "METRICS", "THROUGHPUT_METHOD",
+           "SAME_WITHIN"]
+
+THROUGHPUT_METHOD = ("static batch: the largest batch whose TTFT and TPOT meet the SLA's bounds (percentiles "
+                     "read as per-request bounds), its output tokens/s including prefill; not simulated")
+# The static figure is a fallback: `compare` simulates where it can (sim_throughput.py).
+SAME_WITHIN = 0.005
+# key -> (label, unit, True when a larger value is better)
+METRICS: dict[str, tuple[str, str, bool]] = {
+    "flops_per_output_token": ("FLOPs/out tok", "FLOP", False),
+    "ttft_ms": ("TTFT", "ms", False),
+    "tpot_ms": ("TPOT", "ms", False),
+    "itl_tail_ms": ("ITL tail", "ms", False),
+    "max_concurrent_seqs": ("max seqs", "", True),
+    "output_tokens_per_s_at_sla": ("tok/s @SLA", "tok/s", True),
+    "memory_gib": ("memory/GPU", "GiB", False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    flops_per_output_token: float
+    ttft_ms: float
+    tpot_ms: float
+    itl_tail_ms: float
+    max_concurrent_seqs: int
+    output_tokens_per_s_at_sla: float
+    batch_at_sla: int  # static: the largest batch meeting the SLA; 0 when not met even one request at a time
+    memory_gib: float
+    decode_flops_per_output_token: float
+    static_output_tokens_per_s_at_sla: float  # always computed: the like-for-like figure for unsimulated rows
+    throughput_method: str = "static"  # or "simulated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (*METRICS, "batch_at_sla", "decode_flops_per_output_token",
+                                              "static_output_tokens_per_s_at_sla", "throughput_method")}
+
+
+class _Point:
+    """TTFT and TPOT of a scenario at any batch, with the pieces that do not depend on the batch cached."""
+
+    def __init__(self, scn: Scenario):
+        self.scn = scn
+        self.dep = scn.deployment
+        self.cached = cached_tokens(self.dep.block_size, scn.input_len, scn.prefix_hit)
+        self.spec = scn.speculation
+        self.proposer = proposer_deployment(self.dep, self.spec) if self.spec else None
+
+    def ttft_s(self, batch: int) -> float:
+        s = self.scn
+        t = prefill_time_s(self.dep, batch, s.input_len, self.cached)
+        if self.proposer is not None:
+            t += prefill_time_s(self.proposer, batch, s.input_len, self.cached)
+        return t
+
+    def tpot_s(self, batch: int) -> float:
+        s = self.scn
+        if self.spec is not None:
+            return spec_tpot_s(self.dep, self.spec, batch, s.input_len, s.output_len)
+        return mean_decode_step_s(self.dep, batch, s.input_len, s.output_len - 1)
+
+    def decode_flops_per_output_token(self) -> float:
+        """FLOPs per generated token at the mean decode context (speculative: per expected token)."""
+        s, dep = self.scn, self.dep
+        mid = s.input_len + max(0, s.output_len - 2) // 2
+        if self.spec is not None:
+            return spec_round(dep, self.spec, 1, mid).flops_per_token
+        return step_cost(dep, decode_shape(1, mid, layout(dep).windows)).flops * dep.tp
+
+    def flops_per_output_token(self) -> float:
+        """One request's prefill and decode FLOPs over its output tokens."""
+        s = self.scn
+        total = prefill_flops(self.dep, 1, s.input_len, self.cached)
+        if self.proposer is not None:
+            total += prefill_flops(self.proposer, 1, s.input_len, self.cached)
+        total += (s.output_len - 1) * self.decode_flops_per_output_token()
+        return total / s.output_len
+
+
+def request_latency_s(scn: Scenario) -> tuple[float, float]:
+    """(TTFT, TPOT) in seconds of the scenario's static batch, as the ledger's ttft_ms / tpot_ms columns."""
+    point = _Point(scn)
+    return point.ttft_s(scn.batch), point.tpot_s(scn.batch)
+
+
+def _at_sla(point: _Point, sla: SLA, max_batch: int) -> tuple[int, float]:
+    """(largest batch meeting the SLA, its output tokens/s) by bisection: TTFT and TPOT grow with the batch."""
+    s = point.scn
+    ttft_lim, tpot_lim, e2e_lim = sla.limit("ttft"), sla.limit("tpot"), sla.limit("e2e")
+    itl_lim = sla.limit("itl")
+    if itl_lim is not None:
+        tpot_lim = itl_lim if tpot_lim is None else min(tpot_lim, itl_lim)
+
+    def e2e_s(b: int) -> float:
+        return point.ttft_s(b) + (s.output_len - 1) * point.tpot_s(b)
+
+    def ok(b: int) -> bool:
+        if ttft_lim is not None and point.ttft_s(b) * 1e3 > ttft_lim:
+            return False
+        if tpot_lim is not None and point.tpot_s(b) * 1e3 > tpot_lim:
+            return False
+        return e2e_lim is None or e2e_s(b) * 1e3 <= e2e_lim
+
+    if max_batch < 1 or not ok(1):
+        return 0, 0.0
+    lo, hi = 1, 2  # invariant: ok(lo); hi is not ok or beyond max_batch
+    while hi <= max_batch and ok(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, max_batch + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, s.deployment.replicas * lo * s.output_len / e2e_s(lo)
+
+
+def measure(scn: Scenario, sla: SLA, sim: SimWorkload | None = None) -> Metrics:
+    """The ledger metrics of one scenario; throughput at the SLA from the simulator when `sim` is given and
+    the simulator can model the scenario, else the static-batch figure."""
+    dep = scn.deployment
+    require_fit(dep)
+    point = _Point(scn)
+    length = scn.input_len + scn.output_len
+    extra_w = extra_seq = 0.0
+    if scn.speculation is not None:
+        mem = memory_overhead(dep, scn.speculation, length)
+        extra_w, extra_seq = mem.weight_bytes, mem.kv_bytes_per_seq
+    max_seqs = max_sequences_sharing(scn, extra_seq, extra_w)
+    batch_sla, tput = _at_sla(point, sla, max_seqs)
+    tail = chunked_prefill_point(dep, scn.batch, scn.input_len, scn.input_len, point.cached)
+    simulated = simulated_throughput(scn, sla, sim) if sim is not None else None
+    return Metrics(
+        flops_per_output_token=point.flops_per_output_token(),
+        ttft_ms=point.ttft_s(scn.batch) * 1e3,
+        tpot_ms=point.tpot_s(scn.batch) * 1e3,
+        itl_tail_ms=tail.itl_tail_s * 1e3,
+        max_concurrent_seqs=max_seqs,
+        output_tokens_per_s_at_sla=tput if simulated is None else simulated,
+        batch_at_sla=batch_sla,
+        memory_gib=(memory_plan(dep).weight_bytes + extra_w + held_bytes(scn)) / GIB,
+        decode_flops_per_output_token=point.decode_flops_per_output_token(),
+        static_output_tokens_per_s_at_sla=tput,
+        throughput_method="static" if simulated is None else "simulated",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    key: str
+    value: float
+    baseline: float
+
+    @property
+    def delta(self) -> float:
+        return self.value - self.baseline
+
+    @property
+    def relative(self) -> float | None:
+        return self.delta / self.baseline if self.baseline else None
+
+    @property
+    def verdict(self) -> str:
+        """'better', 'worse' or 'same' (within SAME_WITHIN of the baseline)."""
+        rel = self.relative
+        if rel is None:
+            if self.value == self.baseline:
+                return "same"
+            rel = 1.0 if self.value > self.baseline else -1.0
+        if abs(rel) <= SAME_WITHIN:
+            return "same"
+        higher_better = METRICS[self.key][2]
+        return "better" if (rel > 0) == higher_better else "worse"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "baseline": self.baseline, "delta": self.delta,
+                "delta_pct": None if self.relative is None else 100 * self.relative, "change": self.verdict}
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    label: str
+    scenario: Scenario
+    metrics: Metrics
+    accuracy_risk: Rating
+    complexity: Rating
+    notes: tuple[str, ...] = ()
+
+    def changes(self, baseline: Metrics) -> dict[str, Change]:
+        """Each metric against the baseline; throughput against the baseline figure of the same method."""
+        out = {k: Change(k, float(getattr(self.metrics, k)), float(getattr(baseline, k))) for k in METRICS}
+        if self.metrics.throughput_method != baseline.throughput_method:
+            k = "output_tokens_per_s_at_sla"
+            out[k] = Change(k, self.metrics.static_output_tokens_per_s_at_sla,
+                            baseline.static_output_tokens_per_s_at_sla)
+        return out
+
+    def rating_verdicts(self, base: LedgerRow) -> dict[str, str]:
+        out = {}
+        for key in ("accuracy_risk", "complexity"):
+            a, b = getattr(self, key).rank, getattr(base, key).rank
+            out[key] = "same" if a == b else ("worse" if a > b else "better")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    baseline: LedgerRow
+    rows: tuple[LedgerRow, ...]
+    sla: SLA
+    simulated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.baseline
+        dep = b.scenario.deployment
+
+        def row(r: LedgerRow) -> dict[str, Any]:
+            verdicts = r.rating_verdicts(b)
+            d = r.scenario.deployment
+            return {
+                "technique": r.label,
+                "deployment": {"model": d.model.name, "gpu": d.hardware.id, "tp": d.tp, "weights": d.weights.name,
+                               "kv": d.kv.name, "max_num_batched_tokens": d.max_num_batched_tokens},
+                "metrics": {k: c.to_dict() for k, c in r.changes(b.metrics).items()},
+                "batch_at_sla": r.metrics.batch_at_sla,
+                "throughput_method": r.metrics.throughput_method,
+                "accuracy_risk": {**r.accuracy_risk.to_dict(), "change": verdicts["accuracy_risk"]},
+                "complexity": {**r.complexity.to_dict(), "change": verdicts["complexity"]},
+                "notes": list(r.notes),
+            }
+
+        s = b.scenario
+        return {
+            "model": dep.model.name, "gpu": dep.hardware.id, "num_gpus": dep.num_gpus, "tp": dep.tp,
+            "weights": dep.weights.name, "kv": dep.kv.name,
+            "workload": {"batch": s.batch, "input_len": s.input_len, "output_len": s.output_len},
+            "sla": str(self.sla),
+            "throughput_methods": {"simulated": SIM_METHOD, "static": THROUGHPUT_METHOD} if self.simulated
+            else {"static": THROUGHPUT_METHOD},
+            "baseline": {**b.metrics.to_dict(), "accuracy_risk": b.accuracy_risk.level,
+                         "complexity": b.complexity.level},
+            "rows": [row(r) for r in self.rows],
+        }
+
+
+def build_ledger(baseline: Scenario, candidates: list[tuple[str, Scenario, Rating, Rating, tuple[str, ...]]],
+                 sla: SLA, sim: SimWorkload | None = None) -> Ledger:
+    """`candidates`: (label, transformed scenario, accuracy risk, complexity, notes) for each row; `sim`: the
+    request stream to simulate for throughput at the SLA (None: static-batch figures only)."""
+    base = LedgerRow("baseline", baseline, measure(baseline, sla, sim), Rating("none", "as deployed"),
+                     Rating("none", "as deployed"))
+    rows = tuple(LedgerRow(label, scn, measure(scn, sla, sim), risk, cx, notes)
+                 for label, scn, risk, cx, notes in candidates)
+    return Ledger(base, rows, sla, sim is not None)

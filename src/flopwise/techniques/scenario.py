@@ -1,0 +1,66 @@
+"""What a technique transforms: a deployment plus the request shape it serves.
+
+A `Scenario` is a `Deployment` (model, hardware, parallelism, formats, engine knobs) with a static batch of
+`batch` equal requests of `input_len` prompt and `output_len` generated tokens, and the two techniques that are
+not engine knobs of the deployment: a prefix-cache hit ratio and speculative decoding. Every technique is a
+function Scenario -> Scenario; nothing is mutated (`dataclasses.replace`).
+
+`rebuild` changes a deployment through `make_deployment`, so a transformed deployment is validated exactly as
+one built from the command line (a KV format wider than the activations, a TP degree that does not divide the
+heads, ...), and every engine knob is carried over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from flopwise.errors import WorkloadError
+from flopwise.specs.deployment import Deployment, make_deployment
+
+if TYPE_CHECKING:
+    from flopwise.techniques.speculative import Speculation
+
+__all__ = ["Scenario", "rebuild"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    deployment: Deployment
+    input_len: int = 1024
+    output_len: int = 256
+    batch: int = 1
+    prefix_hit: float = 0.0  # share of each prompt served from the prefix cache (see prefix_cache.py)
+    speculation: Speculation | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input_len", "output_len", "batch"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise WorkloadError(f"{name} must be a positive integer, got {v!r}")
+        if not 0.0 <= self.prefix_hit <= 1.0:
+            raise WorkloadError(f"the prefix-cache hit ratio must be in [0, 1], got {self.prefix_hit:g}")
+
+    @property
+    def dep(self) -> Deployment:
+        return self.deployment
+
+    def with_deployment(self, dep: Deployment) -> Scenario:
+        return replace(self, deployment=dep)
+
+
+def rebuild(dep: Deployment, **changes: Any) -> Deployment:
+    """`dep` with some fields changed (model, hardware, weights/kv by name, tp, pp, engine knobs), validated
+    by `make_deployment` like any deployment built from names."""
+    fields: dict[str, Any] = {
+        "model": dep.model, "hardware": dep.hardware, "weights": dep.weights.name, "kv": dep.kv.name,
+        "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas,
+        "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
+        "max_num_seqs": dep.max_num_seqs, "max_num_batched_tokens": dep.max_num_batched_tokens,
+    }
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise TypeError(f"rebuild() got unknown fields {sorted(unknown)}")
+    fields.update(changes)
+    model, hardware = fields.pop("model"), fields.pop("hardware")
+    return make_deployment(model, hardware, **fields)

@@ -1,0 +1,186 @@
+"""The `--try` grammar of `flopwise compare`: one technique, or several joined by '+'.
+
+    weights=int8 | weights=int4-awq | kv=fp8                 quantization (formats as in `flopwise estimate`)
+    spec=draft:llama-3.2-1b,k=4,alpha=0.7                    speculative decoding with a draft model
+    spec=eagle,k=4,accepted=3.2                              EAGLE / mtp / medusa heads; accepted = mean tokens/step
+    spec=ngram,k=4,alpha=0.5[,tree=26]                       prompt lookup; tree = positions verified per step
+    prefix-cache=0.5                                         share of each prompt found in the prefix cache
+    chunked-prefill=512                                      per-step token budget (vLLM --max-num-batched-tokens)
+    tp=2 | gpu=h200                                          parallelism and hardware
+    kv-heads=1 | window=4096 | attention=mla                 KV-structure what-ifs (need a retrained model)
+    weights=int8+kv=fp8                                      a combination, applied left to right
+
+Each parsed item is a `Technique`: a transform of a Scenario with its accuracy risk and complexity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from flopwise.errors import FlopwiseError, SpecError
+from flopwise.specs.model_catalog import get_model
+from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
+from flopwise.techniques.rating import Rating, worst
+from flopwise.techniques.scenario import Scenario
+
+__all__ = ["Technique", "Trial", "parse_try", "EXAMPLES"]
+
+EXAMPLES = "'weights=int8', 'kv=fp8', 'spec=draft:llama-3.2-1b,k=4,alpha=0.7', 'prefix-cache=0.5', 'tp=2'"
+KEYS = ("weights", "kv", "spec", "prefix-cache", "chunked-prefill", "tp", "gpu", "kv-heads", "window", "attention")
+
+_NO_RISK = Rating("none", "exact: the same outputs up to floating-point order")
+_RETRAIN = Rating("high", "a different attention structure than the model was trained with: needs uptraining or "
+                  "conversion and fine-tuning", "Ainslie et al. 2023 (GQA); Ji et al. 2025 (MHA2MLA); "
+                  "Xiao et al. 2024 (StreamingLLM)")
+_RETRAIN_CX = Rating("high", "retrain or convert the model, then re-evaluate it")
+_WEIGHT_CX = {
+    "low": Rating("low", "load a pre-quantized checkpoint (or quantize on load); one engine flag"),
+    "medium": Rating("medium", "calibrate and quantize (or find a trusted checkpoint); kernel support varies by "
+                     "GPU and engine"),
+}
+_SPEC_CX = {
+    "draft": Rating("medium", "a draft model sharing the tokenizer, tuning k, extra memory on every GPU"),
+    "eagle": Rating("medium", "heads trained for this exact model (EAGLE checkpoints); engine support"),
+    "mtp": Rating("medium", "needs a model trained with multi-token-prediction modules (DeepSeek-V3 style)"),
+    "medusa": Rating("medium", "heads trained for this exact model (Medusa checkpoints); tree-attention support"),
+    "ngram": Rating("low", "one engine flag; pays only when outputs copy the prompt (code edits, RAG, summaries)"),
+}
+_SPEC_RISK = Rating("none", "lossless: rejection sampling keeps the target's output distribution",
+                    "Leviathan et al. 2023; Chen et al. 2023")
+
+
+@dataclass(frozen=True, slots=True)
+class Technique:
+    label: str
+    apply: Callable[[Scenario], Scenario]
+    accuracy_risk: Rating
+    complexity: Rating
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One `--try` string: its techniques, applied left to right."""
+
+    text: str
+    techniques: tuple[Technique, ...]
+
+    def apply(self, scn: Scenario) -> Scenario:
+        for t in self.techniques:
+            scn = t.apply(scn)
+        return scn
+
+    @property
+    def accuracy_risk(self) -> Rating:
+        return worst([t.accuracy_risk for t in self.techniques])
+
+    @property
+    def complexity(self) -> Rating:
+        return worst([t.complexity for t in self.techniques])
+
+
+def _int(key: str, v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise SpecError(f"{key} needs a whole number, got '{v}'") from None
+    if n < 1:
+        raise SpecError(f"{key} must be >= 1, got {n}")
+    return n
+
+
+def _float(key: str, v: str, lo: float, hi: float) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise SpecError(f"{key} needs a number, got '{v}'") from None
+    if not lo <= x <= hi:
+        raise SpecError(f"{key} must be in [{lo:g}, {hi:g}], got {x:g}")
+    return x
+
+
+def _parse_spec(value: str) -> speculative.Speculation:
+    head, *opts = [p.strip() for p in value.split(",")]
+    method, _, draft = head.partition(":")
+    if method not in speculative.METHODS:
+        raise SpecError(f"speculative method '{method}' is not one of {', '.join(speculative.METHODS)}")
+    if (method == "draft") != bool(draft):
+        raise SpecError("write spec=draft:<model>,k=..,alpha=.. (only the draft method names a model)")
+    kw: dict[str, str] = {}
+    for o in opts:
+        k, eq, v = o.partition("=")
+        if not eq or k not in ("k", "alpha", "accepted", "tree"):
+            raise SpecError(f"unknown speculative option '{o}'; use k=, alpha= or accepted=, tree=")
+        kw[k] = v
+    if "k" not in kw:
+        raise SpecError("speculative decoding needs k= (tokens proposed per step)")
+    k = _int("k", kw["k"])
+    return speculative.Speculation(
+        method=method, k=k,
+        alpha=_float("alpha", kw["alpha"], 0.0, 1.0) if "alpha" in kw else None,
+        mean_accepted=_float("accepted", kw["accepted"], 1.0, k + 1.0) if "accepted" in kw else None,
+        draft_model=get_model(draft) if draft else None,
+        verify_tokens=_int("tree", kw["tree"]) if "tree" in kw else None)
+
+
+def _technique(key: str, value: str, hardware_file: str | Path | None) -> Technique:
+    if key == "weights":
+        fmt = quantization.weight_format_name(value)
+        risk = quantization.weight_risk(fmt)
+        cx = _WEIGHT_CX["low" if risk.rank <= 1 or fmt.startswith("q") else "medium"]
+        return Technique(f"weights={fmt}", partial(quantization.quantize, weights=fmt), risk, cx)
+    if key == "kv":
+        fmt = quantization.kv_format_name(value)
+        cx = Rating("low", "one engine flag (vLLM --kv-cache-dtype fp8)") if fmt == "fp8" else Rating(
+            "medium", "engine support varies (LMDeploy, TensorRT-LLM)")
+        return Technique(f"kv={fmt}", partial(quantization.quantize, kv=fmt), quantization.kv_risk(fmt), cx)
+    if key == "spec":
+        spec = _parse_spec(value)
+        return Technique(spec.label(), partial(speculative.with_speculation, spec=spec), _SPEC_RISK, _SPEC_CX[spec.method])
+    if key == "prefix-cache":
+        hit = _float("prefix-cache", value, 0.0, 1.0)
+        return Technique(f"prefix-cache={hit:g}", partial(prefix_cache.with_prefix_cache, hit=hit), _NO_RISK,
+                         Rating("low", "on by default in vLLM v1 / SGLang; pays only if prompts share prefixes"))
+    if key == "chunked-prefill":
+        n = _int("chunked-prefill", value)
+        return Technique(f"chunked-prefill={n}", partial(batching.with_chunked_prefill, chunk=n), _NO_RISK,
+                         Rating("low", "one engine knob (--max-num-batched-tokens)"))
+    if key == "tp":
+        n = _int("tp", value)
+        return Technique(f"tp={n}", partial(parallelism.with_tp, tp=n), _NO_RISK,
+                         Rating("medium", f"{n} GPUs per replica with a fast interconnect"))
+    if key == "gpu":
+        return Technique(f"gpu={value}", partial(parallelism.with_gpu, gpu=value, hardware_file=hardware_file),
+                         _NO_RISK, Rating("low", "a different instance type; same software"))
+    if key == "kv-heads":
+        n = _int("kv-heads", value)
+        return Technique(f"kv-heads={n}", partial(kv_structure.with_kv_heads, n=n), _RETRAIN, _RETRAIN_CX)
+    if key == "window":
+        n = _int("window", value)
+        return Technique(f"window={n}", partial(kv_structure.with_window, window=n), _RETRAIN, _RETRAIN_CX)
+    if key == "attention":
+        if value.lower() != "mla":
+            raise SpecError(f"attention={value}: only attention=mla is a what-if (use kv-heads=N for GQA/MQA)")
+        return Technique("attention=mla", kv_structure.with_mla, _RETRAIN, _RETRAIN_CX)
+    raise SpecError(f"unknown technique '{key}'; use one of {', '.join(KEYS)}")
+
+
+def parse_try(text: str, hardware_file: str | Path | None = None) -> Trial:
+    """Parse one --try string; any error names the string and shows examples, on one line."""
+    parts = [p.strip() for p in text.split("+")]
+    try:
+        if not text.strip() or not all(parts):
+            raise SpecError("empty technique")
+        techniques = []
+        for p in parts:
+            key, eq, value = p.partition("=")
+            if not eq or not value.strip():
+                raise SpecError(f"'{p}' is not key=value")
+            techniques.append(_technique(key.strip().lower(), value.strip(), hardware_file))
+    except FlopwiseError as e:
+        msg = str(e)
+        sep = " " if msg.endswith((".", "?")) else ". "
+        raise type(e)(f"cannot read --try '{text}': {msg}{sep}Write e.g. {EXAMPLES}; join several with '+'") from None
+    return Trial(text, tuple(techniques))

@@ -1,0 +1,68 @@
+"""`flopwise simulate` end to end: clean JSON on stdout, rows files, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from flopwise.cli import app
+from flopwise.errors import FlopwiseError
+
+runner = CliRunner()
+KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "request_throughput", "output_tokens_per_s", "goodput",
+        "sla_attainment", "preemptions", "num_requests", "duration_s")
+
+
+def _run(*args):
+    return runner.invoke(app, ["simulate", *args], catch_exceptions=False)
+
+
+def test_json_has_the_stable_keys(tmp_path):
+    rows = tmp_path / "rows.csv"
+    r = _run("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--request-rate", "4", "--num-requests", "50",
+             "--workload", "chat", "--sla", "p95_ttft<=300ms,p95_tpot<=50ms", "--output", str(rows), "--json")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    for k in KEYS:
+        assert k in d
+    assert set(d["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99"}
+    assert d["num_requests"] == 50 and d["setup"]["max_num_seqs"] == 1024  # vLLM serve default on H100
+    assert len(list(csv.DictReader(rows.open()))) == 50
+
+
+def test_vllm_knob_flags_and_static(tmp_path):
+    r = _run("--gpu", "a100-sxm-80gb", "--concurrency", "8", "--input-len", "256", "--output-len", "16",
+             "--num-requests", "16", "--scheduler", "static", "--no-enable-prefix-caching", "--json")
+    d = json.loads(r.stdout)
+    assert d["setup"]["max_num_seqs"] == 256 and d["setup"]["max_num_batched_tokens"] == 2048
+    assert d["setup"]["scheduler"] == "static" and d["running_batch"]["max"] == 8
+
+
+def test_find_max_rate():
+    r = _run("--input-len", "512", "--output-len", "64", "--num-requests", "60",
+             "--sla", "p95_ttft<=200ms", "--find-max-rate", "--json")
+    d = json.loads(r.stdout)
+    assert d["max_rate"]["request_rate"] > 0 and d["sla_met"]
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--request-rate", "fast"], "request-rate"),
+    (["--request-rate", "2", "--concurrency", "3"], "not both"),
+    (["--find-max-rate"], "needs --sla"),
+    (["--output", "rows.parquet", "--num-requests", "3"], "parquet|csv"),
+    (["--input-len", "200000", "--num-requests", "2"], "KV|context"),
+    (["--scheduler", "fifo"], "unknown scheduler"),
+])
+def test_errors_are_flopwise_errors(args, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    try:
+        import pyarrow  # noqa: F401
+        if "rows.parquet" in args:
+            pytest.skip("pyarrow installed")
+    except ImportError:
+        pass
+    with pytest.raises(FlopwiseError, match=match):
+        _run(*args)

@@ -1,0 +1,130 @@
+"""Hand-checkable simulator cases: each expected number is computed from the cost model step by step."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flopwise.api import deployment, estimate
+from flopwise.cost import batch_shape, step_time
+from flopwise.cost.layout import layout
+from flopwise.sim import SimConfig, simulate
+from flopwise.sim import engine as engine_mod
+from flopwise.workload import RequestSpec, Workload, build_workload
+
+
+@pytest.fixture(scope="module")
+def dep():
+    return deployment("llama-3.1-8b", "h100-sxm")
+
+
+def _t(dep, rows, logits=None):
+    return step_time(dep, batch_shape(rows, layout(dep).windows, logits))
+
+
+def test_one_request_reproduces_the_static_estimate(dep):
+    # <= 33 decode steps: the estimate is exact, and so must the simulator be (up to its 1e-9 interpolation).
+    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20)
+    s = simulate(dep, Workload((RequestSpec(0.0, 512, 20),))).summary()
+    assert s["ttft_ms"]["mean"] == e.ttft_ms
+    assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-9)
+    assert s["e2e_ms"]["mean"] == pytest.approx(e.e2e_ms, rel=1e-9)
+    # longer outputs: the estimate averages 33 sampled contexts (its own error is well under 0.1%)
+    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=400)
+    s = simulate(dep, Workload((RequestSpec(0.0, 512, 400),))).summary()
+    assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-4)
+    assert s["num_steps"] == 400
+
+
+def test_two_requests_split_prefill_under_the_token_budget():
+    # budget 1000, two 600-token prompts at t=0 (vLLM: running first, then FCFS waiting, chunked):
+    #   step 1: A prefills 600, B gets the remaining 400 (chunk; emits no token)
+    #   step 2: A decodes 1 (context 600), B prefills its last 200 (context 400) and emits its first token
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000)
+    res = simulate(dep, Workload((RequestSpec(0.0, 600, 3), RequestSpec(0.0, 600, 3))))
+    s1 = _t(dep, [(600, 0), (400, 0)], 1)  # only A's row produces a token
+    s2 = _t(dep, [(1, 600), (200, 400)], 2)
+    a, b = res.records
+    assert a.token_times[0] == s1
+    assert b.token_times[0] == s1 + s2
+    assert a.token_times[1] == s1 + s2
+    s3 = _t(dep, [(1, 601), (1, 600)])
+    assert b.token_times[1] == pytest.approx(s1 + s2 + s3, rel=1e-12)
+
+
+def test_fully_shared_prefix_skips_its_prefill(dep):
+    # Both prompts are one 512-token prefix. The second arrives after the first has finished: its hit is
+    # capped at num_tokens - 1 = 511 -> 31 full blocks (496 tokens), so it computes 16 tokens.
+    wl = Workload((RequestSpec(0.0, 512, 4, prefix_id=7, prefix_tokens=512),
+                   RequestSpec(10.0, 512, 4, prefix_id=7, prefix_tokens=512)))
+    res = simulate(dep, wl)
+    first, second = res.records
+    assert first.ttft_ms == pytest.approx(_t(dep, [(512, 0)]) * 1e3, rel=1e-12)
+    assert second.ttft_ms == pytest.approx(_t(dep, [(16, 496)]) * 1e3, rel=1e-9)
+    assert res.requests[1].num_cached_tokens == 496
+    off = simulate(dep, wl, SimConfig(enable_prefix_caching=False)).records[1]
+    assert off.ttft_ms == pytest.approx(first.ttft_ms, rel=1e-12)
+
+
+def test_decode_runs_match_step_by_step(dep, monkeypatch):
+    wl = build_workload(num_requests=60, workload="chat", request_rate=8.0, seed=3)
+    fast = simulate(dep, wl)
+    monkeypatch.setattr(engine_mod, "plan_decode_run", lambda sched, max_decodes: 0)
+    slow = simulate(dep, wl)
+    for f, s in zip(fast.records, slow.records):
+        assert len(f.token_times) == len(s.token_times)
+        assert f.token_times == pytest.approx(s.token_times, rel=1e-9)
+    assert fast.summary()["num_steps"] == slow.summary()["num_steps"]
+
+
+def test_littles_law_on_a_long_poisson_run(dep):
+    # L = lambda * W: the engine's own time-averaged occupancy (running + waiting, from its step samples)
+    # against the arrival rate times the mean time in system (from the request records).
+    res = simulate(dep, build_workload(num_requests=1500, workload="chat", request_rate=6.0, seed=1))
+    s = res.summary()
+    occupancy = sum(sum(r * d for r, d in zip(tl.num_running, tl.sample_s)) +
+                    sum(w * d for w, d in zip(tl.num_waiting, tl.sample_s)) for tl in res.timelines)
+    L = occupancy / s["duration_s"]
+    lam = s["num_requests"] / s["duration_s"]
+    W = s["e2e_ms"]["mean"] / 1e3
+    assert L == pytest.approx(lam * W, rel=0.03)
+
+
+def test_seed_determinism(dep):
+    a = simulate(dep, build_workload(num_requests=200, workload="chat", request_rate=5.0, seed=11)).summary()
+    b = simulate(dep, build_workload(num_requests=200, workload="chat", request_rate=5.0, seed=11)).summary()
+    c = simulate(dep, build_workload(num_requests=200, workload="chat", request_rate=5.0, seed=12)).summary()
+    for k in ("ttft_ms", "tpot_ms", "e2e_ms", "duration_s", "num_steps"):
+        assert a[k] == b[k]
+    assert a["ttft_ms"] != c["ttft_ms"]
+
+
+def test_static_batching_waits_for_a_full_batch():
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4)
+    wl = Workload(tuple(RequestSpec(float(i), 100, 5) for i in range(4)))
+    res = simulate(dep, wl, SimConfig(scheduler="static"))
+    assert [r.first_scheduled_at for r in res.records] == [3.0] * 4
+    prefill = _t(dep, [(100, 0)] * 4)
+    assert [r.token_times[0] for r in res.records] == [3.0 + prefill] * 4
+    cont = simulate(dep, wl).summary()
+    assert cont["ttft_ms"]["mean"] < res.summary()["ttft_ms"]["mean"]
+
+
+def test_closed_loop_keeps_concurrency_clients_busy(dep):
+    wl = build_workload(num_requests=12, input_len=128, output_len=8, concurrency=3)
+    res = simulate(dep, wl)
+    s = res.summary()
+    assert s["running_batch"]["max"] == 3
+    # the 4th request is sent when the first completes
+    recs = res.records
+    assert recs[3].arrival_at == pytest.approx(min(r.token_times[-1] for r in recs[:3]))
+
+
+def test_replicas_split_the_stream(dep):
+    two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2)
+    wl = build_workload(num_requests=100, input_len=256, output_len=32, request_rate=math.inf)
+    s1, s2 = simulate(dep, wl).summary(), simulate(two, wl).summary()
+    assert s2["num_requests"] == 100
+    assert s2["duration_s"] < s1["duration_s"]
+    assert len(simulate(two, wl).timelines) == 2

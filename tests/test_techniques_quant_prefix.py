@@ -1,0 +1,95 @@
+"""Quantization, prefix caching, chunked prefill and KV structure, through the cost model."""
+
+import pytest
+
+from flopwise.api import deployment
+from flopwise.cost import batch_shape, decode_shape, step_cost, step_time
+from flopwise.cost.batch import causal_pairs
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import max_sequences
+from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS
+from flopwise.techniques import batching, kv_structure
+from flopwise.techniques.explain import weight_bytes_excluding_lm_head
+from flopwise.techniques.ledger import request_latency_s
+from flopwise.techniques.prefix_cache import cached_tokens, max_sequences_sharing, with_prefix_cache
+from flopwise.techniques.quantization import KV_RISKS, WEIGHT_RISKS, quantize
+from flopwise.techniques.scenario import Scenario
+
+
+def test_int8_halves_the_decode_weight_bytes():
+    scn = Scenario(deployment("llama-3.1-8b", "a100-sxm-80gb"))
+    q = quantize(scn, weights="int8").deployment
+    shape = decode_shape(8, 1024, layout(scn.deployment).windows)
+    a, b = step_cost(scn.deployment, shape), step_cost(q, shape)
+    assert weight_bytes_excluding_lm_head(b) == weight_bytes_excluding_lm_head(a) / 2
+    # 32 layers x (attention 41,943,040 + MLP 176,160,768) params x 2 bytes in bf16:
+    assert weight_bytes_excluding_lm_head(a) == 32 * (41_943_040 + 176_160_768) * 2
+    lm = {o.name: o.weight_bytes for o in a.ops}["lm_head"]
+    assert {o.name: o.weight_bytes for o in b.ops}["lm_head"] == lm     # GPU formats keep the LM head 16-bit
+    assert a.flops == b.flops                                           # weight-only: same math
+    assert b.time_s < a.time_s
+
+
+def test_every_format_has_an_accuracy_note():
+    assert set(WEIGHT_RISKS) == set(WEIGHT_FORMATS)
+    assert set(KV_RISKS) == set(KV_FORMATS)
+    for r in (*WEIGHT_RISKS.values(), *KV_RISKS.values()):
+        assert r.level == "none" or r.source, r
+
+
+def test_cached_tokens_are_whole_blocks_and_never_the_last_token():
+    assert cached_tokens(16, 1024, 0.5) == 512
+    assert cached_tokens(16, 1682, 0.5) == 832       # 841 -> 52 blocks
+    assert cached_tokens(16, 1024, 1.0) == 1008      # at most 1023, in whole blocks
+    assert cached_tokens(16, 1024, 0.0) == 0
+
+
+def test_prefix_hit_removes_the_prefix_prefill():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    full = batching.prefill_flops(dep, 1, 1024)
+    half = batching.prefill_flops(dep, 1, 1024, cached=512)
+    # Saved: the 512-token prefix's own prefill, exactly (pairs 1024*1025/2 - (512*512 + 512*513/2) = 512*513/2).
+    assert causal_pairs(0, 1024, None) - causal_pairs(512, 512, None) == causal_pairs(0, 512, None)
+    assert full - half == pytest.approx(batching.prefill_flops(dep, 1, 512), rel=1e-12)
+    # A hit ratio of 1: only the last block (16 tokens on 1008 cached) is computed; TTFT is that one step.
+    scn = with_prefix_cache(Scenario(dep, 1024, 32), 1.0)
+    ttft, _ = request_latency_s(scn)
+    assert ttft == step_time(dep, batch_shape([(16, 1008)], layout(dep).windows))
+    assert ttft < request_latency_s(Scenario(dep, 1024, 32))[0] / 10
+
+
+def test_shared_prefix_blocks_admit_more_sequences():
+    dep = deployment("llama-3.1-8b", "a100-sxm-80gb")
+    base = Scenario(dep, 1024, 256)
+    assert max_sequences_sharing(base) == max_sequences(dep, 1280)
+    assert max_sequences_sharing(with_prefix_cache(base, 0.5)) > max_sequences(dep, 1280)
+
+
+def test_baseline_ttft_matches_estimate_and_chunking_splits_prefill():
+    from flopwise.estimate import estimate_deployment
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    ttft, tpot = request_latency_s(Scenario(dep, 512, 64, batch=4))
+    est = estimate_deployment(dep, batch=4, input_len=512, output_len=64)
+    assert ttft * 1e3 == pytest.approx(est.ttft_ms) and tpot * 1e3 == pytest.approx(est.tpot_ms)
+    steps = batching.prefill_steps(batching.with_chunked_prefill(Scenario(dep), 512).deployment, 3, 700)
+    assert [s.num_tokens for s in steps] == [512, 512, 512, 564]        # 2100 tokens, FCFS
+    assert [s.num_logits for s in steps] == [0, 1, 1, 1]
+
+
+def test_small_chunks_cut_the_itl_tail_and_cost_ttft():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    small = batching.chunked_prefill_point(dep, 8, 2048, 1024, chunk=256)
+    whole = batching.chunked_prefill_point(dep, 8, 2048, 1024, chunk=8 + 2048)
+    assert whole.steps == 1 and small.steps == 9                        # 248 prompt tokens per chunk
+    assert small.itl_tail_s < whole.itl_tail_s / 3
+    assert small.ttft_s > whole.ttft_s
+
+
+def test_kv_structure_what_ifs():
+    dep = deployment("llama-3.1-8b", "a100-sxm-80gb")
+    rows = {v.name: v for v in kv_structure.attention_variants(dep, 2048)}
+    assert rows["GQA-8"].is_current
+    # per token: 2 (K, V) x kv_heads x 128 x 2 bytes x 32 layers
+    assert rows["GQA-8"].kv_bytes_per_token == 2 * 8 * 128 * 2 * 32 == 131_072
+    assert rows["MHA"].kv_bytes_per_token == 4 * rows["GQA-8"].kv_bytes_per_token
+    assert rows["MQA"].max_sequences > rows["GQA-8"].max_sequences > rows["MHA"].max_sequences

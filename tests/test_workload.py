@@ -1,0 +1,133 @@
+"""Workloads: lengths, arrivals, named workloads, traces, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from flopwise.errors import WorkloadError
+from flopwise.workload import NAMED_WORKLOADS, ArrivalProcess, arrival_times, build_workload, load_trace, parse_length
+
+
+def test_length_forms():
+    rng = np.random.default_rng(0)
+    assert list(parse_length("512").sample(rng, 3)) == [512, 512, 512]
+    u = parse_length("uniform:10:20").sample(rng, 1000)
+    assert u.min() >= 10 and u.max() <= 20
+    assert parse_length("lognormal:100:0.5").mean == pytest.approx(100 * math.exp(0.125))
+    assert parse_length("normal:5:100").sample(rng, 1000).min() >= 1  # clipped to >= 1
+
+
+def test_length_file(tmp_path):
+    f = tmp_path / "lens.txt"
+    f.write_text("3\n5\n")
+    assert set(parse_length(f"file:{f}").sample(np.random.default_rng(0), 50)) == {3, 5}
+
+
+@pytest.mark.parametrize("bad", ["abc", "uniform:20:10", "normal:0:1", "lognormal:5", "file:/nonexistent"])
+def test_bad_lengths(bad):
+    with pytest.raises(WorkloadError):
+        parse_length(bad)
+
+
+def test_arrivals():
+    rng = np.random.default_rng(0)
+    assert list(arrival_times(ArrivalProcess("constant", 4.0), 4, rng)) == [0.0, 0.25, 0.5, 0.75]
+    assert not arrival_times(ArrivalProcess("poisson", math.inf), 5, rng).any()
+    gaps = np.diff(arrival_times(ArrivalProcess("gamma", 10.0, burstiness=0.25), 20001, rng))
+    assert gaps.mean() == pytest.approx(0.1, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.05)  # CV = 1 / sqrt(0.25)
+    with pytest.raises(WorkloadError):
+        ArrivalProcess("poisson", 0.0)
+    with pytest.raises(WorkloadError):
+        ArrivalProcess("weibull", 1.0)
+
+
+def test_named_workloads_and_prefixes():
+    assert set(NAMED_WORKLOADS) == {"chat", "rag", "code", "summarize", "batch"}
+    wl = build_workload(num_requests=500, workload="chat", request_rate=2.0, seed=0)
+    assert wl.num_requests == 500
+    assert {r.prefix_id for r in wl.requests} <= set(range(16))
+    assert all(r.prefix_tokens == min(NAMED_WORKLOADS["chat"].prefix_tokens, r.input_tokens) for r in wl.requests)
+    batch = build_workload(num_requests=10, workload="batch")
+    assert all(r.arrival_at == 0.0 and r.prefix_id is None for r in batch.requests)
+
+
+def test_common_random_numbers_across_rates():
+    a = build_workload(num_requests=50, workload="rag", request_rate=1.0, seed=4)
+    b = build_workload(num_requests=50, workload="rag", request_rate=9.0, seed=4)
+    assert [r.input_tokens for r in a.requests] == [r.input_tokens for r in b.requests]
+    assert a.requests[-1].arrival_at > b.requests[-1].arrival_at
+
+
+def test_build_errors():
+    with pytest.raises(WorkloadError, match="not both"):
+        build_workload(request_rate=2.0, concurrency=4)
+    with pytest.raises(WorkloadError, match="unknown workload"):
+        build_workload(workload="chatty")
+    with pytest.raises(WorkloadError):
+        build_workload(num_requests=0)
+
+
+def test_jsonl_trace(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"timestamp": 10.5, "input_tokens": 100, "output_tokens": 5, "prefix_id": "sys"},
+        {"timestamp": 10.0, "input_len": 80, "output_len": 7},
+        {"arrival_at": 12.0, "prompt_tokens": 60, "completion_tokens": 9, "prefix_id": "sys"},
+    ]) + "\n")
+    tr = load_trace(f)
+    assert tr.timed
+    assert [(r.arrival_at, r.input_tokens, r.output_tokens) for r in tr.requests] == [
+        (0.0, 80, 7), (0.5, 100, 5), (2.0, 60, 9)]
+    # the group shares its shortest prompt minus one token
+    assert [r.prefix_tokens for r in tr.requests] == [0, 59, 59]
+    wl = build_workload(trace=f)
+    assert [r.arrival_at for r in wl.requests] == [0.0, 0.5, 2.0]
+    assert build_workload(trace=f, request_rate=math.inf).requests[2].arrival_at == 0.0
+
+
+def test_azure_csv_trace(tmp_path):
+    f = tmp_path / "azure.csv"
+    f.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                 "2023-11-16 18:15:46.6805900,374,44\n"
+                 "2023-11-16 18:15:50.9951690,396,0\n")
+    tr = load_trace(f)
+    assert [r.input_tokens for r in tr.requests] == [374, 396]
+    assert [r.output_tokens for r in tr.requests] == [44, 1]
+    assert tr.requests[1].arrival_at == pytest.approx(4.314579, abs=1e-6)
+
+
+def test_sharegpt_length_estimate(tmp_path):
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": "x" * 41}, {"from": "gpt", "value": "y" * 400}]},
+        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "y" * 400}]},
+        {"conversations": [{"from": "human", "value": "only one turn"}]},
+    ]))
+    tr = load_trace(f)
+    assert not tr.timed
+    assert [(r.input_tokens, r.output_tokens) for r in tr.requests] == [(11, 100)]  # ceil(41/4), 400/4
+
+
+@pytest.mark.parametrize("name,text,match", [
+    ("a.jsonl", '{"timestamp": 1, "input_tokens": 3}\n', "output_tokens"),
+    ("b.jsonl", "{not json\n", "not valid JSON"),
+    ("c.csv", "time,in,out\n1,2,3\n", "TIMESTAMP"),
+    ("d.txt", "", "unknown format"),
+    ("e.json", '{"a": 1}', "JSON list"),
+    ("f.jsonl", '{"timestamp": 0, "input_tokens": 0, "output_tokens": 3}\n', "input"),
+])
+def test_bad_traces(tmp_path, name, text, match):
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(WorkloadError, match=match):
+        load_trace(f)
+
+
+def test_missing_trace():
+    with pytest.raises(WorkloadError, match="does not exist"):
+        load_trace("/nonexistent/trace.jsonl")
