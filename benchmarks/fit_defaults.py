@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import flopwise.specs.hardware as hwmod
+from flopwise.calibrate.fit import coordinate_descent
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.specs.model_catalog import _load_catalog_model  # noqa: F401  (warm the catalog cache)
@@ -59,19 +60,16 @@ def main() -> None:
         for k in gpus:
             catalog[k] = replace(catalog[k], efficiency=p)
 
+    def objective(p: hwmod.EfficiencyProfile) -> float:
+        apply(p)
+        return _objective(cases)
+
+    print(f"start: {objective(prof):.4f}")
+    prof, best = coordinate_descent(
+        objective, prof, GRID, rounds=2,
+        on_param=lambda name, p, score: print(f"  {name:30s} -> {getattr(p, name)!r:10}  objective {score:.4f}"))
     apply(prof)
-    best = _objective(cases)
-    print(f"start: {best:.4f}")
-    for _round in range(2):
-        for name, values in GRID.items():
-            for v in values:
-                trial = replace(prof, **{name: v})
-                apply(trial)
-                score = _objective(cases)
-                if score < best - 1e-6:
-                    best, prof = score, trial
-            print(f"  {name:30s} -> {getattr(prof, name)!r:10}  objective {best:.4f}")
-    print("fitted GPU profile:")
+    print(f"fitted GPU profile (objective {best:.4f}):")
     for name in GRID:
         print(f"  {name} = {getattr(prof, name)!r}  (shipped {getattr(hwmod.DEFAULT_EFFICIENCY['gpu'], name)!r})")
 

@@ -150,6 +150,18 @@ class FitResult:
     iterations: int
     effect: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def at_bound(self) -> tuple[str, ...]:
+        """Fitted parameters that ended on a bound of `BOUNDS`: the data push them past the model's range (a
+        noisy machine, or a measurement the cost model does not describe); read their values with suspicion."""
+        out = []
+        for n in self.fitted:
+            v, (lo, hi) = getattr(self.profile, n), BOUNDS[n]
+            if v <= lo * 1.0001 or (v >= hi * 0.9999 and n not in ("compute_max", "bandwidth_max",
+                                                                   "attention_compute_max")):
+                out.append(n)
+        return tuple(out)
+
 
 def _to_u(name: str, v: float) -> float:
     return math.log(v)

@@ -92,13 +92,17 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
 
 @dataclass(frozen=True, slots=True)
 class StepPoint:
-    """One timed engine step: `dep` (its hardware's efficiency is replaced when predicting) on `shape`."""
+    """One timed engine step: `dep` (its hardware's efficiency is replaced when predicting) on `shape`; for
+    a uniform step (every sequence alike) `batch` sequences of `new_tokens` after `context` cached ones."""
 
     dep: Deployment
     shape: BatchShape
     seconds: float
     label: str  # "prefill" or "decode"
     desc: str
+    batch: int = 0
+    new_tokens: int = 0
+    context: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,9 @@ from flopwise.plan.evaluate import Evaluation, Infeasible, evaluate
 from flopwise.plan.launch import LaunchCommands, launch_commands
 from flopwise.plan.pareto import pareto_front
 from flopwise.plan.space import Candidate, SearchSpace, enumerate_candidates, require_candidates
+from flopwise.plan.tradeoffs import Tradeoff, tradeoffs
+from flopwise.sim.config import SimConfig
+from flopwise.sim.simulate import simulate
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import get_model
@@ -37,7 +40,7 @@ from flopwise.workload.build import build_workload
 from flopwise.workload.named import NAMED_WORKLOADS
 from flopwise.workload.spec import Workload
 
-__all__ = ["PlanRequest", "PlanResult", "plan", "OBJECTIVES"]
+__all__ = ["PlanRequest", "PlanResult", "plan", "plan_to_dict", "OBJECTIVES"]
 
 OBJECTIVES = ("goodput", "cost", "latency")
 _BOUND_MARGIN = 1.25  # the capacity ceiling is a heuristic bound: keep candidates within 25% of it
@@ -80,6 +83,8 @@ class PlanResult:
     launch: LaunchCommands | None
     max_len: int
     wall_s: float
+    tradeoffs: list[Tradeoff] = field(default_factory=list)
+    latency_vs_rate: list[dict[str, float]] = field(default_factory=list)  # the chosen config, swept
 
     @property
     def best(self) -> Evaluation | None:
@@ -178,11 +183,24 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     best = ranked[0] if ranked else None
     launch = launch_commands(best.candidate.deployment, max_model_len=max_len,
                              prefix_caching=best.candidate.prefix_caching, model_id=model.name) if best else None
-    result = PlanResult(req, sla, model, ranked, frontier, infeasible, pruned, misses, launch, max_len,
-                        time.perf_counter() - t0)
+    result = PlanResult(req, sla, model, ranked, frontier, infeasible, pruned, misses, launch, max_len, 0.0)
     if not ranked:
         raise InfeasibleError(_infeasible_message(result))
+    result.tradeoffs = tradeoffs(ranked)
+    result.latency_vs_rate = _sweep(req, sla, ranked[0])
+    result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _sweep(req: PlanRequest, sla: SLA, e: Evaluation) -> list[dict[str, float]]:
+    """Latency percentiles of the chosen config at 25%..125% of its max rate (same request sample)."""
+    out = []
+    config = SimConfig(enable_prefix_caching=e.candidate.prefix_caching)
+    for f in (0.25, 0.5, 0.75, 1.0, 1.25):
+        s = simulate(e.candidate.deployment, _workload_at(req, e.max_rate * f), config, sla=sla).summary()
+        out.append({"rate": e.max_rate * f, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot")
+                                               for st in ("p50", "p95", "p99")}})
+    return out
 
 
 def _infeasible_message(r: PlanResult) -> str:
@@ -233,6 +251,8 @@ def plan_to_dict(r: PlanResult) -> dict[str, Any]:
         "pruned": [{"config": c.label, "reason": why} for c, why in r.pruned],
         "not_fitting": r.not_fitting,
         "launch": r.launch.to_dict() if r.launch else None,
+        "tradeoffs": [t.to_dict() for t in r.tradeoffs],
+        "latency_vs_rate": r.latency_vs_rate,
         "num_candidates": len(r.ranked) + len(r.infeasible) + len(r.pruned),
         "num_simulated": len(r.ranked) + sum(1 for i in r.infeasible if i.misses),
         "wall_s": r.wall_s,

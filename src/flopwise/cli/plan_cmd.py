@@ -1,0 +1,71 @@
+"""`flopwise plan`: the cheapest deployments that meet an SLA, why, and how to launch them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+
+from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.plan.search import OBJECTIVES, PlanRequest, plan, plan_to_dict
+from flopwise.plan.space import DEFAULT_GPUS, SearchSpace
+from flopwise.report.plan_report import render_plan
+
+
+def _csv(text: str | None, cast=str) -> tuple | None:
+    return tuple(cast(x.strip()) for x in text.split(",") if x.strip()) if text else None
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = "meta-llama/Llama-3.1-8B",
+    gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(DEFAULT_GPUS),
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = 8,
+    workload: Annotated[str, typer.Option(help="Named workload: chat, rag, code, summarize, batch.")] = "chat",
+    input_len: Annotated[int | None, typer.Option("--input-len", help="Fixed prompt tokens (overrides the workload).")] = None,
+    output_len: Annotated[int | None, typer.Option("--output-len", help="Fixed output tokens (overrides the workload).")] = None,
+    rate: Annotated[float | None, typer.Option(help="Total requests/s to serve (sizes the replicas).")] = None,
+    sla: Annotated[str, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = "p95_ttft<=300ms,p95_tpot<=50ms",
+    objective: Annotated[str, typer.Option(help=f"One of {', '.join(OBJECTIVES)}.")] = "goodput",
+    tp: Annotated[str | None, typer.Option(help="Pin TP degrees, e.g. 1,2,4 (default: smallest that fits and 2x).")] = None,
+    weights: Annotated[str, typer.Option(help="Weight formats to try.")] = "bf16,fp8,int4-awq",
+    kv: Annotated[str, typer.Option(help="KV formats to try.")] = "bf16,fp8",
+    max_num_seqs: Annotated[str, typer.Option("--max-num-seqs", help="Values to try.")] = "256",
+    max_num_batched_tokens: Annotated[str, typer.Option("--max-num-batched-tokens", help="Values to try.")] = "8192",
+    prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
+    num_requests: Annotated[int, typer.Option("--num-requests", help="Simulated requests per probe.")] = 200,
+    seed: Annotated[int, typer.Option(help="Random seed of the request sample.")] = 0,
+    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Search GPUs, parallelism, formats and engine knobs for the most goodput per GPU (or dollar) inside an SLA."""
+    pc = {"on": (True,), "off": (False,), "both": (True, False)}.get(prefix_caching)
+    if pc is None:
+        raise typer.BadParameter("--prefix-caching must be on, off or both")
+    space = SearchSpace(gpus=_csv(gpus), max_gpus=max_gpus, tps=_csv(tp, int), weights=_csv(weights), kvs=_csv(kv),
+                        max_num_seqs=_csv(max_num_seqs, int), max_num_batched_tokens=_csv(max_num_batched_tokens, int),
+                        prefix_caching=pc)
+    req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
+                      objective=objective, space=space, num_requests=num_requests, seed=seed,
+                      hardware_file=str(hardware_file) if hardware_file else None)
+    if err_console.is_terminal and not json_out:
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("planning", total=None)
+            result = plan(req, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    else:
+        result = plan(req)
+    d = plan_to_dict(result)
+    if html_out:
+        from flopwise.report.plan_html import plan_html
+
+        html_out.write_text(plan_html(result))
+        d["html"] = str(html_out)
+    if json_out:
+        print_json(d)
+    else:
+        render_plan(console, d)
+        if html_out:
+            console.print(f"HTML report: {html_out}")

@@ -1,0 +1,62 @@
+"""`flopwise profile`: measure this machine and write a hardware file with its fitted efficiency profile."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.calibrate.report import render_calibration, render_steps
+
+
+@app.command("profile")
+def profile_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Hardware file (TOML) to write: entry, fitted profile, raw measurements.")] = Path("my-host.toml"),
+    hw_id: Annotated[str | None, typer.Option("--id", help="Id of the written hardware entry (default: my-<hostname>).")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Catalog entry whose peaks and sources to start from (e.g. cpu-epyc-zen5-2c).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Reduced grid: under 30 s on a 2-core CPU.")] = False,
+    model: Annotated[str | None, typer.Option(help="Also time prefill and decode steps of this model (catalog id or config.json), built with random weights.")] = None,
+    random_weights: Annotated[bool, typer.Option("--random-weights/--no-random-weights", help="Model weights are random (the only mode: nothing is downloaded).")] = True,
+    num_layers: Annotated[int | None, typer.Option("--num-layers", help="Profile only the first N layers of --model (faster; per-layer cost is unchanged).")] = None,
+    microbenchmarks: Annotated[bool, typer.Option("--microbench/--no-microbench", help="Run the GEMM / bandwidth / attention microbenchmarks.")] = True,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N (default: cuda where available).")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch (default: the cores this process may use).")] = None,
+    fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Fit the efficiency profile to the measurements.")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Microbenchmarks of this machine (GEMM, memory bandwidth, attention), optional model steps, and a fitted
+    hardware entry that `estimate --hardware-file` reads."""
+    from flopwise.profile import profile_host, profile_table
+    from flopwise.profile.hostfile import read_host_file, write_host_file
+    from flopwise.specs.hardware import get_hardware
+
+    if not random_weights:
+        raise typer.BadParameter("only random weights are supported (timing does not depend on their values)")
+    hid = hw_id or f"my-{socket.gethostname().split('.')[0].lower() or 'host'}"
+    base_hw = get_hardware(base) if base else None
+    say = None if json_out else (lambda s: err_console.print(f"  {s}", highlight=False))
+    prof = profile_host(hw_id=hid, base=base_hw, quick=quick, model=model, num_layers=num_layers,
+                        microbenchmarks=microbenchmarks, device=device, threads=threads, fit=fit, progress=say)
+    others = read_host_file(out).hardware if out.exists() else []
+    write_host_file(out, prof.hardware, profile_table(prof), others)
+    if json_out:
+        print_json({"hardware_file": str(out), "hardware": prof.hardware.id, "host": prof.host.to_dict(),
+                    "peak_tflops": prof.hardware.peak_tflops, "memory_bandwidth_gbs": prof.hardware.memory_bandwidth_gbs,
+                    "num_kernels": len(prof.kernels), "num_steps": len(prof.steps), "wall_s": prof.wall_s,
+                    "refused": prof.refusal,
+                    "calibration": prof.calibration.to_dict() if prof.calibration else None})
+        return
+    console.print(f"[bold]{prof.hardware.id}[/]: {prof.host.summary()}")
+    peaks = ", ".join(f"{k} {v:g}" for k, v in prof.hardware.peak_tflops.items())
+    console.print(f"peaks (TFLOP/s): {peaks}; memory bandwidth {prof.hardware.memory_bandwidth_gbs:g} GB/s; "
+                  f"{len(prof.kernels)} kernels, {len(prof.steps)} model steps in {prof.wall_s:.1f} s")
+    if prof.steps:
+        render_steps(console, prof.steps, prof.calibration)
+    if prof.calibration is not None:
+        render_calibration(console, prof.calibration)
+    elif prof.refusal:
+        console.print(f"[yellow]not fitted:[/] {prof.refusal}")
+    console.print(f"wrote {out}: use it with `flopwise estimate --hardware-file {out} --gpu {prof.hardware.id}`")

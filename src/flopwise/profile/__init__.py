@@ -1,0 +1,172 @@
+"""Measure this machine: discovery, microbenchmarks, model forward passes, and a hardware entry from them.
+
+    profile_host(...) -> HostProfile      what `flopwise profile` runs
+    step_points_from(profile_table, hw)   the model steps a saved `[profile]` table holds, as StepPoints
+
+Modules: `discover.py` (CPU/GPU facts), `timing.py` (repeats, medians), `microbench.py` (GEMM, bandwidth,
+attention), `model_profile.py` (random-weight model steps), `hostfile.py` (the TOML file).
+
+Peaks in the written entry: the base catalog entry's (`--base`), else the estimate from discovery (CPU) or the
+best measured rate (GPU); raised to the best measured rate where a kernel beat them, so efficiencies stay <= 1.
+Bandwidth likewise from the best copy/read rate measured. Each number's origin goes into `sources`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from flopwise.calibrate.calibration import Calibration, calibrate
+from flopwise.calibrate.fit import CalibrationError
+from flopwise.calibrate.observations import KernelPoint, StepPoint
+from flopwise.profile.discover import HostInfo, cpu_peak_tflops, discover
+from flopwise.profile.microbench import MicrobenchConfig, run_microbenchmarks
+from flopwise.profile.model_profile import ModelProfileConfig, profile_model, step_point, truncate_layers
+from flopwise.specs.deployment import make_deployment
+from flopwise.specs.hardware import DEFAULT_EFFICIENCY, HardwareSpec
+
+__all__ = ["HostProfile", "profile_host", "build_hardware", "step_points_from", "kernel_points_from",
+           "profile_table"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfile:
+    host: HostInfo
+    hardware: HardwareSpec
+    kernels: tuple[KernelPoint, ...]
+    steps: tuple[StepPoint, ...]
+    model: str | None
+    num_layers: int | None
+    calibration: Calibration | None
+    refusal: str | None
+    wall_s: float
+
+
+def _best_rates(kernels: Sequence[KernelPoint]) -> tuple[dict[str, float], float]:
+    """Best GEMM TFLOP/s per dtype and best memory GB/s (copies and reads) measured."""
+    flops: dict[str, float] = {}
+    bw = 0.0
+    for k in kernels:
+        if k.kind == "gemm":
+            flops[k.dtype] = max(flops.get(k.dtype, 0.0), k.flops / k.seconds / 1e12)
+        elif k.kind in ("copy", "read"):
+            bw = max(bw, k.act_bytes / k.seconds / 1e9)
+    return flops, bw
+
+
+def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str, base: HardwareSpec | None,
+                   device: str = "cpu") -> HardwareSpec:
+    """A hardware entry for this machine from discovery, measurements and an optional base entry."""
+    best_flops, best_bw = _best_rates(kernels)
+    sources: dict[str, str] = dict(base.sources) if base else {}
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    if device.startswith("cuda") and host.cuda:
+        gpu = host.cuda[int(device.split(":")[1]) if ":" in device else 0]
+        name, vendor, kind, mem = gpu.name, "nvidia", "gpu", gpu.memory_gib
+    else:
+        name, vendor, kind, mem = f"{host.cpu_model}, {host.num_cores} cores (profiled)", "generic", "cpu", host.memory_gib
+    if base is not None:
+        peaks, bw = dict(base.peak_tflops), base.memory_bandwidth_gbs
+        sources["profile"] = f"peaks and bandwidth from catalog entry '{base.id}', checked against measurements {stamp}"
+    elif kind == "cpu":
+        peaks, bw = cpu_peak_tflops(host), best_bw or 20.0
+        sources["compute"] = (f"ESTIMATE from discovery: {host.num_cores} cores x "
+                              f"{host.max_clock_ghz or 2.5:.2f} GHz x FLOP/cycle for {', '.join(host.simd)}")
+        sources["memory"] = f"best copy/read bandwidth measured by flopwise profile {stamp}"
+    else:
+        peaks, bw = {k: v for k, v in best_flops.items()}, best_bw or 100.0
+        sources["compute"] = f"best GEMM rates measured by flopwise profile {stamp} (no datasheet given: use --base)"
+        sources["memory"] = f"best copy/read bandwidth measured by flopwise profile {stamp}"
+    raised = []
+    for dt, rate in best_flops.items():
+        if rate > peaks.get(dt, 0.0):
+            peaks[dt] = round(rate, 4)
+            raised.append(f"{dt} {rate:.3f} TFLOP/s")
+    if best_bw > bw:
+        bw = round(best_bw, 2)
+        raised.append(f"bandwidth {best_bw:.1f} GB/s")
+    if raised:
+        sources["measured_above_peak"] = f"raised to the best measured rate ({', '.join(raised)})"
+    eff = base.efficiency if base is not None else DEFAULT_EFFICIENCY[kind]
+    if base is not None:
+        return replace(base, id=hw_id, peak_tflops=peaks, memory_bandwidth_gbs=bw, sources=sources, efficiency=eff)
+    return HardwareSpec(id=hw_id, name=name, vendor=vendor, kind=kind, memory_gib=round(mem, 2),
+                        memory_bandwidth_gbs=round(bw, 2), peak_tflops=peaks, sources=sources, efficiency=eff)
+
+
+def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = False, model: str | None = None,
+                 num_layers: int | None = None, microbenchmarks: bool = True, device: str | None = None,
+                 threads: int | None = None, fit: bool = True,
+                 progress: Callable[[str], None] | None = None) -> HostProfile:
+    """Discover, measure and (unless `fit=False`) fit this machine's efficiency profile."""
+    from flopwise.specs.model_catalog import get_model
+
+    t0 = time.perf_counter()
+    host = discover()
+    dev = device or ("cuda" if host.cuda else "cpu")
+    say = progress or (lambda s: None)
+    say(f"host: {host.summary()}")
+    kernels = run_microbenchmarks(MicrobenchConfig.preset(quick), device=dev, threads=threads, progress=say) \
+        if microbenchmarks else []
+    hw = build_hardware(host, kernels, hw_id=hw_id, base=base, device=dev)
+    steps: list[StepPoint] = []
+    if model:
+        spec = truncate_layers(get_model(model), num_layers)
+        steps = profile_model(spec, hw, ModelProfileConfig.preset(quick), device=dev, threads=threads,
+                              progress=say)
+    cal, refusal = None, None
+    if fit and (kernels or steps):
+        try:
+            cal = calibrate(hw, kernels=kernels, steps=steps)
+            hw = cal.after
+        except CalibrationError as e:
+            refusal = str(e)
+    return HostProfile(host, hw, tuple(kernels), tuple(steps), model, num_layers, cal, refusal,
+                       time.perf_counter() - t0)
+
+
+def profile_table(p: HostProfile) -> dict[str, Any]:
+    """The `[profile]` table of the host file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("flopwise")
+    except PackageNotFoundError:
+        ver = "unknown"
+    table: dict[str, Any] = {
+        "hardware": p.hardware.id, "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "flopwise_version": ver, "wall_s": round(p.wall_s, 2), "host": p.host.to_dict(),
+    }
+    if p.model:
+        table["model"] = p.model
+        if p.num_layers:
+            table["num_layers"] = p.num_layers
+    table["kernels"] = [k.to_dict() for k in p.kernels]
+    table["steps"] = [step_row(s) for s in p.steps]
+    if p.calibration is not None:
+        table["fit"] = [e.to_dict() for e in p.calibration.errors]
+    return {k: v for k, v in table.items() if v not in (None, [])}
+
+
+def step_row(s: StepPoint) -> dict[str, Any]:
+    return {"kind": s.label, "batch": s.batch, "new_tokens": s.new_tokens, "context": s.context, "seconds": s.seconds}
+
+
+def kernel_points_from(table: dict[str, Any]) -> list[KernelPoint]:
+    return [KernelPoint.from_dict(k) for k in table.get("kernels", [])]
+
+
+def step_points_from(table: dict[str, Any], hw: HardwareSpec) -> list[StepPoint]:
+    """The model steps a saved `[profile]` table holds (needs its `model` to be resolvable)."""
+    from flopwise.specs.model_catalog import get_model
+
+    rows = table.get("steps", [])
+    if not rows:
+        return []
+    spec = truncate_layers(get_model(table["model"]), table.get("num_layers"))
+    dep = make_deployment(spec, hw, weights="bf16", kv="bf16")
+    return [step_point(dep, r["kind"], int(r["batch"]), int(r["new_tokens"]), int(r["context"]), float(r["seconds"]))
+            for r in rows]

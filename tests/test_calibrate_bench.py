@@ -1,0 +1,100 @@
+"""Calibrating from `flopwise bench` run directories: runs whose records the simulator produced under a known
+profile are fitted back to it, through the library and the CLI."""
+
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from flopwise.api import deployment
+from flopwise.bench.arrivals import Load
+from flopwise.bench.runner import BenchConfig, PromptConfig
+from flopwise.bench.store import RunStore
+from flopwise.calibrate import calibrate, load_bench_runs
+from flopwise.calibrate.observations import with_profile
+from flopwise.cli import app
+from flopwise.profile.hostfile import read_host_file
+from flopwise.sim import simulate
+from flopwise.specs.hardware import load_hardware_file
+from flopwise.workload.spec import RequestSpec, Workload
+
+HW = "cpu-epyc-zen5-2c"
+MODEL = "qwen2.5-0.5b"
+TRUE = dict(compute_max=0.3, bandwidth_max=0.45)
+ASK = [*TRUE, "step_overhead_s"]  # its true value is the start value; with these runs it is (nearly) confounded
+
+
+def _write_run(root, dep, concurrency, input_len, n=8, output_len=16):
+    wl = Workload(tuple(RequestSpec(0.0, input_len, output_len) for _ in range(n)), concurrency=concurrency)
+    res = simulate(dep, wl)
+    cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load("concurrency", concurrency=concurrency),
+                      num_requests=n, prompts=PromptConfig(input_len=input_len, output_len=output_len))
+    store = RunStore(root, cfg.to_dict())
+    for rec in res.records:
+        store.append(rec)
+    store.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    dep = deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048)
+    true_dep = with_profile(dep, replace(dep.hardware.efficiency, **TRUE))
+    base = tmp_path_factory.mktemp("sweep")
+    # a long prefill (compute), a short one (weights + step overhead), many long decodes (KV traffic): three
+    # different mixes of the three parameters, so each is identifiable
+    for i, (c, ilen, n) in enumerate(((1, 1024, 4), (1, 32, 4), (16, 1024, 16))):
+        _write_run(base / f"{i:02d}-c{c}", true_dep, c, ilen, n)
+    return base, dep
+
+
+def test_bench_runs_recover_profile(runs):
+    base, dep = runs
+    loaded = load_bench_runs([base])
+    assert [r.label for r in loaded] == ["concurrency-1", "concurrency-1", "concurrency-16"]
+    assert set(loaded[0].measured) == {"ttft_ms.p50", "ttft_ms.p95", "tpot_ms.mean", "tpot_ms.p95"}
+    cal = calibrate(dep.hardware, runs=loaded, dep=dep, params=ASK)
+    for k, v in TRUE.items():
+        assert getattr(cal.after.efficiency, k) == pytest.approx(v, rel=0.02), k
+    start = dep.hardware.efficiency.step_overhead_s
+    assert "step_overhead_s" in cal.fit.refused or cal.after.efficiency.step_overhead_s == pytest.approx(start, rel=0.05)
+    assert all(r.median_after_pct < 1.0 for r in cal.errors)
+    assert max(r.median_before_pct for r in cal.errors) > 20
+
+
+def test_calibrate_cli_from_bench_runs_writes_a_usable_file(runs, tmp_path):
+    base, _ = runs
+    out = tmp_path / "host.toml"
+    r = CliRunner().invoke(app, ["calibrate", "--hardware", HW, "--id", "my-cpu", "--from", str(base), "--model",
+                                 MODEL, "--params", ",".join(ASK), "--max-num-batched-tokens", "2048",
+                                 "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["hardware"] == "my-cpu" and set(TRUE) <= set(d["fitted"])
+    hw = load_hardware_file(out)["my-cpu"]
+    assert hw.efficiency.bandwidth_max == pytest.approx(TRUE["bandwidth_max"], rel=0.02)
+    assert read_host_file(out).profile["served_model"] == MODEL
+
+
+def test_calibrate_cli_without_model_explains(runs):
+    base, _ = runs
+    r = CliRunner().invoke(app, ["calibrate", "--hardware", HW, "--from", str(base), "--out", "/dev/null"])
+    assert r.exit_code != 0
+    assert "--model" in str(r.exception) or "--model" in r.output
+
+
+def test_calibrate_cli_refuses_unidentifiable(tmp_path):
+    """A file holding only copies cannot identify compute_max: the CLI says so and writes nothing."""
+    from flopwise.profile.hostfile import write_host_file
+    from flopwise.profile.microbench import copy_point
+    from flopwise.specs.hardware import get_hardware
+
+    hw = replace(get_hardware(HW), id="my-host")
+    path = tmp_path / "h.toml"
+    write_host_file(path, hw, {"hardware": "my-host", "kernels": [copy_point(2**24, 1e-3).to_dict()]})
+    before = path.read_text()
+    r = CliRunner().invoke(app, ["calibrate", "--hardware", str(path), "--params", "compute_max"])
+    assert r.exit_code != 0
+    assert "compute-bound" in str(r.exception)
+    assert path.read_text() == before

@@ -1,0 +1,104 @@
+"""`flopwise compare` and `flopwise explain`: the ledger, the --try grammar, JSON keys and bad input."""
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from flopwise.api import deployment
+from flopwise.cli import app, main
+from flopwise.errors import FlopwiseError
+from flopwise.specs.sla import parse_sla
+from flopwise.techniques.compare import compare
+from flopwise.techniques.ledger import METRICS, Change
+from flopwise.techniques.scenario import Scenario
+from flopwise.techniques.tries import parse_try
+
+runner = CliRunner()
+SLA = parse_sla("p95_ttft<=2s,p95_tpot<=50ms")
+
+
+def test_try_grammar():
+    t = parse_try("weights=int8+kv=fp8")
+    assert [x.label for x in t.techniques] == ["weights=int8", "kv=fp8"]
+    scn = t.apply(Scenario(deployment("llama-3.1-8b", "h100-sxm")))
+    assert (scn.deployment.weights.name, scn.deployment.kv.name) == ("int8", "fp8")
+    spec = parse_try("spec=draft:llama-3.2-1b,k=4,alpha=0.7").apply(Scenario(deployment("llama-3.1-8b", "h100-sxm")))
+    assert spec.speculation.k == 4 and spec.speculation.draft_model.name == "meta-llama/Llama-3.2-1B"
+    assert parse_try("spec=eagle,k=4,accepted=3.2").techniques[0].label == "spec=eagle,k=4,accepted=3.2"
+    assert parse_try("tp=2").apply(Scenario(deployment("llama-3.1-8b", "h100-sxm"))).deployment.tp == 2
+    assert parse_try("chunked-prefill=512").apply(
+        Scenario(deployment("llama-3.1-8b", "h100-sxm"))).deployment.max_num_batched_tokens == 512
+    assert parse_try("weights=int4-awq").accuracy_risk.level == "medium"
+    assert parse_try("kv-heads=1").accuracy_risk.level == "high"
+
+
+@pytest.mark.parametrize("text", ["weights=int9", "foo=1", "spec=draft,k=4,alpha=0.7", "spec=eagle,k=4", "tp=x",
+                                  "", "weights=int8+", "prefix-cache=1.5", "spec=ngram,k=4,alpha=0.5,q=1",
+                                  "attention=linear", "gpu=tpu9"])
+def test_bad_try_strings_are_one_clear_error(text):
+    with pytest.raises(FlopwiseError, match=r"^cannot read --try '.*': .*Write e\.g\. 'weights=int8'") as e:
+        parse_try(text)
+    assert "\n" not in str(e.value)
+
+
+def test_ledger_verdicts():
+    assert Change("tpot_ms", 8.0, 10.0).verdict == "better"
+    assert Change("output_tokens_per_s_at_sla", 8.0, 10.0).verdict == "worse"
+    assert Change("ttft_ms", 10.02, 10.0).verdict == "same"           # within 0.5%
+    base = Scenario(deployment("llama-3.1-8b", "a100-sxm-80gb"), 1024, 128)
+    led = compare(base, ["weights=int8", "prefix-cache=0.5", "spec=ngram,k=4,alpha=0.6"], SLA)
+    rows = {r.label: r.changes(led.baseline.metrics) for r in led.rows}
+    assert rows["weights=int8"]["tpot_ms"].verdict == "better"
+    assert rows["weights=int8"]["memory_gib"].verdict == "better"
+    assert rows["weights=int8"]["flops_per_output_token"].verdict == "same"
+    assert rows["prefix-cache=0.5"]["flops_per_output_token"].verdict == "better"
+    assert rows["prefix-cache=0.5"]["ttft_ms"].verdict == "better"
+    spec = rows["spec=ngram,k=4,alpha=0.6"]
+    assert spec["flops_per_output_token"].verdict == "worse" and spec["tpot_ms"].verdict == "better"
+
+
+def test_compare_json_keys():
+    res = runner.invoke(app, ["compare", "--model", "llama-3.1-8b", "--gpu", "a100-sxm-80gb", "--static",
+                              "--try", "weights=int8", "--try", "spec=draft:llama-3.2-1b,k=4,alpha=0.7",
+                              "--try", "kv=fp8+prefix-cache=0.5", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert {"model", "gpu", "workload", "sla", "throughput_methods", "baseline", "rows"} <= set(d)
+    assert set(METRICS) <= set(d["baseline"])
+    assert [r["technique"] for r in d["rows"]] == ["weights=int8", "spec=draft:meta-llama/Llama-3.2-1B,k=4,alpha=0.7",
+                                                   "kv=fp8 + prefix-cache=0.5"]
+    for r in d["rows"]:
+        assert set(r["metrics"]) == set(METRICS)
+        for m in r["metrics"].values():
+            assert set(m) == {"value", "baseline", "delta", "delta_pct", "change"}
+            assert m["change"] in ("better", "worse", "same")
+        assert {"level", "note", "source", "change"} == set(r["accuracy_risk"]) == set(r["complexity"])
+    assert d["rows"][1]["notes"] and "best k" in d["rows"][1]["notes"][0]
+
+
+def test_compare_table_and_explain_json():
+    res = runner.invoke(app, ["compare", "--static", "--try", "tp=2", "--input-len", "256", "--output-len", "32"])
+    assert res.exit_code == 0, res.output
+    assert "Trade-off ledger" in res.output and "tp=2" in res.output
+    res = runner.invoke(app, ["explain", "--model", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--draft", "llama-3.2-1b",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    keys = [s["key"] for s in d["sections"]]
+    assert keys == ["roofline", "gap", "batching", "speculative", "quantization", "prefix_cache", "kv_structure",
+                    "chunked_prefill"]
+    spec = d["sections"][3]["numbers"]
+    assert spec["round_flops"] > spec["plain_flops_k_tokens"] and spec["tpot_ms"] < spec["baseline_tpot_ms"]
+    assert d["sections"][4]["numbers"]["layer_weight_bytes_int8"] * 2 == d["sections"][4]["numbers"]["layer_weight_bytes"]
+
+
+def test_cli_bad_try_is_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["flopwise", "compare", "--static", "--try", "spec=eagle,k=four,alpha=0.5"])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot read --try 'spec=eagle,k=four,alpha=0.5': k needs a whole number")
+    assert "\n" not in err
