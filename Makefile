@@ -12,9 +12,9 @@ $(BIN)/flopwise: pyproject.toml
 
 venv: $(BIN)/flopwise
 
-## The main job on built-in defaults.
+## The main job on built-in defaults: plan Llama-3.1-8B chat serving under a chat SLA on common GPUs.
 run: venv
-	$(BIN)/flopwise estimate
+	$(BIN)/flopwise plan
 
 ## The whole test suite.
 test: venv

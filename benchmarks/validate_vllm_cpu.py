@@ -7,8 +7,9 @@
    trained tokenizer, with `scripts/vllm_cpu_server.py` (helper script of `flopwise bench`), into
    `.cache/validate-vllm/` (git-ignored), and serves it with vLLM's CPU build from `.venv-vllm`
    (`scripts/install_vllm_cpu.sh`), both cores bound to the model (VLLM_CPU_OMP_THREADS_BIND=0-1).
-2. Calibration set, measured with `flopwise bench`: concurrency 2 (128-token prompts) and concurrency 1 with
-   512-token prompts (a prefill-heavy point), 64 output tokens. `flopwise calibrate` fits the efficiency
+2. Calibration set, measured with `flopwise bench`: concurrency 8 (128-token prompts: batched decode, where
+   this CPU turns compute-bound) and concurrency 1 with 512-token prompts (a prefill-heavy point), 64 output
+   tokens. `flopwise calibrate` fits the efficiency
    profile of `cpu-epyc-zen5-2c` to them (bench runs replayed through the simulator).
 3. Validation set, never used in the fit: concurrency 1, 4, 16 and Poisson rates 0.5 and 2 req/s (128-token
    prompts, 64 output tokens). Each run is replayed through `flopwise simulate`'s engine (the measured
@@ -46,7 +47,7 @@ CAL_ID = "cpu-epyc-zen5-2c-vllm"
 TARGETS = {"ttft_ms.p50": 15.0, "tpot_ms.mean": 15.0, "ttft_ms.p95": 25.0, "tpot_ms.p95": 25.0}
 
 # (name, flopwise bench load arguments, input length, number of requests)
-CALIBRATION = [("cal-c2", ["--concurrency", "2"], INPUT_LEN, 12),
+CALIBRATION = [("cal-c8", ["--concurrency", "8"], INPUT_LEN, 16),
                ("cal-c1-long", ["--concurrency", "1"], 512, 6)]
 VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 8),
               ("c4", ["--concurrency", "4"], INPUT_LEN, 16),

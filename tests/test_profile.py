@@ -145,3 +145,15 @@ def test_step_points_round_trip_through_the_profile_table():
     back = step_points_from(json.loads(json.dumps(table)), hw)
     assert [(p.label, p.batch, p.new_tokens, p.context, p.seconds, p.shape) for p in back] == \
         [(p.label, p.batch, p.new_tokens, p.context, p.seconds, p.shape) for p in steps]
+
+
+def test_profile_cli_discovery_only_writes_a_loadable_file(tmp_path):
+    """`--no-microbench` without a model measures nothing: the entry has discovery and default efficiency."""
+    out = tmp_path / "me.toml"
+    r = CliRunner().invoke(app, ["profile", "--no-microbench", "--id", "me", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["hardware"] == "me" and d["num_kernels"] == 0 and d["calibration"] is None
+    hw = load_hardware_file(out)["me"]
+    assert hw.kind == "cpu" and hw.peak_tflops["fp32"] > 0
+    assert read_host_file(out).profile["host"]["num_cores"] >= 1

@@ -10,7 +10,7 @@ from typing import Any
 from flopwise.calibrate.bench_runs import load_bench_runs
 from flopwise.calibrate.calibration import Calibration, calibrate
 from flopwise.calibrate.fit import CalibrationError
-from flopwise.specs.hardware import HardwareSpec, get_hardware, load_hardware_file
+from flopwise.specs.hardware import HardwareSpec, get_hardware
 
 __all__ = ["CalibrationRun", "run_calibration", "served_deployment"]
 
@@ -47,7 +47,7 @@ def run_calibration(hardware: str, *, hw_id: str | None = None, runs: Sequence[s
         hid = hw_id or hf.hardware_id
         if hid is None:
             raise CalibrationError(f"{path} holds no [[hardware]] entry; give --id")
-        hw = load_hardware_file(path)[hid] if hid in load_hardware_file(path) else get_hardware(hid, path)
+        hw = get_hardware(hid, path)
         table = hf.profile if hf.profile.get("hardware", hid) == hid else {}
         others = hf.hardware
     else:

@@ -18,7 +18,8 @@ from typing import Any
 from flopwise.calibrate.bench_runs import BenchRun, bench_observations
 from flopwise.calibrate.fit import FITTABLE, CalibrationError, FitResult, fit_profile
 from flopwise.calibrate.observations import (ErrorRow, KernelPoint, Observations, StepPoint, error_table,
-                                             kernel_observations, point_errors, step_observations)
+                                             kernel_observations, point_errors, residual_function,
+                                             step_observations)
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import HardwareSpec
 
@@ -70,8 +71,6 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
     if not groups:
         raise CalibrationError("nothing to calibrate with: give microbenchmarks or model steps (`flopwise profile`) "
                                "or bench runs (--from)")
-    from flopwise.calibrate.observations import residual_function
-
     res = fit_profile(residual_function(groups), hw.efficiency, params or FITTABLE, min_effect=min_effect)
     what = ", ".join(k for k, present in (("microbenchmarks", kernels), ("model steps", steps),
                                            ("bench runs", runs)) if present)
