@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from flopwise.errors import WorkloadError
+from flopwise.workload.arrivals import ArrivalProcess, draw_gaps
 
 __all__ = ["Load", "ArrivalKind", "arrival_gaps"]
 
@@ -72,15 +73,8 @@ def arrival_gaps(load: Load, seed: int = 0) -> Iterator[float]:
     """Endless gaps (s) between consecutive sends of an open-loop load; the first send is at gap 0."""
     if load.is_closed:
         raise ValueError("a closed loop has no arrival gaps")
-    rate = float(load.rate)  # type: ignore[arg-type]
+    proc = ArrivalProcess(load.kind, float(load.rate), load.burstiness)  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     yield 0.0
-    while True:
-        if math.isinf(rate):
-            yield 0.0
-        elif load.kind == "constant":
-            yield 1.0 / rate
-        elif load.kind == "poisson":
-            yield float(rng.exponential(1.0 / rate))
-        else:
-            yield float(rng.gamma(load.burstiness, 1.0 / (rate * load.burstiness)))
+    while True:  # one gap at a time: the stream is endless
+        yield float(draw_gaps(proc, 1, rng)[0])

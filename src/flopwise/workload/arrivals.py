@@ -17,7 +17,7 @@ import numpy as np
 
 from flopwise.errors import WorkloadError
 
-__all__ = ["ArrivalProcess", "arrival_times", "ARRIVAL_KINDS"]
+__all__ = ["ArrivalProcess", "arrival_times", "draw_gaps", "ARRIVAL_KINDS"]
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -44,15 +44,19 @@ class ArrivalProcess:
         return {"poisson": 1.0, "gamma": 1 / math.sqrt(self.burstiness), "constant": 0.0}[self.kind]
 
 
-def arrival_times(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
-    """`n` non-decreasing arrival instants (s), the first at 0."""
+def draw_gaps(proc: ArrivalProcess, size: int, rng: np.random.Generator) -> np.ndarray:
+    """`size` gaps (s) between consecutive arrivals: exponential (Poisson), gamma with shape `burstiness`
+    and the same mean, or exactly 1/rate; all zero for an infinite rate."""
     if math.isinf(proc.rate):
-        return np.zeros(n)
+        return np.zeros(size)
     mean_gap = 1.0 / proc.rate
     if proc.kind == "constant":
-        gaps = np.full(n - 1, mean_gap)
-    elif proc.kind == "poisson":
-        gaps = rng.exponential(mean_gap, size=n - 1)
-    else:
-        gaps = rng.gamma(proc.burstiness, mean_gap / proc.burstiness, size=n - 1)
-    return np.concatenate(([0.0], np.cumsum(gaps)))
+        return np.full(size, mean_gap)
+    if proc.kind == "poisson":
+        return rng.exponential(mean_gap, size=size)
+    return rng.gamma(proc.burstiness, mean_gap / proc.burstiness, size=size)
+
+
+def arrival_times(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`n` non-decreasing arrival instants (s), the first at 0."""
+    return np.concatenate(([0.0], np.cumsum(draw_gaps(proc, n - 1, rng))))
