@@ -99,6 +99,8 @@ def predict_case(case: Case) -> Outcome:
         pred = fn(case)
     except FlopwiseError as e:
         return Outcome(case, None, None, f"flopwise refused: {e}")
+    except (KeyError, ValueError, TypeError) as e:  # a case whose args flopwise cannot read: count it, go on
+        return Outcome(case, None, None, f"cannot read the case: {type(e).__name__}: {e}")
     if case.expected_range is not None:
         lo, hi = case.expected_range
         err = 0.0 if lo <= pred <= hi else ((pred - lo) / lo if pred < lo else (pred - hi) / hi)
