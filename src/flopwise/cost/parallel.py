@@ -8,6 +8,9 @@ The vocab-parallel LM head all-gathers its logits (ring all-gather: (p-1)/p of t
 Pipeline parallelism sends the hidden states once per stage boundary (point-to-point).
 Latencies: NCCL/custom all-reduce of small messages over NVLink ~ 8 us, over PCIe ~ 25 us (measured
 small-message all-reduce latencies reported in the TensorRT-LLM custom all-reduce and NCCL tests).
+Achieved bus bandwidth is below the link rate: nccl-tests all_reduce_perf reaches ~80% of NVLink's
+per-direction rate on DGX/HGX systems (e.g. ~360 of 450 GB/s on H100) and ~60% over PCIe (no NVLink,
+traffic through the PCIe switch or host bridge).
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ __all__ = ["link_bytes_per_s", "collective_latency_s", "allreduce_time", "allgat
 PCIE4_GBS = 32.0
 
 
+def _is_fabric(hw: HardwareSpec) -> bool:
+    return hw.interconnect.startswith(("nvlink", "infinity"))
+
+
 def link_bytes_per_s(hw: HardwareSpec) -> float:
-    return (hw.interconnect_gbs or PCIE4_GBS) * 1e9
+    """Achievable collective bandwidth per direction (link rate x bus efficiency)."""
+    efficiency = 0.8 if _is_fabric(hw) else 0.6
+    return (hw.interconnect_gbs or PCIE4_GBS) * 1e9 * efficiency
 
 
 def collective_latency_s(hw: HardwareSpec) -> float:
-    return 8e-6 if hw.interconnect.startswith(("nvlink", "infinity")) else 25e-6
+    return 8e-6 if _is_fabric(hw) else 25e-6
 
 
 def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float) -> tuple[float, float]:
