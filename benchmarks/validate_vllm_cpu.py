@@ -1,17 +1,20 @@
 """Proof on this machine: calibrate flopwise to a real vLLM CPU server, then predict loads it was not fitted on.
 
-    .venv/bin/python benchmarks/validate_vllm_cpu.py [--quick] [--port 8123] [--keep-server]
+    .venv/bin/python benchmarks/validate_vllm_cpu.py [--port 8123] [--keep-server] [--url URL] [--wait-quiet S]
 
 1. Builds a random-weight Llama-shaped model of ~0.8B parameters (hidden 1536, 16 layers, 12 heads, 2 KV heads,
    intermediate 8960, vocab 32000: the Qwen2.5-1.5B layer shape, as in shared/notes/engines.md) and a locally
    trained tokenizer, with `scripts/vllm_cpu_server.py` (helper script of `flopwise bench`), into
    `.cache/validate-vllm/` (git-ignored), and serves it with vLLM's CPU build from `.venv-vllm`
-   (`scripts/install_vllm_cpu.sh`), both cores bound to the model (VLLM_CPU_OMP_THREADS_BIND=0-1).
+   (`scripts/install_vllm_cpu.sh`). By default vLLM binds the model to one core and leaves the other to its
+   front end and the load generator: on a shared 2-core machine this is the stable setting (with both cores
+   bound, `--omp-bind 0-1`, any other process stalls the OpenMP barrier of every GEMM, and single-request
+   TPOT came out slower than at concurrency 8 in our runs).
 2. Calibration set, measured with `flopwise bench`: concurrency 8 (128-token prompts: batched decode, where
    this CPU turns compute-bound) and concurrency 1 with 512-token prompts (a prefill-heavy point), 64 output
    tokens. `flopwise calibrate` fits the efficiency
    profile of `cpu-epyc-zen5-2c` to them (bench runs replayed through the simulator).
-3. Validation set, never used in the fit: concurrency 1, 4, 16 and Poisson rates 0.5 and 2 req/s (128-token
+3. Validation set, never used in the fit: concurrency 1, 4, 16 and Poisson rates 0.5 and 1 req/s (128-token
    prompts, 64 output tokens). Each run is replayed through `flopwise simulate`'s engine (the measured
    requests, arrivals and token counts) with the catalog profile (before) and the calibrated one (after).
 4. Prints the table: P50 / P95 TTFT and mean / P95 TPOT, measured vs predicted, and checks the targets
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -48,12 +52,12 @@ TARGETS = {"ttft_ms.p50": 15.0, "tpot_ms.mean": 15.0, "ttft_ms.p95": 25.0, "tpot
 
 # (name, flopwise bench load arguments, input length, number of requests)
 CALIBRATION = [("cal-c8", ["--concurrency", "8"], INPUT_LEN, 16),
-               ("cal-c1-long", ["--concurrency", "1"], 512, 6)]
-VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 8),
-              ("c4", ["--concurrency", "4"], INPUT_LEN, 16),
+               ("cal-c1-long", ["--concurrency", "1"], 512, 5)]
+VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 6),
+              ("c4", ["--concurrency", "4"], INPUT_LEN, 12),
               ("c16", ["--concurrency", "16"], INPUT_LEN, 32),
-              ("rate0.5", ["--request-rate", "0.5"], INPUT_LEN, 16),
-              ("rate2", ["--request-rate", "2"], INPUT_LEN, 32)]
+              ("rate0.5", ["--request-rate", "0.5"], INPUT_LEN, 12),
+              ("rate1", ["--request-rate", "1"], INPUT_LEN, 24)]
 
 
 def build_model(model_dir: Path) -> None:
@@ -62,11 +66,12 @@ def build_model(model_dir: Path) -> None:
     subprocess.run([str(VLLM_PY), "-c", code], cwd=ROOT, check=True)
 
 
-def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
+def start_server(model_dir: Path, port: int, log: Path, omp_bind: str | None) -> subprocess.Popen:
+    bind = f"VLLM_CPU_OMP_THREADS_BIND={omp_bind!r}, " if omp_bind else ""
     code = ("import os, sys; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; from pathlib import Path; "
             f"cmd, env = v.serve_command(Path({str(model_dir)!r}), {port}, kv_cache_gib=2); "
             f"cmd[cmd.index('--served-model-name') + 1] = {SERVED!r}; "
-            "env.update(VLLM_CPU_OMP_THREADS_BIND='0-1', VLLM_LOGGING_LEVEL='INFO'); "
+            f"env.update({bind}VLLM_LOGGING_LEVEL='INFO'); "
             "os.execve(cmd[0], cmd, env)")
     return subprocess.Popen([str(VLLM_PY), "-c", code], cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -86,10 +91,20 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> No
     raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s; see {CACHE / 'server.log'}")
 
 
+def wait_quiet(limit_s: float) -> None:
+    """Wait (up to limit_s) until the 1-minute load average is below 1: the server needs both cores."""
+    t0 = time.time()
+    while os.getloadavg()[0] >= 1.0 and time.time() - t0 < limit_s:
+        time.sleep(5)
+    if limit_s:
+        print(f"  load average {os.getloadavg()[0]:.2f} after waiting {time.time() - t0:.0f} s", flush=True)
+
+
 def server_knobs(log: Path) -> dict[str, int]:
-    """max_num_batched_tokens / max_num_seqs as the server logged them (vLLM's CPU defaults otherwise)."""
+    """max_num_batched_tokens / max_num_seqs as the server logged them, else vLLM's CPU API-server defaults
+    (`EngineArgs.get_batch_defaults`: 2048 tokens and 128 sequences per step on CPU); block size 128 on CPU."""
     text = log.read_text(errors="replace")
-    knobs = {"block_size": 128}  # vLLM CPU's block size (engines.md)
+    knobs = {"block_size": 128, "max_num_batched_tokens": 2048, "max_num_seqs": 128}
     for k in ("max_num_batched_tokens", "max_num_seqs"):
         m = re.findall(rf"{k}=(\d+)", text)
         if m:
@@ -132,6 +147,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--keep-server", action="store_true", help="leave vLLM running at the end")
+    ap.add_argument("--omp-bind", default=None, metavar="CPUS",
+                    help="VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 for both cores (default: vLLM's, one core for the model)")
+    ap.add_argument("--url", help="use this already running server (started by an earlier --keep-server run)")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="before each run, wait up to S seconds for the 1-minute load average to drop below 1")
     ap.add_argument("--fresh", action="store_true", help="measure again even where runs are saved")
     args = ap.parse_args()
     if not VLLM_PY.exists():
@@ -139,8 +159,6 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     runs = CACHE / "runs"
     if args.fresh and runs.exists():
-        import shutil
-
         shutil.rmtree(runs)
     model_dir = CACHE / "model"
     load1 = os.getloadavg()[0]
@@ -148,20 +166,25 @@ def main() -> None:
         print(f"warning: load average {load1:.1f} on {os.cpu_count()} cores: other processes will skew timings")
     print("building the model ...", flush=True)
     build_model(model_dir)
-    url = f"http://127.0.0.1:{args.port}"
+    url = args.url or f"http://127.0.0.1:{args.port}"
     log = CACHE / "server.log"
     need = [n for n, *_ in CALIBRATION + VALIDATION if not (runs / n / "summary.json").exists()]
     proc = None
     try:
         if need:
-            print("starting vLLM CPU ...", flush=True)
-            proc = start_server(model_dir, args.port, log)
-            t0 = time.time()
-            wait_healthy(url, proc)
-            print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
+            if not args.url:
+                print("starting vLLM CPU ...", flush=True)
+                proc = start_server(model_dir, args.port, log, args.omp_bind)
+                t0 = time.time()
+                wait_healthy(url, proc)
+                print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
             for name, load, ilen, n in CALIBRATION + VALIDATION:
+                if not (runs / name / "summary.json").exists():
+                    wait_quiet(args.wait_quiet)
+                    shutil.rmtree(runs / name, ignore_errors=True)  # an interrupted run: measure it again
                 bench(url, runs / name, load, ilen, n, model_dir)
-        knobs = server_knobs(log) if log.exists() else {"block_size": 128}
+        knobs = server_knobs(log) if log.exists() else {"block_size": 128, "max_num_batched_tokens": 2048,
+                                                         "max_num_seqs": 128}
         (CACHE / "knobs.json").write_text(json.dumps(knobs))
     finally:
         if proc is not None and not args.keep_server:

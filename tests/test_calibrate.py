@@ -116,7 +116,8 @@ def test_unknown_parameter_is_an_error():
 def test_calibrate_reports_before_and_after_per_metric(dep):
     hw = dep.hardware
     true = replace(hw.efficiency, compute_max=0.3, bandwidth_max=0.5, step_overhead_s=8e-3)
-    cal = calibrate(hw, steps=_steps(dep, true), params=["compute_max", "bandwidth_max", "step_overhead_s"])
+    cal = calibrate(hw, steps=_steps(dep, true), params=["compute_max", "bandwidth_max", "step_overhead_s"],
+                    prior_weight=0.0)
     rows = {r.label: r for r in cal.errors}
     assert set(rows) == {"prefill", "decode"}
     assert rows["decode"].n == 12 and rows["prefill"].n == 6
@@ -137,7 +138,7 @@ def test_calibrate_fits_bf16_gemms_only_by_default():
            (gemm_point(m, 4096, 4096, "bf16", 1.0) for m in (64, 256, 1024))]
     pts += [replace(p, seconds=kernel_time(fp32, hw, p)) for p in
             (gemm_point(m, 4096, 4096, "fp32", 1.0) for m in (64, 256, 1024))]
-    cal = calibrate(hw, kernels=pts, params=["compute_max"])
+    cal = calibrate(hw, kernels=pts, params=["compute_max"], prior_weight=0.0)
     assert cal.after.efficiency.compute_max == pytest.approx(0.3, rel=1e-4)
     assert [r.label for r in cal.errors] == ["gemm bf16"]
 
@@ -148,3 +149,17 @@ def test_coordinate_descent_finds_grid_minimum():
                                      hw.efficiency, {"compute_max": (0.4, 0.6, 0.8), "bandwidth_max": (0.5, 0.7)})
     assert (prof.compute_max, prof.bandwidth_max) == (0.6, 0.7)
     assert score == pytest.approx(0.0)
+
+
+def test_prior_keeps_weakly_identified_parameters_near_the_start(dep):
+    """Two noisy-looking points that disagree: without a prior the fit chases them; with one it stays closer."""
+    hw = dep.hardware
+    w = layout(dep).windows
+    pts = [StepPoint(dep, decode_shape(1, 128, w), 0.2, "decode", "a"),
+           StepPoint(dep, prefill_shape(1, 512, w), 0.5, "prefill", "b")]
+    free = calibrate(hw, steps=pts, params=["compute_max", "bandwidth_max"], prior_weight=0.0)
+    held = calibrate(hw, steps=pts, params=["compute_max", "bandwidth_max"], prior_weight=1.0)
+    for n in ("compute_max", "bandwidth_max"):
+        moved_free = abs(np.log(getattr(free.after.efficiency, n) / getattr(hw.efficiency, n)))
+        moved_held = abs(np.log(getattr(held.after.efficiency, n) / getattr(hw.efficiency, n)))
+        assert moved_held < moved_free

@@ -52,10 +52,11 @@ class Calibration:
 def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: Sequence[StepPoint] = (),
               runs: Sequence[BenchRun] = (), dep: Deployment | None = None, sim_config: Any = None,
               params: Sequence[str] | None = None, min_effect: float = 0.03,
-              gemm_dtypes: Sequence[str] | None = None) -> Calibration:
+              gemm_dtypes: Sequence[str] | None = None, prior_weight: float = 0.02) -> Calibration:
     """Fit `hw.efficiency` to the measurements (see module docstring). GEMMs count only in `gemm_dtypes`
     (default: bf16 where the hardware has a bf16 peak, the dtype deployments multiply in): one compute_max
-    cannot describe fp32 and bf16 kernels at once, and the other dtypes stay in the file for reference."""
+    cannot describe fp32 and bf16 kernels at once, and the other dtypes stay in the file for reference.
+    `prior_weight`: a weak pull toward the starting profile (see `fit_profile`)."""
     groups: list[Observations] = []
     if gemm_dtypes is None:
         gemm_dtypes = ("bf16",) if hw.peak_tflops.get("bf16", 0) > 0 else tuple(hw.peak_tflops)
@@ -71,7 +72,8 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
     if not groups:
         raise CalibrationError("nothing to calibrate with: give microbenchmarks or model steps (`flopwise profile`) "
                                "or bench runs (--from)")
-    res = fit_profile(residual_function(groups), hw.efficiency, params or FITTABLE, min_effect=min_effect)
+    res = fit_profile(residual_function(groups), hw.efficiency, params or FITTABLE, min_effect=min_effect,
+                      prior_weight=prior_weight)
     what = ", ".join(k for k, present in (("microbenchmarks", kernels), ("model steps", steps),
                                            ("bench runs", runs)) if present)
     after = replace(hw, efficiency=replace(res.profile, source=f"fitted by flopwise calibrate on {date.today()} to "

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
+import numpy as np
+
 from flopwise.sim.request import Request
 
 __all__ = ["CacheHit", "NO_HIT", "BlockManager"]
@@ -79,10 +81,12 @@ class BlockManager:
     _num_free_used: int = field(init=False, default=0)
     _refs: dict[tuple[int, int], int] = field(init=False, default_factory=dict)  # cached prefix block -> users
     _anon: count = field(init=False, default_factory=count)
+    _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
         if self.blocks_for is None:
+            self._ceil_blocks = True
             bs = self.block_size
             self.blocks_for = lambda n: -(-n // bs)
 
@@ -183,6 +187,49 @@ class BlockManager:
         req.prefix_blocks = []
         req.num_own_blocks = 0
         req.num_slots = 0
+
+    def decode_steps_that_fit(self, reqs: list[Request], k: int) -> int:
+        """The most steps, up to k, that every request of `reqs` (all decoding) can decode before the blocks
+        they need exceed the free pool. The blocks a request needs after s steps are
+        ceil((s - room) / block_size) for room = num_slots - num_computed_tokens (0 while s <= room), so
+        with the default blocks_for one array of rooms prices every probe of the bisection in C."""
+        free = self.num_free_blocks
+        bs = self.block_size
+        if len(reqs) * -(-k // bs) < free:
+            return k  # cheap bound: no request can need more than ceil(k / block_size) new blocks
+        if self._ceil_blocks:
+            room = np.fromiter((r.num_slots - r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
+            room -= bs - 1  # ceil((s - room) / bs) = floor((s - room + bs - 1) / bs)
+            need = lambda steps: int((np.maximum(steps - room, 0) // bs).sum())  # noqa: E731
+        else:
+            need = lambda steps: sum(self.blocks_needed(r, steps) for r in reqs)  # noqa: E731
+        if need(k) <= free:
+            return k
+        lo, hi = 0, k  # need(lo) <= free < need(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if need(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def allocate_decode_run(self, reqs: list[Request], k: int) -> None:
+        """`allocate(r, k)` for every request of `reqs` (all decoding, so past their shared prefix: new blocks
+        are private and nothing is cached), taking the blocks from the free queue in one go (the same blocks
+        as one request after another would). Call only after `decode_steps_that_fit` allowed k."""
+        blocks_for, bs = self.blocks_for, self.block_size
+        total = 0
+        for r in reqs:
+            c = r.num_computed_tokens + k
+            if c > r.num_slots:
+                new = blocks_for(c) - len(r.prefix_blocks) - r.num_own_blocks
+                if new > 0:
+                    r.num_own_blocks += new
+                    r.num_slots = (len(r.prefix_blocks) + r.num_own_blocks) * bs
+                    total += new
+        if total:
+            self._take(total)
 
     # ---- internals -----------------------------------------------------------------------------------
     def _push(self, key: object, ext: _Extent) -> None:

@@ -40,6 +40,8 @@ def plan_decode_run(sched: BaseScheduler, max_decodes: int) -> int:
     last = running[-1]  # the newest request is the likeliest to be still prefilling
     if last.num_computed_tokens != last.num_tokens - 1:
         return 0
+    if sched.waiting and sched.admission_open():  # before the O(batch) scan below, which it often spares
+        return 0
     k = 1 << 62
     for r in running:
         if r.num_computed_tokens != r.num_tokens - 1 or not r.num_output_tokens:
@@ -47,23 +49,7 @@ def plan_decode_run(sched: BaseScheduler, max_decodes: int) -> int:
         left = r.max_tokens - r.num_output_tokens
         if left < k:
             k = left
-    if sched.waiting and sched.admission_open():
-        return 0
-    kv = sched.kv
-    free = kv.num_free_blocks
-    if len(running) * -(-k // kv.block_size) < free:
-        return k  # cheap bound: no request can need more than ceil(k / block_size) new blocks
-    need = lambda steps: sum(kv.blocks_needed(r, steps) for r in running)  # noqa: E731
-    if need(k) > free:
-        lo, hi = 0, k  # need(lo) <= free < need(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        k = lo
-    return k
+    return sched.kv.decode_steps_that_fit(running, k)
 
 
 def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, k: int) -> list[float]:

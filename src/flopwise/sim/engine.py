@@ -100,7 +100,7 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
                     raise InfeasibleError("the scheduler can make no progress (a request cannot fit the KV pool)")
                 now = t
                 continue
-            shape, prompt = builder.step(out.reqs, out.num_new)
+            shape, prompt = builder.step(out)
             dt = step_time(dep, shape)
             step = len(ends)
             ends.append(now + dt)
@@ -128,10 +128,9 @@ def _decode_run(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, tl
             k = j
             break
     kv, running = sched.kv, sched.running
+    kv.allocate_decode_run(running, k)
     for r in running:
         r.sample(step0, k)
-        if r.num_computed_tokens + k > r.num_slots:
-            kv.allocate(r, k)
         r.num_computed_tokens += k
     tl.add(now, t - now, len(running), len(sched.waiting), kv.usage, 0)
     finished = [r for r in running if r.num_output_tokens == r.max_tokens]

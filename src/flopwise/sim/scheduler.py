@@ -35,29 +35,49 @@ class VllmScheduler(BaseScheduler):
         return out
 
     def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
-        kv, running = self.kv, self.running
-        reqs, news = out.reqs, out.num_new
-        i = 0
-        while i < len(running) and budget > 0:
-            req = running[i]
+        """Grant each running request its tokens in admission order; returns the budget left.
+
+        This loop is the simulator's hottest (every running request, every step), so decodes cost only a
+        count and a context sum: the rows it schedules are always the first m of `running` (it stops at the
+        first request it cannot serve, and preemption pops from the end), so `out` gets them as one slice,
+        with one token each except the listed chunks."""
+        running = self.running
+        chunks: list[tuple[int, int]] = []  # (position, tokens) of the rows that are not decodes
+        num_decodes = context_sum = 0
+        for req in running:  # preemption pops from the end, which the iterator then never reaches
+            if budget <= 0:
+                break
             c = req.num_computed_tokens
             n = req.num_tokens - c
-            if n > budget:
-                n = budget
-            # Fast path: the held blocks already have room and no prefix block fills (most decodes).
-            if c + n > req.num_slots or c < req.num_prefix_tokens:
-                while not kv.can_allocate(req, n):
-                    victim = running.pop()
-                    self._preempt(victim)
-                    out.num_preempted += 1
-                    if victim is req:
-                        return budget
-                kv.allocate(req, n)
-            reqs.append(req)
-            news.append(n)
-            budget -= n
-            i += 1
+            if n == 1 and req.num_output_tokens:  # a decode (Request.is_decoding); past its prompt and prefix
+                if c >= req.num_slots and not self._make_room(out, req, 1):
+                    break
+                num_decodes += 1
+                context_sum += c
+                budget -= 1
+            else:
+                if n > budget:
+                    n = budget
+                # a prefix block that fills must be cached even when the held blocks have room
+                if (c + n > req.num_slots or c < req.num_prefix_tokens) and not self._make_room(out, req, n):
+                    break
+                chunks.append((num_decodes + len(chunks), n))
+                budget -= n
+        out.add_prefix_of(running, num_decodes, context_sum, chunks)
         return budget
+
+    def _make_room(self, out: SchedulerOutput, req: Request, n: int) -> bool:
+        """Allocate `req`'s blocks for `n` more tokens, preempting the newest running requests until they fit;
+        False if `req` itself had to be preempted."""
+        kv, running = self.kv, self.running
+        while not kv.can_allocate(req, n):
+            victim = running.pop()
+            self._preempt(victim)
+            out.num_preempted += 1
+            if victim is req:
+                return False
+        kv.allocate(req, n)
+        return True
 
     def _schedule_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
         kv, waiting, running = self.kv, self.waiting, self.running

@@ -2,7 +2,8 @@
 
 `cost.batch_shape` validates and copies a list of (new_tokens, context) pairs; at 256 rows that costs ~90 us,
 ten times the step cost itself. The builders here compute the same sums (see `cost/batch.py` for the
-formulas) straight from the scheduled requests, and in O(1) for a decode step of a full-attention model:
+formulas) straight from the scheduled requests. On a full-attention model the decode rows enter only through
+their count and context sum, which the scheduler keeps as it adds them, so a step costs O(non-decode rows):
 
     decode rows, full attention, B rows with context sum C:   pairs = C + B,   kv_read = C
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flopwise.cost.batch import AttentionWork, BatchShape, causal_pairs
-from flopwise.sim.request import Request
+from flopwise.sim.base import SchedulerOutput
 
 __all__ = ["ShapeBuilder"]
 
@@ -26,24 +27,23 @@ class ShapeBuilder:
         self.windows = tuple(windows)
         self.full_only = self.windows == (None,)
 
-    def step(self, reqs: Sequence[Request], num_new: Sequence[int]) -> tuple[BatchShape, int]:
+    def step(self, out: SchedulerOutput) -> tuple[BatchShape, int]:
         """The shape of one scheduled step (contexts read before it is applied), and its prompt tokens
-        (tokens granted to requests that are not decoding)."""
-        tokens = logits = prompt = 0
-        rows = []
-        for req, n in zip(reqs, num_new):
-            c = req.num_computed_tokens
-            t = req.num_tokens
-            tokens += n
-            if c + n == t:
-                logits += 1
-                if n == 1 and req.num_output_tokens:
-                    rows.append((1, c))
-                    continue
-            prompt += n
-            rows.append((n, c))
-        work = {w: self._work(rows, w) for w in self.windows}
-        return BatchShape(tokens, len(rows), logits, work), prompt
+        (tokens granted to requests that are not decoding). Full attention needs only the decode rows' count
+        and context sum, which the scheduler keeps; windowed attention reads every row's context."""
+        reqs, news = out.reqs, out.num_new
+        chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
+        prompt = sum(n for n, _ in chunks)
+        logits = out.num_decodes + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
+        if self.full_only:
+            w = self._work([(n, r.num_computed_tokens) for n, r in chunks], None)
+            b, ctx = out.num_decodes, out.decode_context_sum
+            work = {None: AttentionWork(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs + ctx + b,
+                                        w.decode_kv_read + ctx)}
+        else:
+            rows = [(n, r.num_computed_tokens) for r, n in zip(reqs, news)]
+            work = {w: self._work(rows, w) for w in self.windows}
+        return BatchShape(out.num_decodes + prompt, len(reqs), logits, work), prompt
 
     @staticmethod
     def _work(rows: list[tuple[int, int]], w: int | None) -> AttentionWork:
