@@ -132,6 +132,13 @@ class Roofs:
     gemm_eff: float
     weight_read_eff: float
     p: float
+    # folded constants of the hot path (see _Acc.add)
+    linear_rate: float  # peak_linear * compute_max * gemm_eff
+    attention_rate: float  # peak_attn * attention_compute_max
+    bandwidth_rate: float  # bw * bandwidth_max
+    half_m: float
+    half_bytes: float
+    kernel_s: float
 
 
 @lru_cache(maxsize=512)
@@ -144,38 +151,41 @@ def roofs(dep: Deployment) -> Roofs:
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
     if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
+    e = hw.efficiency
+    peak_attn = hw.peak_flops("bf16")
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
-                 peak_attn=hw.peak_flops("bf16"), gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
-                 p=hw.efficiency.overlap_exponent)
+                 peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
+                 p=e.overlap_exponent, linear_rate=nominal * factor * e.compute_max * gemm_eff,
+                 attention_rate=peak_attn * e.attention_compute_max,
+                 bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
+                 half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
 
 
 class _Acc:
     """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
 
-    __slots__ = ("prof", "r", "detail", "ops", "total")
+    __slots__ = ("r", "detail", "ops", "total")
 
     def __init__(self, dep: Deployment, detail: bool):
-        self.prof, self.r, self.detail = dep.hardware.efficiency, roofs(dep), detail
+        self.r, self.detail = roofs(dep), detail
         self.ops: list[OpCost] = []
         self.total = 0.0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False) -> None:
-        prof, r = self.prof, self.r
+        """compute_s = FLOPs / (rate * m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes))
+        with weight bytes inflated by 1 / weight_read_eff (EfficiencyProfile, written with folded constants)."""
+        r = self.r
         if flops > 0:
-            if attention:
-                eff = prof.attention_compute_max * m / (m + prof.compute_half_m)
-                compute_s = flops / (r.peak_attn * eff)
-            else:
-                compute_s = flops / (r.peak_linear * prof.compute_eff(m) * r.gemm_eff)
+            compute_s = flops * (m + r.half_m) / (m * (r.attention_rate if attention else r.linear_rate))
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
         if nbytes > 0:
-            memory_s = (weight_b / r.weight_read_eff + kv_b + act_b) / (r.bw * prof.bandwidth_eff(nbytes))
+            memory_s = (weight_b / r.weight_read_eff + kv_b + act_b) * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
         else:
             memory_s = 0.0
-        overhead_s = kernels * prof.kernel_overhead_s
+        overhead_s = kernels * r.kernel_s
         p = r.p
         t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
         self.total += count * t
