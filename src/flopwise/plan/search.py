@@ -37,7 +37,6 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import get_model
 from flopwise.specs.sla import SLA, parse_sla
 from flopwise.workload.build import build_workload
-from flopwise.workload.named import NAMED_WORKLOADS
 from flopwise.workload.spec import Workload
 
 __all__ = ["PlanRequest", "PlanResult", "plan", "plan_to_dict", "OBJECTIVES"]
@@ -216,10 +215,6 @@ def _infeasible_message(r: PlanResult) -> str:
             lines.append(f"{i.candidate.label}: {i.reason}")
     lines.append("Relax the SLA, allow more GPUs (--max-gpus) or faster GPUs (--gpus).")
     return " ".join(lines)
-
-
-def named_workloads() -> tuple[str, ...]:
-    return tuple(NAMED_WORKLOADS)
 
 
 def plan_to_dict(r: PlanResult) -> dict[str, Any]:

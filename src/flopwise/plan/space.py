@@ -10,8 +10,7 @@ must hold at least one full-length sequence in its KV cache.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
@@ -66,6 +65,31 @@ def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
     return need is None or hw.compute_dtype(need) == need
 
 
+def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
+             max_len: int) -> tuple[list[Deployment], Deployment | None]:
+    """The (tp, pp) layouts to try for one GPU and format: TP alone first (all of `space.tps`, or the smallest
+    TP that fits and twice it); pipeline stages only when no TP degree within `max_gpus` fits."""
+    tps = sorted(t for t in (space.tps or (1, 2, 4, 8, 16)) if t <= space.max_gpus)
+    last: Deployment | None = None
+    for pps in ((1,), (2, 4, 8)):
+        found: list[Deployment] = []
+        for tp in tps:
+            for pp in pps:
+                if tp * pp > space.max_gpus or (space.tps is None and len(found) >= 2):
+                    continue
+                try:
+                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp)
+                except SpecError:
+                    continue
+                last = dep
+                if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                    found.append(dep)
+                    break  # the fewest stages that fit at this TP
+        if found:
+            return found, last
+    return [], last
+
+
 def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: SearchSpace,
                          max_len: int) -> tuple[list[Candidate], list[str]]:
     """All candidates that fit, and for each (GPU, format) that fits nowhere, why."""
@@ -74,44 +98,18 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
     for hw, weights, kv in itertools.product(hardware, space.weights, space.kvs):
         if not _runs_natively(hw, weights):
             continue
-        fitted = 0  # TP degrees that fit so far
-        last: Deployment | None = None
-        tps = space.tps or (1, 2, 4, 8, 16)
-        for tp in sorted(t for t in tps if t <= space.max_gpus):
-            if space.tps is None and fitted >= 2:
-                break
-            pps = (1,) + tuple(p for p in (2, 4) if tp * p <= space.max_gpus)
-            for pp in pps:
-                if pp > 1 and fitted:
-                    break
-                try:
-                    base = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp)
-                except SpecError:
-                    continue
-                last = base
-                if not memory_plan(base).fits or max_sequences(base, max_len) < 1:
-                    continue
-                fitted += 1
-                for seqs, tokens, pc in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
-                                                          space.prefix_caching):
-                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_num_seqs=seqs,
-                                          max_num_batched_tokens=max(tokens, 1))
-                    if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
-                        out.append(Candidate(dep, pc))
-                break
-        if not fitted and last is not None:
+        layouts, last = _fitting(model, hw, weights, kv, space, max_len)
+        for base in layouts:
+            for seqs, tokens, pc in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
+                                                      space.prefix_caching):
+                dep = replace(base, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+                if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                    out.append(Candidate(dep, pc))
+        if not layouts and last is not None:
             ideas = fit_suggestions(last)
             misses.append(f"{hw.id} {weights}/{kv}: does not fit in {space.max_gpus} GPUs"
                           + (f" (would with {', '.join(ideas)})" if ideas else ""))
     return out, misses
-
-
-def iter_unique(cands: list[Candidate]) -> Iterator[Candidate]:
-    seen = set()
-    for c in cands:
-        if c.label not in seen:
-            seen.add(c.label)
-            yield c
 
 
 def require_candidates(cands: list[Candidate], misses: list[str], model: ModelSpec) -> None:
