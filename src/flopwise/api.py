@@ -9,6 +9,7 @@ from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import get_model
+from flopwise.specs.speculative import SpeculativeSpec, parse_speculative
 
 __all__ = ["deployment", "estimate", "DEFAULT_MODEL", "DEFAULT_GPU"]
 
@@ -19,11 +20,15 @@ DEFAULT_GPU = "h100-sxm"
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
                kv: str | None = None, hardware_file: str | Path | None = None,
-               **knobs: int | float) -> Deployment:
-    """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec)."""
+               speculative: SpeculativeSpec | str | None = None, **knobs: int | float) -> Deployment:
+    """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec).
+    `speculative`: a SpeculativeSpec or its text form, e.g. "eagle,k=3,accepted=2.6" (see
+    `specs/speculative.py`); None or "none": plain decoding."""
     m = model if isinstance(model, ModelSpec) else get_model(model)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
-    return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, num_gpus=num_gpus, **knobs)
+    spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
+    return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, num_gpus=num_gpus, speculative=spec,
+                           **knobs)
 
 
 def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,

@@ -12,6 +12,7 @@ from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.plan.search import OBJECTIVES, PlanRequest, plan, plan_to_dict
 from flopwise.plan.space import DEFAULT_GPUS, SearchSpace
 from flopwise.report.plan_report import render_plan
+from flopwise.specs.speculative import parse_speculative
 
 
 def _csv(text: str | None, cast=str) -> tuple | None:
@@ -35,19 +36,22 @@ def plan_cmd(
     max_num_seqs: Annotated[str, typer.Option("--max-num-seqs", help="Values to try.")] = "256",
     max_num_batched_tokens: Annotated[str, typer.Option("--max-num-batched-tokens", help="Values to try.")] = "8192",
     prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
+    speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a stated acceptance: 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
     num_requests: Annotated[int, typer.Option("--num-requests", help="Simulated requests per probe.")] = 200,
     seed: Annotated[int, typer.Option(help="Random seed of the request sample.")] = 0,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Search GPUs, parallelism, formats and engine knobs for the most goodput per GPU (or dollar) inside an SLA."""
+    """Search GPUs, parallelism, formats, engine knobs and speculative decoding for the most goodput per GPU (or
+    dollar) inside an SLA."""
     pc = {"on": (True,), "off": (False,), "both": (True, False)}.get(prefix_caching)
     if pc is None:
         raise typer.BadParameter("--prefix-caching must be on, off or both")
     space = SearchSpace(gpus=_csv(gpus), max_gpus=max_gpus, tps=_csv(tp, int), weights=_csv(weights), kvs=_csv(kv),
                         max_num_seqs=_csv(max_num_seqs, int), max_num_batched_tokens=_csv(max_num_batched_tokens, int),
-                        prefix_caching=pc)
+                        prefix_caching=pc,
+                        speculative=tuple(parse_speculative(t) for t in speculative) if speculative else (None,))
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
                       hardware_file=str(hardware_file) if hardware_file else None)

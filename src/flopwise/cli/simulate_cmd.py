@@ -1,4 +1,5 @@
-"""`flopwise simulate`: serve a request stream on a deployment with the vLLM v1 (or a static) scheduler."""
+"""`flopwise simulate`: serve a request stream on a deployment with the vLLM v1 (or an SGLang-like, or a static)
+scheduler."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
 from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, find_max_rate, simulate, vllm_server_defaults
+from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.sla import parse_sla
 from flopwise.workload import build_workload
@@ -58,6 +60,14 @@ def _render(s: dict[str, Any]) -> None:
     console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}, replicas={st['replicas']}, "
                   f"{st['weights']}/{st['kv']} KV), scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
                   f"max_num_batched_tokens={st['max_num_batched_tokens']}, KV pool {st['kv_capacity_tokens']:,} tokens")
+    if s.get("speculative"):
+        sp = s["speculative"]
+        tok = sp["tokens_per_verified_decode"]
+        console.print(f"speculative {st['speculative']}: {sp['verified_positions']} positions verified per decode, "
+                      f"{'-' if tok is None else f'{tok:.2f}'} tokens emitted per verified decode "
+                      f"(expected {sp['expected_tokens_per_step']:.2f})")
+    if st.get("sglang"):
+        console.print("sglang knobs: " + ", ".join(f"{k}={v}" for k, v in st["sglang"].items()))
     t = Table(title=f"{s['num_requests']} requests of '{st['workload']}' over {s['duration_s']:.1f} s")
     t.add_column("ms")
     for c in ("mean", "p50", "p90", "p95", "p99"):
@@ -92,9 +102,17 @@ def simulate_cmd(
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: vLLM serve's, 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: vLLM serve's, 8192 or 2048 as above).")] = None,
     block_size: Annotated[int, typer.Option("--block-size", help="Tokens per KV block.")] = 16,
+    speculative: Annotated[str | None, typer.Option("--speculative", help="Speculative decoding with a stated acceptance, e.g. 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5' (accepted = mean tokens per step; tree=W for tree drafts).")] = None,
     enable_prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="Prefix caching (vLLM v1: on).")] = True,
     enable_chunked_prefill: Annotated[bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (vLLM v1: on).")] = True,
-    scheduler: Annotated[str, typer.Option(help="vllm (continuous batching) or static (whole batches).")] = "vllm",
+    scheduler: Annotated[str, typer.Option(help="vllm (continuous batching, vLLM v1), sglang (SGLang: prefill-first steps, KV reserved for future output, retraction) or static (whole batches).")] = "vllm",
+    # --scheduler sglang knobs (SGLang's flag names; see sim/sglang_knobs.py for their defaults)
+    chunked_prefill_size: Annotated[int | None, typer.Option("--chunked-prefill-size", help="sglang: new tokens per prefill batch (default by GPU memory: 8192 on H100/H200).")] = None,
+    max_prefill_tokens: Annotated[int, typer.Option("--max-prefill-tokens", help="sglang: prompt tokens per prefill batch.")] = 16384,
+    max_running_requests: Annotated[int | None, typer.Option("--max-running-requests", help="sglang: most running requests (default from the KV pool, 2048-4096).")] = None,
+    schedule_policy: Annotated[str, typer.Option("--schedule-policy", help="sglang: fcfs or lpm (longest cached prefix first).")] = "fcfs",
+    schedule_conservativeness: Annotated[float, typer.Option("--schedule-conservativeness", help="sglang: scales the KV reserved for future output.")] = 1.0,
+    enable_mixed_chunk: Annotated[bool, typer.Option("--enable-mixed-chunk", help="sglang: decodes join prefill steps.")] = False,
     request_rate: Annotated[str | None, typer.Option("--request-rate", help="Requests/s, or inf (all at once).")] = None,
     arrival: Annotated[str, typer.Option(help="Arrival process at --request-rate: poisson, gamma, constant.")] = "poisson",
     burstiness: Annotated[float, typer.Option(help="Gamma shape for --arrival gamma (1 = Poisson; CV = 1/sqrt).")] = 1.0,
@@ -105,7 +123,7 @@ def simulate_cmd(
     output_len: Annotated[str | None, typer.Option("--output-len", help="Output tokens, same forms as --input-len.")] = None,
     trace: Annotated[Path | None, typer.Option(help="Trace: .jsonl, Azure .csv, or ShareGPT .json.")] = None,
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to count ShareGPT tokens (default ~4 chars/token).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed (lengths, prefixes, arrivals).")] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed (lengths, prefixes, arrivals, speculative acceptance).")] = 0,
     sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = None,
     find_max_rate_: Annotated[bool, typer.Option("--find-max-rate", help="Bisect for the highest rate meeting --sla.")] = False,
     output: Annotated[Path | None, typer.Option("--output", help="Write per-request rows (.csv or .parquet).")] = None,
@@ -117,8 +135,10 @@ def simulate_cmd(
     dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                      max_num_seqs=max_num_seqs or seqs_default,
-                     max_num_batched_tokens=max_num_batched_tokens or tokens_default)
-    config = SimConfig(scheduler, enable_prefix_caching, enable_chunked_prefill)
+                     max_num_batched_tokens=max_num_batched_tokens or tokens_default, speculative=speculative)
+    config = SimConfig(scheduler, enable_prefix_caching, enable_chunked_prefill,
+                       SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests, schedule_policy,
+                                   schedule_conservativeness, enable_mixed_chunk), seed=seed)
     objectives = parse_sla(sla) if sla else None
     rate = _rate(request_rate)
 

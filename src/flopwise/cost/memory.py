@@ -12,6 +12,15 @@ window).
 Activations: the profile run of `max_num_batched_tokens` tokens keeps about 4·h + 2·intermediate/tp
 elements per token alive (hidden states, residual, gate/up output), plus fp32 logits and sampler buffers for
 `max_num_seqs` rows (2 · rows · vocab · 4 bytes).
+
+Speculative decoding (`dep.speculative`, see `cost/speculative.py` for the proposer):
+    kv_pool  -= proposer weights per GPU       a draft model's whole weights (at its own TP degree); an EAGLE/MTP
+                                               head's one layer (its embeddings and LM head are the target's)
+    block    += the proposer's KV for the same block_size tokens (a draft model's layers, a head's one layer;
+                Medusa's feed-forward heads and n-gram lookup keep none): vLLM v1 gives the drafter's layers
+                their own KV cache in the same block table, so every block covers both
+    a sequence of s tokens reserves s + P - 1 slots while it is verified (P positions per step, P - 1 = k for a
+    chain): `lookahead_tokens`, counted by `max_sequences` (the simulator allocates the slots itself).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from flopwise.cost.layout import layout
+from flopwise.cost.speculative import proposer_deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import GIB
 
@@ -37,8 +47,10 @@ class MemoryPlan:
     activation_bytes: float
     runtime_bytes: float
     kv_pool_bytes: float
-    block_bytes: float  # one block of block_size tokens over every layer held by this GPU
+    block_bytes: float  # one block of block_size tokens over every layer held by this GPU (proposer's too)
     block_size: int
+    proposer_weight_bytes: float = 0.0  # speculative decoding's draft model or head
+    lookahead_tokens: int = 0  # KV slots a sequence holds beyond its tokens while verified (P - 1)
 
     @property
     def fits(self) -> bool:
@@ -55,7 +67,8 @@ class MemoryPlan:
 
     @property
     def needed_bytes(self) -> float:
-        return self.weight_bytes + self.activation_bytes + self.runtime_bytes + self.block_bytes
+        return (self.weight_bytes + self.proposer_weight_bytes + self.activation_bytes + self.runtime_bytes
+                + self.block_bytes)
 
 
 def blocks_per_sequence(dep: Deployment, length: int) -> int:
@@ -87,13 +100,35 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     runtime = hw.efficiency.runtime_overhead_gib * GIB
     layers_here = m.num_layers / dep.pp
     block = dep.block_size * lay.kv_bytes_per_token_layer * layers_here
-    pool = budget - lay.weight_bytes_per_gpu - act - runtime
+    prop_weights, prop_kv_per_token, lookahead = _proposer_memory(dep)
+    block += dep.block_size * prop_kv_per_token
+    pool = budget - lay.weight_bytes_per_gpu - prop_weights - act - runtime
     return MemoryPlan(device_bytes=device, budget_bytes=budget, weight_bytes=lay.weight_bytes_per_gpu,
                       activation_bytes=act, runtime_bytes=runtime, kv_pool_bytes=max(0.0, pool),
-                      block_bytes=block, block_size=dep.block_size)
+                      block_bytes=block, block_size=dep.block_size, proposer_weight_bytes=prop_weights,
+                      lookahead_tokens=lookahead)
+
+
+def _proposer_memory(dep: Deployment) -> tuple[float, float, int]:
+    """(proposer weight bytes, proposer KV bytes per token, look-ahead slots) per GPU; zeros without speculation."""
+    spec = dep.speculative
+    if spec is None:
+        return 0.0, 0.0, 0
+    lookahead = spec.positions - 1
+    prop = proposer_deployment(dep, spec)
+    if prop is None:
+        return 0.0, 0.0, lookahead
+    lay = layout(prop)
+    if spec.method == "draft":
+        return lay.weight_bytes_per_gpu, lay.kv_bytes_per_token_layer * prop.model.num_layers, lookahead
+    m = prop.model  # a one-layer head: its layer's weights, at the target's format and TP degree
+    weights = (m.total_params - m.embedding_params - m.lm_head_params - m.hidden_size) / dep.tp
+    kv = 0.0 if spec.method == "medusa" else lay.kv_bytes_per_token_layer
+    return weights * dep.weights.bytes_per_weight, kv, lookahead
 
 
 def max_sequences(dep: Deployment, length: int) -> int:
     """How many sequences of `length` tokens fit in the KV pool at once (paged, no fragmentation
-    beyond each sequence's last partial block)."""
-    return memory_plan(dep).num_blocks // blocks_per_sequence(dep, length)
+    beyond each sequence's last partial block), with their speculative look-ahead slots."""
+    plan = memory_plan(dep)
+    return plan.num_blocks // blocks_per_sequence(dep, length + plan.lookahead_tokens)

@@ -104,10 +104,10 @@ class Evaluation:
 
 
 def evaluate(cand: Candidate, workload_at: Callable[[float], Workload], sla: SLA, low_rate: float,
-             iterations: int = 5) -> Evaluation | Infeasible:
+             iterations: int = 5, seed: int = 0) -> Evaluation | Infeasible:
     """Simulated capacity of one candidate; when even a light load (`low_rate`) misses the SLA, how far each
     objective is from its limit there (value / limit)."""
-    config = SimConfig(enable_prefix_caching=cand.prefix_caching)
+    config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     try:
         mr = find_max_rate(cand.deployment, workload_at, sla, config, iterations=iterations)
     except InfeasibleError as e:

@@ -3,13 +3,17 @@
 - vLLM (`vllm serve`, engine args docs): --tensor-parallel-size, --pipeline-parallel-size, --max-num-seqs,
   --max-num-batched-tokens, --gpu-memory-utilization, --kv-cache-dtype {auto,fp8,fp8_e4m3,fp8_e5m2},
   --quantization {awq,gptq,fp8,...}, --enable-prefix-caching / --no-enable-prefix-caching, --block-size,
-  --max-model-len, --speculative-config JSON.
+  --max-model-len, --speculative-config JSON (`vllm/config/speculative.py` methods: ngram, medusa, draft_model,
+  eagle, mtp).
 - SGLang (`python -m sglang.launch_server`, server arguments docs): --model-path, --tp-size, --pp-size,
   --max-running-requests, --chunked-prefill-size, --mem-fraction-static, --kv-cache-dtype fp8_e4m3,
-  --quantization, --disable-radix-cache, --speculative-algorithm/--speculative-num-steps/...
+  --quantization, --disable-radix-cache, --speculative-algorithm/--speculative-num-steps/... (EAGLE also serves
+  MTP heads; no Medusa).
 - TensorRT-LLM (`trtllm-serve`, PyTorch backend): --tp_size, --pp_size, --max_batch_size, --max_num_tokens,
   --max_seq_len, --kv_cache_free_gpu_memory_fraction, --extra_llm_api_options FILE (YAML: kv_cache_config
-  dtype / enable_block_reuse, speculative_config).
+  dtype / enable_block_reuse, speculative_config decoding_type Eagle / DraftTarget / NGram / MTP).
+Head methods (EAGLE, Medusa) need the head's checkpoint, which a flopwise spec does not name: the commands carry
+a `<...>` placeholder for it.
 Quantized weights are normally served from a pre-quantized checkpoint (an AWQ/GPTQ/FP8 repo); the flags
 below assume the checkpoint named by --model is in the chosen format, and say so in a comment.
 """
@@ -21,6 +25,7 @@ import shlex
 from dataclasses import dataclass
 
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["LaunchCommands", "Speculative", "launch_commands"]
 
@@ -34,11 +39,22 @@ _TRT_QUANT = {"fp8": "FP8", "int4-awq": "W4A16_AWQ", "int4-gptq": "W4A16_GPTQ", 
               "int8": "W8A16", "w4a8": "W4A8_AWQ", "nvfp4": "NVFP4"}
 
 
+_HEAD_PLACEHOLDER = {"eagle": "<EAGLE head checkpoint>", "medusa": "<Medusa heads checkpoint>"}
+
+
 @dataclass(frozen=True, slots=True)
 class Speculative:
-    method: str  # "draft", "eagle", "ngram"
+    method: str  # "draft", "eagle", "mtp", "medusa", "ngram" (as in specs/speculative.py)
     num_speculative_tokens: int
-    draft_model: str | None = None
+    draft_model: str | None = None  # a draft model or head checkpoint
+
+    @classmethod
+    def of(cls, spec: SpeculativeSpec | None) -> Speculative | None:
+        """The launch settings of a deployment's speculative decoding (None: plain decoding)."""
+        if spec is None:
+            return None
+        draft = spec.draft_model.name if spec.draft_model is not None else _HEAD_PLACEHOLDER.get(spec.method)
+        return cls(spec.method, spec.k, draft)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +94,7 @@ def launch_commands(dep: Deployment, *, max_model_len: int, prefix_caching: bool
         if speculative.method == "ngram":
             cfg.update(method="ngram", prompt_lookup_max=4)
         else:
-            cfg.update(method="eagle" if speculative.method == "eagle" else "draft_model")
+            cfg.update(method={"draft": "draft_model"}.get(speculative.method, speculative.method))
             if speculative.draft_model:
                 cfg["model"] = speculative.draft_model
         v.append(f"--speculative-config {shlex.quote(json.dumps(cfg))}")
@@ -94,11 +110,11 @@ def launch_commands(dep: Deployment, *, max_model_len: int, prefix_caching: bool
         s.append("--kv-cache-dtype fp8_e4m3")
     if not prefix_caching:
         s.append("--disable-radix-cache")
-    if speculative and speculative.method in ("eagle", "draft"):
-        s += ["--speculative-algorithm EAGLE" if speculative.method == "eagle" else "--speculative-algorithm STANDALONE",
+    if speculative and speculative.method in ("eagle", "mtp", "draft"):
+        s += ["--speculative-algorithm STANDALONE" if speculative.method == "draft" else "--speculative-algorithm EAGLE",
               f"--speculative-num-steps {speculative.num_speculative_tokens}", "--speculative-eagle-topk 1",
               f"--speculative-num-draft-tokens {speculative.num_speculative_tokens + 1}"]
-        if speculative.draft_model:
+        if speculative.draft_model and speculative.method != "mtp":
             s.append(f"--speculative-draft-model-path {shlex.quote(speculative.draft_model)}")
     # TensorRT-LLM
     t = [f"trtllm-serve {model}", "--backend pytorch", f"--tp_size {dep.tp}"]
@@ -110,8 +126,12 @@ def launch_commands(dep: Deployment, *, max_model_len: int, prefix_caching: bool
     yaml_lines = ["kv_cache_config:", f"  enable_block_reuse: {'true' if prefix_caching else 'false'}"]
     if kv_fp8:
         yaml_lines.append("  dtype: fp8")
-    if speculative:
-        kind = {"eagle": "Eagle", "draft": "DraftTarget", "ngram": "NGram"}[speculative.method]
+    kind = {"eagle": "Eagle", "draft": "DraftTarget", "ngram": "NGram", "mtp": "MTP"}.get(
+        speculative.method if speculative else "")
+    if speculative and kind == "MTP":
+        yaml_lines += ["speculative_config:", "  decoding_type: MTP",
+                       f"  num_nextn_predict_layers: {speculative.num_speculative_tokens}"]
+    elif speculative and kind:
         yaml_lines += ["speculative_config:", f"  decoding_type: {kind}",
                        f"  max_draft_len: {speculative.num_speculative_tokens}"]
         if speculative.draft_model:

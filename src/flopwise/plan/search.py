@@ -26,7 +26,7 @@ from typing import Any
 from flopwise.errors import InfeasibleError, WorkloadError
 from flopwise.plan.bounds import Bounds, bounds
 from flopwise.plan.evaluate import Evaluation, Infeasible, evaluate
-from flopwise.plan.launch import LaunchCommands, launch_commands
+from flopwise.plan.launch import LaunchCommands, Speculative, launch_commands
 from flopwise.plan.pareto import pareto_front
 from flopwise.plan.space import Candidate, SearchSpace, enumerate_candidates, require_candidates
 from flopwise.plan.tradeoffs import Tradeoff, tradeoffs
@@ -117,7 +117,7 @@ def _workload_at(req: PlanRequest, rate: float) -> Workload:
 
 def _evaluate_job(req: PlanRequest, sla: SLA, item: tuple[Candidate, float]) -> Evaluation | Infeasible:
     cand, low_rate = item
-    return evaluate(cand, partial(_workload_at, req), sla, low_rate)
+    return evaluate(cand, partial(_workload_at, req), sla, low_rate, seed=req.seed)
 
 
 def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> PlanResult:
@@ -180,8 +180,11 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     ranked = sorted(evaluated, key=lambda e: (-axes(e)[0], -axes(e)[1]))
     frontier = pareto_front(evaluated, axes)
     best = ranked[0] if ranked else None
-    launch = launch_commands(best.candidate.deployment, max_model_len=max_len,
-                             prefix_caching=best.candidate.prefix_caching, model_id=model.name) if best else None
+    launch = None
+    if best is not None:
+        dep = best.candidate.deployment
+        launch = launch_commands(dep, max_model_len=max_len, prefix_caching=best.candidate.prefix_caching,
+                                 model_id=model.name, speculative=Speculative.of(dep.speculative))
     result = PlanResult(req, sla, model, ranked, frontier, infeasible, pruned, misses, launch, max_len, 0.0)
     if not ranked:
         raise InfeasibleError(_infeasible_message(result))
@@ -194,7 +197,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
 def _sweep(req: PlanRequest, sla: SLA, e: Evaluation) -> list[dict[str, float]]:
     """Latency percentiles of the chosen config at 25%..125% of its max rate (same request sample)."""
     out = []
-    config = SimConfig(enable_prefix_caching=e.candidate.prefix_caching)
+    config = SimConfig(enable_prefix_caching=e.candidate.prefix_caching, seed=req.seed)
     for f in (0.25, 0.5, 0.75, 1.0, 1.25):
         s = simulate(e.candidate.deployment, _workload_at(req, e.max_rate * f), config, sla=sla).summary()
         out.append({"rate": e.max_rate * f, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot")
@@ -228,6 +231,7 @@ def plan_to_dict(r: PlanResult) -> dict[str, Any]:
             "config": e.candidate.label, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "weights": d.weights.name,
             "kv": d.kv.name, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "enable_prefix_caching": e.candidate.prefix_caching, "gpus_per_replica": e.gpus,
+            "speculative": d.speculative.text() if d.speculative else None,
             "max_rate_per_replica": e.max_rate, "goodput_per_gpu": e.goodput_per_gpu,
             "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,
             "tokens_per_s_per_user": e.tokens_per_s_per_user, "cost_per_1m_tokens": e.cost_per_1m_tokens,

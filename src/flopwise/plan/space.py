@@ -1,7 +1,8 @@
 """The space of deployments the planner searches, and its enumeration.
 
 A candidate is one model replica: GPU type, TP degree (PP only where the model fits no other way),
-weight format, KV format and engine knobs (`max_num_seqs`, `max_num_batched_tokens`, prefix caching).
+weight format, KV format, engine knobs (`max_num_seqs`, `max_num_batched_tokens`, prefix caching) and
+speculative decoding (none, or each `SpeculativeSpec` given, with its stated acceptance).
 Replicas come later, from the target rate. Formats the hardware cannot run natively are skipped (fp8 on
 Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), and every candidate
 must hold at least one full-length sequence in its KV cache.
@@ -18,6 +19,7 @@ from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
+from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS"]
 
@@ -37,11 +39,13 @@ class SearchSpace:
     max_num_seqs: tuple[int, ...] = (256,)
     max_num_batched_tokens: tuple[int, ...] = (8192,)
     prefix_caching: tuple[bool, ...] = (True,)
+    speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
             raise SpecError(f"--max-gpus must be >= 1, got {self.max_gpus}")
-        for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching"):
+        for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching",
+                     "speculative"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise SpecError(f"the search space has no values for '{name}'")
 
@@ -57,7 +61,9 @@ class Candidate:
         par = f"tp{d.tp}" + (f"pp{d.pp}" if d.pp > 1 else "")
         knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != 256 else ""
         knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != 8192 else ""
-        return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}" + ("" if self.prefix_caching else " no-pc")
+        knobs += "" if self.prefix_caching else " no-pc"
+        knobs += f" {d.speculative.label()}" if d.speculative else ""
+        return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}"
 
 
 def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
@@ -100,9 +106,9 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             continue
         layouts, last = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:
-            for seqs, tokens, pc in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
-                                                      space.prefix_caching):
-                dep = replace(base, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+            for seqs, tokens, pc, spec in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
+                                                            space.prefix_caching, space.speculative):
+                dep = replace(base, max_num_seqs=seqs, max_num_batched_tokens=tokens, speculative=spec)
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:

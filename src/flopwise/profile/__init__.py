@@ -13,6 +13,7 @@ Bandwidth likewise from the best copy/read rate measured. Each number's origin g
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -58,8 +59,14 @@ def _best_rates(kernels: Sequence[KernelPoint]) -> tuple[dict[str, float], float
 
 
 def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str, base: HardwareSpec | None,
-                   device: str = "cpu") -> HardwareSpec:
-    """A hardware entry for this machine from discovery, measurements and an optional base entry."""
+                   device: str = "cpu", threads: int | None = None) -> HardwareSpec:
+    """A hardware entry for this machine from discovery, measurements and an optional base entry. On a CPU
+    profiled with `threads` < its cores, compute peaks are those of `threads` cores (the entry describes what
+    an engine with that many threads gets, e.g. vLLM CPU's one model core on a 2-core machine)."""
+    cpu_share = 1.0
+    if not device.startswith("cuda") and threads and threads < host.num_cores:
+        cpu_share = threads / host.num_cores
+        host = replace(host, num_cores=threads)
     best_flops, best_bw = _best_rates(kernels)
     sources: dict[str, str] = dict(base.sources) if base else {}
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
@@ -69,8 +76,11 @@ def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str
     else:
         name, vendor, kind, mem = f"{host.cpu_model}, {host.num_cores} cores (profiled)", "generic", "cpu", host.memory_gib
     if base is not None:
-        peaks, bw = dict(base.peak_tflops), base.memory_bandwidth_gbs
-        sources["profile"] = f"peaks and bandwidth from catalog entry '{base.id}', checked against measurements {stamp}"
+        peaks = {k: round(v * cpu_share, 4) for k, v in base.peak_tflops.items()}
+        bw = base.memory_bandwidth_gbs
+        share = f" x {cpu_share:g} ({threads} of its cores)" if cpu_share < 1 else ""
+        sources["profile"] = (f"peaks{share} and bandwidth from catalog entry '{base.id}', checked against "
+                              f"measurements {stamp}")
     elif kind == "cpu":
         peaks, bw = cpu_peak_tflops(host), best_bw or 20.0
         sources["compute"] = (f"ESTIMATE from discovery: {host.num_cores} cores x "
@@ -109,9 +119,13 @@ def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = 
     dev = device or ("cuda" if host.cuda else "cpu")
     say = progress or (lambda s: None)
     say(f"host: {host.summary()}")
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load1 > 0.5 * host.num_cores:
+        say(f"warning: load average {load1:.1f} on {host.num_cores} cores: other processes will skew timings "
+            "(with every core busy, multi-threaded kernels stall on each other; consider --threads 1)")
     kernels = run_microbenchmarks(MicrobenchConfig.preset(quick), device=dev, threads=threads, progress=say) \
         if microbenchmarks else []
-    hw = build_hardware(host, kernels, hw_id=hw_id, base=base, device=dev)
+    hw = build_hardware(host, kernels, hw_id=hw_id, base=base, device=dev, threads=threads)
     steps: list[StepPoint] = []
     if model:
         spec = truncate_layers(get_model(model), num_layers)

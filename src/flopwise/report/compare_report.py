@@ -51,8 +51,6 @@ def ledger_table(ledger: Ledger) -> Table:
     for r in ledger.rows:
         changes = r.changes(m)
         cells = [_cell(changes[k]) for k in METRICS]
-        if r.metrics.throughput_method != m.throughput_method:
-            cells[list(METRICS).index("output_tokens_per_s_at_sla")] += " (static)"
         v = r.rating_verdicts(base)
         t.add_row(r.label, *cells, _rating(r.accuracy_risk.level, v["accuracy_risk"]),
                   _rating(r.complexity.level, v["complexity"]))
@@ -78,9 +76,6 @@ def render_ledger(console: Console, ledger: Ledger) -> None:
     console.print(ledger_table(ledger))
     method = SIM_METHOD if ledger.simulated else THROUGHPUT_METHOD
     console.print(f"* throughput at the SLA: {method}.")
-    if ledger.simulated:
-        console.print(f"  Rows marked (static): {THROUGHPUT_METHOD}; their change is against the baseline's "
-                      "static figure.")
     console.print("TTFT/TPOT: a static batch as in `flopwise estimate`; ITL tail: the longest token gap of "
                   "running requests while a new prompt is prefilled; memory: weights and pinned blocks per GPU.")
     for r in ledger.rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.request import Request, RequestStatus
 
@@ -15,10 +16,12 @@ __all__ = ["SchedulerOutput", "BaseScheduler"]
 class SchedulerOutput:
     """One step's plan: request `reqs[i]` computes `num_new[i]` more tokens (read by `ShapeBuilder.step`).
 
-    Decode rows (one token for a request whose only uncomputed token is its last sampled one) dominate a busy
-    step, so they are summed as they are added (`num_decodes`, `decode_context_sum`) and only the other rows'
-    positions are listed (`chunk_rows`): the step's shape then costs O(chunks), not O(rows)."""
+    Decode rows (a request whose only uncomputed token is its last sampled one) dominate a busy step, so they
+    are summed as they are added (`num_decodes`, `decode_context_sum`) and only the other rows' positions are
+    listed (`chunk_rows`): the step's shape then costs O(chunks), not O(rows). Every decode row is granted
+    `decode_tokens`: 1, or with speculative decoding the positions it verifies (its last token and k guesses)."""
 
+    decode_tokens: int = 1
     reqs: list[Request] = field(default_factory=list)
     num_new: list[int] = field(default_factory=list)
     num_preempted: int = 0
@@ -27,7 +30,7 @@ class SchedulerOutput:
     chunk_rows: list[int] = field(default_factory=list)  # positions in `reqs` of the rows that are not decodes
 
     def add(self, req: Request, n: int) -> None:
-        if n == 1 and req.is_decoding:
+        if req.is_decoding:  # granted decode_tokens
             self.num_decodes += 1
             self.decode_context_sum += req.num_computed_tokens
         else:
@@ -41,7 +44,7 @@ class SchedulerOutput:
         the given count and context sum, and the (position, tokens) `chunks`."""
         m = num_decodes + len(chunks)
         self.reqs.extend(running[:m])
-        news = [1] * m
+        news = [self.decode_tokens] * m
         for i, n in chunks:
             news[i] = n
             self.chunk_rows.append(i)
@@ -56,7 +59,12 @@ class SchedulerOutput:
 
 class BaseScheduler:
     """`waiting` is a deque (FCFS, preempted requests go back to its front); `running` a list in admission
-    order (preemption pops its end, the newest)."""
+    order (preemption pops its end, the newest).
+
+    Speculative decoding (`use_speculation`) changes two numbers, not the policy: a decode is granted
+    `decode_tokens` = P tokens (and KV slots) instead of 1, and applying the step emits a random number of
+    tokens per decode (`postprocess`). Policies build their step records with `new_output()` and grant each
+    decode `decode_tokens`."""
 
     def __init__(self, kv: BlockManager, *, max_num_seqs: int, max_num_batched_tokens: int,
                  enable_chunked_prefill: bool = True):
@@ -64,8 +72,19 @@ class BaseScheduler:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
+        self.acceptance: Acceptance | None = None
+        self.decode_tokens = 1
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+
+    def use_speculation(self, acceptance: Acceptance) -> None:
+        """Serve decodes speculatively from now on (call before the first step)."""
+        self.acceptance = acceptance
+        self.decode_tokens = acceptance.positions
+
+    def new_output(self) -> SchedulerOutput:
+        """An empty step record whose decode rows get `decode_tokens` each."""
+        return SchedulerOutput(self.decode_tokens)
 
     def add_request(self, req: Request) -> None:
         self.waiting.append(req)
@@ -88,15 +107,35 @@ class BaseScheduler:
 
     def postprocess(self, out: SchedulerOutput, step: int, end_at: float) -> list[Request]:
         """Apply a finished step: computed tokens advance; a request that caught up with its tokens samples
-        one (recorded at `step`); those that reach `max_tokens` finish and free their blocks."""
+        one (recorded at `step`); those that reach `max_tokens` finish and free their blocks.
+
+        Speculative decoding: a decode verified P positions and keeps e = accepted + 1 tokens (drawn by
+        `acceptance`, capped at what the request still lacks), all sampled at `step`. Its computed tokens
+        advance by e (the rejected guesses' KV is overwritten later), so it is decoding again, and its unused
+        slots stay allocated for the next round."""
         finished = []
+        draws = None
+        if out.decode_tokens > 1 and out.num_decodes:
+            assert self.acceptance is not None
+            draws = iter(self.acceptance.draw(out.num_decodes))
+            emitted = 0
         for req, n in zip(out.reqs, out.num_new):
+            if draws is not None and req.is_decoding:
+                e = min(next(draws), req.max_tokens - req.num_output_tokens)
+                req.num_computed_tokens += e
+                req.emit(step, e)
+                emitted += e
+                if req.num_output_tokens == req.max_tokens:
+                    finished.append(req)
+                continue
             c = req.num_computed_tokens + n
             req.num_computed_tokens = c
             if c == req.num_tokens:
                 req.sample(step)
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)
+        if draws is not None:
+            self.acceptance.count(out.num_decodes, emitted)
         if finished:
             self.finish(finished, end_at)
         return finished

@@ -6,20 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flopwise.errors import WorkloadError
+from flopwise.sim.sglang_knobs import SglangKnobs
 
 __all__ = ["SimConfig", "SCHEDULERS"]
 
-SCHEDULERS = ("vllm", "static")
+SCHEDULERS = ("vllm", "static", "sglang")
 
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """`scheduler`: "vllm" (continuous batching, vLLM v1) or "static" (whole batches). Prefix caching and
-    chunked prefill default on, as in vLLM v1."""
+    """`scheduler`: "vllm" (continuous batching, vLLM v1), "static" (whole batches) or "sglang" (SGLang's
+    prefill-first policy; its own knobs in `sglang`). Prefix caching and chunked prefill default on, as in
+    vLLM v1 (and SGLang)."""
 
     scheduler: str = "vllm"
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
+    sglang: SglangKnobs = SglangKnobs()  # read by scheduler="sglang" only
+    seed: int = 0  # the run's random draws: with speculative decoding, the tokens each verified decode accepts
 
     def __post_init__(self) -> None:
         if self.scheduler not in SCHEDULERS:

@@ -15,6 +15,8 @@ step before. Such a run of k steps is planned in O(B) and applied in O(B), inste
   chord, and interpolated in between (for a convex function the chord's largest gap is about its midpoint
   gap; for an affine one it is 0): a few cost calls per run instead of k, and step times within ~1e-9 of
   exact. Sliding-window models (whose per-row min(c, w) breaks convexity) evaluate every step.
+Speculative deployments are never fast-forwarded (the engine skips this): each step emits a random number of
+tokens per request, so no two steps are alike.
 """
 
 from __future__ import annotations

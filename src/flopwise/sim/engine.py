@@ -9,6 +9,11 @@ fixed order that an event heap with ranks would give:
        blocks and, in a closed loop, release their client, whose next request arrives at that same instant.
 When nothing runs, time jumps to the next arrival. Runs of identical decode steps are fast-forwarded
 (`decode_run.py`), with the same outcome as stepping.
+
+Speculative decoding (`dep.speculative`): the scheduler grants each decode P positions and draws what it emits
+(`acceptance.py`, seeded by the run's seed and the replica); a step is priced as a round,
+`cost.speculative.round_time_s` of the target's step and the proposer's passes (`shape.DraftShapes`). Decodes
+emit random numbers of tokens, so steps are not identical and are never fast-forwarded.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from collections.abc import Callable, Sequence
 
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, memory_plan
+from flopwise.cost.speculative import proposer_deployment, round_time_s
 from flopwise.cost.step import step_time
 from flopwise.errors import InfeasibleError, WorkloadError
+from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.arrivals import ClosedLoop, OpenLoop
 from flopwise.sim.base import BaseScheduler
 from flopwise.sim.block_manager import BlockManager
@@ -26,7 +33,8 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.decode_run import plan_decode_run, run_durations
 from flopwise.sim.request import Request
 from flopwise.sim.scheduler import VllmScheduler
-from flopwise.sim.shape import ShapeBuilder
+from flopwise.sim.sglang_scheduler import make_sglang_scheduler
+from flopwise.sim.shape import DraftShapes, ShapeBuilder
 from flopwise.sim.static_scheduler import StaticScheduler
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.deployment import Deployment
@@ -37,6 +45,8 @@ __all__ = ["run_engine", "make_scheduler"]
 
 def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     """A scheduler over a block pool sized by the deployment's memory plan."""
+    if config.scheduler == "sglang":  # SGLang-like policy: sglang_scheduler.py
+        return make_sglang_scheduler(dep, config)
     windowed = any(w is not None for w in layout(dep).windows)
     caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
     blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
@@ -49,9 +59,10 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
 def _check(dep: Deployment, sched: BaseScheduler, items: Sequence[tuple[int, RequestSpec]], config: SimConfig) -> None:
     kv = sched.kv
     longest = max(s.input_tokens + s.output_tokens - 1 for _, s in items)
-    if kv.blocks_for(longest) > kv.num_blocks:
+    held = longest + sched.decode_tokens - 1  # speculative guesses hold slots beyond the last token
+    if kv.blocks_for(held) > kv.num_blocks:
         raise WorkloadError(
-            f"a request of {longest} tokens needs more KV cache than the pool holds "
+            f"a request of {held} tokens needs more KV cache than the pool holds "
             f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
             "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization")
     ctx = dep.model.max_position_embeddings
@@ -67,12 +78,19 @@ def _check(dep: Deployment, sched: BaseScheduler, items: Sequence[tuple[int, Req
 
 
 def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concurrency: int | None,
-               config: SimConfig, progress: Callable[[int], None] | None = None) -> tuple[list[Request], Timeline]:
-    """Serve `items` (request id, spec) on one replica; return the requests (finished) and the timeline."""
+               config: SimConfig, progress: Callable[[int], None] | None = None,
+               replica: int = 0) -> tuple[list[Request], Timeline]:
+    """Serve `items` (request id, spec) on one replica (`replica` seeds its own draws); return the requests
+    (finished) and the timeline."""
     sched = make_scheduler(dep, config)
+    spec = dep.speculative
+    if spec is not None:
+        sched.use_speculation(Acceptance(spec, (config.seed, replica)))
     _check(dep, sched, items, config)
     kv = sched.kv
     builder = ShapeBuilder(layout(dep).windows)
+    prop = proposer_deployment(dep, spec) if spec is not None else None
+    drafts = DraftShapes(layout(prop).windows if prop is not None else ())
     max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
     source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency)
     tl = Timeline()
@@ -89,7 +107,7 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
                 break
             now = t
             continue
-        k = plan_decode_run(sched, max_decodes)
+        k = plan_decode_run(sched, max_decodes) if spec is None else 0
         if k:
             finished, now = _decode_run(dep, builder, sched, tl, k, now, source.next_at())
         else:
@@ -101,7 +119,13 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
                 now = t
                 continue
             shape, prompt = builder.step(out)
-            dt = step_time(dep, shape)
+            if spec is None:
+                dt = step_time(dep, shape)
+            elif out.decode_tokens == sched.decode_tokens:
+                dt = round_time_s(dep, spec, shape, drafts.passes(out))
+            else:  # a policy that builds its records without `new_output()` would silently decode plainly
+                raise WorkloadError(f"the '{config.scheduler}' scheduler does not serve speculative decoding; "
+                                    "use --scheduler vllm or static, or drop --speculative")
             step = len(ends)
             ends.append(now + dt)
             tl.add(now, dt, len(sched.running), len(sched.waiting), kv.usage, prompt)
@@ -111,6 +135,9 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
             source.on_finished(len(finished), now)
             if progress is not None:
                 progress(len(finished))
+    if sched.acceptance is not None:
+        tl.num_verified_decodes = sched.acceptance.num_rows
+        tl.num_verified_tokens = sched.acceptance.num_tokens
     return requests, tl
 
 

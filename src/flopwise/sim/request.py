@@ -14,7 +14,8 @@ Preemption by recompute sets `num_computed_tokens` to 0: the request later prefi
 
 Token instants are kept as ranges of global step indices (`token_steps` = [start0, end0, start1, end1, ...]):
 a running request emits one token per step, so a whole decode run costs one update, and the instants are
-looked up in the engine's step timeline once, at the end.
+looked up in the engine's step timeline once, at the end. A speculative step emits several tokens at once
+(`emit`): each extra token is a one-step range of the same step, so it gets the same instant.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ class Request:
     def is_decoding(self) -> bool:
         """Only the last sampled token is uncomputed: the next step grants exactly one token."""
         return self.num_computed_tokens == self.num_tokens - 1 and self.num_output_tokens > 0
+
+    def emit(self, step: int, count: int) -> None:
+        """`count` tokens sampled together at `step` (a speculative round): ranges [step, step+1) repeated."""
+        self.sample(step)
+        if count > 1:
+            self.num_output_tokens += count - 1
+            self.num_tokens += count - 1
+            self.token_steps.extend((step, step + 1) * (count - 1))
 
     def sample(self, step: int, count: int = 1) -> None:
         """`count` tokens sampled at steps step .. step+count-1."""

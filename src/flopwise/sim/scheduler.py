@@ -3,8 +3,10 @@
 Each step has a token budget (`max_num_batched_tokens`) and grants each request some of the tokens it still
 lacks (`num_tokens - num_computed_tokens`):
 
-1. Running requests, in admission order (`_schedule_running`). Decodes take 1 token, a request in the middle of
-   a chunked prefill takes min(rest of its prompt, budget). If its KV blocks cannot be allocated, the newest
+1. Running requests, in admission order (`_schedule_running`). Decodes take 1 token (with speculative
+   decoding, the P positions they verify, `decode_tokens`; a decode that does not fit the budget waits, where
+   vLLM would trim its guesses), a request in the middle of a chunked prefill takes min(rest of its prompt,
+   budget). If its KV blocks cannot be allocated, the newest
    running request is preempted (recompute: its blocks are freed, its computed tokens reset to 0, and it goes
    to the front of the waiting queue, counted) until the allocation fits; if the request itself is the newest,
    it is preempted and the loop stops.
@@ -28,7 +30,7 @@ __all__ = ["VllmScheduler"]
 
 class VllmScheduler(BaseScheduler):
     def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
-        out = SchedulerOutput()
+        out = self.new_output()
         budget = self._schedule_running(out, self.max_num_batched_tokens)
         if not out.num_preempted:
             self._schedule_waiting(out, budget, now)
@@ -42,6 +44,7 @@ class VllmScheduler(BaseScheduler):
         first request it cannot serve, and preemption pops from the end), so `out` gets them as one slice,
         with one token each except the listed chunks."""
         running = self.running
+        d = self.decode_tokens
         chunks: list[tuple[int, int]] = []  # (position, tokens) of the rows that are not decodes
         num_decodes = context_sum = 0
         for req in running:  # preemption pops from the end, which the iterator then never reaches
@@ -50,11 +53,11 @@ class VllmScheduler(BaseScheduler):
             c = req.num_computed_tokens
             n = req.num_tokens - c
             if n == 1 and req.num_output_tokens:  # a decode (Request.is_decoding); past its prompt and prefix
-                if c >= req.num_slots and not self._make_room(out, req, 1):
+                if d > budget or (c + d > req.num_slots and not self._make_room(out, req, d)):
                     break
                 num_decodes += 1
                 context_sum += c
-                budget -= 1
+                budget -= d
             else:
                 if n > budget:
                     n = budget
@@ -107,9 +110,9 @@ class VllmScheduler(BaseScheduler):
 
     def admission_open(self) -> bool:
         """Could the next step admit a request, were one waiting at its head? Assumes every running request
-        is decoding (one token each)."""
+        is decoding (`decode_tokens` each)."""
         running = self.running
-        budget = self.max_num_batched_tokens - len(running)
+        budget = self.max_num_batched_tokens - len(running) * self.decode_tokens
         if len(running) >= self.max_num_seqs or budget <= 0:
             return False
         if not self.waiting:

@@ -6,16 +6,20 @@ formulas) straight from the scheduled requests. On a full-attention model the de
 their count and context sum, which the scheduler keeps as it adds them, so a step costs O(non-decode rows):
 
     decode rows, full attention, B rows with context sum C:   pairs = C + B,   kv_read = C
+    the same verifying P positions each (speculative decoding): pairs = P·C + B·P(P+1)/2,   kv_read = C
+    (rows of P > 1 new tokens, counted with the prefill rows as `cost.batch_shape` does)
+
+`DraftShapes` gives a speculative step's proposer passes (`cost/speculative.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from flopwise.cost.batch import AttentionWork, BatchShape, causal_pairs
 from flopwise.sim.base import SchedulerOutput
 
-__all__ = ["ShapeBuilder"]
+__all__ = ["ShapeBuilder", "DraftShapes"]
 
 
 class ShapeBuilder:
@@ -27,23 +31,34 @@ class ShapeBuilder:
         self.windows = tuple(windows)
         self.full_only = self.windows == (None,)
 
-    def step(self, out: SchedulerOutput) -> tuple[BatchShape, int]:
+    def step(self, out: SchedulerOutput, decode_tokens: int | None = None) -> tuple[BatchShape, int]:
         """The shape of one scheduled step (contexts read before it is applied), and its prompt tokens
         (tokens granted to requests that are not decoding). Full attention needs only the decode rows' count
-        and context sum, which the scheduler keeps; windowed attention reads every row's context."""
+        and context sum, which the scheduler keeps; windowed attention reads every row's context. Each decode
+        row carries `decode_tokens` new tokens, all producing logits (default: as scheduled)."""
         reqs, news = out.reqs, out.num_new
+        p = out.decode_tokens if decode_tokens is None else decode_tokens
         chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
         prompt = sum(n for n, _ in chunks)
-        logits = out.num_decodes + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
+        b = out.num_decodes
+        logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
         if self.full_only:
             w = self._work([(n, r.num_computed_tokens) for n, r in chunks], None)
-            b, ctx = out.num_decodes, out.decode_context_sum
-            work = {None: AttentionWork(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs + ctx + b,
-                                        w.decode_kv_read + ctx)}
+            ctx = out.decode_context_sum
+            if p == 1:
+                work = {None: AttentionWork(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs + ctx + b,
+                                            w.decode_kv_read + ctx)}
+            else:
+                work = {None: AttentionWork(w.prefill_pairs + p * ctx + b * p * (p + 1) // 2,
+                                            w.prefill_kv_read + ctx, w.decode_pairs, w.decode_kv_read)}
         else:
-            rows = [(n, r.num_computed_tokens) for r, n in zip(reqs, news)]
+            if p == out.decode_tokens:
+                rows = [(n, r.num_computed_tokens) for r, n in zip(reqs, news)]
+            else:
+                is_chunk = set(out.chunk_rows)
+                rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
             work = {w: self._work(rows, w) for w in self.windows}
-        return BatchShape(out.num_decodes + prompt, len(reqs), logits, work), prompt
+        return BatchShape(b * p + prompt, len(reqs), logits, work), prompt
 
     @staticmethod
     def _work(rows: list[tuple[int, int]], w: int | None) -> AttentionWork:
@@ -71,3 +86,32 @@ class ShapeBuilder:
         rows = [(1, c) for c in contexts]
         n = len(rows)
         return BatchShape(n, n, n, {w: self._work(rows, w) for w in self.windows})
+
+
+class DraftShapes:
+    """The proposer's batch in each pass of a speculative step (`cost.speculative.round_time_s`): pass 0 runs
+    the step's prompt chunks (the proposer's own prefill) and one token per decode row at its context c; pass
+    j > 0 one token per decode row at c + j (none when the step has no decode rows)."""
+
+    __slots__ = ("builder",)
+
+    def __init__(self, windows: Sequence[int | None]):
+        self.builder = ShapeBuilder(windows)
+
+    def passes(self, out: SchedulerOutput) -> Callable[[int], BatchShape | None]:
+        builder, b = self.builder, out.num_decodes
+        contexts: list[int] = []
+        if b and not builder.full_only:
+            is_chunk = set(out.chunk_rows)
+            contexts = [r.num_computed_tokens for i, r in enumerate(out.reqs) if i not in is_chunk]
+
+        def shape(j: int) -> BatchShape | None:
+            if j == 0:
+                return builder.step(out, decode_tokens=1)[0]
+            if not b:
+                return None
+            if builder.full_only:
+                return builder.decode(b, out.decode_context_sum + b * j)
+            return builder.decode_rows([c + j for c in contexts])
+
+        return shape

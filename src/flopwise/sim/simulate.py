@@ -19,6 +19,7 @@ from flopwise.metrics.summary import RequestRecord, summarize
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import run_engine
 from flopwise.sim.request import Request
+from flopwise.sim.sglang_scheduler import sglang_settings
 from flopwise.sim.timeline import Timeline, timeline_summary
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
@@ -53,7 +54,12 @@ class SimResult:
             "block_size": d.block_size, "enable_prefix_caching": self.config.enable_prefix_caching,
             "enable_chunked_prefill": self.config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
             "kv_capacity_tokens": plan.kv_capacity_tokens,
+            "speculative": d.speculative.text() if d.speculative else None,
         }
+        if d.speculative is not None:
+            out["speculative"] = _speculative_summary(self.timelines, d)
+        if self.config.scheduler == "sglang":  # its own knobs stand in for max_num_seqs / max_num_batched_tokens
+            out["setup"]["sglang"] = sglang_settings(d, self.config)
         out["sim_wall_s"] = self.wall_s
         return out
 
@@ -65,6 +71,18 @@ class SimResult:
             row["cached_tokens"] = req.num_cached_tokens
             rows.append(row)
         return rows
+
+
+def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str, Any]:
+    """What speculation delivered: tokens per verified decode (the measured mean acceptance length, bonus
+    token included; capped at each request's end) next to the model's E[tokens]."""
+    spec = dep.speculative
+    assert spec is not None
+    rows = sum(t.num_verified_decodes for t in timelines)
+    tokens = sum(t.num_verified_tokens for t in timelines)
+    return {"method": spec.method, "k": spec.k, "verified_positions": spec.positions, "alpha": spec.rate,
+            "expected_tokens_per_step": spec.tokens_per_step, "num_verified_decodes": rows,
+            "tokens_per_verified_decode": tokens / rows if rows else None}
 
 
 def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
@@ -102,7 +120,7 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
             conc = workload.concurrency // n_rep + (rep < workload.concurrency % n_rep)
             if conc == 0:
                 continue
-        reqs, tl = run_engine(dep, part, conc, config, progress)
+        reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep)
         requests.extend(reqs)
         records.extend(_records(reqs, tl))
         timelines.append(tl)

@@ -27,6 +27,8 @@ class Timeline:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     num_prompt_tokens: int = 0
+    num_verified_decodes: int = 0  # speculative decoding: decodes verified, and the tokens they emitted
+    num_verified_tokens: int = 0
 
     @property
     def num_steps(self) -> int:

@@ -1,7 +1,9 @@
 """A deployment: a model on hardware, with parallelism, number formats and engine knobs. Immutable.
 
 `num_gpus = tp * pp * replicas`. Engine knob names and defaults follow vLLM (`--gpu-memory-utilization 0.9`,
-`--block-size 16`, `--max-num-seqs`, `--max-num-batched-tokens`).
+`--block-size 16`, `--max-num-seqs`, `--max-num-batched-tokens`). `speculative` (None: plain decoding) sets
+speculative decoding (`specs/speculative.py`): it changes what a decode step verifies and emits, its cost, and the
+memory left for the KV cache, never the scheduler.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from flopwise.errors import PrecisionError, SpecError
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_format
+from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["Deployment", "make_deployment"]
 
@@ -29,6 +32,7 @@ class Deployment:
     block_size: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    speculative: SpeculativeSpec | None = None
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -44,6 +48,10 @@ class Deployment:
                             f"choose a divisor of {m.num_heads}")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
+        spec = self.speculative
+        if spec is not None and spec.positions > self.max_num_batched_tokens:
+            raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
+                            f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")
         object.__setattr__(self, "_hash", hash(self._key()))
 
     def __hash__(self) -> int:
@@ -51,7 +59,8 @@ class Deployment:
 
     def _key(self) -> tuple:
         return (self.model, self.hardware, self.weights, self.kv, self.tp, self.pp, self.replicas,
-                self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens)
+                self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
+                self.speculative)
 
     def __eq__(self, other: object) -> bool:
         """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
@@ -72,10 +81,11 @@ class Deployment:
 
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, num_gpus: int | None = None,
-                    replicas: int | None = None, **knobs: int | float) -> Deployment:
+                    replicas: int | None = None, speculative: SpeculativeSpec | None = None,
+                    **knobs: int | float) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to bf16 (fp16 on chips without bf16); KV follows the
-    16-bit activation dtype unless given."""
+    16-bit activation dtype unless given. `speculative`: speculative decoding (None: plain decoding)."""
     default16 = "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
     wf = weight_format(weights or default16)
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16))
@@ -92,4 +102,4 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if kf.bytes_per_element > 2 and wf.name != "fp32":
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, tp=tp, pp=pp, replicas=replicas,
-                      **knobs)  # type: ignore[arg-type]
+                      speculative=speculative, **knobs)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """Optimization techniques as transforms of a deployment and its workload, and the trade-off ledger.
 
-- `scenario.py`: `Scenario` (deployment + request shape + prefix hits + speculation), `rebuild`.
-- `speculative.py`: draft models, EAGLE/MTP/Medusa heads, n-gram lookup; speedup, best k, break-even batch.
+- `scenario.py`: `Scenario` (deployment, with its speculative decoding, + request shape + prefix hits), `rebuild`.
+- `speculative.py`: draft models, EAGLE/MTP/Medusa heads, n-gram lookup; speedup, best k, break-even batch
+  (the setting is `specs/speculative.py`, a round's cost `cost/speculative.py`).
 - `quantization.py`: weight and KV formats, with accuracy-risk notes and their sources.
 - `prefix_cache.py`: prefill tokens and FLOPs a hit ratio saves; shared prefix blocks.
 - `kv_structure.py`: MHA / GQA / MQA / MLA / sliding-window what-ifs: KV bytes per token and concurrency.

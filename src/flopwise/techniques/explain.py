@@ -12,7 +12,7 @@ Sections, each prose plus the numbers behind it (all from the cost model):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from flopwise.cost.batch import decode_shape
@@ -116,7 +116,7 @@ def _batching(scn: Scenario) -> Section:
                    {"rows": rows, "compute_bound_from_batch": cross, "max_sequences": cap})
 
 
-def _speculative(scn: Scenario, spec: speculative.Speculation) -> Section:
+def _speculative(scn: Scenario, spec: speculative.SpeculativeSpec) -> Section:
     dep, k = scn.deployment, spec.k
     ctx = scn.input_len
     r = speculative.spec_round(dep, spec, scn.batch, ctx)
@@ -203,9 +203,9 @@ def explain(scn: Scenario, draft: ModelSpec | None = None, k: int = 4, alpha: fl
     dep = scn.deployment
     require_fit(dep)
     r = parallelism.roofs(dep.hardware, dep.weights.compute)
-    spec = speculative.Speculation("draft" if draft else "eagle", k, alpha=alpha, draft_model=draft)
+    spec = speculative.SpeculativeSpec("draft" if draft else "eagle", k, alpha=alpha, draft_model=draft)
     sections = [_roofline(scn, r.balance_flop_per_byte), _gap(scn, r.peak_flops), _batching(scn),
-                _speculative(replace(scn, speculation=spec), spec)]
+                _speculative(speculative.with_speculation(scn, spec), spec)]
     if dep.weights.bits_per_weight >= 16:
         sections.append(_quantization(scn))
     sections += [_prefix(scn), _kv(scn), _chunked(scn)]

@@ -13,11 +13,11 @@ For a scenario (deployment + `batch` equal requests of `input_len` in, `output_l
 - `itl_tail_ms`: the longest inter-token gap of `batch` decoding sequences while one new prompt is prefilled
   beside them (`batching.chunked_prefill_point`): what chunked prefill trades TTFT for.
 - `max_concurrent_seqs`: sequences of input_len + output_len that fit in the KV pool, sharing a cached prefix,
-  after a draft model's weights and KV.
+  after a draft model's weights and KV and with their speculative look-ahead slots (`cost.memory_plan`).
 - `output_tokens_per_s_at_sla`: simulated (`sim_throughput.py`: the highest request rate meeting the SLA,
-  vLLM v1 scheduler) where the simulator can model the scenario; otherwise, and always as
-  `static_output_tokens_per_s_at_sla`, the static-batch figure `THROUGHPUT_METHOD`. A row's change is taken
-  against the baseline's figure of the same method; `throughput_method` says which.
+  vLLM v1 scheduler, speculative decoding included) when a request stream is given; otherwise, and always as
+  `static_output_tokens_per_s_at_sla`, the static-batch figure `THROUGHPUT_METHOD`; `throughput_method` says
+  which.
 - `memory_gib`: per GPU, what the technique pins before any request: weights (+ proposer weights) + the
   shared prefix's KV blocks.
 Each comes with the baseline value, the change, and whether that is better or worse (relative change beyond
@@ -42,14 +42,14 @@ from flopwise.techniques.prefix_cache import cached_tokens, held_bytes, max_sequ
 from flopwise.techniques.rating import Rating
 from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.sim_throughput import SIM_METHOD, SimWorkload, simulated_throughput
-from flopwise.techniques.speculative import memory_overhead, proposer_deployment, spec_round, spec_tpot_s
+from flopwise.techniques.speculative import proposer_deployment, spec_round, spec_tpot_s
 
 __all__ = ["Metrics", "Change", "LedgerRow", "Ledger", "measure", "request_latency_s", "build_ledger", "METRICS", "THROUGHPUT_METHOD",
            "SAME_WITHIN"]
 
 THROUGHPUT_METHOD = ("static batch: the largest batch whose TTFT and TPOT meet the SLA's bounds (percentiles "
                      "read as per-request bounds), its output tokens/s including prefill; not simulated")
-# The static figure is a fallback: `compare` simulates where it can (sim_throughput.py).
+# The static figure is what `compare --static` reports; otherwise `compare` simulates (sim_throughput.py).
 SAME_WITHIN = 0.005
 # key -> (label, unit, True when a larger value is better)
 METRICS: dict[str, tuple[str, str, bool]] = {
@@ -74,7 +74,7 @@ class Metrics:
     batch_at_sla: int  # static: the largest batch meeting the SLA; 0 when not met even one request at a time
     memory_gib: float
     decode_flops_per_output_token: float
-    static_output_tokens_per_s_at_sla: float  # always computed: the like-for-like figure for unsimulated rows
+    static_output_tokens_per_s_at_sla: float  # always computed, next to the simulated figure
     throughput_method: str = "static"  # or "simulated"
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,20 +163,16 @@ def _at_sla(point: _Point, sla: SLA, max_batch: int) -> tuple[int, float]:
 
 
 def measure(scn: Scenario, sla: SLA, sim: SimWorkload | None = None) -> Metrics:
-    """The ledger metrics of one scenario; throughput at the SLA from the simulator when `sim` is given and
-    the simulator can model the scenario, else the static-batch figure."""
+    """The ledger metrics of one scenario; throughput at the SLA from the simulator when `sim` is given, else
+    the static-batch figure."""
     dep = scn.deployment
     require_fit(dep)
     point = _Point(scn)
-    length = scn.input_len + scn.output_len
-    extra_w = extra_seq = 0.0
-    if scn.speculation is not None:
-        mem = memory_overhead(dep, scn.speculation, length)
-        extra_w, extra_seq = mem.weight_bytes, mem.kv_bytes_per_seq
-    max_seqs = max_sequences_sharing(scn, extra_seq, extra_w)
+    max_seqs = max_sequences_sharing(scn)
     batch_sla, tput = _at_sla(point, sla, max_seqs)
     tail = chunked_prefill_point(dep, scn.batch, scn.input_len, scn.input_len, point.cached)
     simulated = simulated_throughput(scn, sla, sim) if sim is not None else None
+    plan = memory_plan(dep)
     return Metrics(
         flops_per_output_token=point.flops_per_output_token(),
         ttft_ms=point.ttft_s(scn.batch) * 1e3,
@@ -185,7 +181,7 @@ def measure(scn: Scenario, sla: SLA, sim: SimWorkload | None = None) -> Metrics:
         max_concurrent_seqs=max_seqs,
         output_tokens_per_s_at_sla=tput if simulated is None else simulated,
         batch_at_sla=batch_sla,
-        memory_gib=(memory_plan(dep).weight_bytes + extra_w + held_bytes(scn)) / GIB,
+        memory_gib=(plan.weight_bytes + plan.proposer_weight_bytes + held_bytes(scn)) / GIB,
         decode_flops_per_output_token=point.decode_flops_per_output_token(),
         static_output_tokens_per_s_at_sla=tput,
         throughput_method="static" if simulated is None else "simulated",
@@ -234,13 +230,8 @@ class LedgerRow:
     notes: tuple[str, ...] = ()
 
     def changes(self, baseline: Metrics) -> dict[str, Change]:
-        """Each metric against the baseline; throughput against the baseline figure of the same method."""
-        out = {k: Change(k, float(getattr(self.metrics, k)), float(getattr(baseline, k))) for k in METRICS}
-        if self.metrics.throughput_method != baseline.throughput_method:
-            k = "output_tokens_per_s_at_sla"
-            out[k] = Change(k, self.metrics.static_output_tokens_per_s_at_sla,
-                            baseline.static_output_tokens_per_s_at_sla)
-        return out
+        """Each metric against the baseline (every row of a ledger uses the same throughput method)."""
+        return {k: Change(k, float(getattr(self.metrics, k)), float(getattr(baseline, k))) for k in METRICS}
 
     def rating_verdicts(self, base: LedgerRow) -> dict[str, str]:
         out = {}

@@ -48,16 +48,15 @@ def held_bytes(scn: Scenario) -> float:
     return cached // dep.block_size * memory_plan(dep).block_bytes
 
 
-def max_sequences_sharing(scn: Scenario, extra_bytes_per_seq: float = 0.0, extra_weight_bytes: float = 0.0) -> int:
-    """Sequences of input_len + output_len tokens that fit at once when they share the cached prefix;
-    `extra_*` is memory other techniques add (a draft model's weights and KV, see speculative.py)."""
+def max_sequences_sharing(scn: Scenario) -> int:
+    """Sequences of input_len + output_len tokens (plus speculative look-ahead slots) that fit at once when they
+    share the cached prefix (a draft model's weights and KV are in the memory plan, `cost/memory.py`)."""
     dep = scn.deployment
     plan = memory_plan(dep)
-    length = scn.input_len + scn.output_len
+    length = scn.input_len + scn.output_len + plan.lookahead_tokens
     shared = cached_tokens(dep.block_size, scn.input_len, scn.prefix_hit) // dep.block_size
-    pool_bytes = plan.kv_pool_bytes - extra_weight_bytes
-    own_bytes = (blocks_per_sequence(dep, length) - shared) * plan.block_bytes + extra_bytes_per_seq
-    free = pool_bytes - shared * plan.block_bytes
+    own_bytes = (blocks_per_sequence(dep, length) - shared) * plan.block_bytes
+    free = plan.kv_pool_bytes - shared * plan.block_bytes
     if free <= 0 or own_bytes <= 0:
         return 0
     return int(free // own_bytes)

@@ -1,9 +1,10 @@
 """What a technique transforms: a deployment plus the request shape it serves.
 
 A `Scenario` is a `Deployment` (model, hardware, parallelism, formats, engine knobs) with a static batch of
-`batch` equal requests of `input_len` prompt and `output_len` generated tokens, and the two techniques that are
-not engine knobs of the deployment: a prefix-cache hit ratio and speculative decoding. Every technique is a
-function Scenario -> Scenario; nothing is mutated (`dataclasses.replace`).
+`batch` equal requests of `input_len` prompt and `output_len` generated tokens, and the one technique that is
+a property of the traffic rather than of the deployment: a prefix-cache hit ratio. Speculative decoding is a
+deployment setting (`Deployment.speculative`), read here as `speculation`. Every technique is a function
+Scenario -> Scenario; nothing is mutated (`dataclasses.replace`).
 
 `rebuild` changes a deployment through `make_deployment`, so a transformed deployment is validated exactly as
 one built from the command line (a KV format wider than the activations, a TP degree that does not divide the
@@ -13,13 +14,11 @@ heads, ...), and every engine knob is carried over.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flopwise.errors import WorkloadError
 from flopwise.specs.deployment import Deployment, make_deployment
-
-if TYPE_CHECKING:
-    from flopwise.techniques.speculative import Speculation
+from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["Scenario", "rebuild"]
 
@@ -31,7 +30,6 @@ class Scenario:
     output_len: int = 256
     batch: int = 1
     prefix_hit: float = 0.0  # share of each prompt served from the prefix cache (see prefix_cache.py)
-    speculation: Speculation | None = None
 
     def __post_init__(self) -> None:
         for name in ("input_len", "output_len", "batch"):
@@ -45,6 +43,10 @@ class Scenario:
     def dep(self) -> Deployment:
         return self.deployment
 
+    @property
+    def speculation(self) -> SpeculativeSpec | None:
+        return self.deployment.speculative
+
     def with_deployment(self, dep: Deployment) -> Scenario:
         return replace(self, deployment=dep)
 
@@ -57,6 +59,7 @@ def rebuild(dep: Deployment, **changes: Any) -> Deployment:
         "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas,
         "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
         "max_num_seqs": dep.max_num_seqs, "max_num_batched_tokens": dep.max_num_batched_tokens,
+        "speculative": dep.speculative,
     }
     unknown = set(changes) - set(fields)
     if unknown:

@@ -5,8 +5,8 @@ prefill, paged KV), and the output tokens/s at that rate.
 The request stream is the named workload's length distributions (or fixed lengths), Poisson arrivals, a
 fixed seed (the same requests for every row). A scenario's prefix-hit ratio r becomes one shared prefix of
 r x each prompt (prefix caching on); with r = 0 prefix caching is off, so the baseline row has no hits.
-Speculative decoding is not in the simulator: such rows keep the static-batch figure (`ledger.py`), and their
-change is measured against the baseline's static figure.
+Speculative decoding is a setting of the scenario's deployment, which the simulator serves as it is: each decode
+step verifies k+1 positions per sequence and emits a random number of tokens (seeded like the stream).
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ class SimWorkload:
     seed: int = 0
 
 
-def simulated_throughput(scn: Scenario, sla: SLA, wl: SimWorkload) -> float | None:
-    """Output tokens/s at the highest rate meeting `sla`; 0 if even a low rate misses it; None when the
-    simulator cannot model the scenario (speculative decoding)."""
-    if scn.speculation is not None:
-        return None
+def simulated_throughput(scn: Scenario, sla: SLA, wl: SimWorkload) -> float:
+    """Output tokens/s at the highest rate meeting `sla`; 0 if even a low rate misses it."""
     from flopwise.sim import SimConfig, find_max_rate
     from flopwise.workload import build_workload
     from flopwise.workload.spec import Workload
@@ -51,7 +48,7 @@ def simulated_throughput(scn: Scenario, sla: SLA, wl: SimWorkload) -> float | No
         return Workload(reqs, w.concurrency, w.name)
 
     try:
-        found = find_max_rate(scn.deployment, workload_at, sla, SimConfig(enable_prefix_caching=hit > 0))
+        found = find_max_rate(scn.deployment, workload_at, sla, SimConfig(enable_prefix_caching=hit > 0, seed=wl.seed))
     except InfeasibleError:
         return 0.0
     return float(found.result.summary()["output_tokens_per_s"])

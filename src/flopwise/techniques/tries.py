@@ -22,7 +22,7 @@ from pathlib import Path
 
 from flopwise.errors import FlopwiseError, SpecError
 from flopwise.specs.hardware import get_hardware
-from flopwise.specs.model_catalog import get_model
+from flopwise.specs.speculative import parse_speculative
 from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
 from flopwise.techniques.rating import Rating, worst
 from flopwise.techniques.scenario import Scenario
@@ -106,30 +106,6 @@ def _float(key: str, v: str, lo: float, hi: float) -> float:
     return x
 
 
-def _parse_spec(value: str) -> speculative.Speculation:
-    head, *opts = [p.strip() for p in value.split(",")]
-    method, _, draft = head.partition(":")
-    if method not in speculative.METHODS:
-        raise SpecError(f"speculative method '{method}' is not one of {', '.join(speculative.METHODS)}")
-    if (method == "draft") != bool(draft):
-        raise SpecError("write spec=draft:<model>,k=..,alpha=.. (only the draft method names a model)")
-    kw: dict[str, str] = {}
-    for o in opts:
-        k, eq, v = o.partition("=")
-        if not eq or k not in ("k", "alpha", "accepted", "tree"):
-            raise SpecError(f"unknown speculative option '{o}'; use k=, alpha= or accepted=, tree=")
-        kw[k] = v
-    if "k" not in kw:
-        raise SpecError("speculative decoding needs k= (tokens proposed per step)")
-    k = _int("k", kw["k"])
-    return speculative.Speculation(
-        method=method, k=k,
-        alpha=_float("alpha", kw["alpha"], 0.0, 1.0) if "alpha" in kw else None,
-        mean_accepted=_float("accepted", kw["accepted"], 1.0, k + 1.0) if "accepted" in kw else None,
-        draft_model=get_model(draft) if draft else None,
-        verify_tokens=_int("tree", kw["tree"]) if "tree" in kw else None)
-
-
 def _technique(key: str, value: str, hardware_file: str | Path | None) -> Technique:
     if key == "weights":
         fmt = quantization.weight_format_name(value)
@@ -142,7 +118,10 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
             "medium", "engine support varies (LMDeploy, TensorRT-LLM)")
         return Technique(f"kv={fmt}", partial(quantization.quantize, kv=fmt), quantization.kv_risk(fmt), cx)
     if key == "spec":
-        spec = _parse_spec(value)
+        spec = parse_speculative(value)
+        if spec is None:
+            return Technique("spec=none", partial(speculative.with_speculation, spec=None), _NO_RISK,
+                             Rating("none", "plain decoding"))
         return Technique(spec.label(), partial(speculative.with_speculation, spec=spec), _SPEC_RISK, _SPEC_CX[spec.method])
     if key == "prefix-cache":
         hit = _float("prefix-cache", value, 0.0, 1.0)

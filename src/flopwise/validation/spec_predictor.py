@@ -20,7 +20,7 @@ from flopwise.api import deployment
 from flopwise.specs.model_catalog import get_model
 from flopwise.techniques.ledger import request_latency_s
 from flopwise.techniques.scenario import Scenario
-from flopwise.techniques.speculative import Speculation
+from flopwise.specs.speculative import SpeculativeSpec
 
 if TYPE_CHECKING:
     from flopwise.validation.cases import Case
@@ -35,11 +35,11 @@ def predict_speculative(case: Case) -> float:
     a = case.args
     method = a["method"]
     k, tree = METHOD_DEFAULTS[method]
-    dep = deployment(a["model"], a["gpu"], tp=int(a.get("tp") or 1), num_gpus=a.get("num_gpus"),
-                     weights=a.get("weights"), kv=a.get("kv"))
     draft = get_model(a["draft_model"]) if method == "draft" else None
-    spec = Speculation(method, k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
-                       verify_tokens=tree)
+    spec = SpeculativeSpec(method, k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
+                           verify_tokens=tree)
+    kw = dict(tp=int(a.get("tp") or 1), num_gpus=a.get("num_gpus"), weights=a.get("weights"), kv=a.get("kv"))
+    dep = deployment(a["model"], a["gpu"], **kw)
     base = Scenario(dep, int(a["input_len"]), int(a["output_len"]), int(a.get("batch") or 1))
     out = base.output_len - 1
 
@@ -47,4 +47,4 @@ def predict_speculative(case: Case) -> float:
         ttft, tpot = request_latency_s(scn)
         return ttft + out * tpot
 
-    return e2e(base) / e2e(Scenario(dep, base.input_len, base.output_len, base.batch, speculation=spec))
+    return e2e(base) / e2e(base.with_deployment(deployment(a["model"], a["gpu"], speculative=spec, **kw)))
