@@ -1,8 +1,8 @@
 """Speculative decoding as a deployment setting: the spec, its memory, the simulator serving it, the planner
 searching it."""
 
-from dataclasses import replace
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,7 +80,8 @@ def test_memory_plan_holds_the_draft_and_its_kv():
 def test_memory_plan_of_heads_and_ngram():
     plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm"))
     ngram = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5"))
-    assert (ngram.kv_pool_bytes, ngram.block_bytes, ngram.lookahead_tokens) == (plain.kv_pool_bytes, plain.block_bytes, 4)
+    assert (ngram.kv_pool_bytes, ngram.block_bytes) == (plain.kv_pool_bytes, plain.block_bytes)
+    assert ngram.lookahead_tokens == 4
     eagle = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6"))
     # one Llama-3.1-8B decoder layer: 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 14336 + 2 x 4096 = 218,112,000
     assert eagle.proposer_weight_bytes == 2 * 218_112_000
@@ -197,3 +198,5 @@ def test_cli_simulate_and_plan_take_speculative():
     assert d["setup"]["speculative"] == "ngram,k=3,alpha=0.6" and d["speculative"]["verified_positions"] == 4
     res = runner.invoke(app, ["simulate", "--num-requests", "5", "--speculative", "eagle,k=3", "--json"])
     assert res.exit_code != 0
+    res = runner.invoke(app, ["plan", "--speculative", "none", "--speculative", "medusa,k=5,alpha=2", "--json"])
+    assert res.exit_code != 0 and "alpha must be in [0, 1]" in str(res.exception)

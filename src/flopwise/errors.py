@@ -8,7 +8,8 @@
     │   ├── PrecisionError      unknown weight/KV format, or one the hardware cannot run
     │   └── WorkloadError       bad lengths, rates, SLA strings, traces
     ├── DoesNotFitError         the deployment's weights (or one sequence) exceed memory
-    └── InfeasibleError         no configuration can meet the request (e.g. an impossible SLA)
+    ├── InfeasibleError         no configuration can meet the request (e.g. an impossible SLA)
+    └── CalibrationError        no parameter could be fitted, or the measurements are unusable
 
 Every message says what was wrong and how to fix it; the CLI prints it as one line and exits non-zero.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "WorkloadError",
     "DoesNotFitError",
     "InfeasibleError",
+    "CalibrationError",
     "suggest",
 ]
 
@@ -65,6 +67,10 @@ class DoesNotFitError(FlopwiseError):
 
 
 class InfeasibleError(FlopwiseError):
+    pass
+
+
+class CalibrationError(FlopwiseError):
     pass
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from flopwise.errors import FlopwiseError
+from flopwise.errors import CalibrationError
 from flopwise.specs.hardware import EfficiencyProfile
 
 __all__ = ["BOUNDS", "FITTABLE", "HINTS", "CalibrationError", "Identification", "FitResult", "identify",
@@ -60,10 +60,6 @@ HINTS: dict[str, str] = {
     "step_overhead_s": "measure whole engine steps (model profile or `flopwise bench` runs); kernels alone "
                        "have no step",
 }
-
-
-class CalibrationError(FlopwiseError):
-    """No parameter could be fitted, or the measurements are unusable."""
 
 
 Residuals = Callable[[EfficiencyProfile], np.ndarray]

@@ -149,7 +149,8 @@ def parse_speculative(text: str) -> SpeculativeSpec | None:
     head, *opts = [p.strip() for p in text.split(",")]
     method, _, draft = head.partition(":")
     if method not in METHODS:
-        raise SpecError(f"speculative method '{method}' is not one of {', '.join(METHODS)} (e.g. {SPECULATIVE_EXAMPLES})")
+        raise SpecError(f"speculative method '{method}' is not one of {', '.join(METHODS)} "
+                        f"(e.g. {SPECULATIVE_EXAMPLES})")
     if (method == "draft") != bool(draft):
         raise SpecError("write draft:<model>,k=..,alpha=.. (only the draft method names a model)")
     kw: dict[str, str] = {}
