@@ -209,3 +209,16 @@ def test_sweep_finds_max_rate(mock_url, tmp_path):
                             sla="p99_e2e<=10s"), tmp_path / "s", steps=2)
     assert len(res.levels) == 3 and res.levels[0].config.load.label == "rate-inf"
     assert res.max_rate_meeting_sla is not None and res.max_rate_meeting_sla > 0
+
+
+def test_cli_unreachable_server_is_one_error_line_and_exit_2(tmp_path):
+    """Nothing completed: the failures are still counted and saved, then one error line and exit code 2."""
+    from typer.testing import CliRunner
+
+    from flopwise.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:1", "--model", "x", "--num-requests", "2",
+                                   "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2
+    assert "no request to http://127.0.0.1:1 completed (connect 2)" in res.output.replace("\n", " ")
+    assert (tmp_path / "run" / "requests.jsonl").read_text().count("\n") == 2

@@ -138,6 +138,22 @@ def bench_cmd(
     if len(reports) > 1:
         write_sweep_chart(reports, out_dir / "latency_vs_throughput.svg")
     _emit(reports, max_rate, json_out, predictions, sweep or len(reports) > 1)
+    _fail_if_nothing_completed(reports, url, out_dir)
+
+
+def _fail_if_nothing_completed(reports: list[RunReport], url: str, out_dir: Path) -> None:
+    """Every request failed (a server that is down, a wrong URL or model): the failures are counted and saved
+    above; end with one line and a non-zero exit so scripts do not mistake the run for a measurement."""
+    if any(r.summary["num_completed"] for r in reports):
+        return
+    kinds: dict[str, int] = {}
+    for r in reports:
+        for kind, n in r.summary.get("errors_by_kind", {}).items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    what = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "no requests sent"
+    err_console.print(f"[bold red]error:[/] no request to {url} completed ({what}); check the URL, the served "
+                      f"model name and the server log. The failed attempts are saved in {out_dir}.")
+    raise typer.Exit(2)
 
 
 def _interruptible(fn: Any, out_dir: Path) -> Any:
