@@ -10,18 +10,22 @@
    front end and the load generator: on a shared 2-core machine this is the stable setting (with both cores
    bound, `--omp-bind 0-1`, any other process stalls the OpenMP barrier of every GEMM, and single-request
    TPOT came out slower than at concurrency 8 in our runs).
-2. Calibration set, measured with `flopwise bench`: concurrency 8 (128-token prompts: batched decode, where
-   this CPU turns compute-bound) and concurrency 1 with 512-token prompts (a prefill-heavy point), 64 output
-   tokens. `flopwise calibrate` fits the efficiency
-   profile of `cpu-epyc-zen5-2c` to them (bench runs replayed through the simulator).
-3. Validation set, never used in the fit: concurrency 1, 4, 16 and Poisson rates 0.5 and 1 req/s (128-token
-   prompts, 64 output tokens). Each run is replayed through `flopwise simulate`'s engine (the measured
-   requests, arrivals and token counts) with the catalog profile (before) and the calibrated one (after).
+2. Calibration set, measured with `flopwise bench` (64 output tokens, prompts from seeds of their own): concurrency
+   8 (128-token prompts: batched decode), concurrency 1 with 512-token prompts (a prefill-heavy point), Poisson
+   0.75 req/s (128-token prompts: prefills mixed into decode batches of 2-20) and concurrency 24 with 32-token
+   prompts (decode batches of 24, where this CPU turns compute-bound). `flopwise calibrate` fits the efficiency
+   profile of `cpu-epyc-zen5-2c` to them (bench runs replayed through the simulator, `calibrate.bench_runs`).
+3. Validation set, never used in the fit (no run, and no load, is in both sets): concurrency 1, 4, 16 and
+   Poisson rates 0.5 and 1 req/s (128-token prompts, 64 output tokens). Each run is replayed through `flopwise
+   simulate`'s engine (the measured requests, arrivals and token counts, closed-loop sends staggered as
+   `bench_runs.replay_config` says) with the catalog profile (before) and the calibrated one (after).
 4. Prints the table: P50 / P95 TTFT and mean / P95 TPOT, measured vs predicted, and checks the targets
    (P50 TTFT and mean TPOT within 15%, P95 within 25%). Writes `.cache/validate-vllm/results.json`.
 
-It takes several minutes (server start ~1 min, about 3 min of load). The machine has 2 cores that the server
-and the load generator share; run it on a quiet machine (it warns when the load average says otherwise).
+It takes about 10 minutes with `--fresh` (server start ~1.5 min, about 8 min of load). The machine has 2 cores
+that the server and the load generator share; run it on a quiet machine (it warns when the load average says
+otherwise). Expect run-to-run noise: on this VM one request's decode step at batch 1 took 119-172 ms (median of
+its tokens) within and across runs minutes apart, which alone moves a TPOT prediction by 10-20%.
 """
 
 from __future__ import annotations
@@ -50,14 +54,19 @@ BASE_HW = "cpu-epyc-zen5-2c"
 CAL_ID = "cpu-epyc-zen5-2c-vllm"
 TARGETS = {"ttft_ms.p50": 15.0, "tpot_ms.mean": 15.0, "ttft_ms.p95": 25.0, "tpot_ms.p95": 25.0}
 
-# (name, flopwise bench load arguments, input length, number of requests)
-CALIBRATION = [("cal-c8", ["--concurrency", "8"], INPUT_LEN, 16),
-               ("cal-c1-long", ["--concurrency", "1"], 512, 5)]
-VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 6),
-              ("c4", ["--concurrency", "4"], INPUT_LEN, 12),
-              ("c16", ["--concurrency", "16"], INPUT_LEN, 32),
-              ("rate0.5", ["--request-rate", "0.5"], INPUT_LEN, 12),
-              ("rate1", ["--request-rate", "1"], INPUT_LEN, 24)]
+# (name, flopwise bench load arguments, input length, number of requests, prompt seed). The calibration runs
+# draw their prompts from seeds of their own: vLLM keeps prefix caching on, and a 512-token prompt drawn from
+# seed 0 begins with the very 128-token block that seed 0's 128-token prompt i cached in an earlier run, so
+# a quarter of it would come from the cache (that is what happened to cal-c1-long before it had a seed).
+CALIBRATION = [("cal-c8", ["--concurrency", "8"], INPUT_LEN, 16, 1),
+               ("cal-c1-long", ["--concurrency", "1"], 512, 5, 2),
+               ("cal-rate0.75", ["--request-rate", "0.75"], INPUT_LEN, 20, 3),
+               ("cal-c24-short", ["--concurrency", "24"], 32, 24, 4)]
+VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 6, 0),
+              ("c4", ["--concurrency", "4"], INPUT_LEN, 12, 0),
+              ("c16", ["--concurrency", "16"], INPUT_LEN, 32, 0),
+              ("rate0.5", ["--request-rate", "0.5"], INPUT_LEN, 12, 0),
+              ("rate1", ["--request-rate", "1"], INPUT_LEN, 24, 0)]
 
 
 def build_model(model_dir: Path) -> None:
@@ -112,11 +121,12 @@ def server_knobs(log: Path) -> dict[str, int]:
     return knobs
 
 
-def bench(url: str, out: Path, load: list[str], input_len: int, n: int, tokenizer: Path) -> None:
+def bench(url: str, out: Path, load: list[str], input_len: int, n: int, seed: int, tokenizer: Path) -> None:
     if (out / "summary.json").exists():
         return
     cmd = [*FLOPWISE, "bench", "--url", url, "--model", SERVED, *load, "--num-requests", str(n), "--warmup", "1",
            "--input-len", str(input_len), "--output-len", str(OUTPUT_LEN), "--tokenizer", str(tokenizer),
+           "--seed", str(seed),
            "--out", str(out), "--json"]
     t0 = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
@@ -127,12 +137,12 @@ def predict(run_dir: Path, model_dir: Path, hw, knobs: dict[str, int]) -> dict[s
     from flopwise.bench.runner import BenchConfig
     from flopwise.bench.store import load_run
     from flopwise.calibrate.api import served_deployment
-    from flopwise.calibrate.bench_runs import measured_workload
+    from flopwise.calibrate.bench_runs import measured_workload, replay_config
     from flopwise.sim import simulate
 
     saved = load_run(run_dir)
     wl = measured_workload(saved, BenchConfig.from_dict(saved.config))
-    s = simulate(served_deployment(str(model_dir), hw, knobs), wl).summary()
+    s = simulate(served_deployment(str(model_dir), hw, knobs), wl, replay_config()).summary()
     return {f"{m}.{st}": s[m][st] for m, st in (("ttft_ms", "p50"), ("ttft_ms", "p95"), ("tpot_ms", "mean"),
                                                 ("tpot_ms", "p95"))}
 
@@ -178,11 +188,11 @@ def main() -> None:
                 t0 = time.time()
                 wait_healthy(url, proc)
                 print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
-            for name, load, ilen, n in CALIBRATION + VALIDATION:
+            for name, load, ilen, n, seed in CALIBRATION + VALIDATION:
                 if not (runs / name / "summary.json").exists():
                     wait_quiet(args.wait_quiet)
                     shutil.rmtree(runs / name, ignore_errors=True)  # an interrupted run: measure it again
-                bench(url, runs / name, load, ilen, n, model_dir)
+                bench(url, runs / name, load, ilen, n, seed, model_dir)
         knobs = server_knobs(log) if log.exists() else {"block_size": 128, "max_num_batched_tokens": 2048,
                                                          "max_num_seqs": 128}
         (CACHE / "knobs.json").write_text(json.dumps(knobs))

@@ -98,3 +98,29 @@ def test_calibrate_cli_refuses_unidentifiable(tmp_path):
     assert r.exit_code != 0
     assert "compute-bound" in str(r.exception)
     assert path.read_text() == before
+
+
+def test_prefix_cache_hits_the_run_does_not_explain_shrink_the_replayed_prompts(tmp_path):
+    """A server that took a quarter of the prompt tokens from its prefix cache (prompts that begin like those of
+    an earlier run) computed only three quarters of each prompt: the replay prices that part, not the whole."""
+    from flopwise.bench.store import load_run
+    from flopwise.calibrate.bench_runs import measured_workload, unmodelled_cache_hit_rate
+
+    dep = deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048)
+    root = _write_run(tmp_path / "hits", dep, 1, 512, n=4)
+    plain = load_bench_runs([root])[0]
+    assert {s.input_tokens for s in plain.workload.requests} == {512}
+    store = RunStore(root, json.loads((root / "run.json").read_text())["config"], resume=True)
+    store.append_scrape(0.0, "before", {"vllm:prefix_cache_queries_total": 1000.0,
+                                        "vllm:prefix_cache_hits_total": 0.0})
+    store.append_scrape(9.0, "after", {"vllm:prefix_cache_queries_total": 3048.0,
+                                       "vllm:prefix_cache_hits_total": 512.0})
+    store.close()
+    saved = load_run(root)
+    cfg = BenchConfig.from_dict(saved.config)
+    assert unmodelled_cache_hit_rate(saved, cfg) == pytest.approx(0.25)
+    assert {s.input_tokens for s in measured_workload(saved, cfg).requests} == {384}
+    assert {s.input_tokens for s in load_bench_runs([root])[0].workload.requests} == {384}
+    # a declared shared prefix is the replay's own to model: the counters are not applied on top
+    shared = BenchConfig.from_dict({**saved.config, "prompts": {**saved.config["prompts"], "shared_prefix_len": 128}})
+    assert unmodelled_cache_hit_rate(saved, shared) == 0.0

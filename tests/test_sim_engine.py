@@ -121,6 +121,29 @@ def test_closed_loop_keeps_concurrency_clients_busy(dep):
     assert recs[3].arrival_at == pytest.approx(min(r.token_times[-1] for r in recs[:3]))
 
 
+def test_staggered_closed_loop_sends_prefill_the_first_request_alone(dep):
+    """client_stagger_s: sends of one instant reach the engine that far apart, so an idle engine prefills the
+    first request alone and the others together in the next step (vLLM's 1 + (N - 1) waves); a request sent
+    on a completion misses the step scheduled at that completion."""
+    wl = Workload(tuple(RequestSpec(0.0, 128, 4) for _ in range(6)), concurrency=3)
+    d = 1e-3
+    res = simulate(dep, wl, SimConfig(client_stagger_s=d))
+    recs = res.records
+    assert [r.arrival_at for r in recs[:3]] == [0.0, d, 2 * d]
+    one, two = _t(dep, [(128, 0)]), _t(dep, [(1, 128), (128, 0), (128, 0)])
+    assert recs[0].token_times[0] == pytest.approx(one)
+    assert recs[0].token_times[1] == recs[1].token_times[0] == recs[2].token_times[0] == pytest.approx(one + two)
+    # the first request is a token ahead and completes a step before the others; its successor arrives d later,
+    # after the next step (the others' last decode) was scheduled without it
+    done = recs[0].token_times[-1]
+    assert recs[3].arrival_at == pytest.approx(done + d)
+    assert recs[3].first_scheduled_at == pytest.approx(recs[1].token_times[-1])
+    # 0 (the default) keeps simultaneous sends together: one prefill step of three
+    plain = simulate(dep, wl).records
+    assert [r.arrival_at for r in plain[:3]] == [0.0] * 3
+    assert plain[0].token_times[0] == plain[2].token_times[0] == pytest.approx(_t(dep, [(128, 0)] * 3))
+
+
 def test_replicas_split_the_stream(dep):
     two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2)
     wl = build_workload(num_requests=100, input_len=256, output_len=32, request_rate=math.inf)

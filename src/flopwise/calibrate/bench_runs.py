@@ -11,7 +11,15 @@ the simulator gives the same summary keys as the run, and the fit compares:
 
 so a run at concurrency 1 pins the prefill and single-sequence decode step, and runs at higher concurrency the
 batched steps. Only the deployment's efficiency profile changes between calls: the scheduler and its knobs are
-those given (vLLM's server defaults by default).
+those given (vLLM's server defaults by default). Two things the replay takes from the run, so that the
+simulator prices what the server did:
+- prefix-cache hits the server counted but the prompts do not explain (prompts that begin like an earlier
+  run's on the same server): each prompt is replayed as its uncached part (`unmodelled_cache_hit_rate`);
+- closed-loop sends reach the engine a millisecond apart (`replay_config`): an idle vLLM engine prefills the
+  first request of a wave alone and the rest together, and a request sent on a completion misses the step
+  already scheduled.
+vLLM's request_decode_time histogram is not fitted: its mean is (output tokens - 1) x the client's mean TPOT
+(within 0.2% in the runs of `benchmarks/validate_vllm_cpu.py`), so it would count the same number twice.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from flopwise.calibrate.observations import Observations, with_profile
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import EfficiencyProfile
 
-__all__ = ["BenchRun", "load_bench_runs", "bench_observations", "measured_workload", "CLIENT_METRICS"]
+__all__ = ["BenchRun", "load_bench_runs", "bench_observations", "measured_workload", "unmodelled_cache_hit_rate",
+           "replay_config", "REPLAY_CLIENT_STAGGER_S", "CLIENT_METRICS"]
 
 CLIENT_METRICS = (("ttft_ms", "p50"), ("ttft_ms", "p95"), ("tpot_ms", "mean"), ("tpot_ms", "p95"))
 
@@ -43,8 +52,32 @@ class BenchRun:
     measured: dict[str, float]
 
 
+def _server(saved: Any) -> Any:
+    """The server's view (bench.prometheus.ServerView) of the run's last session, or None."""
+    from flopwise.bench.prometheus import server_view
+
+    last = max((s["session"] for s in saved.scrapes), default=None)
+    return server_view([s for s in saved.scrapes if s["session"] == last]) if last is not None else None
+
+
+def unmodelled_cache_hit_rate(saved: Any, cfg: Any) -> float:
+    """The share of prompt tokens the server took from its prefix cache (its own counters) when the run has no
+    shared prefix the replay could model: prompts that begin like those of an earlier run on the same server
+    (e.g. the same prompt seed at a longer length). 0 when the run declares a shared prefix or the server
+    exposes no counters."""
+    if cfg.prompts.shared_prefix_len:
+        return 0.0
+    view = _server(saved)
+    rate = view.prefix_cache_hit_rate if view is not None else None
+    return min(max(float(rate or 0.0), 0.0), 0.99)
+
+
 def measured_workload(saved: Any, cfg: Any) -> Any:
-    """The workload of a saved run (bench.store.SavedRun) under its BenchConfig."""
+    """The workload of a saved run (bench.store.SavedRun) under its BenchConfig.
+
+    Where the server reports prefix-cache hits that the run's prompts do not explain (`unmodelled_cache_hit_rate`
+    h > 0), each prompt is replayed as its uncached part, (1 - h) of its tokens: the replay starts from an
+    empty cache and would otherwise price tokens the server never computed."""
     from flopwise.workload.spec import RequestSpec, Workload
 
     ok = sorted((r for r in saved.records if r.ok), key=lambda r: r.arrival_at)
@@ -52,10 +85,12 @@ def measured_workload(saved: Any, cfg: Any) -> Any:
         raise CalibrationError(f"{saved.root} has no completed request to calibrate with")
     t0 = ok[0].arrival_at
     pc = cfg.prompts
+    keep = 1.0 - unmodelled_cache_hit_rate(saved, cfg)
     specs = []
     for r in ok:
         prefix = pc.shared_prefix_len if pc.shared_prefix_len and pc.shared_prefix_len <= r.input_tokens else 0
-        specs.append(RequestSpec(0.0 if cfg.load.is_closed else r.arrival_at - t0, max(r.input_tokens, 1),
+        specs.append(RequestSpec(0.0 if cfg.load.is_closed else r.arrival_at - t0,
+                                 max(round(r.input_tokens * keep), 1),
                                  max(r.num_output_tokens, 1), (r.request_id % pc.num_prefixes) if prefix else None,
                                  prefix))
     return Workload(tuple(specs), concurrency=cfg.load.concurrency if cfg.load.is_closed else None,
@@ -64,7 +99,6 @@ def measured_workload(saved: Any, cfg: Any) -> Any:
 
 def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
     """Every run in `paths` (a run directory, or a sweep directory of runs)."""
-    from flopwise.bench.prometheus import server_view
     from flopwise.bench.runner import BenchConfig
     from flopwise.bench.store import find_runs, load_run
     from flopwise.metrics.summary import summarize
@@ -80,8 +114,7 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
                 v = summary[metric][stat]
                 if v:
                     measured[f"{metric}.{stat}"] = float(v)
-            last = max((s["session"] for s in saved.scrapes), default=None)
-            view = server_view([s for s in saved.scrapes if s["session"] == last]) if last is not None else None
+            view = _server(saved)
             if view is not None and view.prefill_ms_mean:
                 measured["server_prefill_ms.mean"] = float(view.prefill_ms_mean)
             out.append(BenchRun(Path(root), cfg.load.label, measured_workload(saved, cfg), measured))
@@ -90,10 +123,27 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
     return out
 
 
+# A closed-loop client's simultaneous sends reach vLLM's engine milliseconds apart, and an idle engine starts a
+# step with the first alone: at concurrency N a wave is prefilled as 1 + (N - 1) requests, whose first request
+# then waits out the others' prefill between its first and second token (visible in the measured token times).
+REPLAY_CLIENT_STAGGER_S = 1e-3
+
+
+def replay_config(config: Any = None) -> Any:
+    """The simulator options a bench run is replayed with: `config` (default SimConfig()) with closed-loop sends
+    staggered by REPLAY_CLIENT_STAGGER_S unless it sets its own."""
+    from dataclasses import replace
+
+    from flopwise.sim.config import SimConfig
+
+    config = config or SimConfig()
+    return config if config.client_stagger_s else replace(config, client_stagger_s=REPLAY_CLIENT_STAGGER_S)
+
+
 def _sim_metrics(dep: Deployment, run: BenchRun, config: Any) -> dict[str, float]:
     from flopwise.sim import simulate
 
-    res = simulate(dep, run.workload, config)
+    res = simulate(dep, run.workload, replay_config(config))
     s = res.summary()
     out = {f"{m}.{st}": s[m][st] for m, st in CLIENT_METRICS if s[m][st] is not None}
     pre = [(rec.token_times[0] - rec.first_scheduled_at) * 1e3 for rec in res.records

@@ -47,30 +47,48 @@ class OpenLoop:
 
 
 class ClosedLoop:
-    """`concurrency` clients: each sends the next unsent request the moment its previous one completes."""
+    """`concurrency` clients: each sends the next unsent request the moment its previous one completes.
 
-    __slots__ = ("items", "i", "ready")
+    `stagger_s` > 0: a request sent on a completion reaches the engine `stagger_s` later, and requests sent at
+    the same instant reach it `stagger_s` apart, in order (a real client learns of the completion from the
+    stream, sends one request after another, and the server's front end hands them over one by one). So, as
+    in vLLM, the step that follows a completion has already been scheduled without the new request, and an
+    idle engine starts its step with the first request alone (its loop schedules as soon as one is in) while
+    the others wait for the next step. 0: they arrive at the completion instant, all together."""
 
-    def __init__(self, items: Sequence[tuple[int, RequestSpec]], concurrency: int):
+    __slots__ = ("items", "i", "ready", "stagger_s")
+
+    def __init__(self, items: Sequence[tuple[int, RequestSpec]], concurrency: int, stagger_s: float = 0.0):
         self.items = items
+        self.stagger_s = stagger_s
         self.i = min(concurrency, len(items))
-        self.ready = [make_request(rid, spec, 0.0) for rid, spec in items[: self.i]]
+        self.ready = [make_request(rid, spec, k * stagger_s) for k, (rid, spec) in enumerate(items[: self.i])]
 
     def next_at(self) -> float | None:
-        return None  # sends happen only at completions, which the engine reports
+        # sends happen only at completions, which the engine reports; staggered sends may still be on their way
+        return self.ready[0].arrival_at if self.ready else None
 
     @property
     def more_coming(self) -> bool:
         return False  # an idle engine has no client left waiting on it
 
     def pop_due(self, now: float) -> list[Request]:
-        out, self.ready = self.ready, []
+        if not self.stagger_s:
+            out, self.ready = self.ready, []
+            return out
+        k = 0
+        while k < len(self.ready) and self.ready[k].arrival_at <= now:
+            k += 1
+        out, self.ready = self.ready[:k], self.ready[k:]
         return out
 
     def on_finished(self, count: int, at: float) -> None:
+        t = at
         for _ in range(count):
             if self.i >= len(self.items):
                 return
+            if self.stagger_s:
+                t = max(t, self.ready[-1].arrival_at if self.ready else at) + self.stagger_s
             rid, spec = self.items[self.i]
-            self.ready.append(make_request(rid, spec, at))
+            self.ready.append(make_request(rid, spec, t))
             self.i += 1

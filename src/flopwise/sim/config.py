@@ -24,6 +24,8 @@ class SimConfig:
     enable_chunked_prefill: bool = True
     sglang: SglangKnobs = SglangKnobs()  # read by scheduler="sglang" only
     seed: int = 0  # the run's random draws: with speculative decoding, the tokens each verified decode accepts
+    # closed loop: requests sent at one instant reach the engine this far apart (arrivals.ClosedLoop); 0: together
+    client_stagger_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scheduler not in SCHEDULERS:

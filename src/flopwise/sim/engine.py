@@ -92,7 +92,7 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
     prop = proposer_deployment(dep, spec) if spec is not None else None
     drafts = DraftShapes(layout(prop).windows if prop is not None else ())
     max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
-    source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency)
+    source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency, config.client_stagger_s)
     tl = Timeline()
     ends = tl.step_end_at
     requests: list[Request] = []
