@@ -116,3 +116,10 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
         capture_output=True, text=True, timeout=120).stdout
     assert dom.count('class="main-svg"') >= 4  # every chart was drawn by plotly.js, offline
     assert "Ranked deployments" in dom and "vllm serve" in dom
+
+
+def test_cli_plan_bad_list_value_is_one_error():
+    res = runner.invoke(app, ["plan", "--tp", "x"])
+    assert res.exit_code == 2
+    assert "expected comma-separated int values, got 'x'" in res.output
+    assert "Traceback" not in res.output

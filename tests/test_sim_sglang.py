@@ -94,18 +94,24 @@ def test_chunked_prefill_pauses_decodes_until_the_last_chunk(dep):
 
 # ---- queue order ---------------------------------------------------------------------------------------
 
-def test_lpm_puts_cached_prefixes_first_and_defers_a_shared_uncached_one():
-    # W (prefix group 1, 64 tokens) runs first and leaves 4 blocks of group 1 in the cache. Then the queue is
-    # A (group 2, cold), B (group 1: hit capped at 63 tokens -> 3 blocks = 48), C (group 2), D (no prefix).
-    # LPM: B (-48), A (0), D (0), C last: it shares 64 >= 32 tokens with A, which computes them first.
-    # A 144-token prefill budget takes B 16 + A 64 + D 64; next step C hits A's blocks and computes 16.
-    sched = _sched(200, caching=True, chunk=144, policy="lpm")
+def _prefix_queue(**policy):
+    """W (prefix group 1) has run; then A (group 2), B (group 1), C (group 2) and D (no prefix) wait, under a
+    144-token prefill budget with prefix caching."""
+    sched = _sched(200, caching=True, chunk=144, **policy)
     sched.add_request(_req(0, 64, 1, 1, 64))
     _step(sched, 0)
     reqs = [_req(1, 64, 4, 2, 64), _req(2, 64, 4, 1, 64), _req(3, 64, 4, 2, 64), _req(4, 64, 4)]
     for r in reqs:
         sched.add_request(r)
-    a, b, c, d = reqs
+    return sched, reqs
+
+
+def test_lpm_puts_cached_prefixes_first_and_defers_a_shared_uncached_one():
+    # W (prefix group 1, 64 tokens) runs first and leaves 4 blocks of group 1 in the cache. Then the queue is
+    # A (group 2, cold), B (group 1: hit capped at 63 tokens -> 3 blocks = 48), C (group 2), D (no prefix).
+    # LPM: B (-48), A (0), D (0), C last: it shares 64 >= 32 tokens with A, which computes them first.
+    # A 144-token prefill budget takes B 16 + A 64 + D 64; next step C hits A's blocks and computes 16.
+    sched, (a, b, c, d) = _prefix_queue(policy="lpm")
     out = _step(sched, 1)
     assert out.reqs == [b, a, d] and out.num_new == [16, 64, 64]
     out = _step(sched, 2)
@@ -116,13 +122,7 @@ def test_lpm_puts_cached_prefixes_first_and_defers_a_shared_uncached_one():
 def test_fcfs_keeps_arrival_order_and_shares_nothing_within_a_batch():
     # Same queue, FCFS: A 64 + B 16 + C 64 fill the 144-token budget; C computes group 2's prefix again
     # because A's blocks are only cached after the batch runs (a radix tree is updated after the forward).
-    sched = _sched(200, caching=True, chunk=144)
-    sched.add_request(_req(0, 64, 1, 1, 64))
-    _step(sched, 0)
-    reqs = [_req(1, 64, 4, 2, 64), _req(2, 64, 4, 1, 64), _req(3, 64, 4, 2, 64), _req(4, 64, 4)]
-    for r in reqs:
-        sched.add_request(r)
-    a, b, c, d = reqs
+    sched, (a, b, c, d) = _prefix_queue()
     out = _step(sched, 1)
     assert out.reqs == [a, b, c] and out.num_new == [64, 16, 64]
     assert c.num_cached_tokens == 0

@@ -16,7 +16,13 @@ from flopwise.specs.speculative import parse_speculative
 
 
 def _csv(text: str | None, cast=str) -> tuple | None:
-    return tuple(cast(x.strip()) for x in text.split(",") if x.strip()) if text else None
+    """A comma-separated option as a tuple; a value that is not of the option's type is one clear error."""
+    if not text:
+        return None
+    try:
+        return tuple(cast(x.strip()) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated {cast.__name__} values, got '{text}'") from None
 
 
 @app.command("plan")
