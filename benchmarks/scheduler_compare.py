@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from flopwise.api import deployment
-from flopwise.sim import SimConfig, simulate, vllm_server_defaults
+from flopwise.sim import SimConfig, simulate
 from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.hardware import get_hardware
 from flopwise.workload import build_workload
@@ -36,8 +36,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     hw = get_hardware(args.gpu)
-    seqs, tokens = vllm_server_defaults(hw)
-    dep = deployment(args.model, hw, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+    dep = deployment(args.model, hw)
     print(f"{args.model} on {args.gpu}, {args.num_requests} chat requests per rate (seed {args.seed})")
     print("| rate | scheduler    | TTFT p50 ms | TTFT p95 ms | ITL p95 ms | output tok/s | preemptions | batch |")
     print("|-----:|--------------|------------:|------------:|-----------:|-------------:|------------:|------:|")

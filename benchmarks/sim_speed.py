@@ -15,7 +15,7 @@ import os
 import time
 
 from flopwise.api import deployment
-from flopwise.sim import simulate, vllm_server_defaults
+from flopwise.sim import simulate
 from flopwise.specs.hardware import get_hardware
 from flopwise.workload import build_workload
 
@@ -27,8 +27,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs per rate; the fastest is reported")
     args = ap.parse_args()
     hw = get_hardware("h100-sxm")
-    seqs, tokens = vllm_server_defaults(hw)
-    dep = deployment("llama-3.1-8b", hw, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+    dep = deployment("llama-3.1-8b", hw)
     simulate(dep, build_workload(num_requests=50, workload="chat", seed=0))  # warm the layout caches
     for text in args.rates.split(","):
         rate = math.inf if text.strip() == "inf" else float(text)

@@ -16,7 +16,7 @@ from flopwise.workload import RequestSpec, Workload, build_workload
 
 @pytest.fixture(scope="module")
 def dep():
-    return deployment("llama-3.1-8b", "h100-sxm")
+    return deployment("llama-3.1-8b", "h100-sxm", frontend="none")  # the engine alone: hand-checked steps
 
 
 def _t(dep, rows, logits=None):
@@ -41,7 +41,7 @@ def test_two_requests_split_prefill_under_the_token_budget():
     # budget 1000, two 600-token prompts at t=0 (vLLM: running first, then FCFS waiting, chunked):
     #   step 1: A prefills 600, B gets the remaining 400 (chunk; emits no token)
     #   step 2: A decodes 1 (context 600), B prefills its last 200 (context 400) and emits its first token
-    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000)
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000, frontend="none")
     res = simulate(dep, Workload((RequestSpec(0.0, 600, 3), RequestSpec(0.0, 600, 3))))
     s1 = _t(dep, [(600, 0), (400, 0)], 1)  # only A's row produces a token
     s2 = _t(dep, [(1, 600), (200, 400)], 2)
@@ -101,7 +101,7 @@ def test_seed_determinism(dep):
 
 
 def test_static_batching_waits_for_a_full_batch():
-    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4)
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4, frontend="none")
     wl = Workload(tuple(RequestSpec(float(i), 100, 5) for i in range(4)))
     res = simulate(dep, wl, SimConfig(scheduler="static"))
     assert [r.first_scheduled_at for r in res.records] == [3.0] * 4
@@ -145,7 +145,7 @@ def test_staggered_closed_loop_sends_prefill_the_first_request_alone(dep):
 
 
 def test_replicas_split_the_stream(dep):
-    two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2)
+    two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, frontend="none")
     wl = build_workload(num_requests=100, input_len=256, output_len=32, request_rate=math.inf)
     s1, s2 = simulate(dep, wl).summary(), simulate(two, wl).summary()
     assert s2["num_requests"] == 100

@@ -31,15 +31,16 @@ runner = CliRunner()
 
 # ---- the spec on the deployment ---------------------------------------------------------------------------
 def test_deployment_hash_and_eq_include_speculative():
-    plain = deployment("llama-3.1-8b", "h100-sxm")
-    eagle = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6")
+    plain = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    eagle = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6", frontend="none")
     assert eagle.speculative == SpeculativeSpec("eagle", 3, mean_accepted=2.6)
     assert plain != eagle and hash(plain) != hash(eagle)
-    again = deployment("llama-3.1-8b", "h100-sxm", speculative=SpeculativeSpec("eagle", 3, mean_accepted=2.6))
+    again = deployment("llama-3.1-8b", "h100-sxm", speculative=SpeculativeSpec("eagle", 3, mean_accepted=2.6),
+                       frontend="none")
     assert again == eagle and hash(again) == hash(eagle)
-    assert deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.5") != eagle
+    assert deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.5", frontend="none") != eagle
     assert replace(eagle, speculative=None) == plain and hash(replace(eagle, speculative=None)) == hash(plain)
-    assert deployment("llama-3.1-8b", "h100-sxm", speculative="none") == plain
+    assert deployment("llama-3.1-8b", "h100-sxm", speculative="none", frontend="none") == plain
 
 
 def test_parse_speculative_forms_and_errors():
@@ -54,13 +55,13 @@ def test_parse_speculative_forms_and_errors():
             parse_speculative(bad)
     with pytest.raises(SpecError, match="max_num_batched_tokens"):
         deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=64",
-                   max_num_batched_tokens=32)
+                   max_num_batched_tokens=32, frontend="none")
 
 
 # ---- memory -----------------------------------------------------------------------------------------------
 def test_memory_plan_holds_the_draft_and_its_kv():
-    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm"))
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT)
+    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none"))
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT, frontend="none")
     draft = proposer_deployment(dep, dep.speculative)
     lay = layout(draft)
     plan = memory_plan(dep)
@@ -74,19 +75,19 @@ def test_memory_plan_holds_the_draft_and_its_kv():
     assert plan.lookahead_tokens == 4
     assert plan.needed_bytes == plain.needed_bytes + 2_471_628_800 + 16 * 16 * 2_048
     assert max_sequences(dep, 1020) == plan.num_blocks // 64  # 1020 + 4 look-ahead slots = 64 blocks
-    assert max_sequences(dep, 1020) < max_sequences(deployment("llama-3.1-8b", "h100-sxm"), 1020)
+    assert max_sequences(dep, 1020) < max_sequences(deployment("llama-3.1-8b", "h100-sxm", frontend="none"), 1020)
 
 
 def test_memory_plan_of_heads_and_ngram():
-    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm"))
-    ngram = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5"))
+    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none"))
+    ngram = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5", frontend="none"))
     assert (ngram.kv_pool_bytes, ngram.block_bytes) == (plain.kv_pool_bytes, plain.block_bytes)
     assert ngram.lookahead_tokens == 4
-    eagle = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6"))
+    eagle = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6", frontend="none"))
     # one Llama-3.1-8B decoder layer: 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 14336 + 2 x 4096 = 218,112,000
     assert eagle.proposer_weight_bytes == 2 * 218_112_000
     assert eagle.block_bytes == plain.block_bytes + 16 * 4_096  # the head's one layer
-    medusa = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=26"))
+    medusa = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=26", frontend="none"))
     assert medusa.block_bytes == plain.block_bytes and medusa.lookahead_tokens == 25
 
 
@@ -108,7 +109,7 @@ def test_long_run_emits_expected_tokens_per_step():
     """300 requests of 1000 output tokens, 64 at a time: 108,169 verified decodes. The mean emitted tokens
     per verified decode is E[tokens] = (1 - 0.7^5) / 0.3 = 2.7731 within its sampling error (s.d. 1.6 / sqrt(N)
     = 0.005), minus a little for each request's last round, cut at its 1000th token."""
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.7")
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.7", frontend="none")
     wl = build_workload(num_requests=300, input_len="64", output_len="1000", concurrency=64, seed=0)
     s = simulate(dep, wl).summary()
     sp = s["speculative"]
@@ -127,7 +128,7 @@ def test_lone_request_at_alpha_one_emits_k_plus_one_per_round():
     """EAGLE head, k = 3, alpha = 1: every round verifies 4 positions and keeps them all. After the prefill's
     token, 80 more come in 20 rounds at contexts 512, 516, ..., 588; the 4 tokens of a round share its end
     instant, and TPOT = the rounds' time / 80: round_time / (k + 1) per round."""
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,alpha=1.0")
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,alpha=1.0", frontend="none")
     res = simulate(dep, build_workload(num_requests=1, input_len="512", output_len="81", seed=0))
     times = res.records[0].token_times
     assert len(times) == 81
@@ -145,8 +146,8 @@ def test_spec_pays_at_batch_one_and_not_at_a_large_batch():
     """Llama-3.1-8B with a Llama-3.2-1B draft, k = 4, alpha = 0.7 on an H100 (closed loops, 128 in / 256 out):
     alone, TPOT falls ~11% (7.93 -> 7.03 ms); 256 at a time, the verify step is compute-bound and TPOT rises
     ~27% (15.9 -> 20.2 ms): the cost model's break-even batch (68 at context 256) shows in the simulator."""
-    plain = deployment("llama-3.1-8b", "h100-sxm")
-    spec = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT)
+    plain = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    spec = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT, frontend="none")
 
     def tpot(dep, conc):
         wl = build_workload(num_requests=max(8, 2 * conc), input_len="128", output_len="256", concurrency=conc, seed=0)
@@ -157,7 +158,7 @@ def test_spec_pays_at_batch_one_and_not_at_a_large_batch():
 
 
 def test_static_scheduler_reserves_the_lookahead():
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5")
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5", frontend="none")
     wl = build_workload(num_requests=16, input_len="100", output_len="50", concurrency=8, seed=0)
     s = simulate(dep, wl, SimConfig(scheduler="static")).summary()
     assert s["num_completed"] == 16 and s["preemptions"] == 0
@@ -166,7 +167,7 @@ def test_static_scheduler_reserves_the_lookahead():
 
 # ---- techniques and planner -------------------------------------------------------------------------------
 def test_compare_simulates_speculative_rows():
-    base = Scenario(deployment("llama-3.1-8b", "h100-sxm"), 256, 64)
+    base = Scenario(deployment("llama-3.1-8b", "h100-sxm", frontend="none"), 256, 64)
     led = compare(base, ["spec=ngram,k=4,alpha=0.6"], parse_sla("p95_ttft<=2s,p95_tpot<=50ms"),
                   sim=SimWorkload(None, 40))
     row = led.rows[0]

@@ -9,6 +9,12 @@
     decode tokens/s per user    = 1 / TPOT
     MFU / MBU = FLOPs (bytes) one GPU moved over the request / (E2E * peak FLOP/s (bandwidth))
 
+Behind the engine's API server (`dep.engine.frontend`, `sim/frontend.py`), the batch starts once its last request
+is accepted and every step's tokens are streamed out by the same CPU:
+    TTFT += batch * ingress_s / servers + latency_s + batch * output_token_s / servers
+    TPOT  = max(TPOT, batch * output_token_s / servers)          (the stream cannot outpace the server)
+(one request reproduces the simulator exactly).
+
 The mean decode step is exact for up to 17 decode steps; beyond, the step time (piecewise linear in the
 context length) is averaged over 17 evenly spaced contexts (trapezoid rule; error well under 0.1%).
 """
@@ -89,7 +95,8 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         d, m = self.deployment, self.memory
         return {
-            "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
+            "model": d.model.name, "gpu": d.hardware.id, "engine": d.engine.name,
+            "frontend": "none" if d.engine.frontend is None else "http", "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
             "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "batch": self.batch,
             "input_len": self.input_len, "output_len": self.output_len,
             "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms,
@@ -141,6 +148,11 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = 102
     prefill = step_cost(dep, prefill_shape(batch, input_len, lay.windows))
     ttft_s = prefill.time_s
     tpot_s = mean_decode_step_s(dep, batch, input_len, output_len - 1)
+    fe = dep.engine.frontend
+    if fe is not None:
+        ttft_s += fe.batch_ttft_s(batch, input_len)
+        if output_len > 1:
+            tpot_s = max(tpot_s, fe.stream_s(batch))
     mid = step_cost(dep, decode_shape(batch, input_len + max(0, output_len - 2) // 2, lay.windows))
     e2e_s = ttft_s + (output_len - 1) * tpot_s
     hw = dep.hardware

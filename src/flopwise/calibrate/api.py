@@ -22,14 +22,11 @@ class CalibrationRun:
 
 
 def served_deployment(model: str, hw: HardwareSpec, knobs: dict[str, Any]) -> Any:
-    """The deployment a bench run measured: `model` on one `hw`, bf16, vLLM's server knobs unless given."""
+    """The deployment a bench run measured: `model` on one `hw`, bf16, the engine's server knobs unless given
+    (`knobs` may name `engine`, e.g. "vllm@0.32")."""
     from flopwise.api import deployment
-    from flopwise.sim.knobs import vllm_server_defaults
 
-    seqs, tokens = vllm_server_defaults(hw)
-    k = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, "block_size": 16}
-    k.update({n: v for n, v in knobs.items() if v is not None})
-    return deployment(model, hw, **k)
+    return deployment(model, hw, **{n: v for n, v in knobs.items() if v is not None})
 
 
 def run_calibration(hardware: str, *, hw_id: str | None = None, runs: Sequence[str | Path] = (),

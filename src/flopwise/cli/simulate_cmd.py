@@ -12,11 +12,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
+from flopwise.api import deployment
 from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.errors import WorkloadError
-from flopwise.sim import SimConfig, find_max_rate, simulate, vllm_server_defaults
+from flopwise.sim import SimConfig, find_max_rate, simulate
 from flopwise.sim.sglang_knobs import SglangKnobs
+from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.sla import parse_sla
 from flopwise.workload import build_workload
@@ -58,7 +59,9 @@ def _fmt(v: float | None, unit: str = "") -> str:
 def _render(s: dict[str, Any]) -> None:
     st = s["setup"]
     console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}, replicas={st['replicas']}, "
-                  f"{st['weights']}/{st['kv']} KV), scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
+                  f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
+                  f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
+                  f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
                   f"max_num_batched_tokens={st['max_num_batched_tokens']}, KV pool {st['kv_capacity_tokens']:,} tokens")
     if s.get("speculative"):
         sp = s["speculative"]
@@ -78,6 +81,12 @@ def _render(s: dict[str, Any]) -> None:
     console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:,.0f} output tok/s; "
                   f"goodput {s['goodput']:.2f} req/s (SLA attainment {s['sla_attainment']:.1%}); "
                   f"preemptions {s['preemptions']}")
+    br = s["time_breakdown_ms"]
+    if br["frontend_ms"] is not None:
+        util = s["frontend_utilization"]
+        console.print("where the time went (mean ms): " + ", ".join(
+            f"{k.removesuffix('_ms')} {v:,.1f}" for k, v in br.items() if v is not None)
+            + ("" if util is None else f"; API server CPU busy {util:.0%}") + f"; bottleneck: {s['bottleneck']}")
     console.print(f"running batch mean {s['running_batch']['mean']:.1f} (max {s['running_batch']['max']}); KV usage "
                   f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
                   f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
@@ -97,15 +106,18 @@ def simulate_cmd(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel stages.")] = 1,
     weights: Annotated[str | None, typer.Option(help="Weight format (bf16, fp8, int4-awq, ...).")] = None,
     kv: Annotated[str | None, typer.Option(help="KV-cache format (bf16, fp8, ...).")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM's memory share.")] = 0.9,
+    engine: Annotated[str, typer.Option(help="Serving engine and version: vllm, vllm@0.11, sglang@0.4, trtllm@0.17, llamacpp (see `flopwise engines`).")] = DEFAULT_ENGINE,
+    frontend: Annotated[str, typer.Option(help="http: the engine's OpenAI API server in front (its CPU costs); none: the engine alone (offline benchmark).")] = FRONTEND_SERVING,
+    endpoint: Annotated[str, typer.Option(help="API endpoint the clients call: completions or chat (chat adds the template).")] = DEFAULT_ENDPOINT,
+    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="The engine's memory fraction (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.")] = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: vLLM serve's, 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: vLLM serve's, 8192 or 2048 as above).")] = None,
-    block_size: Annotated[int, typer.Option("--block-size", help="Tokens per KV block.")] = 16,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: the engine's for the GPU, e.g. vLLM serve: 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: the engine's, e.g. vLLM serve: 8192 on H100/H200, 2048 on A100).")] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default: the engine's).")] = None,
     speculative: Annotated[str | None, typer.Option("--speculative", help="Speculative decoding with a stated acceptance, e.g. 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5' (accepted = mean tokens per step; tree=W for tree drafts).")] = None,
-    enable_prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="Prefix caching (vLLM v1: on).")] = True,
-    enable_chunked_prefill: Annotated[bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (vLLM v1: on).")] = True,
-    scheduler: Annotated[str, typer.Option(help="vllm (continuous batching, vLLM v1), sglang (SGLang: prefill-first steps, KV reserved for future output, retraction) or static (whole batches).")] = "vllm",
+    enable_prefix_caching: Annotated[bool | None, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="Prefix caching (default: the engine's; vLLM v1: on).")] = None,
+    enable_chunked_prefill: Annotated[bool | None, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (default: the engine's; vLLM v1: on).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="vllm (continuous batching, vLLM v1), sglang (SGLang: prefill-first steps, KV reserved for future output, retraction) or static (whole batches). Default: the engine's.")] = None,
     # --scheduler sglang knobs (SGLang's flag names; see sim/sglang_knobs.py for their defaults)
     chunked_prefill_size: Annotated[int | None, typer.Option("--chunked-prefill-size", help="sglang: new tokens per prefill batch (default by GPU memory: 8192 on H100/H200).")] = None,
     max_prefill_tokens: Annotated[int, typer.Option("--max-prefill-tokens", help="sglang: prompt tokens per prefill batch.")] = 16384,
@@ -131,14 +143,14 @@ def simulate_cmd(
 ) -> None:
     """Queueing, batching and KV capacity under a request stream: TTFT/TPOT/ITL percentiles, goodput, capacity."""
     hw = get_hardware(gpu, hardware_file)
-    seqs_default, tokens_default = vllm_server_defaults(hw)
     dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                     max_num_seqs=max_num_seqs or seqs_default,
-                     max_num_batched_tokens=max_num_batched_tokens or tokens_default, speculative=speculative)
-    config = SimConfig(scheduler, enable_prefix_caching, enable_chunked_prefill,
-                       SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests, schedule_policy,
-                                   schedule_conservativeness, enable_mixed_chunk), seed=seed)
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint)
+    config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
+                       enable_chunked_prefill=enable_chunked_prefill,
+                       sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,
+                                          schedule_policy, schedule_conservativeness, enable_mixed_chunk), seed=seed)
     objectives = parse_sla(sla) if sla else None
     rate = _rate(request_rate)
 

@@ -1,7 +1,12 @@
-"""Memory per GPU and KV-cache capacity, the way vLLM sizes its block pool.
+"""Memory per GPU and KV-cache capacity, sized by the engine's memory policy (`specs/engine.py`).
 
-    budget    = device memory * gpu_memory_utilization
-    kv_pool   = budget - weights - peak activations - runtime overhead         (vLLM `determine_num_available_blocks`)
+With f the engine's memory fraction (`dep.gpu_memory_utilization`):
+    share_of_device (vLLM)   kv_pool = f * device - weights - peak activations - runtime - graph reserve
+                             (`gpu_worker.determine_available_memory`: everything inside f x total memory)
+    static_share (SGLang)    kv_pool = f * device - weights
+                             (--mem-fraction-static = (weights + KV pool) / device; activations outside)
+    share_of_free (TRT-LLM)  kv_pool = f * (device - weights - peak activations - runtime)
+                             (kv_cache_free_gpu_memory_fraction of the memory free after the profiling run)
     blocks    = floor(kv_pool / (block_size * kv bytes per token))
 
 KV bytes per token and GPU = sum over layers of kv elements per token (2·kv_heads·head_dim, or the MLA
@@ -10,8 +15,10 @@ A sequence of length s holds ceil(s / block) blocks in full-attention layers and
 ceil(window / block) + 1 in sliding-window layers (vLLM's hybrid KV manager frees blocks that leave the
 window).
 Activations: the profile run of `max_num_batched_tokens` tokens keeps about 4·h + 2·intermediate/tp
-elements per token alive (hidden states, residual, gate/up output), plus fp32 logits and sampler buffers for
-`max_num_seqs` rows (2 · rows · vocab · 4 bytes).
+elements per token alive (hidden states, residual, gate/up output); the sampler run that follows it holds fp32
+logits and sampler buffers for min(max_num_seqs, max_num_batched_tokens) rows (2 · rows · vocab · 4 bytes).
+The forward pass's activations are freed before the sampler runs, so the peak is the larger of the two
+(vLLM `profile_run`: `_dummy_run` then `_dummy_sampler_run` on the last hidden states).
 
 Speculative decoding (`dep.speculative`, see `cost/speculative.py` for the proposer):
     kv_pool  -= proposer weights per GPU       a draft model's whole weights (at its own TP degree); an EAGLE/MTP
@@ -93,16 +100,27 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     lay = layout(dep)
     hw, m = dep.hardware, dep.model
     device = hw.memory_bytes
-    budget = device * dep.gpu_memory_utilization
+    f = dep.gpu_memory_utilization
     inter = max(lay.dense_inter, lay.experts_per_token * lay.expert_inter + lay.shared_inter)
-    act = dep.max_num_batched_tokens * lay.act_bytes * (4 * m.hidden_size + 2 * inter)
-    act += 2 * min(dep.max_num_seqs, dep.max_num_batched_tokens) * m.vocab_size * 4
-    runtime = hw.efficiency.runtime_overhead_gib * GIB
+    forward = dep.max_num_batched_tokens * lay.act_bytes * (4 * m.hidden_size + 2 * inter)
+    sampler = 2 * min(dep.max_num_seqs, dep.max_num_batched_tokens) * m.vocab_size * 4  # full vocab on rank 0
+    act = max(forward, sampler)
+    eng = dep.engine
+    runtime = hw.efficiency.runtime_overhead_gib * GIB + eng.activation_reserve_gib * GIB
     layers_here = m.num_layers / dep.pp
     block = dep.block_size * lay.kv_bytes_per_token_layer * layers_here
     prop_weights, prop_kv_per_token, lookahead = _proposer_memory(dep)
     block += dep.block_size * prop_kv_per_token
-    pool = budget - lay.weight_bytes_per_gpu - prop_weights - act - runtime
+    weights = lay.weight_bytes_per_gpu + prop_weights
+    if eng.memory_policy == "static_share":
+        budget = device * f
+        pool = budget - weights
+    elif eng.memory_policy == "share_of_free":
+        budget = device
+        pool = f * (device - weights - act - runtime)
+    else:
+        budget = device * f
+        pool = budget - weights - act - runtime
     return MemoryPlan(device_bytes=device, budget_bytes=budget, weight_bytes=lay.weight_bytes_per_gpu,
                       activation_bytes=act, runtime_bytes=runtime, kv_pool_bytes=max(0.0, pool),
                       block_bytes=block, block_size=dep.block_size, proposer_weight_bytes=prop_weights,

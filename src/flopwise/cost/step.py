@@ -7,8 +7,17 @@ For each operator of each layer (per GPU of the tensor-parallel group):
     time_s    = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_overhead_s
                 (roofline, Williams et al. 2009, with imperfect overlap p; see specs/hardware.py)
 
-plus tensor-parallel all-reduces and pipeline sends (`parallel.py`), and a fixed `step_overhead_s`
-(scheduling, sampling). FLOPs per operator:
+plus tensor-parallel all-reduces and pipeline sends (`parallel.py`) and the hardware's fixed device-side
+`step_overhead_s`. That is the device time; the engine core's CPU work for the step (`specs/engine.py`
+HostCosts: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1)) adds to it, or, with async scheduling,
+hides behind it:
+
+    step_s = device_s + host_s                  (synchronous loop)
+    step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
+
+Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
+rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; a step with prompt tokens pays
+`eager_prefill_kernel_s` more per kernel where the engine runs prefill without CUDA graphs. FLOPs per operator:
 
 - linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
 - attention (flash-style: scores never written to memory): FLOPs = pairs · 4·heads·head_dim
@@ -33,7 +42,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "host_s"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +141,8 @@ class Roofs:
     gemm_eff: float
     weight_read_eff: float
     p: float
+    moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
+    eager_kernel_s: float  # extra per kernel of a step with prompt tokens (KernelFactors.eager_prefill_kernel_s)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
@@ -151,11 +162,15 @@ def roofs(dep: Deployment) -> Roofs:
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
     if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
+    kf = dep.engine.kernels
+    if wf.quantizes_embeddings:  # GGUF block formats: the engine's quantized matmul kernels
+        gemm_eff *= kf.quantized_gemm_compute
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
-                 p=e.overlap_exponent, linear_rate=nominal * factor * e.compute_max * gemm_eff,
+                 p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, eager_kernel_s=kf.eager_prefill_kernel_s,
+                 linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
@@ -164,25 +179,28 @@ def roofs(dep: Deployment) -> Roofs:
 class _Acc:
     """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
 
-    __slots__ = ("r", "detail", "ops", "total")
+    __slots__ = ("r", "detail", "ops", "total", "kernels")
 
     def __init__(self, dep: Deployment, detail: bool):
         self.r, self.detail = roofs(dep), detail
         self.ops: list[OpCost] = []
         self.total = 0.0
+        self.kernels = 0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-            kernels: int, attention: bool = False) -> None:
+            kernels: int, attention: bool = False, weight_eff: float = 1.0) -> None:
         """compute_s = FLOPs / (rate * m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes))
-        with weight bytes inflated by 1 / weight_read_eff (EfficiencyProfile, written with folded constants)."""
+        with weight bytes inflated by 1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's
+        kernel factor, written with folded constants)."""
         r = self.r
+        self.kernels += count * kernels
         if flops > 0:
             compute_s = flops * (m + r.half_m) / (m * (r.attention_rate if attention else r.linear_rate))
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
         if nbytes > 0:
-            memory_s = (weight_b / r.weight_read_eff + kv_b + act_b) * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
+            memory_s = (weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b) * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
         else:
             memory_s = 0.0
         overhead_s = kernels * r.kernel_s
@@ -231,7 +249,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
             rows_per_expert = T * k / touched
             acc.add("moe_experts", n, 2 * T * k * lay.expert_params, rows_per_expert,
                     touched * lay.expert_params * wbpp + lay.router_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * k * lay.expert_inter), 4)
+                    T * a * (2 * h + 3 * k * lay.expert_inter), 4, weight_eff=acc.r.moe_weight_eff)
             if lay.shared_params:
                 acc.add("shared_experts", n, 2 * T * lay.shared_params, T, lay.shared_params * wbpp, 0.0,
                         T * a * (2 * h + 3 * lay.shared_inter), 2)
@@ -251,13 +269,32 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
     return acc
 
 
+def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
+    """Kernels + the hardware's fixed per-step cost + eager launches of a step with prompt tokens."""
+    eager = acc.kernels * acc.r.eager_kernel_s if shape.num_tokens > shape.num_seqs else 0.0
+    return acc.total + eager + dep.hardware.efficiency.step_overhead_s
+
+
+def host_s(dep: Deployment, shape: BatchShape) -> float:
+    """The engine core's CPU seconds for a step of `shape` (scheduling, input preparation, output handling)."""
+    return dep.engine.host.seconds(shape.num_seqs, dep.gpus_per_replica) if shape.num_tokens else 0.0
+
+
+def _combine(dep: Deployment, device: float, host: float) -> float:
+    return max(device, host) if dep.engine.host.async_scheduling else device + host
+
+
 def step_time(dep: Deployment, shape: BatchShape) -> float:
     """Seconds for one engine step (fast path: no breakdown)."""
-    return _run(dep, shape, False).total + dep.hardware.efficiency.step_overhead_s
+    acc = _run(dep, shape, False)
+    return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
-    """Seconds for one engine step with its per-operator breakdown."""
+    """Seconds for one engine step with its per-operator breakdown. `step_overhead_s` is everything outside
+    the operators: the hardware's fixed per-step cost, eager launches and the engine core's CPU time that the
+    device does not hide."""
     acc = _run(dep, shape, True)
-    ovh = dep.hardware.efficiency.step_overhead_s
-    return StepCost(time_s=acc.total + ovh, ops=tuple(acc.ops), step_overhead_s=ovh)
+    device = _device_s(dep, shape, acc)
+    total = _combine(dep, device, host_s(dep, shape))
+    return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)

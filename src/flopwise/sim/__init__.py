@@ -10,13 +10,12 @@ Modules: `request.py` (one request's state), `block_manager.py` (KV blocks), `ba
 `shape.py` (the step record for the cost model), `decode_run.py`
 (fast-forwarding identical decode steps), `arrivals.py` (open and closed loops), `engine.py` (the loop),
 `timeline.py` (engine state over time), `simulate.py` (replicas, records, summary), `max_rate.py` (the highest
-rate meeting an SLA), `config.py` (scheduler options), `knobs.py` (vLLM's default knobs), `acceptance.py`
+rate meeting an SLA), `config.py` (scheduler options), `frontend.py` (the API server stage), `breakdown.py` (where time went), `acceptance.py`
 (speculative decoding: the tokens each verified decode emits; its step cost is `cost/speculative.py`).
 """
 
 from flopwise.sim.config import SCHEDULERS, SimConfig
-from flopwise.sim.knobs import vllm_server_defaults
 from flopwise.sim.max_rate import MaxRate, find_max_rate
 from flopwise.sim.simulate import SimResult, simulate
 
-__all__ = ["SimConfig", "SCHEDULERS", "SimResult", "simulate", "find_max_rate", "MaxRate", "vllm_server_defaults"]
+__all__ = ["SimConfig", "SCHEDULERS", "SimResult", "simulate", "find_max_rate", "MaxRate"]

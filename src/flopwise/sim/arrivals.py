@@ -73,9 +73,7 @@ class ClosedLoop:
         return False  # an idle engine has no client left waiting on it
 
     def pop_due(self, now: float) -> list[Request]:
-        if not self.stagger_s:
-            out, self.ready = self.ready, []
-            return out
+        """Requests sent by now (a client sends when its previous request's last token reached it)."""
         k = 0
         while k < len(self.ready) and self.ready[k].arrival_at <= now:
             k += 1

@@ -76,6 +76,7 @@ class BaseScheduler:
         self.decode_tokens = 1
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        self.num_emitted = 0  # tokens the last applied step sampled (what the API server streams out)
 
     def use_speculation(self, acceptance: Acceptance) -> None:
         """Serve decodes speculatively from now on (call before the first step)."""
@@ -115,6 +116,7 @@ class BaseScheduler:
         slots stay allocated for the next round."""
         finished = []
         draws = None
+        emitted_total = 0
         if out.decode_tokens > 1 and out.num_decodes:
             assert self.acceptance is not None
             draws = iter(self.acceptance.draw(out.num_decodes))
@@ -125,6 +127,7 @@ class BaseScheduler:
                 req.num_computed_tokens += e
                 req.emit(step, e)
                 emitted += e
+                emitted_total += e
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)
                 continue
@@ -132,8 +135,10 @@ class BaseScheduler:
             req.num_computed_tokens = c
             if c == req.num_tokens:
                 req.sample(step)
+                emitted_total += 1
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)
+        self.num_emitted = emitted_total
         if draws is not None:
             self.acceptance.count(out.num_decodes, emitted)
         if finished:

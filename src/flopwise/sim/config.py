@@ -3,30 +3,42 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flopwise.errors import WorkloadError
 from flopwise.sim.sglang_knobs import SglangKnobs
+from flopwise.specs.deployment import Deployment
 
 __all__ = ["SimConfig", "SCHEDULERS"]
 
 SCHEDULERS = ("vllm", "static", "sglang")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SimConfig:
     """`scheduler`: "vllm" (continuous batching, vLLM v1), "static" (whole batches) or "sglang" (SGLang's
-    prefill-first policy; its own knobs in `sglang`). Prefix caching and chunked prefill default on, as in
-    vLLM v1 (and SGLang)."""
+    prefill-first policy; its own knobs in `sglang`). None (scheduler, prefix caching, chunked prefill): the
+    deployment's engine decides (`EngineProfile.scheduler`, `enable_prefix_caching`, `enable_chunked_prefill`);
+    `resolved` fills them in."""
 
-    scheduler: str = "vllm"
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
+    scheduler: str | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
     sglang: SglangKnobs = SglangKnobs()  # read by scheduler="sglang" only
     seed: int = 0  # the run's random draws: with speculative decoding, the tokens each verified decode accepts
     # closed loop: requests sent at one instant reach the engine this far apart (arrivals.ClosedLoop); 0: together
     client_stagger_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.scheduler not in SCHEDULERS:
+        if self.scheduler is not None and self.scheduler not in SCHEDULERS:
             raise WorkloadError(f"unknown scheduler '{self.scheduler}'; use one of {', '.join(SCHEDULERS)}")
+
+    def resolved(self, dep: Deployment) -> SimConfig:
+        """This config with every None taken from the deployment's engine."""
+        eng = dep.engine
+        return replace(
+            self, scheduler=self.scheduler or eng.scheduler,
+            enable_prefix_caching=eng.enable_prefix_caching if self.enable_prefix_caching is None
+            else self.enable_prefix_caching,
+            enable_chunked_prefill=eng.enable_chunked_prefill if self.enable_chunked_prefill is None
+            else self.enable_chunked_prefill)

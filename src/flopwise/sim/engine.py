@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, memory_plan
 from flopwise.cost.speculative import proposer_deployment, round_time_s
-from flopwise.cost.step import step_time
+from flopwise.cost.step import host_s, step_time
 from flopwise.errors import InfeasibleError, WorkloadError
 from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.arrivals import ClosedLoop, OpenLoop
@@ -31,6 +31,7 @@ from flopwise.sim.base import BaseScheduler
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.config import SimConfig
 from flopwise.sim.decode_run import plan_decode_run, run_durations
+from flopwise.sim.frontend import Frontend
 from flopwise.sim.request import Request
 from flopwise.sim.scheduler import VllmScheduler
 from flopwise.sim.sglang_scheduler import make_sglang_scheduler
@@ -81,7 +82,8 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
                config: SimConfig, progress: Callable[[int], None] | None = None,
                replica: int = 0) -> tuple[list[Request], Timeline]:
     """Serve `items` (request id, spec) on one replica (`replica` seeds its own draws); return the requests
-    (finished) and the timeline."""
+    (finished) and the timeline. `config` must be resolved (`SimConfig.resolved`). With an API server in the
+    engine profile, requests pass it before the engine and tokens after (`frontend.py`)."""
     sched = make_scheduler(dep, config)
     spec = dep.speculative
     if spec is not None:
@@ -93,27 +95,37 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
     drafts = DraftShapes(layout(prop).windows if prop is not None else ())
     max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
     source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency, config.client_stagger_s)
+    fe = Frontend(dep.engine.frontend) if dep.engine.frontend is not None else None
+    shared_cpu = fe is not None and fe.costs.shares_engine_cpu
     tl = Timeline()
     ends = tl.step_end_at
     requests: list[Request] = []
     now = 0.0
     while True:
-        for req in source.pop_due(now):
+        if fe is None:
+            ready = source.pop_due(now)
+            requests.extend(ready)
+        else:
+            _ingest(source, fe, requests, now)
+            ready = fe.pop_ready(now)
+        for req in ready:
             sched.add_request(req)
-            requests.append(req)
         if not sched.has_work:
-            t = source.next_at()
+            t = _next_event(source, fe)
             if t is None:
                 break
             now = t
             continue
         k = plan_decode_run(sched, max_decodes) if spec is None else 0
         if k:
-            finished, now = _decode_run(dep, builder, sched, tl, k, now, source.next_at())
+            if fe is None:
+                finished, now = _decode_run(dep, builder, sched, tl, k, now, source.next_at())
+            else:
+                finished, now = _decode_run_frontend(dep, builder, sched, tl, k, now, source, fe, requests)
         else:
-            out = sched.schedule(now, source.more_coming)
+            out = sched.schedule(now, source.more_coming or bool(fe and fe.pending))
             if out.is_empty:
-                t = source.next_at()
+                t = _next_event(source, fe)
                 if t is None:
                     raise InfeasibleError("the scheduler can make no progress (a request cannot fit the KV pool)")
                 now = t
@@ -126,19 +138,44 @@ def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concur
             else:  # a policy that builds its records without `new_output()` would silently decode plainly
                 raise WorkloadError(f"the '{config.scheduler}' scheduler does not serve speculative decoding; "
                                     "use --scheduler vllm or static, or drop --speculative")
+            if shared_cpu:
+                now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
             step = len(ends)
             ends.append(now + dt)
             tl.add(now, dt, len(sched.running), len(sched.waiting), kv.usage, prompt)
             now += dt
             finished = sched.postprocess(out, step, now)
+            if fe is not None:
+                _ingest(source, fe, requests, now)  # arrivals during the step are served before its tokens
+                tl.delivered_at.append(fe.deliver(now, sched.num_emitted))
         if finished:
-            source.on_finished(len(finished), now)
+            source.on_finished(len(finished), tl.delivered_at[-1] if fe is not None else now)
             if progress is not None:
                 progress(len(finished))
     if sched.acceptance is not None:
         tl.num_verified_decodes = sched.acceptance.num_rows
         tl.num_verified_tokens = sched.acceptance.num_tokens
+    if fe is not None:
+        tl.frontend_cpu_s = fe.cpu_s
     return requests, tl
+
+
+def _ingest(source: OpenLoop | ClosedLoop, fe: Frontend, requests: list[Request], now: float) -> None:
+    """Hand the requests sent by `now` to the API server."""
+    for req in source.pop_due(now):
+        fe.admit(req)
+        requests.append(req)
+
+
+def _next_event(source: OpenLoop | ClosedLoop, fe: Frontend | None) -> float | None:
+    """The next instant something reaches the engine: an arrival, or a request leaving the API server."""
+    t = source.next_at()
+    if fe is None:
+        return t
+    r = fe.next_ready_at()
+    if r is None:
+        return t
+    return r if t is None else min(r, t)
 
 
 def _decode_run(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, tl: Timeline, k: int, now: float,
@@ -154,13 +191,47 @@ def _decode_run(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, tl
         if cut_at is not None and t >= cut_at:
             k = j
             break
+    return _apply_run(sched, tl, k, step0, now, t)
+
+
+def _decode_run_frontend(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, tl: Timeline, k: int,
+                         now: float, source: OpenLoop | ClosedLoop, fe: Frontend,
+                         requests: list[Request]) -> tuple[list[Request], float]:
+    """A decode run behind the API server: each step's tokens are streamed out in time order with the arrivals
+    it must serve first; the run ends at the first step by whose end a request has left the server (when the
+    scheduler could admit it). A shared CPU (V0) also delays each step until the server's queued work is done."""
+    durations = run_durations(dep, builder, sched, k)
+    batch = len(sched.running)
+    host = dep.engine.host.seconds(batch, dep.gpus_per_replica) if fe.costs.shares_engine_cpu else None
+    admit = sched.admission_open()
+    ends, delivered = tl.step_end_at, tl.delivered_at
+    step0 = len(ends)
+    t = now
+    for j, d in enumerate(durations, 1):
+        if host is not None:
+            t = fe.claim_for_step(t, host)
+        t += d
+        ends.append(t)
+        _ingest(source, fe, requests, t)
+        delivered.append(fe.deliver(t, batch))
+        if admit:
+            ready = fe.next_ready_at()
+            if ready is not None and ready <= t:
+                k = j
+                break
+    return _apply_run(sched, tl, k, step0, now, t)
+
+
+def _apply_run(sched: BaseScheduler, tl: Timeline, k: int, step0: int, start: float,
+               end: float) -> tuple[list[Request], float]:
+    """Advance every running request by the run's k decode steps (their tokens at steps step0 .. step0+k-1)."""
     kv, running = sched.kv, sched.running
     kv.allocate_decode_run(running, k)
     for r in running:
         r.sample(step0, k)
         r.num_computed_tokens += k
-    tl.add(now, t - now, len(running), len(sched.waiting), kv.usage, 0)
+    tl.add(start, end - start, len(running), len(sched.waiting), kv.usage, 0)
     finished = [r for r in running if r.num_output_tokens == r.max_tokens]
     if finished:
-        sched.finish(finished, t)
-    return finished, t
+        sched.finish(finished, end)
+    return finished, end

@@ -50,6 +50,8 @@ class Request:
     num_cached_tokens: int = 0  # prefix-cache hits, summed over admissions
     first_scheduled_at: float | None = None
     finished_at: float | None = None
+    # when the engine got it: arrival_at, or later after the API server (sim/frontend.py)
+    engine_arrival_at: float = field(init=False)
     token_steps: list[int] = field(default_factory=list)
     num_tokens: int = 0  # prompt + output so far (kept in step with num_output_tokens by `sample`)
     # KV held: block keys of the shared-prefix region (None: a private copy), a count of private blocks, and
@@ -60,6 +62,7 @@ class Request:
 
     def __post_init__(self) -> None:
         self.num_tokens = self.num_prompt_tokens + self.num_output_tokens
+        self.engine_arrival_at = self.arrival_at
 
     @property
     def num_blocks(self) -> int:

@@ -2,9 +2,8 @@
 
 Sources (sgl-project/sglang, `python/sglang/srt/`; names are the server flags):
 
-    --chunked-prefill-size        by total GPU memory (`ServerArgs._handle_gpu_memory_settings`):
-                                  < 35 GiB 2048, < 60 GiB 4096, < 160 GiB 8192 (H100, H200), else 16384
-                                  (B200, MI300X); 4096 when the device reports no memory (CPU)
+    --chunked-prefill-size        by total GPU memory (`ServerArgs._handle_gpu_memory_settings`), from the
+                                  engine catalog (`catalog/engines/sglang.toml`)
     --max-prefill-tokens          16384 (`ServerArgs`)
     --max-running-requests        min(clamp(kv_tokens / context_len * 512, 2048, 4096), kv_tokens // 2)
                                   (`ModelRunner` sizes the request pool, `TpModelWorker` takes the min)
@@ -24,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flopwise.errors import WorkloadError
+from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 
 __all__ = ["SglangKnobs", "SCHEDULE_POLICIES", "sglang_chunked_prefill_size", "sglang_max_running_requests",
@@ -71,17 +71,11 @@ class SglangKnobs:
 
 
 def sglang_chunked_prefill_size(hw: HardwareSpec) -> int:
-    """SGLang's default `--chunked-prefill-size` on `hw` (thresholds in GiB of device memory)."""
-    if hw.kind != "gpu":
-        return 4096
-    gib = hw.memory_gib
-    if gib < 35:
-        return 2048
-    if gib < 60:
-        return 4096
-    if gib < 160:
-        return 8192
-    return 16384
+    """SGLang's default `--chunked-prefill-size` on `hw`: the current SGLang profile's token budget for the
+    device (`catalog/engines/sglang.toml`), used when the deployment's own engine is not SGLang."""
+    knobs = get_engine("sglang").default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+                                               context_len=None)
+    return knobs.max_num_batched_tokens
 
 
 def sglang_max_running_requests(kv_tokens: int, context_len: int | None) -> int:

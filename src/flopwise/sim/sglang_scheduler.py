@@ -381,10 +381,12 @@ class SglangScheduler(BaseScheduler):
 def sglang_settings(dep: Deployment, config: SimConfig) -> dict[str, object]:
     """The knobs `make_sglang_scheduler` uses: `config.sglang` with SGLang's defaults for the deployment filled
     in (`chunked_prefill_size` None: chunked prefill off)."""
+    config = config.resolved(dep)
     knobs = config.sglang
     chunk = None
     if config.enable_chunked_prefill:
-        chunk = knobs.chunked_prefill_size or sglang_chunked_prefill_size(dep.hardware)
+        chunk = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if dep.engine.family == "sglang"
+                                               else sglang_chunked_prefill_size(dep.hardware))
     max_running = knobs.max_running_requests or sglang_max_running_requests(
         memory_plan(dep).kv_capacity_tokens, dep.model.max_position_embeddings)
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,

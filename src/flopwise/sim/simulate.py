@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 
 from flopwise.cost.fit import require_fit
 from flopwise.cost.memory import memory_plan
@@ -20,6 +21,7 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import run_engine
 from flopwise.sim.request import Request
 from flopwise.sim.sglang_scheduler import sglang_settings
+from flopwise.sim.breakdown import PHASES, request_phases, time_breakdown
 from flopwise.sim.timeline import Timeline, timeline_summary
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
@@ -36,6 +38,7 @@ class SimResult:
     records: list[RequestRecord]
     timelines: list[Timeline]
     requests: list[Request]
+    phases: np.ndarray  # (requests, 5): where each request's time went (sim/breakdown.py), ms
     sla: SLA | None
     wall_s: float
 
@@ -45,11 +48,16 @@ class SimResult:
         out.update(timeline_summary(self.timelines, out["duration_s"]))
         prompt = sum(r.num_prompt_tokens for r in self.requests)
         out["prefix_cache_hit_rate"] = sum(r.num_cached_tokens for r in self.requests) / prompt if prompt else 0.0
+        out.update(time_breakdown(self.phases, self.timelines, self.deployment, out["duration_s"],
+                                  out["busy_fraction"]))
         d, plan = self.deployment, memory_plan(self.deployment)
         out["setup"] = {
             "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
             "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": self.workload.name,
             "concurrency": self.workload.concurrency, "scheduler": self.config.scheduler,
+            "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
+            "endpoint": None if d.engine.frontend is None else d.engine.frontend.endpoint,
+            "gpu_memory_utilization": d.gpu_memory_utilization,
             "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "block_size": d.block_size, "enable_prefix_caching": self.config.enable_prefix_caching,
             "enable_chunked_prefill": self.config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
@@ -86,8 +94,9 @@ def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str
 
 
 def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
-    """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request)."""
-    ends = tl.step_end_at.tolist()
+    """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request):
+    when the client received each step's tokens (behind an API server) or the step's end (offline)."""
+    ends = (tl.delivered_at if len(tl.delivered_at) else tl.step_end_at).tolist()
     out = []
     for r in requests:
         s = r.token_steps
@@ -103,13 +112,14 @@ def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
 def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = None, *, sla: SLA | None = None,
              progress: Callable[[int], None] | None = None) -> SimResult:
     """Serve `workload` on `dep`. `progress(n)` is called as n more requests complete."""
-    config = config or SimConfig()
+    config = (config or SimConfig()).resolved(dep)
     require_fit(dep)
     t0 = time.perf_counter()
     items = list(enumerate(workload.requests))
     n_rep = dep.replicas
     requests: list[Request] = []
     records: list[RequestRecord] = []
+    phases: list[np.ndarray] = []
     timelines = []
     for rep in range(n_rep):
         part = items[rep::n_rep]
@@ -123,7 +133,9 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep)
         requests.extend(reqs)
         records.extend(_records(reqs, tl))
+        phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)
+    table = np.concatenate(phases)[order] if phases else np.empty((0, len(PHASES)))
     return SimResult(dep, workload, config, [records[i] for i in order], timelines,
-                     [requests[i] for i in order], sla, time.perf_counter() - t0)
+                     [requests[i] for i in order], table, sla, time.perf_counter() - t0)

@@ -19,6 +19,8 @@ __all__ = ["Timeline", "timeline_summary"]
 @dataclass(slots=True)
 class Timeline:
     step_end_at: array = field(default_factory=lambda: array("d"))  # one entry per engine step
+    # with an API server in front (sim/frontend.py): when the client received each step's tokens; else empty
+    delivered_at: array = field(default_factory=lambda: array("d"))
     sample_at: array = field(default_factory=lambda: array("d"))
     sample_s: array = field(default_factory=lambda: array("d"))
     num_running: array = field(default_factory=lambda: array("q"))
@@ -29,6 +31,7 @@ class Timeline:
     num_prompt_tokens: int = 0
     num_verified_decodes: int = 0  # speculative decoding: decodes verified, and the tokens they emitted
     num_verified_tokens: int = 0
+    frontend_cpu_s: float = 0.0  # CPU seconds the API server worked (0 without one)
 
     @property
     def num_steps(self) -> int:

@@ -1,7 +1,12 @@
-"""A deployment: a model on hardware, with parallelism, number formats and engine knobs. Immutable.
+"""A deployment: a model on hardware served by an engine, with parallelism, number formats and engine knobs.
+Immutable.
 
-`num_gpus = tp * pp * replicas`. Engine knob names and defaults follow vLLM (`--gpu-memory-utilization 0.9`,
-`--block-size 16`, `--max-num-seqs`, `--max-num-batched-tokens`). `speculative` (None: plain decoding) sets
+`num_gpus = tp * pp * replicas`. `engine` (`specs/engine.py`) is the serving engine at a version: its frontend
+and per-step CPU costs, memory policy and defaults. Knob names follow vLLM (`max_num_seqs`,
+`max_num_batched_tokens`, `block_size`); `gpu_memory_utilization` is the engine's memory fraction, read by its
+memory policy (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of the free
+memory). `make_deployment` fills every knob not given from the engine's defaults for the device, so each
+default has one home: the engine catalog. `speculative` (None: plain decoding) sets
 speculative decoding (`specs/speculative.py`): it changes what a decode step verifies and emits, its cost, and the
 memory left for the KV cache, never the scheduler.
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flopwise.errors import PrecisionError, SpecError
+from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_format
@@ -19,12 +25,13 @@ from flopwise.specs.speculative import SpeculativeSpec
 __all__ = ["Deployment", "make_deployment"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
 class Deployment:
     model: ModelSpec
     hardware: HardwareSpec
     weights: WeightFormat
     kv: KVFormat
+    engine: EngineProfile
     tp: int = 1
     pp: int = 1
     replicas: int = 1
@@ -58,7 +65,7 @@ class Deployment:
         return self._hash
 
     def _key(self) -> tuple:
-        return (self.model, self.hardware, self.weights, self.kv, self.tp, self.pp, self.replicas,
+        return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
                 self.speculative)
 
@@ -82,10 +89,14 @@ class Deployment:
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, num_gpus: int | None = None,
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
-                    **knobs: int | float) -> Deployment:
+                    engine: EngineProfile | None = None, max_num_seqs: int | None = None,
+                    max_num_batched_tokens: int | None = None, block_size: int | None = None,
+                    gpu_memory_utilization: float | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to bf16 (fp16 on chips without bf16); KV follows the
-    16-bit activation dtype unless given. `speculative`: speculative decoding (None: plain decoding)."""
+    16-bit activation dtype unless given. `speculative`: speculative decoding (None: plain decoding).
+    `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
+    this device, model context and parallelism (`EngineProfile.default_knobs`)."""
     default16 = "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
     wf = weight_format(weights or default16)
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16))
@@ -101,5 +112,14 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
             replicas = num_gpus // group
     if kf.bytes_per_element > 2 and wf.name != "fp32":
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
-    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, tp=tp, pp=pp, replicas=replicas,
-                      speculative=speculative, **knobs)  # type: ignore[arg-type]
+    eng = engine if engine is not None else get_engine()
+    d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
+                          context_len=model.max_position_embeddings, tp=tp, pp=pp)
+    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng, tp=tp, pp=pp, replicas=replicas,
+                      speculative=speculative,
+                      max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,
+                      max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
+                      else max_num_batched_tokens,
+                      block_size=d.block_size if block_size is None else block_size,
+                      gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
+                      else gpu_memory_utilization)

@@ -97,13 +97,17 @@ class _Point:
         t = prefill_time_s(self.dep, batch, s.input_len, self.cached)
         if self.proposer is not None:
             t += prefill_time_s(self.proposer, batch, s.input_len, self.cached)
-        return t
+        fe = self.dep.engine.frontend
+        return t if fe is None else t + fe.batch_ttft_s(batch, s.input_len)
 
     def tpot_s(self, batch: int) -> float:
         s = self.scn
         if self.spec is not None:
-            return spec_tpot_s(self.dep, self.spec, batch, s.input_len, s.output_len)
-        return mean_decode_step_s(self.dep, batch, s.input_len, s.output_len - 1)
+            t = spec_tpot_s(self.dep, self.spec, batch, s.input_len, s.output_len)
+        else:
+            t = mean_decode_step_s(self.dep, batch, s.input_len, s.output_len - 1)
+        fe = self.dep.engine.frontend
+        return t if fe is None else max(t, fe.stream_s(batch))
 
     def decode_flops_per_output_token(self) -> float:
         """FLOPs per generated token at the mean decode context (speculative: per expected token)."""

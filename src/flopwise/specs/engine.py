@@ -1,0 +1,373 @@
+"""Serving engines as data: what an engine of a given family and version does outside the GPU kernels.
+
+An engine profile (`catalog/engines/<family>.toml`) holds, per family and version range, every number with
+its source (or marked fitted):
+
+- the **frontend** (the OpenAI HTTP server in front of the engine), a CPU stage every request passes:
+      ingress_s(request) = request_s (+ chat_request_s on the chat endpoint) + prompt_tokens * prompt_token_s
+      egress_s(step)     = emitted_tokens * output_token_s         (detokenize + one SSE event per token)
+  served FIFO by `api_servers` processes (each one CPU), plus a pure delay `latency_s` (IPC hops and process
+  wake-ups that hold no CPU); `sim/frontend.py` runs it;
+- the **engine core's CPU work per step** (scheduling, input preparation, output processing):
+      host_s(step) = step_s + per_seq_s * sequences in the step + per_worker_s * (GPUs - 1)
+  which either adds to the device time (a synchronous loop) or overlaps it (`async_scheduling`: the step
+  takes max(device, host)); `cost/step.py` prices it;
+- **default knobs** (`max_num_seqs`, `max_num_batched_tokens` by device memory, memory fraction, block size,
+  chunked prefill, prefix caching) and the **memory policy** that says what the memory fraction means:
+      share_of_device      vLLM --gpu-memory-utilization: weights + activations + graphs + KV <= f * device
+      static_share         SGLang --mem-fraction-static: weights + KV <= f * device (activations, graphs outside)
+      share_of_free        TensorRT-LLM kv_cache_free_gpu_memory_fraction: KV = f * (device - weights - peak)
+  (`cost/memory.py` sizes the KV pool by it);
+- **kernel factors** where engines differ for the same chip: the share of bandwidth a fused-MoE kernel reaches
+  with few tokens per expert, the compute share of quantized (GGUF) matmuls, eager (no CUDA graph) launches.
+
+Versions: a profile is the family's `[base]` table merged with every `[[release]]` whose `since` is at or
+below the version asked (a changelog: each release states only what changed). `vllm@0.6.3` takes the base and
+the 0.6.0 release; a version above the newest takes the newest; below the oldest, the base.
+`offline` (`--frontend none`) removes the frontend: the engine's own benchmark (trtllm-bench, llama-bench,
+vLLM's LLM class) with no HTTP server in front.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from flopwise.errors import SpecError, suggest
+
+__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "MEMORY_POLICIES",
+           "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
+
+DEFAULT_ENGINE = "vllm"
+MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
+ENDPOINTS = ("completions", "chat")
+_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")  # 0.11.2, v0.9, llama.cpp build b4000
+
+
+def _check_nonneg(owner: str, obj: object) -> None:
+    for f in fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        if isinstance(v, float) and not (v >= 0 and v < float("inf")):
+            raise SpecError(f"engine {owner}: {f.name} must be a finite number >= 0, got {v}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrontendCosts:
+    """CPU seconds the API server spends per request, per prompt token and per output token; `latency_s` is
+    a delay that holds no CPU. `api_servers` processes share the work (each one CPU)."""
+
+    request_s: float
+    chat_request_s: float = 0.0
+    prompt_token_s: float = 0.0
+    output_token_s: float = 0.0
+    latency_s: float = 0.0
+    api_servers: int = 1
+    endpoint: str = "completions"
+    shares_engine_cpu: bool = False  # one process runs the HTTP server and the engine loop (vLLM V0 <= 0.5)
+
+    def __post_init__(self) -> None:
+        _check_nonneg("frontend", self)
+        if not isinstance(self.api_servers, int) or self.api_servers < 1:
+            raise SpecError(f"engine frontend: api_servers must be an integer >= 1, got {self.api_servers!r}")
+        if self.endpoint not in ENDPOINTS:
+            raise SpecError(f"unknown endpoint '{self.endpoint}'; use one of {', '.join(ENDPOINTS)}")
+
+    def ingress_s(self, prompt_tokens: int) -> float:
+        """CPU seconds to accept one request: parse, validate, template (chat), tokenize."""
+        chat = self.chat_request_s if self.endpoint == "chat" else 0.0
+        return self.request_s + chat + prompt_tokens * self.prompt_token_s
+
+    def stream_s(self, batch: int) -> float:
+        """Seconds the servers need to stream one token to each of `batch` requests."""
+        return batch * self.output_token_s / self.api_servers
+
+    def batch_ttft_s(self, batch: int, prompt_tokens: int) -> float:
+        """What the server adds to the TTFT of a static batch sent at once: the batch starts when its last
+        request is accepted, and its first tokens are streamed out after the prefill."""
+        return batch * self.ingress_s(prompt_tokens) / self.api_servers + self.latency_s + self.stream_s(batch)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostCosts:
+    """The engine core's CPU seconds per step: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1).
+    `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host))."""
+
+    step_s: float = 0.0
+    per_seq_s: float = 0.0
+    per_worker_s: float = 0.0
+    async_scheduling: bool = False
+
+    def __post_init__(self) -> None:
+        _check_nonneg("host", self)
+
+    def seconds(self, num_seqs: int, num_gpus: int) -> float:
+        return self.step_s + self.per_seq_s * num_seqs + self.per_worker_s * (num_gpus - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelFactors:
+    """Engine-specific kernel efficiency, multiplying the hardware profile's.
+
+    moe_bandwidth: share of the dense bandwidth roof a fused-MoE kernel reaches while reading the weights of
+        the experts a step touches (grouped GEMMs with a few rows each: tile padding, per-expert launch tails);
+    quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
+        (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
+    eager_prefill_kernel_s: extra launch cost per kernel of a step that runs without CUDA graphs (prefill
+        and mixed steps where the engine only captures decode batches), on top of the hardware's.
+    """
+
+    moe_bandwidth: float = 1.0
+    quantized_gemm_compute: float = 1.0
+    eager_prefill_kernel_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_nonneg("kernels", self)
+        for name in ("moe_bandwidth", "quantized_gemm_compute"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchDefault:
+    """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose
+    id contains none of `exclude` (the first matching rule wins)."""
+
+    min_memory_gib: float = 0.0
+    exclude: tuple[str, ...] = ()
+    kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
+    block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
+
+    def matches(self, hw_id: str, memory_gib: float, kind: str) -> bool:
+        if self.kind is not None and kind != self.kind:
+            return False
+        return memory_gib >= self.min_memory_gib and not any(x in hw_id.lower() for x in self.exclude)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryReserve:
+    """SGLang's default --mem-fraction-static (PR #10975): (device - reserve) / device with
+        reserve_mb = fixed_mb + per_chunk_token_mb * max(chunk, 2048) + per_graph_batch_mb * graph_batches
+                     + per_gpu_mb * tp * pp,    at least min_mb_above_60gb on devices above 60 GB."""
+
+    fixed_mb: float
+    per_chunk_token_mb: float
+    per_graph_batch_mb: float
+    graph_batches: int
+    per_gpu_mb: float
+    min_mb_above_60gb: float
+
+    def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int) -> float:
+        mb = memory_gib * 1024
+        reserve = (self.fixed_mb + self.per_chunk_token_mb * max(chunk_tokens, 2048)
+                   + self.per_graph_batch_mb * self.graph_batches + self.per_gpu_mb * tp * pp)
+        if mb > 60 * 1000:
+            reserve = max(reserve, self.min_mb_above_60gb)
+        return round(max(0.05, (mb - reserve) / mb), 3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineKnobs:
+    """The knobs an engine resolves for one deployment when the user gives none (its defaults)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    memory_fraction: float
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineProfile:
+    """One engine family at one version, resolved from the catalog (see the module docstring)."""
+
+    family: str
+    version: str
+    display: str
+    scheduler: str  # the simulator's policy: vllm, sglang, static
+    memory_policy: str
+    frontend: FrontendCosts | None  # None: offline (no HTTP server)
+    host: HostCosts
+    kernels: KernelFactors
+    batch_defaults: tuple[BatchDefault, ...]
+    memory_fraction: float
+    block_size: int
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    activation_reserve_gib: float = 0.0  # memory kept outside the KV pool beyond the profiled peak (graphs, ...)
+    memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
+    memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.memory_policy not in MEMORY_POLICIES:
+            raise SpecError(f"engine {self.family}: memory_policy must be one of {', '.join(MEMORY_POLICIES)}, "
+                            f"got '{self.memory_policy}'")
+        if not 0 < self.memory_fraction <= 1:
+            raise SpecError(f"engine {self.family}: memory_fraction must be in (0, 1], got {self.memory_fraction}")
+        if not isinstance(self.block_size, int) or self.block_size < 1:
+            raise SpecError(f"engine {self.family}: block_size must be a positive integer, got {self.block_size!r}")
+        if not self.batch_defaults:
+            raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
+
+    @property
+    def name(self) -> str:
+        """`family@version`, with `(offline)` when no HTTP server is modelled."""
+        return f"{self.family}@{self.version}" + ("" if self.frontend is not None else " (offline)")
+
+    @property
+    def is_offline(self) -> bool:
+        return self.frontend is None
+
+    def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
+                      pp: int = 1) -> EngineKnobs:
+        """Every knob this engine picks by default for a deployment (see the catalog entry's sources)."""
+        rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
+        tokens = rule.max_num_batched_tokens
+        if rule.at_least_context and context_len:
+            tokens = max(tokens, context_len)
+        fraction = self.memory_fraction
+        if self.memory_reserve is not None:
+            fraction = self.memory_reserve.fraction(memory_gib, tokens, tp, pp)
+        else:
+            fraction = next((f for min_tp, f in self.memory_fraction_by_tp if tp >= min_tp), fraction)
+        return EngineKnobs(max_num_seqs=min(rule.max_num_seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
+                           block_size=rule.block_size or self.block_size, memory_fraction=fraction,
+                           enable_chunked_prefill=self.enable_chunked_prefill,
+                           enable_prefix_caching=self.enable_prefix_caching)
+
+    def offline(self) -> EngineProfile:
+        return replace(self, frontend=None)
+
+    def with_endpoint(self, endpoint: str) -> EngineProfile:
+        if self.frontend is None:
+            return self
+        return replace(self, frontend=replace(self.frontend, endpoint=endpoint))
+
+
+# --------------------------------------------------------------------------------------------------- catalog
+
+
+def _version_key(text: str) -> tuple[int, int, int]:
+    m = _VERSION.match(text.strip())
+    if not m:
+        raise SpecError(f"cannot read engine version '{text}'; write it as MAJOR.MINOR[.PATCH], e.g. 0.11")
+    return tuple(int(g) if g else 0 for g in m.groups())  # type: ignore[return-value]
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    name: str
+    aliases: tuple[str, ...]
+    base: dict[str, Any]
+    releases: tuple[tuple[tuple[int, int, int], str, dict[str, Any]], ...]  # (key, since text, table)
+    default_version: str
+
+
+_FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release"}
+_PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
+                 "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
+                 "activation_reserve_gib", "memory_fraction_by_tp", "memory_reserve", "sources", "since", "source"}
+
+
+@cache
+def _families() -> dict[str, _Family]:
+    out: dict[str, _Family] = {}
+    base_dir = resources.files("flopwise.catalog").joinpath("engines")
+    for entry in sorted(base_dir.iterdir(), key=lambda p: p.name):
+        if not entry.name.endswith(".toml"):
+            continue
+        data = tomllib.loads(entry.read_text())
+        where = f"engine catalog {entry.name}"
+        unknown = set(data) - _FAMILY_KEYS
+        if unknown:
+            raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
+        releases = []
+        for rel in data.get("release", []):
+            bad = set(rel) - _PROFILE_KEYS
+            if bad or "since" not in rel:
+                raise SpecError(f"{where}: release needs 'since' and known keys, got {sorted(rel)}")
+            releases.append((_version_key(rel["since"]), rel["since"], rel))
+        releases.sort(key=lambda r: r[0])
+        fam = _Family(data["name"], tuple(data.get("aliases", ())), data["base"], tuple(releases),
+                      data["default_version"])
+        for key in (fam.name, *fam.aliases):
+            out[key.lower()] = fam
+    return out
+
+
+def engine_families() -> tuple[str, ...]:
+    """Family names in the catalog (aliases excluded)."""
+    return tuple(sorted({f.name for f in _families().values()}))
+
+
+def parse_engine_text(text: str) -> tuple[str, str | None]:
+    """'vllm@0.11' -> ('vllm', '0.11'); 'sglang' -> ('sglang', None)."""
+    text = text.strip()
+    if not text:
+        raise SpecError(f"empty --engine; use one of {', '.join(engine_families())}, optionally @VERSION")
+    name, _, version = text.partition("@")
+    return name.strip().lower(), (version.strip() or None)
+
+
+def _build(fam: _Family, version: str) -> EngineProfile:
+    key = _version_key(version)
+    table = dict(fam.base)
+    sources = [("base", str(fam.base.get("source", "")))]
+    for rel_key, since, rel in fam.releases:
+        if rel_key <= key:
+            table = _merge(table, {k: v for k, v in rel.items() if k not in ("since", "source")})
+            sources.append((since, str(rel.get("source", ""))))
+    try:
+        frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
+        rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ()))}) for r in table["batch_defaults"])
+        return EngineProfile(
+            family=fam.name, version=version, display=table.get("display", fam.name), scheduler=table["scheduler"],
+            memory_policy=table["memory_policy"], frontend=frontend, host=HostCosts(**table.get("host", {})),
+            kernels=KernelFactors(**table.get("kernels", {})), batch_defaults=rules,
+            memory_fraction=float(table["memory_fraction"]), block_size=int(table["block_size"]),
+            enable_chunked_prefill=bool(table["enable_chunked_prefill"]),
+            enable_prefix_caching=bool(table["enable_prefix_caching"]),
+            activation_reserve_gib=float(table.get("activation_reserve_gib", 0.0)),
+            memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
+            memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
+            sources=tuple(sources))
+    except (KeyError, TypeError) as e:
+        raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
+
+
+@cache
+def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: str = "completions") -> EngineProfile:
+    """The profile for `family[@version]` (default version: the family's `default_version`).
+
+    `frontend`: "http" (the OpenAI server in front) or "none" (offline); `endpoint`: completions or chat."""
+    name, version = parse_engine_text(text)
+    fams = _families()
+    fam = fams.get(name)
+    if fam is None:
+        raise SpecError(f"unknown engine '{name}'.{suggest(name, fams)} Use one of {', '.join(engine_families())}, "
+                        "optionally with @VERSION (e.g. vllm@0.11)")
+    if frontend not in ("http", "none"):
+        raise SpecError(f"--frontend must be 'http' or 'none', got '{frontend}'")
+    if endpoint not in ENDPOINTS:
+        raise SpecError(f"unknown --endpoint '{endpoint}'; use one of {', '.join(ENDPOINTS)}")
+    prof = _build(fam, version or fam.default_version)
+    if frontend == "none":
+        return prof.offline()
+    if prof.frontend is None:
+        raise SpecError(f"{prof.family}@{prof.version} has no HTTP server in the catalog; use --frontend none")
+    return prof.with_endpoint(endpoint)
