@@ -1,4 +1,4 @@
-"""`flopwise models` and `flopwise hardware`: the built-in catalogs."""
+"""`flopwise models`, `flopwise hardware` and `flopwise engines`: the built-in catalogs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from flopwise.cli._app import app, console, print_json
-from flopwise.report.catalog_tables import hardware_rows, hardware_table, model_rows, model_table
+from flopwise.report.catalog_tables import (engine_rows, engine_table, hardware_rows, hardware_table, model_rows,
+                                            model_table)
 from flopwise.specs.hardware import hardware_catalog, load_hardware_file
 
 
@@ -34,3 +35,13 @@ def hardware(
         print_json({"hardware": rows})
     else:
         console.print(hardware_table(rows))
+
+
+@app.command()
+def engines(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The serving-engine catalog: each family's releases, what changes at each, and the sources."""
+    rows = engine_rows()
+    if json_out:
+        print_json({"engines": rows})
+    else:
+        console.print(engine_table(rows))

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
+from flopwise.api import deployment
+from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
 from flopwise.cli._app import app, console, print_json
 from flopwise.errors import WorkloadError
 from flopwise.report.compare_report import render_ledger
@@ -41,6 +42,9 @@ def compare_cmd(
                                            "(default) or from static batches only (fast).")] = True,
     num_requests: Annotated[int, typer.Option("--num-requests", help="Requests per simulated run.")] = 300,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding hardware.")] = None,
+    engine: Annotated[str, typer.Option(help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see `flopwise engines`).")] = DEFAULT_ENGINE,
+    frontend: Annotated[str, typer.Option(help="http: behind the engine's OpenAI API server; none: the engine alone.")] = FRONTEND_SERVING,
+    endpoint: Annotated[str, typer.Option(help="completions or chat.")] = DEFAULT_ENDPOINT,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What each technique does to FLOPs, TTFT, TPOT, concurrency, throughput at an SLA, memory, accuracy
@@ -50,7 +54,8 @@ def compare_cmd(
     lout = output_len or (shape.output_len if shape else 256)
     if num_requests < 1:
         raise WorkloadError(f"--num-requests must be >= 1, got {num_requests}")
-    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file)
+    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                     frontend=frontend, endpoint=endpoint)
     base = Scenario(dep, lin, lout, batch)
     named = workload if workload and input_len is None and output_len is None else None
     sim = SimWorkload(named, num_requests) if simulate else None

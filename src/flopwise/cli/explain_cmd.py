@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
+from flopwise.api import deployment
+from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_ESTIMATE
 from flopwise.cli._app import app, console, print_json
 from flopwise.report.explain_report import render_explanation
 from flopwise.specs.model_catalog import get_model
@@ -30,11 +31,13 @@ def explain_cmd(
     k: Annotated[int, typer.Option(help="Tokens proposed per speculative step.")] = 4,
     alpha: Annotated[float, typer.Option(help="Per-token acceptance rate for the speculative example.")] = 0.7,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding hardware.")] = None,
+    engine: Annotated[str, typer.Option(help="Serving engine and version (its per-step CPU cost and kernels; see `flopwise engines`).")] = DEFAULT_ENGINE,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Prefill vs decode on the roofline, the FLOPs-vs-time gap, and what batching, speculative decoding,
     quantization, prefix caching, KV structure and chunked prefill each move, in numbers."""
-    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file)
+    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                     frontend=FRONTEND_ESTIMATE)
     ex = explain(Scenario(dep, input_len, output_len, batch), get_model(draft) if draft else None, k, alpha)
     if json_out:
         print_json(ex.to_dict())

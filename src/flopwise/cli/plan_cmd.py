@@ -12,6 +12,7 @@ from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.plan.search import OBJECTIVES, PlanRequest, plan, plan_to_dict
 from flopwise.plan.space import DEFAULT_GPUS, SearchSpace
 from flopwise.report.plan_report import render_plan
+from flopwise.specs.defaults import DEFAULT_ENGINE
 from flopwise.specs.speculative import parse_speculative
 
 
@@ -39,8 +40,9 @@ def plan_cmd(
     tp: Annotated[str | None, typer.Option(help="Pin TP degrees, e.g. 1,2,4 (default: smallest that fits and 2x).")] = None,
     weights: Annotated[str, typer.Option(help="Weight formats to try.")] = "bf16,fp8,int4-awq",
     kv: Annotated[str, typer.Option(help="KV formats to try.")] = "bf16,fp8",
-    max_num_seqs: Annotated[str, typer.Option("--max-num-seqs", help="Values to try.")] = "256",
-    max_num_batched_tokens: Annotated[str, typer.Option("--max-num-batched-tokens", help="Values to try.")] = "8192",
+    max_num_seqs: Annotated[str | None, typer.Option("--max-num-seqs", help="Values to try (default: the engine's for each GPU).")] = None,
+    max_num_batched_tokens: Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Values to try (default: the engine's).")] = None,
+    engine: Annotated[str, typer.Option(help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see `flopwise engines`).")] = DEFAULT_ENGINE,
     prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
     speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a stated acceptance: 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
     num_requests: Annotated[int, typer.Option("--num-requests", help="Simulated requests per probe.")] = 200,
@@ -55,7 +57,8 @@ def plan_cmd(
     if pc is None:
         raise typer.BadParameter("--prefix-caching must be on, off or both")
     space = SearchSpace(gpus=_csv(gpus), max_gpus=max_gpus, tps=_csv(tp, int), weights=_csv(weights), kvs=_csv(kv),
-                        max_num_seqs=_csv(max_num_seqs, int), max_num_batched_tokens=_csv(max_num_batched_tokens, int),
+                        max_num_seqs=_csv(max_num_seqs, int) or (None,),
+                        max_num_batched_tokens=_csv(max_num_batched_tokens, int) or (None,), engine=engine,
                         prefix_caching=pc,
                         speculative=tuple(parse_speculative(t) for t in speculative) if speculative else (None,))
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,

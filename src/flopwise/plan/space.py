@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
+from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING
 from flopwise.specs.deployment import Deployment, make_deployment
+from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.speculative import SpeculativeSpec
@@ -36,8 +38,10 @@ class SearchSpace:
     tps: tuple[int, ...] | None = None  # None: the smallest TP that fits each (GPU, format), and twice it
     weights: tuple[str, ...] = ("bf16", "fp8", "int4-awq")
     kvs: tuple[str, ...] = ("bf16", "fp8")
-    max_num_seqs: tuple[int, ...] = (256,)
-    max_num_batched_tokens: tuple[int, ...] = (8192,)
+    max_num_seqs: tuple[int | None, ...] = (None,)  # None: the engine's default for the GPU
+    max_num_batched_tokens: tuple[int | None, ...] = (None,)
+    engine: str = DEFAULT_ENGINE  # family[@version], behind its HTTP server (frontend)
+    frontend: str = FRONTEND_SERVING
     prefix_caching: tuple[bool, ...] = (True,)
     speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
 
@@ -59,8 +63,10 @@ class Candidate:
     def label(self) -> str:
         d = self.deployment
         par = f"tp{d.tp}" + (f"pp{d.pp}" if d.pp > 1 else "")
-        knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != 256 else ""
-        knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != 8192 else ""
+        std = d.engine.default_knobs(hw_id=d.hardware.id, memory_gib=d.hardware.memory_gib, kind=d.hardware.kind,
+                                     context_len=d.model.max_position_embeddings, tp=d.tp, pp=d.pp)
+        knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != std.max_num_seqs else ""
+        knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != std.max_num_batched_tokens else ""
         knobs += "" if self.prefix_caching else " no-pc"
         knobs += f" {d.speculative.label()}" if d.speculative else ""
         return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}"
@@ -84,7 +90,8 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                 if tp * pp > space.max_gpus or (space.tps is None and len(found) >= 2):
                     continue
                 try:
-                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp)
+                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
+                                          engine=get_engine(space.engine, frontend=space.frontend))
                 except SpecError:
                     continue
                 last = dep
@@ -108,7 +115,9 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
         for base in layouts:
             for seqs, tokens, pc, spec in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
                                                             space.prefix_caching, space.speculative):
-                dep = replace(base, max_num_seqs=seqs, max_num_batched_tokens=tokens, speculative=spec)
+                dep = replace(base, max_num_seqs=base.max_num_seqs if seqs is None else seqs,
+                              max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
+                              speculative=spec)
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:

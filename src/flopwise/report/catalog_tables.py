@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from flopwise.errors import SpecError
+from flopwise.specs.engine import engine_families, engine_releases, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model_catalog import get_model, model_catalog
 
@@ -62,4 +64,46 @@ def hardware_table(rows: list[dict[str, Any]]) -> Table:
                   f(p.get("fp8")), f(p.get("int8")), f(p.get("fp4")), f(r["interconnect_gbs"]),
                   f"{r['price_per_hour_usd']:.2f}" if r["price_per_hour_usd"] else "-",
                   r["sources"].get("compute", ""))
+    return t
+
+
+def engine_rows() -> list[dict[str, Any]]:
+    """One row per engine release: what changes at that version (see specs/engine.py)."""
+    rows = []
+    for fam in engine_families():
+        for since in engine_releases(fam):
+            e = get_engine(f"{fam}@{since}", frontend="none")
+            fe = get_engine(f"{fam}@{since}").frontend if _has_frontend(fam, since) else None
+            rows.append({
+                "engine": fam, "since": since if since != "0" else "(base)", "scheduler": e.scheduler,
+                "memory_policy": e.memory_policy, "memory_fraction": e.memory_fraction,
+                "chunked_prefill": e.enable_chunked_prefill, "prefix_caching": e.enable_prefix_caching,
+                "async_scheduling": e.host.async_scheduling, "host_step_ms": e.host.step_s * 1e3,
+                "host_per_seq_us": e.host.per_seq_s * 1e6,
+                "frontend_request_ms": None if fe is None else fe.request_s * 1e3,
+                "frontend_token_us": None if fe is None else fe.output_token_s * 1e6,
+                "source": dict(e.sources).get(since if since != "0" else "base", ""),
+            })
+    return rows
+
+
+def _has_frontend(family: str, since: str) -> bool:
+    try:
+        get_engine(f"{family}@{since}")
+    except SpecError:
+        return False
+    return True
+
+
+def engine_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="flopwise engine catalog (each release states what changed)")
+    for c in ("engine", "since", "scheduler", "memory", "chunked / prefix", "async", "host step ms + us/seq",
+              "API server ms/req, us/token", "source"):
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        fe = "-" if r["frontend_request_ms"] is None else f"{r['frontend_request_ms']:.2f}, {r['frontend_token_us']:.0f}"
+        t.add_row(r["engine"], r["since"], r["scheduler"], f"{r['memory_policy']} {r['memory_fraction']:g}",
+                  f"{'on' if r['chunked_prefill'] else 'off'} / {'on' if r['prefix_caching'] else 'off'}",
+                  "yes" if r["async_scheduling"] else "no", f"{r['host_step_ms']:.2f} + {r['host_per_seq_us']:.0f}",
+                  fe, r["source"])
     return t

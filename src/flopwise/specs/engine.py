@@ -40,7 +40,7 @@ from typing import Any
 from flopwise.errors import SpecError, suggest
 
 __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "MEMORY_POLICIES",
-           "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
+           "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
 
 DEFAULT_ENGINE = "vllm"
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
@@ -313,6 +313,12 @@ def _families() -> dict[str, _Family]:
 def engine_families() -> tuple[str, ...]:
     """Family names in the catalog (aliases excluded)."""
     return tuple(sorted({f.name for f in _families().values()}))
+
+
+def engine_releases(family: str) -> tuple[str, ...]:
+    """The versions at which `family`'s profile changes ("0" stands for its base: anything older)."""
+    fam = _families()[family]
+    return ("0", *(since for _, since, _ in fam.releases))
 
 
 def parse_engine_text(text: str) -> tuple[str, str | None]:

@@ -59,7 +59,7 @@ def rebuild(dep: Deployment, **changes: Any) -> Deployment:
         "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas,
         "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
         "max_num_seqs": dep.max_num_seqs, "max_num_batched_tokens": dep.max_num_batched_tokens,
-        "speculative": dep.speculative,
+        "speculative": dep.speculative, "engine": dep.engine,
     }
     unknown = set(changes) - set(fields)
     if unknown:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flopwise.api import deployment, estimate
+from flopwise.cost.memory import max_sequences
 from flopwise.errors import FlopwiseError
+from flopwise.estimate import estimate_deployment
+from flopwise.validation.engines import case_deployment
 from flopwise.validation.sim_predictor import predict_simulate
 from flopwise.validation.spec_predictor import predict_speculative
 
@@ -64,25 +66,22 @@ def load_cases(path: str | Path) -> list[Case]:
     return out
 
 
-def _estimate_value(args: dict[str, Any], key: str) -> float:
-    r = estimate(args["model"], args["gpu"], batch=int(args.get("batch") or 1),
-                 input_len=int(args["input_len"]), output_len=int(args["output_len"]),
-                 tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
-                 weights=args.get("weights"), kv=args.get("kv"))
+def _estimate_value(case: Case, args: dict[str, Any], key: str) -> float:
+    dep, _ = case_deployment(case.raw, "estimate", args)
+    r = estimate_deployment(dep, batch=int(args.get("batch") or 1), input_len=int(round(float(args["input_len"]))),
+                            output_len=int(round(float(args["output_len"]))))
     return float(r.to_dict()[key])
 
 
 def _predict_estimate(case: Case) -> float:
     if case.metric_key == "max_batch":
-        from flopwise.cost.memory import max_sequences
-
         a = case.args
-        dep = deployment(a["model"], a["gpu"], tp=int(a.get("tp") or 1), num_gpus=a.get("num_gpus"),
-                         weights=a.get("weights"), kv=a.get("kv"))
+        dep, _ = case_deployment(case.raw, "estimate", a)
         return float(max_sequences(dep, int(a["input_len"]) + int(a["output_len"])))
     if case.metric_key == "speedup" and case.baseline_args:
-        return _estimate_value(case.args, "output_tokens_per_s") / _estimate_value(case.baseline_args, "output_tokens_per_s")
-    return _estimate_value(case.args, case.metric_key)
+        return (_estimate_value(case, case.args, "output_tokens_per_s")
+                / _estimate_value(case, case.baseline_args, "output_tokens_per_s"))
+    return _estimate_value(case, case.args, case.metric_key)
 
 
 PREDICTORS: dict[str, Callable[[Case], float]] = {"estimate": _predict_estimate, "simulate": predict_simulate}

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flopwise.api import deployment
 from flopwise.specs.model_catalog import get_model
+from flopwise.validation.engines import case_deployment
 from flopwise.techniques.ledger import request_latency_s
 from flopwise.techniques.scenario import Scenario
 from flopwise.specs.speculative import SpeculativeSpec
@@ -38,8 +38,7 @@ def predict_speculative(case: Case) -> float:
     draft = get_model(a["draft_model"]) if method == "draft" else None
     spec = SpeculativeSpec(method, k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
                            verify_tokens=tree)
-    kw = dict(tp=int(a.get("tp") or 1), num_gpus=a.get("num_gpus"), weights=a.get("weights"), kv=a.get("kv"))
-    dep = deployment(a["model"], a["gpu"], **kw)
+    dep, _ = case_deployment(case.raw, "estimate", a)
     base = Scenario(dep, int(a["input_len"]), int(a["output_len"]), int(a.get("batch") or 1))
     out = base.output_len - 1
 
@@ -47,4 +46,4 @@ def predict_speculative(case: Case) -> float:
         ttft, tpot = request_latency_s(scn)
         return ttft + out * tpot
 
-    return e2e(base) / e2e(base.with_deployment(deployment(a["model"], a["gpu"], speculative=spec, **kw)))
+    return e2e(base) / e2e(base.with_deployment(case_deployment(case.raw, "estimate", a, speculative=spec)[0]))

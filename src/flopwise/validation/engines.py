@@ -1,0 +1,167 @@
+"""Which engine profile, frontend and knobs a published measurement ran with, read from its case.
+
+A case names its engine in free text (`engine`: "TensorRT-LLM (trtllm-bench)", "vLLM (ROCm)", "llama.cpp
+(llama-bench)", ...), its version (`engine_version`: "0.6.3", "v0.5.1.post3", "Dec 2023 snapshot", "v4.1
+submission"), and the settings the source states (`engine_knobs`). This module maps them onto
+`specs/engine.py` names:
+
+- family: the first family whose keywords appear in the engine text; NIM and MLPerf submissions run
+  TensorRT-LLM; harness scripts (gpt-fast, TinyChat, QServe, transformers, Spec-Bench) the `pytorch` profile;
+- version: the first MAJOR.MINOR[.PATCH] in the version text; MLPerf rounds map to the TensorRT-LLM release
+  of their time; otherwise a year in the text picks the family's release of that year; else the default;
+- frontend: "none" for offline benchmarks (static batches, trtllm-bench, llama-bench, MLPerf LoadGen, the LLM
+  class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
+- endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
+- knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from flopwise.api import deployment
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import EngineProfile, get_engine
+
+__all__ = ["CaseEngine", "case_engine", "case_deployment"]
+
+# (keywords, family), first match wins
+_FAMILIES = (
+    (("sglang",), "sglang"),
+    (("llama.cpp", "llama-bench", "llama-server", "llamacpp"), "llamacpp"),
+    (("tgi", "text-generation-inference"), "tgi"),
+    (("tensorrt", "trt-llm", "trtllm", "triton", "nim"), "trtllm"),
+    (("vllm",), "vllm"),
+    (("gpt-fast", "tinychat", "qserve", "transformers", "spec-bench"), "pytorch"),
+)
+# MLPerf Inference rounds -> the TensorRT-LLM release their NVIDIA submissions used (round dates)
+_MLPERF_TRTLLM = {"4.0": "0.9", "4.1": "0.12", "5.0": "0.17", "5.1": "1.0"}
+# year -> a release of that year, for version texts that give only a date
+_BY_YEAR = {
+    "vllm": {2023: "0.2", 2024: "0.5", 2025: "0.9", 2026: "0.14"},
+    "sglang": {2024: "0.3", 2025: "0.4", 2026: "0.5.6"},
+    "trtllm": {2023: "0.6", 2024: "0.9", 2025: "0.17", 2026: "1.0"},
+    "llamacpp": {2023: "b1500", 2024: "b3000", 2025: "b5000", 2026: "b7000"},
+    "tgi": {2024: "2.0", 2025: "3.0"},
+    "pytorch": {},
+}
+_OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", "llama-bench", "mlperf", "offline",
+                  "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
+                  "transformers", "spec-bench")
+_SERVER_WORDS = ("serve", "server", "triton", "nim", "llmperf", "genai-perf", "http", "openai")
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)")
+_BUILD = re.compile(r"\bb(\d{3,5})\b")
+_YEAR = re.compile(r"\b(20\d\d)\b")
+
+# stated knob -> (flopwise deployment knob, converter)
+_DEPLOYMENT_KNOBS = {
+    "max_num_seqs": "max_num_seqs", "max_running_requests": "max_num_seqs", "max_batch_size": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens", "max_num_tokens": "max_num_batched_tokens",
+    "chunked_prefill_size": "max_num_batched_tokens", "block_size": "block_size",
+    "gpu_memory_utilization": "gpu_memory_utilization", "mem_fraction_static": "gpu_memory_utilization",
+    "kv_cache_free_gpu_mem_fraction": "gpu_memory_utilization",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CaseEngine:
+    engine: EngineProfile
+    knobs: dict[str, Any] = field(default_factory=dict)  # make_deployment keywords
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+
+
+def _has(text: str, words: tuple[str, ...]) -> bool:
+    return any(re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", text) for w in words)
+
+
+def _family(text: str) -> str:
+    t = text.lower()
+    for words, fam in _FAMILIES:
+        if _has(t, words):
+            return fam
+    return "vllm"
+
+
+def _version(family: str, engine_text: str, version_text: str) -> str | None:
+    v = version_text.lower()
+    if "mlperf" in engine_text.lower() or "submission" in v:
+        m = _VERSION.search(v)
+        return _MLPERF_TRTLLM.get(m.group(1)) if m and family == "trtllm" else None
+    if family == "llamacpp":
+        m = _BUILD.search(v)
+        if m:
+            return f"b{m.group(1)}"
+    elif family != "pytorch":
+        m = _VERSION.search(v)
+        if m:
+            return m.group(1)
+    y = _YEAR.search(v)
+    if y:
+        years = _BY_YEAR.get(family, {})
+        year = int(y.group(1))
+        if years:
+            return years.get(year) or years[min(years, key=lambda k: abs(k - year))]
+    return None
+
+
+def _number(v: Any) -> float | None:
+    m = re.match(r"\s*([0-9]*\.?[0-9]+)", str(v))
+    return float(m.group(1)) if m else None
+
+
+def _truthy(v: Any) -> bool | None:
+    t = str(v).strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off"):
+        return False
+    return None
+
+
+def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
+    """The engine profile, frontend and stated knobs of one case (a cases-*.jsonl object)."""
+    engine_text = str(raw.get("engine") or "")
+    version_text = str(raw.get("engine_version") or "")
+    knobs_in = raw.get("engine_knobs") or {}
+    family = _family(engine_text)
+    version = _version(family, engine_text, version_text)
+    text = " ".join((engine_text, version_text, str(raw.get("args", {}).get("request_rate", "")),
+                     str(knobs_in.get("benchmark", "")), str(knobs_in.get("endpoint", "")))).lower()
+    offline = family == "pytorch" or _has(text, _OFFLINE_WORDS)
+    if command == "estimate" and not _has(engine_text.lower(), _SERVER_WORDS):
+        offline = True
+    endpoint = "chat" if ("chat" in str(knobs_in.get("endpoint", "")).lower() or "llmperf" in text
+                          or "genai-perf" in text) else "completions"
+    spec = family if version is None else f"{family}@{version}"
+    eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
+    steps = _number(knobs_in.get("num_scheduler_steps"))
+    if steps and steps > 1:  # vLLM multi-step scheduling: one scheduling pass serves `steps` decode steps
+        h = eng.host
+        eng = replace(eng, host=replace(h, step_s=h.step_s / steps, per_seq_s=h.per_seq_s / steps))
+    knobs: dict[str, Any] = {}
+    for name, target in _DEPLOYMENT_KNOBS.items():
+        v = _number(knobs_in.get(name)) if name in knobs_in else None
+        if v is not None:
+            knobs[target] = v if target == "gpu_memory_utilization" else int(v)
+    mml = _number(knobs_in.get("max_model_len"))
+    if mml and "max_num_batched_tokens" not in knobs and not eng.enable_chunked_prefill:
+        # no chunking: the budget covers the served context (vLLM V0: max(max_model_len, 2048))
+        knobs["max_num_batched_tokens"] = max(int(mml), 2048)
+    prefix = _truthy(knobs_in["enable_prefix_caching"]) if "enable_prefix_caching" in knobs_in else None
+    if _truthy(knobs_in.get("disable_radix_cache")):
+        prefix = False
+    chunked = _truthy(knobs_in["enable_chunked_prefill"]) if "enable_chunked_prefill" in knobs_in else None
+    return CaseEngine(eng, knobs, prefix, chunked)
+
+
+def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
+                    **extra: Any) -> tuple[Deployment, CaseEngine]:
+    """The deployment a case measured (`args` in flopwise names), served by its engine with its stated knobs;
+    `extra` adds deployment keywords (e.g. speculative)."""
+    ce = case_engine(raw, command)
+    dep = deployment(args["model"], args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
+                     weights=args.get("weights"), kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
+    return dep, ce
