@@ -57,6 +57,34 @@ class Layout:
     hidden: int
     vocab_per_gpu: float
     weight_bytes_per_gpu: float  # all weights one GPU stores (layers / pp)
+    # kernels each operator launches per layer (fixed costs at small batch; see `kernel_counts`)
+    proj_kernels: int = 2
+    attn_kernels: int = 2
+    mlp_kernels: int = 2
+    moe_kernels: int = 6
+    shared_kernels: int = 2
+
+
+def kernel_counts(dep: Deployment) -> dict[str, int]:
+    """Kernels per layer of each operator, as vLLM's model code launches them:
+    - GQA attention projections: the fused QKV GEMM and the output GEMM (2); rope + cache write and the
+      attention kernel (2);
+    - MLA (`deepseek_v2.py` DeepseekV2MLAAttention): q_a_proj, q_a_layernorm, q_b_proj (q_proj without a
+      q LoRA), kv_a_proj_with_mqa, kv_a_layernorm, the absorbed W_UK bmm and o_proj (7, or 5 without q LoRA);
+      rope + cache write, the attention kernel and the W_UV bmm (3);
+    - dense MLP: gate_up GEMM (activation fused) and down GEMM (2); shared experts the same;
+    - routed MoE (`fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs, silu_and_mul and
+      moe_sum (6).
+    W8A8 activation quantization is counted as fused into the preceding norm or activation kernel (TensorRT-LLM
+    and vLLM's fusion passes do so)."""
+    m = dep.model
+    if m.mla is not None:
+        gemms = 4 if m.mla.q_lora_rank else 3
+        proj = gemms + (2 if m.mla.q_lora_rank else 1) + 1
+        attn = 3
+    else:
+        proj, attn = 2, 2
+    return {"proj": proj, "attn": attn, "mlp": 2, "moe": 6, "shared": 2}
 
 
 @lru_cache(maxsize=512)
@@ -112,4 +140,5 @@ def layout(dep: Deployment) -> Layout:
         experts_per_token=moe.experts_per_token if moe else 0,
         embed_params=m.embedding_params / tp, lm_head_params=m.vocab_size * h / tp,
         hidden=h, vocab_per_gpu=m.vocab_size / tp, weight_bytes_per_gpu=weight_bytes,
+        **{f"{k}_kernels": v for k, v in kernel_counts(dep).items()},
     )

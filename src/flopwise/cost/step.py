@@ -237,25 +237,25 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
     for g in lay.groups:
         n = g.count
         acc.add("qkv_o_proj", n, 2 * T * lay.attn_params, T, lay.attn_params * wbpp, 0.0,
-                T * lay.attn_act_elems * a, 2)
+                T * lay.attn_act_elems * a, lay.proj_kernels)
         work = shape.attention[g.window]
         pairs_flops = work.prefill_pairs * lay.pair_flops_prefill + work.decode_pairs * lay.pair_flops_decode
         kv_b = (work.prefill_kv_read + work.decode_kv_read + T) * lay.kv_bytes_per_token_layer
         acc.add("attention", n, pairs_flops, T / shape.num_seqs * lay.q_per_kv, 0.0, kv_b,
-                T * lay.q_out_elems * a, 2, attention=True)
+                T * lay.q_out_elems * a, lay.attn_kernels, attention=True)
         if g.is_moe:
             E, k = lay.num_experts, lay.experts_per_token
             touched = E * (1.0 - (1.0 - k / E) ** T)
             rows_per_expert = T * k / touched
             acc.add("moe_experts", n, 2 * T * k * lay.expert_params, rows_per_expert,
                     touched * lay.expert_params * wbpp + lay.router_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * k * lay.expert_inter), 4, weight_eff=acc.r.moe_weight_eff)
+                    T * a * (2 * h + 3 * k * lay.expert_inter), lay.moe_kernels, weight_eff=acc.r.moe_weight_eff)
             if lay.shared_params:
                 acc.add("shared_experts", n, 2 * T * lay.shared_params, T, lay.shared_params * wbpp, 0.0,
-                        T * a * (2 * h + 3 * lay.shared_inter), 2)
+                        T * a * (2 * h + 3 * lay.shared_inter), lay.shared_kernels)
         else:
             acc.add("mlp", n, 2 * T * lay.dense_mlp_params, T, lay.dense_mlp_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * lay.dense_inter), 2)
+                    T * a * (2 * h + 3 * lay.dense_inter), lay.mlp_kernels)
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * norm_kernels, norm_kernels)
         acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
     if dep.pp > 1:

@@ -16,7 +16,9 @@ Compute and memory traffic of one kernel do not overlap perfectly; near the ridg
 slower than both roofs. The operator time is the smooth maximum
     t = (compute_s^p + memory_s^p)^(1/p)        p = `overlap_exponent` (p -> inf is the ideal roofline)
 `kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a few
-microseconds), `step_overhead_s` the per-engine-step cost outside kernels (scheduling, sampling, detokenize).
+microseconds), `step_overhead_s` the device's own per-step cost outside the operators (a graph launch, the
+sampler's kernels). The engine's CPU work per step (scheduling, input preparation, output processing) is the
+engine's, not the chip's: `specs/engine.py` HostCosts.
 Defaults by kind are fitted to `benchmarks/data/measured-dev.csv` (see `benchmarks/accuracy.py`); the
 calibrate command fits them per machine.
 """
@@ -62,7 +64,7 @@ class EfficiencyProfile:
     bandwidth_max: float = 0.85
     bandwidth_half_bytes: float = 2.0e6
     kernel_overhead_s: float = 6.0e-6
-    step_overhead_s: float = 1.0e-3
+    step_overhead_s: float = 5.0e-5  # sampler kernels + graph launch; engine CPU work is in the engine profile
     runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
 

@@ -7,8 +7,8 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 
 - family: the first family whose keywords appear in the engine text; NIM and MLPerf submissions run
   TensorRT-LLM; harness scripts (gpt-fast, TinyChat, QServe, transformers, Spec-Bench) the `pytorch` profile;
-- version: the first MAJOR.MINOR[.PATCH] in the version text; MLPerf rounds map to the TensorRT-LLM release
-  of their time; otherwise a year in the text picks the family's release of that year; else the default;
+- version: the first MAJOR.MINOR[.PATCH] in the version text; MLPerf rounds and NIM releases map to the
+  TensorRT-LLM release of their time; otherwise a year in the text picks the family's release of that year; else the default;
 - frontend: "none" for offline benchmarks (static batches, trtllm-bench, llama-bench, MLPerf LoadGen, the LLM
   class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
@@ -38,6 +38,9 @@ _FAMILIES = (
 )
 # MLPerf Inference rounds -> the TensorRT-LLM release their NVIDIA submissions used (round dates)
 _MLPERF_TRTLLM = {"4.0": "0.9", "4.1": "0.12", "5.0": "0.17", "5.1": "1.0"}
+# NVIDIA NIM for LLMs releases -> the TensorRT-LLM release of the same months (NIM release notes' dates)
+_NIM_TRTLLM = {"1.0": "0.10", "1.1": "0.11", "1.2": "0.12", "1.3": "0.13", "1.4": "0.14", "1.5": "0.15",
+               "1.6": "0.16", "1.7": "0.16", "1.8": "0.17", "1.9": "0.18", "1.10": "0.19"}
 # year -> a release of that year, for version texts that give only a date
 _BY_YEAR = {
     "vllm": {2023: "0.2", 2024: "0.5", 2025: "0.9", 2026: "0.14"},
@@ -90,6 +93,11 @@ def _version(family: str, engine_text: str, version_text: str) -> str | None:
     if "mlperf" in engine_text.lower() or "submission" in v:
         m = _VERSION.search(v)
         return _MLPERF_TRTLLM.get(m.group(1)) if m and family == "trtllm" else None
+    if family == "trtllm" and _has(engine_text.lower(), ("nim",)):
+        m = _VERSION.search(v)
+        if m:
+            major_minor = ".".join(m.group(1).split(".")[:2])
+            return _NIM_TRTLLM.get(major_minor)
     if family == "llamacpp":
         m = _BUILD.search(v)
         if m:

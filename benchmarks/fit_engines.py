@@ -1,0 +1,179 @@
+"""Fit the engine catalog's "fitted" numbers (`catalog/engines/*.toml`) to the measured dev set.
+
+    python benchmarks/fit_engines.py [--family vllm] [--rounds 2] [--workers 2] [--cases GLOB]
+
+Each parameter is a family-wide number of one release (a frontend cost, the engine core's per-step CPU cost, a
+kernel factor), never a row's: it moves every row of that family (and release range) at once. Coordinate
+descent over a multiplicative grid; the objective of a family is the mean over regimes of
+    median |log(predicted / expected)| + 0.5 |median log(predicted / expected)|
+(spread and bias), over the usable rows of that family, so no regime dominates by row count. Rows are scored
+in parallel; the shipped values in the TOML files are these, rounded, and say "fitted".
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import statistics
+import time
+from collections import defaultdict
+from multiprocessing import Pool
+from pathlib import Path
+
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import memory_plan
+from flopwise.cost.step import roofs
+from flopwise.specs import engine as engine_mod
+from flopwise.validation.cases import load_cases, predict_case
+from flopwise.validation.engines import case_engine
+
+HERE = Path(__file__).parent
+GRID = (0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.45, 2.0, 4.0)
+# (family, release "since" or "base", dotted key) -> the parameters fitted, in order
+PARAMS: dict[str, list[tuple[str, str]]] = {
+    "vllm": [("base", "frontend.output_token_s"), ("base", "host.step_s"), ("base", "host.per_seq_s"),
+             ("base", "frontend.request_s"), ("0.6.0", "host.step_s"), ("0.6.0", "host.per_seq_s"),
+             ("0.8.0", "host.step_s"), ("0.8.0", "host.per_seq_s"), ("0.8.0", "frontend.latency_s"),
+             ("base", "kernels.moe_bandwidth")],
+    "sglang": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.request_s"),
+               ("base", "frontend.output_token_s"), ("base", "frontend.latency_s"),
+               ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth")],
+    "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
+               ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth")],
+    "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute")],
+    "pytorch": [("base", "host.step_s")],
+    "tgi": [("base", "host.step_s")],
+}
+UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0}
+
+_CASES: list = []
+
+
+def _table(family: str, release: str) -> dict:
+    fam = engine_mod._families()[family]
+    if release == "base":
+        return fam.base
+    return next(rel for _, since, rel in fam.releases if since == release)
+
+
+def _get(family: str, release: str, key: str) -> float:
+    t = _table(family, release)
+    for part in key.split(".")[:-1]:
+        t = t.get(part, {})
+    if key.split(".")[-1] in t:
+        return float(t[key.split(".")[-1]])
+    return engine_value(family, release, key)
+
+
+def engine_value(family: str, release: str, key: str) -> float:
+    """The value in force at `release` (inherited from earlier tables when this one does not set it)."""
+    prof = engine_mod.get_engine(f"{family}@{'0' if release == 'base' else release}", frontend="none")
+    section, name = key.split(".")
+    if section == "frontend":
+        fam = engine_mod._families()[family]
+        merged: dict = dict(fam.base.get("frontend", {}))
+        for _, since, rel in fam.releases:
+            if release != "base" and engine_mod._version_key(since) <= engine_mod._version_key(release):
+                merged.update(rel.get("frontend", {}))
+        return float(merged.get(name, 0.0))
+    return float(getattr(getattr(prof, section), name))
+
+
+_ORIGINAL: dict[tuple[str, str, str], float | None] = {}  # per process: values before any override
+
+
+def _put(family: str, release: str, key: str, v: float | None) -> None:
+    t = _table(family, release)
+    *path, name = key.split(".")
+    for part in path:
+        t = t.setdefault(part, {})
+    if v is None:
+        t.pop(name, None)
+    else:
+        t[name] = v
+
+
+def _set(overrides: dict[tuple[str, str, str], float]) -> None:
+    """Apply exactly `overrides` on top of the catalog as shipped (earlier overrides are undone first)."""
+    for k, orig in _ORIGINAL.items():
+        _put(*k, orig)
+    for k, v in overrides.items():
+        if k not in _ORIGINAL:
+            t = _table(k[0], k[1])
+            for part in k[2].split(".")[:-1]:
+                t = t.get(part, {})
+            _ORIGINAL[k] = t.get(k[2].split(".")[-1])
+        _put(*k, v)
+    engine_mod.get_engine.cache_clear()
+    layout.cache_clear()
+    memory_plan.cache_clear()
+    roofs.cache_clear()
+
+
+def _init(paths: list[str]) -> None:
+    for p in paths:
+        _CASES.extend(c for c in load_cases(p) if c.usable)
+
+
+def _score(job: tuple[int, dict]) -> tuple[int, float | None]:
+    i, overrides = job
+    _set(overrides)
+    o = predict_case(_CASES[i])
+    return i, o.error
+
+
+def objective(errors: list[tuple[str, float]]) -> float:
+    by: dict[str, list[float]] = defaultdict(list)
+    for regime, e in errors:
+        by[regime].append(math.log1p(max(e, -0.99)))
+    parts = [statistics.median(abs(x) for x in v) + 0.5 * abs(statistics.median(v)) for v in by.values()]
+    return sum(parts) / len(parts) if parts else math.inf
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", action="append", help="fit only these families (repeat)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cases", default=str(HERE / "data" / "cases-*.jsonl"))
+    args = ap.parse_args()
+    paths = sorted(glob.glob(args.cases))
+    _init(paths)
+    rows_of: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(_CASES):
+        rows_of[case_engine(c.raw, c.command).engine.family].append(i)
+    overrides: dict[tuple[str, str, str], float] = {}
+    with Pool(args.workers, initializer=_init, initargs=(paths,)) as pool:
+        def evaluate(family: str, over: dict) -> float:
+            res = pool.map(_score, [(i, over) for i in rows_of[family]])
+            return objective([(_CASES[i].regime, e) for i, e in res if e is not None])
+
+        for family in args.family or list(PARAMS):
+            if not rows_of.get(family):
+                print(f"{family}: no usable rows")
+                continue
+            t0 = time.time()
+            best = evaluate(family, overrides)
+            print(f"{family}: {len(rows_of[family])} rows, start objective {best:.4f}", flush=True)
+            for _ in range(args.rounds):
+                for release, key in PARAMS[family]:
+                    k = (family, release, key)
+                    v0 = overrides.get(k, _get(family, release, key))
+                    cands = sorted({min(v0 * g, UPPER.get(key, math.inf)) for g in GRID})
+                    scores = {}
+                    for v in cands:
+                        scores[v] = best if v == v0 else evaluate(family, {**overrides, k: v})
+                    v_best = min(scores, key=scores.__getitem__)
+                    if scores[v_best] < best - 1e-4:
+                        overrides[k], best = v_best, scores[v_best]
+                    print(f"  {release:>6s} {key:32s} {v0:.3g} -> {overrides.get(k, v0):.3g}   objective {best:.4f}",
+                          flush=True)
+            print(f"{family}: objective {best:.4f} in {time.time() - t0:.0f} s")
+    print("\nfitted values (write them into catalog/engines/*.toml):")
+    for (family, release, key), v in sorted(overrides.items()):
+        print(f"  {family:9s} {release:>6s} {key:32s} {v:.3g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Engine profiles: version selection, defaults, memory policies, host and frontend costs, hand-checked."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from flopwise.api import deployment, estimate
+from flopwise.cost import batch_shape, step_time
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import memory_plan
+from flopwise.errors import SpecError
+from flopwise.estimate import estimate_deployment
+from flopwise.sim import SimConfig, simulate
+from flopwise.specs.engine import get_engine
+from flopwise.specs.hardware import GIB, get_hardware
+from flopwise.validation.engines import case_engine
+from flopwise.workload import RequestSpec, Workload
+
+
+def _knobs(engine: str, gpu: str, tp: int = 1, context: int | None = 131072):
+    hw = get_hardware(gpu)
+    return get_engine(engine).default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+                                            context_len=context, tp=tp)
+
+
+def test_versions_merge_the_releases_at_or_below():
+    old, mid, v1, asyn, now = (get_engine(f"vllm@{v}") for v in ("0.4.3", "0.6.3", "0.11", "0.14", "0.32"))
+    assert old.frontend.shares_engine_cpu and not mid.frontend.shares_engine_cpu
+    assert mid.host == replace(old.host, step_s=mid.host.step_s, per_seq_s=mid.host.per_seq_s)
+    assert not old.enable_chunked_prefill and v1.enable_chunked_prefill and v1.enable_prefix_caching
+    assert not v1.host.async_scheduling and asyn.host.async_scheduling
+    assert (asyn.memory_fraction, now.memory_fraction) == (0.9, 0.92)  # PR #38284, v0.21
+    assert get_engine("vllm").version == "0.32" and get_engine("vllm@0.1").host == old.host  # below the oldest: base
+    assert get_engine("vllm", frontend="none").frontend is None
+    assert get_engine("vllm", endpoint="chat").frontend.endpoint == "chat"
+
+
+def test_bad_engine_text_is_one_clear_error():
+    with pytest.raises(SpecError, match="unknown engine 'vlm'.*Did you mean: vllm"):
+        get_engine("vlm")
+    with pytest.raises(SpecError, match="cannot read engine version 'latest'"):
+        get_engine("vllm@latest")
+    with pytest.raises(SpecError, match="no HTTP server"):
+        get_engine("pytorch")
+    with pytest.raises(SpecError, match="--frontend must be"):
+        get_engine("vllm", frontend="grpc")
+
+
+def test_default_knobs_follow_each_engine():
+    k = _knobs("vllm", "h100-sxm")
+    assert (k.max_num_seqs, k.max_num_batched_tokens, k.block_size, k.memory_fraction) == (1024, 8192, 16, 0.92)
+    assert (_knobs("vllm", "a100-sxm-80gb").max_num_seqs, _knobs("vllm", "a100-sxm-80gb").max_num_batched_tokens) == (256, 2048)
+    assert _knobs("vllm", "b200").max_num_batched_tokens == 16384
+    cpu = _knobs("vllm", "cpu-epyc-zen5-2c")
+    assert (cpu.max_num_seqs, cpu.max_num_batched_tokens, cpu.block_size) == (128, 2048, 128)
+    v0 = _knobs("vllm@0.4", "h100-sxm")
+    assert (v0.max_num_seqs, v0.max_num_batched_tokens) == (256, 131072)  # no chunking: max(context, 2048)
+    assert _knobs("trtllm", "h100-sxm").max_num_seqs == 2048
+    # SGLang >= 0.5.3 (PR #10975): H200, TP1, chunk 8192: reserve max(512 + 1.5*8192 + 2*256 + 128, 10240) MB
+    h200 = get_hardware("h200")
+    reserve = max(512 + 1.5 * 8192 + 2 * 256 + 128, 10240)
+    assert _knobs("sglang", "h200").memory_fraction == round((h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
+    assert _knobs("sglang@0.3", "h100-sxm", tp=4).memory_fraction == 0.85  # the old table by TP
+
+
+def test_memory_policies_by_hand():
+    vllm = memory_plan(deployment("llama-3.1-8b", "h100-sxm"))
+    dev = 79.6 * GIB
+    sgl = memory_plan(deployment("llama-3.1-8b", "h100-sxm", engine="sglang", gpu_memory_utilization=0.85))
+    assert sgl.kv_pool_bytes == pytest.approx(0.85 * dev - sgl.weight_bytes)  # weights + KV = f x device
+    trt = memory_plan(deployment("llama-3.1-8b", "h100-sxm", engine="trtllm", gpu_memory_utilization=0.9))
+    assert trt.kv_pool_bytes == pytest.approx(0.9 * (dev - trt.weight_bytes - trt.activation_bytes - trt.runtime_bytes))
+    assert vllm.kv_pool_bytes == pytest.approx(0.92 * dev - vllm.weight_bytes - vllm.activation_bytes - vllm.runtime_bytes)
+
+
+def test_host_cost_adds_to_the_device_or_hides_behind_it():
+    base = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    zero = replace(base, engine=replace(base.engine, host=replace(base.engine.host, step_s=0.0, per_seq_s=0.0,
+                                                                     async_scheduling=False)))
+    shape = batch_shape([(1, 1000)] * 8, layout(base).windows)
+    device = step_time(zero, shape)
+    sync = replace(base, engine=replace(base.engine, host=replace(zero.engine.host, step_s=2e-3, per_seq_s=1e-4)))
+    assert step_time(sync, shape) == pytest.approx(device + 2e-3 + 8 * 1e-4, rel=1e-12)
+    small = replace(sync, engine=replace(sync.engine, host=replace(sync.engine.host, async_scheduling=True)))
+    assert step_time(small, shape) == pytest.approx(device, rel=1e-12)  # 2.8 ms of CPU hides behind the step
+    big = replace(small, engine=replace(small.engine, host=replace(small.engine.host, step_s=0.1)))
+    assert step_time(big, shape) == pytest.approx(0.1 + 8e-4, rel=1e-12)
+
+
+def _frontend_dep(model: str = "llama-3.1-8b", **costs):
+    dep = deployment(model, "h100-sxm")
+    fe = replace(dep.engine.frontend, **{"prompt_token_s": 0.0, "output_token_s": 0.0, "latency_s": 0.0, **costs})
+    return replace(dep, engine=replace(dep.engine, frontend=fe))
+
+
+def test_a_stream_above_the_api_servers_ceiling_queues_at_the_frontend():
+    # 10 ms of CPU per request (ceiling 100 req/s) under 200 req/s: request i is accepted at 10 (i + 1) ms and
+    # has waited 10 (i + 1) - 5 i = 5 i + 10 ms in front of the engine; the engine (a 1B model, ~2 ms steps)
+    # itself never queues.
+    dep = _frontend_dep("llama-3.2-1b", request_s=0.01)
+    wl = Workload(tuple(RequestSpec(0.005 * i, 4, 2) for i in range(200)))
+    res = simulate(dep, wl, SimConfig(enable_prefix_caching=False))
+    got = [r.engine_arrival_at - r.arrival_at for r in res.requests]
+    assert got == pytest.approx([0.005 * i + 0.01 for i in range(200)], rel=1e-9)
+    s = res.summary()
+    assert s["bottleneck"] == "frontend" and s["frontend_utilization"] > 0.95
+    assert s["request_throughput"] == pytest.approx(100.0, rel=0.02)
+    assert s["time_breakdown_ms"]["queue_ms"] < 1.0 < s["time_breakdown_ms"]["frontend_ms"]
+
+
+def test_egress_delays_tokens_and_one_request_matches_the_estimate():
+    dep = _frontend_dep(request_s=1e-3, output_token_s=2e-4, latency_s=3e-3)
+    e = estimate_deployment(dep, batch=1, input_len=512, output_len=20)
+    s = simulate(dep, Workload((RequestSpec(0.0, 512, 20),))).summary()
+    offline = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20)
+    assert e.ttft_ms == pytest.approx(offline.ttft_ms + 1.0 + 3.0 + 0.2, rel=1e-12)  # ingress, latency, egress
+    assert s["ttft_ms"]["mean"] == pytest.approx(e.ttft_ms, rel=1e-12)
+    assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-9)
+    assert s["time_breakdown_ms"]["frontend_ms"] == pytest.approx(4.0, rel=1e-9)
+    assert s["time_breakdown_ms"]["stream_ms"] == pytest.approx(0.2, rel=1e-9)
+
+
+def test_a_shared_cpu_delays_the_engine_step():
+    # vLLM V0: one process. Request 2 arrives while request 1's 50 ms ingress runs; the engine's first step
+    # cannot start before the CPU is free, and then holds it for its own host time.
+    dep = _frontend_dep(request_s=0.05, shares_engine_cpu=True)
+    wl = Workload((RequestSpec(0.0, 16, 2), RequestSpec(0.0, 16, 2)))
+    res = simulate(dep, wl, SimConfig(enable_prefix_caching=False))
+    a, b = res.requests
+    assert (a.engine_arrival_at, b.engine_arrival_at) == pytest.approx((0.05, 0.10))
+    assert a.first_scheduled_at == pytest.approx(0.05) and b.first_scheduled_at >= 0.10
+
+
+def test_offline_runs_have_no_frontend_stage():
+    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    s = simulate(dep, Workload((RequestSpec(0.0, 128, 8),))).summary()
+    assert s["time_breakdown_ms"]["frontend_ms"] == 0.0 and s["frontend_utilization"] is None
+    assert s["setup"]["engine"] == "vllm@0.32 (offline)" and s["setup"]["frontend"] == "none"
+
+
+@pytest.mark.parametrize("raw, command, name, offline", [
+    ({"engine": "TensorRT-LLM (trtllm-bench)", "engine_version": "0.17"}, "simulate", "trtllm@0.17", True),
+    ({"engine": "TensorRT-LLM + Triton", "engine_version": "0.14.0"}, "simulate", "trtllm@0.14.0", False),
+    ({"engine": "vLLM", "engine_version": "0.6.3"}, "simulate", "vllm@0.6.3", False),
+    ({"engine": "vLLM", "engine_version": "0.6.3"}, "estimate", "vllm@0.6.3", True),
+    ({"engine": "SGLang", "engine_version": "v0.5.1.post3"}, "simulate", "sglang@0.5.1", False),
+    ({"engine": "llama.cpp (llama-bench)", "engine_version": "May 2024 snapshot"}, "estimate", "llamacpp@b3000", True),
+    ({"engine": "TensorRT-LLM (NVIDIA MLPerf harness)", "engine_version": "v4.1 submission"}, "simulate",
+     "trtllm@0.12", True),
+    ({"engine": "gpt-fast (PyTorch)", "engine_version": "README @0f925b5"}, "estimate", "pytorch@2.0", True),
+    ({"engine": "NVIDIA NIM", "engine_version": "1.8.0"}, "simulate", "trtllm@0.17", False),
+])
+def test_cases_name_their_engine(raw, command, name, offline):
+    ce = case_engine(raw, command)
+    assert ce.engine.name == name + (" (offline)" if offline else "")
+
+
+def test_case_knobs_keep_each_engines_meaning():
+    ce = case_engine({"engine": "vLLM", "engine_version": "0.6.0",
+                      "engine_knobs": {"num_scheduler_steps": 10, "max_num_seqs": "256", "enable_prefix_caching": "False",
+                                       "gpu_memory_utilization": 0.95}}, "simulate")
+    assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
+    assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
