@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flopwise.api import deployment
-from flopwise.calibrate import CalibrationError, calibrate, coordinate_descent, fit_profile, identify, kernel_time
+from flopwise.calibrate import CalibrationError, Tuning, calibrate, coordinate_descent, fit_profile, identify, kernel_time
 from flopwise.calibrate.observations import (StepPoint, kernel_observations, residual_function, step_observations,
                                              with_profile)
 from flopwise.cost.batch import decode_shape, prefill_shape
@@ -37,13 +37,13 @@ def test_fit_recovers_known_profile_from_step_times(dep):
     start = dep.hardware.efficiency
     true = replace(start, compute_max=0.35, bandwidth_max=0.8, step_overhead_s=3e-3, attention_compute_max=0.2,
                    overlap_exponent=2.0)
-    res = fit_profile(residual_function([step_observations(_steps(dep, true))]), start,
+    res = fit_profile(residual_function([step_observations(_steps(dep, true))]), Tuning(start),
                       ["compute_max", "bandwidth_max", "step_overhead_s", "attention_compute_max",
                        "overlap_exponent"])
     assert set(res.fitted) == {"compute_max", "bandwidth_max", "step_overhead_s", "attention_compute_max",
                                "overlap_exponent"}
     for name in res.fitted:
-        assert getattr(res.profile, name) == pytest.approx(getattr(true, name), rel=1e-3), name
+        assert res.profile.get(name) == pytest.approx(getattr(true, name), rel=1e-3), name
     assert res.rms_after < 1e-6 < res.rms_before
 
 
@@ -59,10 +59,10 @@ def test_fit_recovers_kernel_parameters_from_microbenchmarks():
     pts = [replace(p, seconds=kernel_time(true, hw, p)) for p in shapes]
     names = ["compute_max", "compute_half_m", "bandwidth_max", "bandwidth_half_bytes", "kernel_overhead_s",
              "attention_compute_max", "overlap_exponent"]
-    res = fit_profile(residual_function([kernel_observations(pts, hw)]), hw.efficiency, names)
+    res = fit_profile(residual_function([kernel_observations(pts, hw)]), Tuning(hw.efficiency), names)
     assert set(res.fitted) == set(names), res.refused
     for name in names:
-        assert getattr(res.profile, name) == pytest.approx(getattr(true, name), rel=1e-2), name
+        assert res.profile.get(name) == pytest.approx(getattr(true, name), rel=1e-2), name
 
 
 def test_kernel_time_is_the_cost_models_operator_formula(dep):
@@ -83,7 +83,7 @@ def test_refuses_compute_max_when_every_point_is_memory_bound():
     hw = get_hardware(HW)
     pts = [replace(p, seconds=kernel_time(hw.efficiency, hw, p)) for p in
            [copy_point(mib * 2**20, 1.0, read_only=r) for mib in (1, 16, 256) for r in (False, True)]]
-    ident = identify(residual_function([kernel_observations(pts, hw)]), hw.efficiency,
+    ident = identify(residual_function([kernel_observations(pts, hw)]), Tuning(hw.efficiency),
                      ["compute_max", "bandwidth_max"])
     assert ident.accepted == ("bandwidth_max",)
     assert "no measurement depends on it" in ident.refused["compute_max"]
@@ -93,7 +93,7 @@ def test_refuses_compute_max_when_every_point_is_memory_bound():
 def test_refuses_kernel_overhead_confounded_with_step_overhead(dep):
     """One model has the same number of kernels in every step: per-kernel and per-step costs are one number."""
     ident = identify(residual_function([step_observations(_steps(dep, dep.hardware.efficiency))]),
-                     dep.hardware.efficiency, ["step_overhead_s", "kernel_overhead_s"])
+                     Tuning(dep.hardware.efficiency), ["step_overhead_s", "kernel_overhead_s"])
     assert len(ident.accepted) == 1
     refused = next(iter(ident.refused))
     assert "cannot be told apart" in ident.refused[refused]
@@ -103,14 +103,14 @@ def test_fit_raises_when_nothing_is_identifiable():
     hw = get_hardware(HW)
     pts = [replace(copy_point(2**28, 1.0), seconds=0.01)]
     with pytest.raises(CalibrationError, match="identify none"):
-        fit_profile(residual_function([kernel_observations(pts, hw)]), hw.efficiency,
+        fit_profile(residual_function([kernel_observations(pts, hw)]), Tuning(hw.efficiency),
                     ["compute_max", "low_precision_compute_factor"])
 
 
 def test_unknown_parameter_is_an_error():
     hw = get_hardware(HW)
     with pytest.raises(CalibrationError, match="fittable"):
-        identify(lambda p: np.zeros(1), hw.efficiency, ["runtime_overhead_gib"])
+        identify(lambda p: np.zeros(1), Tuning(hw.efficiency), ["runtime_overhead_gib"])
 
 
 def test_calibrate_reports_before_and_after_per_metric(dep):

@@ -18,9 +18,13 @@ __all__ = ["deployment", "estimate", "engine_profile", "DEFAULT_MODEL", "DEFAULT
 
 
 def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
-                   endpoint: str = DEFAULT_ENDPOINT) -> EngineProfile:
-    """An engine profile from `family[@version]` text (or a profile, returned as given)."""
-    return engine if isinstance(engine, EngineProfile) else get_engine(engine, frontend=frontend, endpoint=endpoint)
+                   endpoint: str = DEFAULT_ENDPOINT, engine_file: str | Path | None = None) -> EngineProfile:
+    """An engine profile from `family[@version]` text (or a profile, returned as given); `engine_file`: a
+    calibrated override (`flopwise calibrate --engine-out`)."""
+    if isinstance(engine, EngineProfile):
+        return engine
+    return get_engine(engine, frontend=frontend, endpoint=endpoint,
+                      engine_file=str(engine_file) if engine_file is not None else None)
 
 
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
@@ -28,7 +32,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                kv: str | None = None, hardware_file: str | Path | None = None,
                speculative: SpeculativeSpec | str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE,
                frontend: str = FRONTEND_SERVING, endpoint: str = DEFAULT_ENDPOINT,
-               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+               engine_file: str | Path | None = None, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                block_size: int | None = None, gpu_memory_utilization: float | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
@@ -39,7 +43,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, num_gpus=num_gpus, speculative=spec,
-                           engine=engine_profile(engine, frontend, endpoint), max_num_seqs=max_num_seqs,
+                           engine=engine_profile(engine, frontend, endpoint, engine_file), max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                            gpu_memory_utilization=gpu_memory_utilization)
 
@@ -49,7 +53,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: str | Path | None = None, engine: str | EngineProfile = DEFAULT_ENGINE,
-             frontend: str = FRONTEND_ESTIMATE, endpoint: str = DEFAULT_ENDPOINT) -> Estimate:
+             frontend: str = FRONTEND_ESTIMATE, endpoint: str = DEFAULT_ENDPOINT,
+             engine_file: str | Path | None = None) -> Estimate:
     """Static-batch estimate of `batch` requests of `input_len` prompt and `output_len` generated tokens, as
     `engine`'s offline benchmark sees it (`frontend="http"` adds its API server).
 
@@ -58,5 +63,5 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     """
     dep = deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      hardware_file=hardware_file, gpu_memory_utilization=gpu_memory_utilization, engine=engine,
-                     frontend=frontend, endpoint=endpoint)
+                     frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)

@@ -10,6 +10,7 @@ from typing import Any
 from flopwise.calibrate.bench_runs import load_bench_runs
 from flopwise.calibrate.calibration import Calibration, calibrate
 from flopwise.calibrate.fit import CalibrationError
+from flopwise.specs.engine import write_engine_file
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 
 __all__ = ["CalibrationRun", "run_calibration", "served_deployment"]
@@ -19,6 +20,7 @@ __all__ = ["CalibrationRun", "run_calibration", "served_deployment"]
 class CalibrationRun:
     calibration: Calibration
     written: Path | None
+    engine_written: Path | None = None
 
 
 def served_deployment(model: str, hw: HardwareSpec, knobs: dict[str, Any]) -> Any:
@@ -32,7 +34,8 @@ def served_deployment(model: str, hw: HardwareSpec, knobs: dict[str, Any]) -> An
 def run_calibration(hardware: str, *, hw_id: str | None = None, runs: Sequence[str | Path] = (),
                     model: str | None = None, kinds: Sequence[str] = ("kernels", "steps", "bench"),
                     params: Sequence[str] | None = None, knobs: dict[str, Any] | None = None,
-                    out: str | Path | None = None, default_out: bool = True) -> CalibrationRun:
+                    out: str | Path | None = None, default_out: bool = True,
+                    engine_out: str | Path | None = None) -> CalibrationRun:
     """Fit the entry of `hardware` (file, or catalog id) to the measurements the file holds and to `runs`;
     write the result to `out` (default: back into the hardware file; a catalog id needs `out`)."""
     from flopwise.profile import kernel_points_from, step_points_from
@@ -76,4 +79,8 @@ def run_calibration(hardware: str, *, hw_id: str | None = None, runs: Sequence[s
             new_table["served_model"] = model
         keep = others if target == path else (read_host_file(target).hardware if target.exists() else [])
         write_host_file(target, cal.after, new_table, keep)
-    return CalibrationRun(cal, target)
+    engine_target = None
+    if engine_out is not None and cal.engine_after is not None:
+        engine_target = Path(engine_out)
+        write_engine_file(engine_target, cal.engine_after, dict(cal.engine_after.sources).get("calibrated", ""))
+    return CalibrationRun(cal, target, engine_target)

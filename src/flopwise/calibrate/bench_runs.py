@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from flopwise.calibrate.fit import CalibrationError
+from flopwise.calibrate.fit import CalibrationError, Tuning
 from flopwise.calibrate.observations import Observations, with_profile
 from flopwise.specs.deployment import Deployment
-from flopwise.specs.hardware import EfficiencyProfile
 
 __all__ = ["BenchRun", "load_bench_runs", "bench_observations", "measured_workload", "unmodelled_cache_hit_rate",
            "replay_config", "REPLAY_CLIENT_STAGGER_S", "CLIENT_METRICS"]
@@ -158,7 +157,7 @@ def bench_observations(runs: Sequence[BenchRun], dep: Deployment, config: Any = 
     keys = [(i, k) for i, r in enumerate(runs) for k in r.measured]
     measured = np.array([runs[i].measured[k] for i, k in keys])
 
-    def predict(prof: EfficiencyProfile) -> np.ndarray:
+    def predict(prof: Tuning) -> np.ndarray:
         d = with_profile(dep, prof)
         sims = [_sim_metrics(d, r, config) for r in runs]
         return np.array([sims[i].get(k, np.nan) for i, k in keys])

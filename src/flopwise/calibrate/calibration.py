@@ -16,11 +16,12 @@ from datetime import date
 from typing import Any
 
 from flopwise.calibrate.bench_runs import BenchRun, bench_observations
-from flopwise.calibrate.fit import FITTABLE, CalibrationError, FitResult, fit_profile
+from flopwise.calibrate.fit import FITTABLE, CalibrationError, FitResult, Tuning, fit_profile
 from flopwise.calibrate.observations import (ErrorRow, KernelPoint, Observations, StepPoint, error_table,
                                              kernel_observations, point_errors, residual_function,
                                              step_observations)
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec
 
 __all__ = ["Calibration", "calibrate"]
@@ -28,17 +29,26 @@ __all__ = ["Calibration", "calibrate"]
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
+    """The hardware (and, from bench runs, the served engine) before and after the fit."""
+
     before: HardwareSpec
     after: HardwareSpec
     fit: FitResult
     errors: tuple[ErrorRow, ...]
     points: tuple[tuple[str, str, float, float, float], ...]  # label, desc, measured, before, after
+    engine_before: EngineProfile | None = None
+    engine_after: EngineProfile | None = None
+
+    @property
+    def tuning_before(self) -> Tuning:
+        return Tuning(self.before.efficiency, self.engine_before)
 
     def to_dict(self) -> dict[str, Any]:
-        eff_b, eff_a = self.before.efficiency, self.after.efficiency
+        tb = self.tuning_before
         return {
             "hardware": self.after.id,
-            "fitted": {n: {"before": getattr(eff_b, n), "after": getattr(eff_a, n)} for n in self.fit.fitted},
+            "engine": self.engine_after.name if self.engine_after is not None else None,
+            "fitted": {n: {"before": tb.get(n), "after": self.fit.profile.get(n)} for n in self.fit.fitted},
             "refused": dict(self.fit.refused),
             "at_bound": list(self.fit.at_bound),
             "rms_log_error_before": self.fit.rms_before, "rms_log_error_after": self.fit.rms_after,
@@ -65,20 +75,26 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
         groups.append(kernel_observations(kernels, hw))
     if steps:
         groups.append(step_observations([replace(s, dep=replace(s.dep, hardware=hw)) for s in steps]))
+    engine = None
     if runs:
         if dep is None:
             raise CalibrationError("calibrating from bench runs needs the served model: pass --model")
         groups.append(bench_observations(runs, replace(dep, hardware=hw), sim_config))
+        engine = dep.engine
     if not groups:
         raise CalibrationError("nothing to calibrate with: give microbenchmarks or model steps (`flopwise profile`) "
                                "or bench runs (--from)")
-    res = fit_profile(residual_function(groups), hw.efficiency, params or FITTABLE, min_effect=min_effect,
+    start = Tuning(hw.efficiency, engine)
+    res = fit_profile(residual_function(groups), start, params or FITTABLE, min_effect=min_effect,
                       prior_weight=prior_weight)
     what = ", ".join(k for k, present in (("microbenchmarks", kernels), ("model steps", steps),
                                            ("bench runs", runs)) if present)
-    after = replace(hw, efficiency=replace(res.profile, source=f"fitted by flopwise calibrate on {date.today()} to "
-                                                             f"{what}; fitted {', '.join(res.fitted)}"))
-    before_pts = point_errors(groups, hw.efficiency)
+    source = f"fitted by flopwise calibrate on {date.today()} to {what}; fitted {', '.join(res.fitted)}"
+    after = replace(hw, efficiency=replace(res.profile.efficiency, source=source))
+    before_pts = point_errors(groups, start)
     after_pts = point_errors(groups, res.profile)
     pts = tuple((b[0], b[1], b[2], b[3], a[3]) for b, a in zip(before_pts, after_pts))
-    return Calibration(hw, after, res, tuple(error_table(groups, hw.efficiency, res.profile)), pts)
+    eng_after = res.profile.engine
+    if eng_after is not None:
+        eng_after = replace(eng_after, sources=(*eng_after.sources, ("calibrated", source)))
+    return Calibration(hw, after, res, tuple(error_table(groups, start, res.profile)), pts, engine, eng_after)

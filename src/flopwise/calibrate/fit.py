@@ -1,7 +1,10 @@
-"""The fitting core: choose efficiency parameters that make predictions match measurements.
+"""The fitting core: choose efficiency and engine parameters that make predictions match measurements.
 
-A fit is given a starting `EfficiencyProfile`, the names of the parameters it may change, and a residual
-function `profile -> log(predicted / measured)` per measurement (weighted). It
+A fit is given a starting `Tuning` (the hardware's `EfficiencyProfile` and, for bench runs, the served engine's
+profile), the names of the parameters it may change, and a residual function `tuning -> log(predicted /
+measured)` per measurement (weighted). Engine parameters are the engine's CPU costs (`specs/engine.py`):
+`host_step_s`, `host_per_seq_s` (engine core per step), `frontend_request_s`, `frontend_prompt_token_s`,
+`frontend_output_token_s`, `frontend_latency_s` (the API server). It
 
 1. checks that the data can identify each parameter (`identify`), refusing the ones it cannot, with a reason:
    - *insensitive*: moving the parameter `spread` (10) times down and up changes no prediction by more than
@@ -26,10 +29,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from flopwise.errors import CalibrationError
+from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import EfficiencyProfile
 
-__all__ = ["BOUNDS", "FITTABLE", "HINTS", "CalibrationError", "Identification", "FitResult", "identify",
-           "fit_profile", "coordinate_descent"]
+__all__ = ["BOUNDS", "FITTABLE", "ENGINE_PARAMS", "HINTS", "CalibrationError", "Identification", "FitResult",
+           "Tuning", "identify", "fit_profile", "coordinate_descent"]
 
 # (lower, upper) of each fittable parameter. Fractions of peak are capped at 1.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -42,6 +46,18 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "bandwidth_half_bytes": (1.0, 1e10),
     "kernel_overhead_s": (1e-9, 1e-2),
     "step_overhead_s": (1e-7, 1.0),
+    "host_step_s": (1e-7, 1.0),
+    "host_per_seq_s": (1e-9, 0.1),
+    "frontend_request_s": (1e-6, 1.0),
+    "frontend_prompt_token_s": (1e-10, 1e-2),
+    "frontend_output_token_s": (1e-8, 0.1),
+    "frontend_latency_s": (1e-7, 1.0),
+}
+# engine parameter -> (section of EngineProfile, field)
+ENGINE_PARAMS: dict[str, tuple[str, str]] = {
+    "host_step_s": ("host", "step_s"), "host_per_seq_s": ("host", "per_seq_s"),
+    "frontend_request_s": ("frontend", "request_s"), "frontend_prompt_token_s": ("frontend", "prompt_token_s"),
+    "frontend_output_token_s": ("frontend", "output_token_s"), "frontend_latency_s": ("frontend", "latency_s"),
 }
 FITTABLE = tuple(BOUNDS)
 
@@ -59,20 +75,69 @@ HINTS: dict[str, str] = {
     "kernel_overhead_s": "measure tiny kernels, or a small model where per-kernel cost dominates",
     "step_overhead_s": "measure whole engine steps (model profile or `flopwise bench` runs); kernels alone "
                        "have no step",
+    "host_step_s": "measure `flopwise bench` runs at concurrency 1 and at higher concurrency (steps of one and "
+                   "of many sequences)",
+    "host_per_seq_s": "measure `flopwise bench` runs at several concurrencies with short prompts (decode steps "
+                      "of 1 to 100+ sequences)",
+    "frontend_request_s": "measure short requests at a high rate (e.g. 8-token prompts, 1 output token, "
+                          "--request-rate inf): the API server's ceiling",
+    "frontend_prompt_token_s": "measure single requests with short and long prompts (TTFT vs prompt length)",
+    "frontend_output_token_s": "measure high concurrency with long outputs (the server streams every token)",
+    "frontend_latency_s": "measure TTFT of single short requests (the fixed hops between processes)",
 }
 
 
-Residuals = Callable[[EfficiencyProfile], np.ndarray]
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """What a calibration may change: the hardware's efficiency profile and the served engine's CPU costs
+    (None: calibrating kernels or model steps only)."""
+
+    efficiency: EfficiencyProfile
+    engine: EngineProfile | None = None
+
+    def get(self, name: str) -> float:
+        if name in ENGINE_PARAMS:
+            section, field_name = ENGINE_PARAMS[name]
+            part = getattr(self.engine, section) if self.engine is not None else None
+            if part is None:
+                raise CalibrationError(f"cannot fit {name}: the deployment has no {section} "
+                                       "(an offline engine has no API server)")
+            return float(getattr(part, field_name))
+        return float(getattr(self.efficiency, name))
+
+    def with_values(self, values: Mapping[str, float]) -> Tuning:
+        eff = {k: v for k, v in values.items() if k not in ENGINE_PARAMS}
+        out = replace(self, efficiency=replace(self.efficiency, **eff)) if eff else self
+        by_section: dict[str, dict[str, float]] = {}
+        for k, v in values.items():
+            if k in ENGINE_PARAMS:
+                section, field_name = ENGINE_PARAMS[k]
+                by_section.setdefault(section, {})[field_name] = v
+        if by_section and out.engine is not None:
+            eng = out.engine
+            for section, vals in by_section.items():
+                eng = replace(eng, **{section: replace(getattr(eng, section), **vals)})
+            out = replace(out, engine=eng)
+        return out
+
+    def usable(self, name: str) -> bool:
+        """Whether `name` exists for this tuning (engine parameters need the engine, and its frontend)."""
+        if name not in ENGINE_PARAMS:
+            return True
+        return self.engine is not None and getattr(self.engine, ENGINE_PARAMS[name][0]) is not None
 
 
-def _set(prof: EfficiencyProfile, values: Mapping[str, float]) -> EfficiencyProfile:
+Residuals = Callable[[Tuning], np.ndarray]
+
+
+def _set(prof: Tuning, values: Mapping[str, float]) -> Tuning:
     clipped = {k: min(max(v, BOUNDS[k][0]), BOUNDS[k][1]) for k, v in values.items()}
-    return replace(prof, **clipped)
+    return prof.with_values(clipped)
 
 
-def _start(prof: EfficiencyProfile, name: str) -> float:
+def _start(prof: Tuning, name: str) -> float:
     lo, hi = BOUNDS[name]
-    return min(max(getattr(prof, name), lo), hi)
+    return min(max(prof.get(name), lo), hi)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +150,7 @@ class Identification:
     effect: dict[str, float]
 
 
-def identify(residuals: Residuals, start: EfficiencyProfile, names: Sequence[str], *,
+def identify(residuals: Residuals, start: Tuning, names: Sequence[str], *,
              min_effect: float = 0.03, min_independent: float = 0.1, spread: float = 10.0) -> Identification:
     """Sensitivity and collinearity test of each parameter at `start` (see module docstring)."""
     unknown = [n for n in names if n not in BOUNDS]
@@ -138,7 +203,7 @@ class FitResult:
     """The fitted profile, what was fitted, what was refused and why, and the cost before and after
     (root mean square of the weighted log residuals)."""
 
-    profile: EfficiencyProfile
+    profile: Tuning
     fitted: tuple[str, ...]
     refused: dict[str, str]
     rms_before: float
@@ -152,7 +217,7 @@ class FitResult:
         noisy machine, or a measurement the cost model does not describe); read their values with suspicion."""
         out = []
         for n in self.fitted:
-            v, (lo, hi) = getattr(self.profile, n), BOUNDS[n]
+            v, (lo, hi) = self.profile.get(n), BOUNDS[n]
             if v <= lo * 1.0001 or (v >= hi * 0.9999 and n not in ("compute_max", "bandwidth_max",
                                                                    "attention_compute_max")):
                 out.append(n)
@@ -168,7 +233,7 @@ def _from_u(name: str, u: float) -> float:
     return min(max(math.exp(u), lo), hi)
 
 
-def fit_profile(residuals: Residuals, start: EfficiencyProfile, names: Iterable[str], *,
+def fit_profile(residuals: Residuals, start: Tuning, names: Iterable[str], *,
                 min_effect: float = 0.03, max_iter: int = 100, tol: float = 1e-9,
                 prior_weight: float = 0.0) -> FitResult:
     """Identify, then fit the identifiable parameters of `names` by Levenberg-Marquardt. Raises
@@ -178,7 +243,7 @@ def fit_profile(residuals: Residuals, start: EfficiencyProfile, names: Iterable[
     regression toward the starting profile, a Gaussian prior in log space): with few or noisy measurements it
     keeps parameters the data only weakly pin near their defaults instead of letting them wander to wherever
     the noise points. 0.02 costs a 2x move as much as a 1.4% misfit of one measurement."""
-    names = list(dict.fromkeys(names))
+    names = [n for n in dict.fromkeys(names) if start.usable(n)]
     r0 = residuals(start)
     if r0.size == 0:
         raise CalibrationError("no measurements to fit")
@@ -206,21 +271,21 @@ def cost_of(r: np.ndarray) -> float:
     return float(r @ r)
 
 
-def _levenberg_marquardt(residuals: Residuals, start: EfficiencyProfile, fit: list[str], max_iter: int,
+def _levenberg_marquardt(residuals: Residuals, start: Tuning, fit: list[str], max_iter: int,
                          tol: float, prior_weight: float = 0.0,
-                         prior: EfficiencyProfile | None = None) -> tuple[EfficiencyProfile, float, int]:
+                         prior: Tuning | None = None) -> tuple[Tuning, float, int]:
     data_residuals = residuals
     if prior_weight > 0:
         u0 = np.array([math.log(_start(prior or start, n)) for n in fit])
 
-        def residuals(p: EfficiencyProfile) -> np.ndarray:  # noqa: F811 - the data plus the prior
+        def residuals(p: Tuning) -> np.ndarray:  # noqa: F811 - the data plus the prior
             u_p = np.array([math.log(_start(p, n)) for n in fit])
             return np.concatenate([data_residuals(p), prior_weight * (u_p - u0)])
     u = np.array([_to_u(n, _start(start, n)) for n in fit])
     lo = np.array([math.log(BOUNDS[n][0]) for n in fit])
     hi = np.array([math.log(BOUNDS[n][1]) for n in fit])
 
-    def prof_of(uu: np.ndarray) -> EfficiencyProfile:
+    def prof_of(uu: np.ndarray) -> Tuning:
         return _set(start, {n: _from_u(n, x) for n, x in zip(fit, uu)})
 
     cost = cost_of

@@ -27,6 +27,7 @@ import numpy as np
 from flopwise.cost.batch import BatchShape
 from flopwise.cost.step import step_time
 from flopwise.specs.deployment import Deployment
+from flopwise.calibrate.fit import Tuning
 from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
 
 __all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile", "point_errors",
@@ -112,34 +113,38 @@ class Observations:
     labels: tuple[str, ...]
     descs: tuple[str, ...]
     measured: np.ndarray
-    predict: Callable[[EfficiencyProfile], np.ndarray]
+    predict: Callable[[Tuning], np.ndarray]
 
 
 def kernel_observations(points: Sequence[KernelPoint], hw: HardwareSpec) -> Observations:
     pts = tuple(points)
 
-    def predict(prof: EfficiencyProfile) -> np.ndarray:
-        return np.array([kernel_time(prof, hw, p) for p in pts])
+    def predict(prof: Tuning) -> np.ndarray:
+        return np.array([kernel_time(prof.efficiency, hw, p) for p in pts])
 
     return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
                         np.array([p.seconds for p in pts]), predict)
 
 
-def with_profile(dep: Deployment, prof: EfficiencyProfile) -> Deployment:
-    return replace(dep, hardware=replace(dep.hardware, efficiency=prof))
+def with_profile(dep: Deployment, prof: Tuning | EfficiencyProfile) -> Deployment:
+    """`dep` on the tuning's efficiency profile, served by its engine (when it carries one)."""
+    if isinstance(prof, EfficiencyProfile):
+        return replace(dep, hardware=replace(dep.hardware, efficiency=prof))
+    dep = replace(dep, hardware=replace(dep.hardware, efficiency=prof.efficiency))
+    return dep if prof.engine is None else replace(dep, engine=prof.engine)
 
 
 def step_observations(points: Sequence[StepPoint]) -> Observations:
     pts = tuple(points)
 
-    def predict(prof: EfficiencyProfile) -> np.ndarray:
+    def predict(prof: Tuning) -> np.ndarray:
         return np.array([step_time(with_profile(p.dep, prof), p.shape) for p in pts])
 
     return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
                         np.array([p.seconds for p in pts]), predict)
 
 
-def residual_function(groups: Sequence[Observations]) -> Callable[[EfficiencyProfile], np.ndarray]:
+def residual_function(groups: Sequence[Observations]) -> Callable[[Tuning], np.ndarray]:
     """profile -> weighted log(predicted / measured), each label weighing the same in total."""
     labels = [lab for g in groups for lab in g.labels]
     counts: dict[str, int] = {}
@@ -148,7 +153,7 @@ def residual_function(groups: Sequence[Observations]) -> Callable[[EfficiencyPro
     weights = np.array([1.0 / math.sqrt(counts[lab]) for lab in labels])
     measured = np.concatenate([g.measured for g in groups])
 
-    def residuals(prof: EfficiencyProfile) -> np.ndarray:
+    def residuals(prof: Tuning) -> np.ndarray:
         pred = np.concatenate([g.predict(prof) for g in groups])
         with np.errstate(divide="ignore", invalid="ignore"):
             return weights * np.log(pred / measured)
@@ -173,7 +178,7 @@ class ErrorRow:
                 "max_abs_error_after_pct": self.max_after_pct}
 
 
-def point_errors(groups: Sequence[Observations], prof: EfficiencyProfile) -> list[tuple[str, str, float, float, float]]:
+def point_errors(groups: Sequence[Observations], prof: Tuning) -> list[tuple[str, str, float, float, float]]:
     """(label, desc, measured, predicted, error %) of every value."""
     out = []
     for g in groups:
@@ -183,8 +188,7 @@ def point_errors(groups: Sequence[Observations], prof: EfficiencyProfile) -> lis
     return out
 
 
-def error_table(groups: Sequence[Observations], before: EfficiencyProfile,
-                after: EfficiencyProfile) -> list[ErrorRow]:
+def error_table(groups: Sequence[Observations], before: Tuning, after: Tuning) -> list[ErrorRow]:
     b, a = point_errors(groups, before), point_errors(groups, after)
     rows = []
     for lab in dict.fromkeys(x[0] for x in b):

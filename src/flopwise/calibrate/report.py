@@ -19,17 +19,18 @@ def _fmt(v: float) -> str:
 
 
 def render_calibration(console: Console, cal: Calibration) -> None:
-    t = Table(title=f"efficiency profile of {cal.after.id}", title_justify="left")
+    engine = f" and engine {cal.engine_after.name}" if cal.engine_after is not None else ""
+    t = Table(title=f"efficiency profile of {cal.after.id}{engine}", title_justify="left")
     t.add_column("parameter")
     t.add_column("before", justify="right")
     t.add_column("after", justify="right")
     t.add_column("note")
+    before, after = cal.tuning_before, cal.fit.profile
     for n in cal.fit.fitted:
         note = "fitted, at its bound: suspect noisy or unmodelled data" if n in cal.fit.at_bound else "fitted"
-        t.add_row(n, _fmt(getattr(cal.before.efficiency, n)), _fmt(getattr(cal.after.efficiency, n)), note)
+        t.add_row(n, _fmt(before.get(n)), _fmt(after.get(n)), note)
     for n, why in cal.fit.refused.items():
-        t.add_row(n, _fmt(getattr(cal.before.efficiency, n)), _fmt(getattr(cal.after.efficiency, n)),
-                  f"kept: {why}")
+        t.add_row(n, _fmt(before.get(n)), _fmt(after.get(n)), f"kept: {why}")
     console.print(t)
     e = Table(title="prediction error per metric, |predicted - measured| / measured", title_justify="left")
     for c, j in (("metric", "left"), ("n", "right"), ("median before", "right"), ("max before", "right"),

@@ -30,13 +30,14 @@ def estimate_cmd(
     frontend: Annotated[str, typer.Option(help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Annotated[str, typer.Option(help="With --frontend http: completions or chat.")] = DEFAULT_ENDPOINT,
     gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="The engine's memory fraction (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.")] = None,
+    engine_file: Annotated[Path | None, typer.Option("--engine-file", help="Engine override written by `flopwise calibrate --engine-out` (calibrated CPU costs).")] = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding hardware.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time, throughput and memory of a static batch: prefill vs decode, which roof binds, and why."""
     result = estimate(model, gpu, batch=batch, input_len=input_len, output_len=output_len, tp=tp, pp=pp,
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
-                      hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint)
+                      hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     if json_out:
         print_json(result.to_dict())
     else:

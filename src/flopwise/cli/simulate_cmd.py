@@ -110,6 +110,7 @@ def simulate_cmd(
     frontend: Annotated[str, typer.Option(help="http: the engine's OpenAI API server in front (its CPU costs); none: the engine alone (offline benchmark).")] = FRONTEND_SERVING,
     endpoint: Annotated[str, typer.Option(help="API endpoint the clients call: completions or chat (chat adds the template).")] = DEFAULT_ENDPOINT,
     gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="The engine's memory fraction (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.")] = None,
+    engine_file: Annotated[Path | None, typer.Option("--engine-file", help="Engine override written by `flopwise calibrate --engine-out` (calibrated CPU costs).")] = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: the engine's for the GPU, e.g. vLLM serve: 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: the engine's, e.g. vLLM serve: 8192 on H100/H200, 2048 on A100).")] = None,
@@ -146,7 +147,7 @@ def simulate_cmd(
     dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint)
+                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,

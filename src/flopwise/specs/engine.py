@@ -35,12 +35,14 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
 
 __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "MEMORY_POLICIES",
-           "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
+           "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
+           "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
 
 DEFAULT_ENGINE = "vllm"
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
@@ -330,7 +332,46 @@ def parse_engine_text(text: str) -> tuple[str, str | None]:
     return name.strip().lower(), (version.strip() or None)
 
 
-def _build(fam: _Family, version: str) -> EngineProfile:
+def load_engine_file(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """A user's engine override file (what `flopwise calibrate` writes): `name = "<family>"` and an
+    `[override]` table of profile keys (e.g. `host = { step_s = ... }`), applied on top of the catalog's
+    profile at any version. Returns (family, override table)."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"engine file '{path}' does not exist")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(f"engine file '{path}' could not be parsed: {e}") from None
+    name, over = data.get("name"), data.get("override")
+    if not isinstance(name, str) or not isinstance(over, dict):
+        raise SpecError(f"engine file '{path}' needs name = \"<engine family>\" and an [override] table")
+    bad = set(over) - _PROFILE_KEYS
+    if bad:
+        raise SpecError(f"engine file '{path}': unknown override keys {sorted(bad)}")
+    return name.lower(), over
+
+
+def write_engine_file(path: str | Path, profile: EngineProfile, note: str) -> None:
+    """Write `profile`'s CPU costs (host, frontend) as an override file of its family (see load_engine_file)."""
+    def table(obj: object) -> str:
+        items = [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in fields(obj)  # type: ignore[arg-type]
+                 if f.name != "endpoint"]
+        return "{ " + ", ".join(items) + " }"
+    lines = [f"# flopwise engine override for {profile.name}: {note}", f'name = "{profile.family}"', "",
+             "[override]", f"host = {table(profile.host)}"]
+    if profile.frontend is not None:
+        lines.append(f"frontend = {table(profile.frontend)}")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v)
+
+
+def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = ()) -> EngineProfile:
     key = _version_key(version)
     table = dict(fam.base)
     sources = [("base", str(fam.base.get("source", "")))]
@@ -338,6 +379,9 @@ def _build(fam: _Family, version: str) -> EngineProfile:
         if rel_key <= key:
             table = _merge(table, {k: v for k, v in rel.items() if k not in ("since", "source")})
             sources.append((since, str(rel.get("source", ""))))
+    if override:
+        table = _merge(table, dict(override))
+        sources.append(("override", "user engine file"))
     try:
         frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
         rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ()))}) for r in table["batch_defaults"])
@@ -357,10 +401,12 @@ def _build(fam: _Family, version: str) -> EngineProfile:
 
 
 @cache
-def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: str = "completions") -> EngineProfile:
+def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: str = "completions",
+               engine_file: str | None = None) -> EngineProfile:
     """The profile for `family[@version]` (default version: the family's `default_version`).
 
-    `frontend`: "http" (the OpenAI server in front) or "none" (offline); `endpoint`: completions or chat."""
+    `frontend`: "http" (the OpenAI server in front) or "none" (offline); `endpoint`: completions or chat;
+    `engine_file`: a user override file (`load_engine_file`) whose family must match."""
     name, version = parse_engine_text(text)
     fams = _families()
     fam = fams.get(name)
@@ -371,7 +417,14 @@ def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: 
         raise SpecError(f"--frontend must be 'http' or 'none', got '{frontend}'")
     if endpoint not in ENDPOINTS:
         raise SpecError(f"unknown --endpoint '{endpoint}'; use one of {', '.join(ENDPOINTS)}")
-    prof = _build(fam, version or fam.default_version)
+    override: tuple[tuple[str, Any], ...] = ()
+    if engine_file is not None:
+        fam_name, table = load_engine_file(engine_file)
+        if fams.get(fam_name) is not fam:
+            raise SpecError(f"engine file '{engine_file}' overrides '{fam_name}', not '{fam.name}'; use --engine "
+                            f"{fam_name}")
+        override = tuple(table.items())
+    prof = _build(fam, version or fam.default_version, override)
     if frontend == "none":
         return prof.offline()
     if prof.frontend is None:
