@@ -124,3 +124,29 @@ def test_prefix_cache_hits_the_run_does_not_explain_shrink_the_replayed_prompts(
     # a declared shared prefix is the replay's own to model: the counters are not applied on top
     shared = BenchConfig.from_dict({**saved.config, "prompts": {**saved.config["prompts"], "shared_prefix_len": 128}})
     assert unmodelled_cache_hit_rate(saved, shared) == 0.0
+
+
+def test_bench_runs_recover_engine_cpu_costs(tmp_path):
+    """Runs made by the simulator with a known API server (4 ms per request) and engine core (60 us per sequence
+    per step) are fitted back to those numbers from a start 3x off, beside nothing else."""
+    from flopwise.calibrate.bench_runs import replay_config
+
+    dep = deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048)
+    eng = dep.engine
+    true_eng = replace(eng, frontend=replace(eng.frontend, request_s=4e-3), host=replace(eng.host, per_seq_s=6e-5))
+    true_dep = replace(dep, engine=true_eng)
+    for i, (c, ilen, n) in enumerate(((1, 32, 4), (32, 32, 64))):
+        wl = Workload(tuple(RequestSpec(0.0, ilen, 16) for _ in range(n)), concurrency=c)
+        res = simulate(true_dep, wl, replay_config())
+        cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load("concurrency", concurrency=c),
+                          num_requests=n, prompts=PromptConfig(input_len=ilen, output_len=16))
+        store = RunStore(tmp_path / f"{i:02d}", cfg.to_dict())
+        for rec in res.records:
+            store.append(rec)
+        store.close()
+    start = replace(eng, frontend=replace(eng.frontend, request_s=12e-3), host=replace(eng.host, per_seq_s=2e-5))
+    cal = calibrate(dep.hardware, runs=load_bench_runs([tmp_path]), dep=replace(dep, engine=start),
+                    params=["frontend_request_s", "host_per_seq_s"], prior_weight=0.0)
+    assert cal.engine_after.frontend.request_s == pytest.approx(4e-3, rel=0.03)
+    assert cal.engine_after.host.per_seq_s == pytest.approx(6e-5, rel=0.05)
+    assert replace(cal.after.efficiency, source="") == replace(dep.hardware.efficiency, source="")  # not asked to move

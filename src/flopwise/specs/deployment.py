@@ -115,7 +115,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     eng = engine if engine is not None else get_engine()
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
-    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng, tp=tp, pp=pp, replicas=replicas,
+    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d), tp=tp, pp=pp,
+                      replicas=replicas,
                       speculative=speculative,
                       max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None

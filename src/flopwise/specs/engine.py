@@ -145,6 +145,7 @@ class BatchDefault:
     max_num_batched_tokens: int = 2048
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
+    async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
 
     def matches(self, hw_id: str, memory_gib: float, kind: str) -> bool:
         if self.kind is not None and kind != self.kind:
@@ -184,6 +185,7 @@ class EngineKnobs:
     memory_fraction: float
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
+    async_scheduling: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,7 +245,15 @@ class EngineProfile:
         return EngineKnobs(max_num_seqs=min(rule.max_num_seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=self.enable_chunked_prefill,
-                           enable_prefix_caching=self.enable_prefix_caching)
+                           enable_prefix_caching=self.enable_prefix_caching,
+                           async_scheduling=self.host.async_scheduling if rule.async_scheduling is None
+                           else rule.async_scheduling)
+
+    def on_device(self, knobs: EngineKnobs) -> EngineProfile:
+        """This profile as it runs on a device whose rules change a behaviour (async scheduling)."""
+        if knobs.async_scheduling == self.host.async_scheduling:
+            return self
+        return replace(self, host=replace(self.host, async_scheduling=knobs.async_scheduling))
 
     def offline(self) -> EngineProfile:
         return replace(self, frontend=None)
