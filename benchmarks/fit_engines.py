@@ -29,7 +29,7 @@ from flopwise.validation.cases import load_cases, predict_case
 from flopwise.validation.engines import case_engine
 
 HERE = Path(__file__).parent
-GRID = (0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.45, 2.0, 4.0)
+GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
     "vllm": [("base", "frontend.output_token_s"), ("base", "host.step_s"), ("base", "host.per_seq_s"),
@@ -123,6 +123,13 @@ def _score(job: tuple[int, dict]) -> tuple[int, float | None]:
     return i, o.error
 
 
+def _profile_of(job: tuple[int, dict]) -> tuple[int, object]:
+    """The engine profile row i is predicted with under `overrides` (to see which rows a parameter moves)."""
+    i, overrides = job
+    _set(overrides)
+    return i, case_engine(_CASES[i].raw, _CASES[i].command).engine
+
+
 def objective(errors: list[tuple[str, float]]) -> float:
     by: dict[str, list[float]] = defaultdict(list)
     for regime, e in errors:
@@ -145,30 +152,43 @@ def main() -> None:
         rows_of[case_engine(c.raw, c.command).engine.family].append(i)
     overrides: dict[tuple[str, str, str], float] = {}
     with Pool(args.workers, initializer=_init, initargs=(paths,)) as pool:
-        def evaluate(family: str, over: dict) -> float:
-            res = pool.map(_score, [(i, over) for i in rows_of[family]])
-            return objective([(_CASES[i].regime, e) for i, e in res if e is not None])
+        errors: dict[int, float | None] = {}  # per row, under `overrides`
+
+        def predict(rows: list[int], over: dict) -> dict[int, float | None]:
+            return dict(pool.map(_score, [(i, over) for i in rows]))
+
+        def score(family: str, errs: dict[int, float | None]) -> float:
+            return objective([(_CASES[i].regime, errs[i]) for i in rows_of[family] if errs.get(i) is not None])
 
         for family in args.family or list(PARAMS):
             if not rows_of.get(family):
                 print(f"{family}: no usable rows")
                 continue
             t0 = time.time()
-            best = evaluate(family, overrides)
+            errors.update(predict(rows_of[family], overrides))
+            best = score(family, errors)
             print(f"{family}: {len(rows_of[family])} rows, start objective {best:.4f}", flush=True)
             for _ in range(args.rounds):
                 for release, key in PARAMS[family]:
                     k = (family, release, key)
                     v0 = overrides.get(k, _get(family, release, key))
+                    # the rows whose engine profile this parameter changes (a release's value is overridden later)
+                    now = dict(pool.map(_profile_of, [(i, overrides) for i in rows_of[family]]))
+                    probe = v0 * 1.5 if v0 * 1.5 <= UPPER.get(key, math.inf) else v0 * 0.7
+                    moved = dict(pool.map(_profile_of, [(i, {**overrides, k: probe}) for i in rows_of[family]]))
+                    rows = [i for i in rows_of[family] if now[i] != moved[i]]
                     cands = sorted({min(v0 * g, UPPER.get(key, math.inf)) for g in GRID})
-                    scores = {}
+                    scores, trial = {v0: best}, {}
                     for v in cands:
-                        scores[v] = best if v == v0 else evaluate(family, {**overrides, k: v})
+                        if v != v0 and rows:
+                            trial[v] = {**errors, **predict(rows, {**overrides, k: v})}
+                            scores[v] = score(family, trial[v])
                     v_best = min(scores, key=scores.__getitem__)
                     if scores[v_best] < best - 1e-4:
                         overrides[k], best = v_best, scores[v_best]
-                    print(f"  {release:>6s} {key:32s} {v0:.3g} -> {overrides.get(k, v0):.3g}   objective {best:.4f}",
-                          flush=True)
+                        errors = trial[v_best]
+                    print(f"  {release:>6s} {key:32s} {v0:.3g} -> {overrides.get(k, v0):.3g}   objective {best:.4f}"
+                          f"   ({len(rows)} rows move)", flush=True)
             print(f"{family}: objective {best:.4f} in {time.time() - t0:.0f} s")
     print("\nfitted values (write them into catalog/engines/*.toml):")
     for (family, release, key), v in sorted(overrides.items()):
