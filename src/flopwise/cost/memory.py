@@ -4,11 +4,13 @@
     kv_pool   = budget - weights - peak activations - runtime overhead         (vLLM `determine_num_available_blocks`)
     blocks    = floor(kv_pool / (block_size * kv bytes per token))
 
-KV bytes per token and GPU = sum over layers of kv elements per token (2·kv_heads·head_dim, or the MLA
-latent) · bytes per element / tp (kv heads replicated when tp > kv_heads; MLA latent replicated).
-A sequence of length s holds ceil(s / block) blocks in full-attention layers and at most
-ceil(window / block) + 1 in sliding-window layers (vLLM's hybrid KV manager frees blocks that leave the
-window).
+KV bytes per token and GPU = sum over layers of each layer's cache bytes per token (`cost/attention.py`: 2·kv_heads·
+head_dim or the MLA latent, times bytes per element, split by tp; a DSA layer adds its index key; linear-state and
+KV-sharing layers none). A sequence of length s holds ceil(s / block) blocks in full-attention layers, at most
+ceil(window / block) + 1 in sliding-window layers and ceil(chunk / block) in chunked ones (vLLM's hybrid KV
+manager frees blocks that leave the window or chunk), and linear-state layers keep a fixed state per sequence
+(vLLM gives it a page of its own in the same pool). A sequence's bytes are counted in whole-model blocks, rounded
+up: blocks = ceil((sum over layers of held blocks x bytes per block + state bytes) / block_bytes).
 Activations: the profile run of `max_num_batched_tokens` tokens keeps about 4·h + 2·intermediate/tp
 elements per token alive (hidden states, residual, gate/up output), plus fp32 logits and sampler buffers for
 `max_num_seqs` rows (2 · rows · vocab · 4 bytes).
@@ -29,6 +31,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from flopwise.cost.attention import held_blocks
 from flopwise.cost.layout import layout
 from flopwise.cost.speculative import proposer_deployment
 from flopwise.specs.deployment import Deployment
@@ -73,15 +76,22 @@ class MemoryPlan:
 
 def blocks_per_sequence(dep: Deployment, length: int) -> int:
     """KV blocks (each `block_size` tokens over all layers, as counted in MemoryPlan.block_bytes) that one
-    sequence of `length` tokens holds, with sliding-window layers capped at their window."""
+    sequence of `length` tokens holds: windows and chunks capped, linear-state layers' state added."""
     bs = dep.block_size
-    full = math.ceil(length / bs)
-    windows = dep.model.layer_windows
-    if all(w is None for w in windows):
-        return full
-    # Mixed layers: express the sequence's bytes in units of whole-model blocks, rounded up.
-    per_layer = [full if w is None else min(full, math.ceil(w / bs) + 1) for w in windows]
-    return math.ceil(sum(per_layer) / len(per_layer))
+    cache = layout(dep).cache
+    if cache.uniform:
+        return math.ceil(length / bs)
+    spans = cache.spans
+    if not cache.state_bytes and len({b for _, _, b in spans}) == 1:
+        # equal bytes per layer: the mean of the layers' blocks, in integers (exact)
+        held = sum(n * held_blocks(length, span, bs) for span, n, _ in spans)
+        layers = sum(n for _, n, _ in spans)
+        return -(-held // layers)
+    per_block = bs * cache.bytes_per_token
+    if not per_block:  # no per-token cache at all: one block is one sequence's state
+        return 1
+    held_bytes = sum(n * b * bs * held_blocks(length, span, bs) for span, n, b in spans) + cache.state_bytes
+    return math.ceil(held_bytes / per_block)
 
 
 def kv_bytes_for_sequences(dep: Deployment, num_seqs: int, length: int) -> float:
@@ -94,12 +104,14 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     hw, m = dep.hardware, dep.model
     device = hw.memory_bytes
     budget = device * dep.gpu_memory_utilization
-    inter = max(lay.dense_inter, lay.experts_per_token * lay.expert_inter + lay.shared_inter)
+    inter = max(g.activation_inter for g in lay.groups)
     act = dep.max_num_batched_tokens * lay.act_bytes * (4 * m.hidden_size + 2 * inter)
     act += 2 * min(dep.max_num_seqs, dep.max_num_batched_tokens) * m.vocab_size * 4
     runtime = hw.efficiency.runtime_overhead_gib * GIB
-    layers_here = m.num_layers / dep.pp
-    block = dep.block_size * lay.kv_bytes_per_token_layer * layers_here
+    kv_per_token = lay.kv_bytes_per_token / m.num_layers  # a mean over layers, split over pp stages as layers are
+    block = dep.block_size * kv_per_token * (m.num_layers / dep.pp)
+    if not block:  # no per-token cache (an all-linear-state model): a block is one sequence's state
+        block = lay.cache.state_bytes / dep.pp
     prop_weights, prop_kv_per_token, lookahead = _proposer_memory(dep)
     block += dep.block_size * prop_kv_per_token
     pool = budget - lay.weight_bytes_per_gpu - prop_weights - act - runtime
@@ -120,10 +132,10 @@ def _proposer_memory(dep: Deployment) -> tuple[float, float, int]:
         return 0.0, 0.0, lookahead
     lay = layout(prop)
     if spec.method == "draft":
-        return lay.weight_bytes_per_gpu, lay.kv_bytes_per_token_layer * prop.model.num_layers, lookahead
+        return lay.weight_bytes_per_gpu, lay.kv_bytes_per_token, lookahead
     m = prop.model  # a one-layer head: its layer's weights, at the target's format and TP degree
     weights = (m.total_params - m.embedding_params - m.lm_head_params - m.hidden_size) / dep.tp
-    kv = 0.0 if spec.method == "medusa" else lay.kv_bytes_per_token_layer
+    kv = 0.0 if spec.method == "medusa" else lay.kv_bytes_per_token
     return weights * dep.weights.bytes_per_weight, kv, lookahead
 
 

@@ -20,7 +20,11 @@ plus tensor-parallel all-reduces and pipeline sends (`parallel.py`), and a fixed
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
   experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing;
 - LM head: only the rows that produce a token (2·logits·V·h);
-- norms, residuals and activations: bytes only.
+- norms, residuals and activations: bytes only;
+- per layer kind (`cost/attention.py`): sliding and chunked layers attend their window or chunk; a DSA layer
+  attends its top-k keys and runs its indexer over every cached index key ("indexer"); a linear-state layer
+  replaces attention with its recurrence ("linear_attention": per-token state FLOPs, each sequence's state read
+  and written once); family extras per layer ("layer_extras", Gemma 3n) are GEMMs of their weights.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "op_time_s"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,35 +214,47 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         return acc
     a = lay.act_bytes
     wbpp = lay.weight_bytes_per_param
+    dbpp = lay.dense_weight_bytes_per_param
     h = lay.hidden
     hw = dep.hardware
+    S = shape.num_seqs
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
     ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
-    norm_kernels = dep.model.norms_per_layer
     for g in lay.groups:
         n = g.count
-        acc.add("qkv_o_proj", n, 2 * T * lay.attn_params, T, lay.attn_params * wbpp, 0.0,
-                T * lay.attn_act_elems * a, 2)
-        work = shape.attention[g.window]
-        pairs_flops = work.prefill_pairs * lay.pair_flops_prefill + work.decode_pairs * lay.pair_flops_decode
-        kv_b = (work.prefill_kv_read + work.decode_kv_read + T) * lay.kv_bytes_per_token_layer
-        acc.add("attention", n, pairs_flops, T / shape.num_seqs * lay.q_per_kv, 0.0, kv_b,
-                T * lay.q_out_elems * a, 2, attention=True)
+        at = g.attn
+        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, 2)
+        if at.has_pairs:
+            work = shape.attention[g.window]
+            pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
+            kv_b = (work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token
+            acc.add("attention", n, pairs_flops, T / S * at.q_per_kv, 0.0, kv_b, T * at.q_out_elems * a, 2,
+                    attention=True)
+            if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
+                iw = shape.attention[None]
+                acc.add("indexer", n, (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops, T / S, 0.0,
+                        (iw.prefill_kv_read + iw.decode_kv_read + T) * at.index_bytes_per_token, 0.0, 2,
+                        attention=True)
+        else:  # linear-state layer: each sequence's state is read and written once per step
+            acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
+                    T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
-            E, k = lay.num_experts, lay.experts_per_token
+            E, k = g.num_experts, g.experts_per_token
             touched = E * (1.0 - (1.0 - k / E) ** T)
             rows_per_expert = T * k / touched
-            acc.add("moe_experts", n, 2 * T * k * lay.expert_params, rows_per_expert,
-                    touched * lay.expert_params * wbpp + lay.router_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * k * lay.expert_inter), 4)
-            if lay.shared_params:
-                acc.add("shared_experts", n, 2 * T * lay.shared_params, T, lay.shared_params * wbpp, 0.0,
-                        T * a * (2 * h + 3 * lay.shared_inter), 2)
+            acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
+                    touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
+                    T * a * (2 * h + 3 * k * g.expert_inter), 4)
+            if g.shared_params:
+                acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
+                        T * a * (2 * h + 3 * g.shared_inter), 2)
         else:
-            acc.add("mlp", n, 2 * T * lay.dense_mlp_params, T, lay.dense_mlp_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * lay.dense_inter), 2)
-        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * norm_kernels, norm_kernels)
+            acc.add("mlp", n, 2 * T * g.dense_mlp_params, T, g.dense_mlp_params * dbpp, 0.0,
+                    T * a * (2 * h + 3 * g.dense_inter), 2)
+        if g.extra_params:
+            acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
+        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
         acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
     if dep.pp > 1:
         acc.add_comm("pp_send", dep.pp - 1, p2p_time(hw, T * h * a), T * h * a)
@@ -261,3 +277,12 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     acc = _run(dep, shape, True)
     ovh = dep.hardware.efficiency.step_overhead_s
     return StepCost(time_s=acc.total + ovh, ops=tuple(acc.ops), step_overhead_s=ovh)
+
+
+def op_time_s(dep: Deployment, flops: float, m: float, weight_bytes: float, act_bytes: float,
+              kernels: int = 1) -> float:
+    """One operator outside the decoder (an encoder's forward pass) on the deployment's roofs, by the same
+    formula as every step operator."""
+    acc = _Acc(dep, False)
+    acc.add("op", 1, flops, m, weight_bytes, 0.0, act_bytes, kernels)
+    return acc.total

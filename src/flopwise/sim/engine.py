@@ -47,7 +47,7 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     """A scheduler over a block pool sized by the deployment's memory plan."""
     if config.scheduler == "sglang":  # SGLang-like policy: sglang_scheduler.py
         return make_sglang_scheduler(dep, config)
-    windowed = any(w is not None for w in layout(dep).windows)
+    windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
     blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
     kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)

@@ -395,7 +395,7 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> dict[str, object]:
 
 def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler:
     """An SGLang scheduler over the deployment's block pool, with SGLang's defaults for unset knobs."""
-    windowed = any(w is not None for w in layout(dep).windows)
+    windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
     kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, config.enable_prefix_caching and not windowed,
                       blocks_for)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_format
+from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "make_deployment"]
+__all__ = ["Deployment", "make_deployment", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -84,11 +84,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     **knobs: int | float) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
-    the number of replicas. Weight format defaults to bf16 (fp16 on chips without bf16); KV follows the
-    16-bit activation dtype unless given. `speculative`: speculative decoding (None: plain decoding)."""
-    default16 = "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
-    wf = weight_format(weights or default16)
-    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16))
+    the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
+    quantization_config, else bf16, fp16 on chips without bf16); KV follows the 16-bit activation dtype unless
+    given. `speculative`: speculative decoding (None: plain decoding)."""
+    wf = weight_format(weights or default_weights(model, hardware))
+    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * pp
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
         raise SpecError(f"num_gpus={num_gpus} disagrees with tp*pp*replicas={group * replicas}")
@@ -103,3 +103,13 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, tp=tp, pp=pp, replicas=replicas,
                       speculative=speculative, **knobs)  # type: ignore[arg-type]
+
+
+def weights_note(dep: Deployment) -> str:
+    """A note where the deployment's weight format is not the checkpoint's own ('' where it is, or where the
+    checkpoint is 16-bit)."""
+    ckpt = dep.model.checkpoint_weights
+    if ckpt is None or ckpt == dep.weights.name:
+        return ""
+    return (f"{dep.model.name}'s checkpoint ships {ckpt} weights ({dep.model.checkpoint_note}); priced as "
+            f"{dep.weights.name} as asked (--weights), which needs a checkpoint in that format")
