@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
-from flopwise.cli._app import app, console, print_json
+from flopwise.cli._app import FAMILY_HELP, app, console, print_json, warn_model_notes
 from flopwise.errors import WorkloadError
 from flopwise.report.compare_report import render_ledger
 from flopwise.specs.sla import parse_sla
@@ -29,7 +29,7 @@ def compare_cmd(
     model: Annotated[str, typer.Option(help="Catalog id or alias, config.json path, or model directory.")] = DEFAULT_MODEL,
     gpu: Annotated[str, typer.Option(help="Hardware id (see `flopwise hardware`).")] = DEFAULT_GPU,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree of the baseline.")] = 1,
-    weights: Annotated[str | None, typer.Option(help="Baseline weight format (default bf16).")] = None,
+    weights: Annotated[str | None, typer.Option(help="Baseline weight format (default: the checkpoint's own, else bf16).")] = None,
     kv: Annotated[str | None, typer.Option(help="Baseline KV-cache format.")] = None,
     workload: Annotated[str | None, typer.Option(help="Named workload (chat, code, rag, summarize, batch): its mean "
                                                  "lengths, and its stream for the simulated throughput.")] = None,
@@ -41,6 +41,7 @@ def compare_cmd(
                                            "(default) or from static batches only (fast).")] = True,
     num_requests: Annotated[int, typer.Option("--num-requests", help="Requests per simulated run.")] = 300,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding hardware.")] = None,
+    family: Annotated[str | None, typer.Option("--family", help=FAMILY_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What each technique does to FLOPs, TTFT, TPOT, concurrency, throughput at an SLA, memory, accuracy
@@ -50,7 +51,8 @@ def compare_cmd(
     lout = output_len or (shape.output_len if shape else 256)
     if num_requests < 1:
         raise WorkloadError(f"--num-requests must be >= 1, got {num_requests}")
-    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file)
+    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, family=family)
+    warn_model_notes(dep.model)
     base = Scenario(dep, lin, lout, batch)
     named = workload if workload and input_len is None and output_len is None else None
     sim = SimWorkload(named, num_requests) if simulate else None

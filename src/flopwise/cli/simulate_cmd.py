@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flopwise.api import DEFAULT_GPU, DEFAULT_MODEL, deployment
-from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.cli._app import FAMILY_HELP, app, console, err_console, print_json, warn_model_notes
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, find_max_rate, simulate, vllm_server_defaults
 from flopwise.sim.sglang_knobs import SglangKnobs
@@ -99,6 +99,7 @@ def simulate_cmd(
     kv: Annotated[str | None, typer.Option(help="KV-cache format (bf16, fp8, ...).")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM's memory share.")] = 0.9,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    family: Annotated[str | None, typer.Option("--family", help=FAMILY_HELP)] = None,
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: vLLM serve's, 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: vLLM serve's, 8192 or 2048 as above).")] = None,
     block_size: Annotated[int, typer.Option("--block-size", help="Tokens per KV block.")] = 16,
@@ -135,7 +136,9 @@ def simulate_cmd(
     dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                      max_num_seqs=max_num_seqs or seqs_default,
-                     max_num_batched_tokens=max_num_batched_tokens or tokens_default, speculative=speculative)
+                     max_num_batched_tokens=max_num_batched_tokens or tokens_default, speculative=speculative,
+                     family=family)
+    warn_model_notes(dep.model)
     config = SimConfig(scheduler, enable_prefix_caching, enable_chunked_prefill,
                        SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests, schedule_policy,
                                    schedule_conservativeness, enable_mixed_chunk), seed=seed)

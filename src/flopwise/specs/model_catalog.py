@@ -30,6 +30,9 @@ class CatalogModel:
     published_params_b: float | None
     published_active_params_b: float | None
     params_note: str
+    published_precision_b: float | None = None  # the published total is given to this precision (a rounded name)
+    published_active_precision_b: float | None = None
+    published_active_basis: str = "with_embeddings"  # or "without_embeddings" (the card's convention)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -46,7 +49,9 @@ def model_catalog() -> tuple[CatalogModel, ...]:
             family=m.get("family", ""), source=m.get("source", ""),
             published_params_b=m.get("published_params_b"),
             published_active_params_b=m.get("published_active_params_b"),
-            params_note=m.get("params_note", ""))
+            params_note=m.get("params_note", ""), published_precision_b=m.get("published_precision_b"),
+            published_active_precision_b=m.get("published_active_precision_b"),
+            published_active_basis=m.get("published_active_basis", "with_embeddings"))
         for m in data["model"])
 
 

@@ -72,24 +72,37 @@ def family_for(raw: dict[str, Any]) -> Family | None:
     return None
 
 
+_ARCH_SUFFIXES = ("ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "Model")
+
+
+def _stem(arch: str) -> str:
+    for suffix in _ARCH_SUFFIXES:
+        if arch.endswith(suffix):
+            return arch[: -len(suffix)].lower()
+    return arch.lower()
+
+
 def nearest_family(raw: dict[str, Any]) -> tuple[Family, str]:
-    """The registered family closest to an unsupported config, and why: a close architecture or model_type
-    name, else the most signature fields shared."""
-    by_arch, by_type, _ = _index()
-    for a in raw.get("architectures") or []:
-        close = difflib.get_close_matches(str(a), list(by_arch), n=1, cutoff=0.75)
+    """The registered family closest to an unsupported config, and why: an architecture or model_type name close
+    to a family's (the common ForCausalLM-style suffixes ignored), else the most signature fields shared."""
+    names: dict[str, Family] = {}
+    for f in FAMILIES:
+        for a in f.architectures:
+            names.setdefault(_stem(a), f)
+        for t in f.model_types:
+            names.setdefault(t.lower(), f)
+    asked = [_stem(str(a)) for a in raw.get("architectures") or []]
+    if isinstance(raw.get("model_type"), str):
+        asked.append(raw["model_type"].lower())
+    for name in asked:
+        close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
         if close:
-            return by_arch[close[0]], f"architecture name close to {close[0]}"
-    mt = raw.get("model_type")
-    if isinstance(mt, str):
-        close = difflib.get_close_matches(mt, list(by_type), n=1, cutoff=0.7)
-        if close:
-            return by_type[close[0]], f"model_type close to '{close[0]}'"
+            return names[close[0]], f"its name is close to '{close[0]}'"
     fields = set(raw) | set(raw.get("text_config") or {})
     scored = [(len(fields & set(f.signature)) / len(f.signature), f) for f in FAMILIES if f.signature]
     share, best = max(scored, key=lambda t: t[0])
     shared = sorted(fields & set(best.signature))
-    return best, f"shares {share:.0%} of its signature fields ({', '.join(shared) or 'none'})"
+    return best, f"it has {share:.0%} of that family's signature fields: {', '.join(shared) or 'none'}"
 
 
 def _refusal(raw: dict[str, Any], name: str) -> ModelConfigError:
