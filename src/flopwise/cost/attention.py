@@ -32,7 +32,8 @@ Per GPU of a tensor-parallel group (`attention_layout`), one layer of each kind:
   projections replicated; prefill attends expanded heads (2 * q_heads * (d_nope + d_rope + d_v) per pair), decode
   the absorbed latent (2 * q_heads * (2 * kv_lora_rank + d_rope)), as vLLM's MLA backend does.
 - sparse (DeepSeek Sparse Attention, DeepSeek-V3.2-Exp): MLA over the top-k keys, plus the lightning indexer,
-  which scores every cached key: 2 * index_heads * index_head_dim FLOPs per (query, key) pair, its projections
+  which scores every cached key: 2 * index_heads * index_head_dim FLOPs per (query, key) pair, multiplied in fp8
+  where the chip has it (DeepGEMM's fp8 MQA logits; its index heads share one key, like MQA), its projections
   replicated on every GPU (vLLM), and an index key of index_head_dim fp8 values plus one fp32 scale per 128
   cached per token (vLLM's indexer cache: 128 + 4 = 132 bytes for index_head_dim 128), whatever the KV format.
 - linear-state (Gated DeltaNet, Yang et al. 2024; Mamba2, Dao & Gu 2024): per sequence a recurrent state of
@@ -203,6 +204,7 @@ class AttentionLayout:
     cache_bytes_per_token: float  # what the layer keeps per token in memory (0 for shared / linear layers)
     q_out_elems: float  # Q read + O written by the attention kernel
     index_pair_flops: float = 0.0  # DSA indexer, per (query, cached key) pair
+    index_heads: int = 0  # index heads sharing each cached index key (the GEMM rows per query)
     index_bytes_per_token: float = 0.0
     state_bytes: float = 0.0  # linear-state layers: recurrent + conv state per sequence
     state_flops_per_token: float = 0.0
@@ -246,7 +248,9 @@ def _mla(a: AttentionSpec, h: int, tp: int, kv_bpe: float) -> AttentionLayout:
         replicated += h * m.q_lora_rank + m.q_lora_rank
     ix = a.indexer
     index_flops = index_bytes = 0.0
+    index_heads = 0
     if ix is not None:  # the indexer runs whole on every GPU
+        index_heads = ix.num_heads
         replicated += ix.params
         index_flops = 2.0 * ix.num_heads * ix.head_dim
         index_bytes = ix.head_dim + 4.0 * math.ceil(ix.head_dim / INDEX_SCALE_GROUP)
@@ -259,7 +263,7 @@ def _mla(a: AttentionSpec, h: int, tp: int, kv_bpe: float) -> AttentionLayout:
         pair_flops_decode=2 * q_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim),
         kv_bytes_per_token=kv_tok, writes_kv=True, cache_bytes_per_token=kv_tok,
         q_out_elems=q_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim),
-        index_pair_flops=index_flops, index_bytes_per_token=index_bytes)
+        index_pair_flops=index_flops, index_heads=index_heads, index_bytes_per_token=index_bytes)
 
 
 def _linear(a: AttentionSpec, h: int, tp: int) -> AttentionLayout:

@@ -139,6 +139,8 @@ class Roofs:
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
+    peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
+    index_rate: float  # peak_index * attention_compute_max
     bandwidth_rate: float  # bw * bandwidth_max
     half_m: float
     half_bytes: float
@@ -157,10 +159,12 @@ def roofs(dep: Deployment) -> Roofs:
         gemm_eff = 0.85
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
+    peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
                  p=e.overlap_exponent, linear_rate=nominal * factor * e.compute_max * gemm_eff,
-                 attention_rate=peak_attn * e.attention_compute_max,
+                 attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
+                 index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
 
@@ -176,12 +180,13 @@ class _Acc:
         self.total = 0.0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-            kernels: int, attention: bool = False) -> None:
+            kernels: int, attention: bool = False, index: bool = False) -> None:
         """compute_s = FLOPs / (rate * m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes))
         with weight bytes inflated by 1 / weight_read_eff (EfficiencyProfile, written with folded constants)."""
         r = self.r
         if flops > 0:
-            compute_s = flops * (m + r.half_m) / (m * (r.attention_rate if attention else r.linear_rate))
+            rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
+            compute_s = flops * (m + r.half_m) / (m * rate)
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
@@ -194,7 +199,7 @@ class _Acc:
         t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
         self.total += count * t
         if self.detail:
-            peak = r.peak_attn if attention else r.nominal_peak_linear
+            peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
             self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
                                    count * flops / peak, count * nbytes / r.bw,
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
@@ -233,9 +238,9 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
                     attention=True)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
-                acc.add("indexer", n, (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops, T / S, 0.0,
-                        (iw.prefill_kv_read + iw.decode_kv_read + T) * at.index_bytes_per_token, 0.0, 2,
-                        attention=True)
+                acc.add("indexer", n, (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
+                        T / S * at.index_heads, 0.0,
+                        (iw.prefill_kv_read + iw.decode_kv_read + T) * at.index_bytes_per_token, 0.0, 2, index=True)
         else:  # linear-state layer: each sequence's state is read and written once per step
             acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
                     T * at.state_act_elems * a, 3, attention=True)
