@@ -28,6 +28,7 @@ Speculative decoding (`dep.speculative`, see `cost/speculative.py` for the propo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,7 +38,8 @@ from flopwise.cost.speculative import proposer_deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import GIB
 
-__all__ = ["MemoryPlan", "memory_plan", "blocks_per_sequence", "kv_bytes_for_sequences", "max_sequences"]
+__all__ = ["MemoryPlan", "memory_plan", "blocks_counter", "blocks_per_sequence", "kv_bytes_for_sequences",
+           "max_sequences"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,24 +76,41 @@ class MemoryPlan:
                 + self.block_bytes)
 
 
-def blocks_per_sequence(dep: Deployment, length: int) -> int:
-    """KV blocks (each `block_size` tokens over all layers, as counted in MemoryPlan.block_bytes) that one
-    sequence of `length` tokens holds: windows and chunks capped, linear-state layers' state added."""
+def blocks_counter(dep: Deployment) -> Callable[[int], int]:
+    """`blocks_per_sequence` for one deployment as a function of the length, with everything else worked out
+    once (the simulator asks it at every allocation)."""
     bs = dep.block_size
     cache = layout(dep).cache
     if cache.uniform:
-        return math.ceil(length / bs)
-    spans = cache.spans
-    if not cache.state_bytes and len({b for _, _, b in spans}) == 1:
-        # equal bytes per layer: the mean of the layers' blocks, in integers (exact)
-        held = sum(n * held_blocks(length, span, bs) for span, n, _ in spans)
-        layers = sum(n for _, n, _ in spans)
-        return -(-held // layers)
+        return lambda length: math.ceil(length / bs)
+    spans = tuple((span, n) for span, n, _ in cache.spans)
+    if not cache.state_bytes and len({b for _, _, b in cache.spans}) == 1:
+        layers = sum(n for _, n in spans)
+
+        def mean_blocks(length: int) -> int:  # equal bytes per layer: the mean of the layers' blocks, exact
+            held = 0
+            for span, n in spans:
+                held += n * held_blocks(length, span, bs)
+            return -(-held // layers)
+        return mean_blocks
     per_block = bs * cache.bytes_per_token
     if not per_block:  # no per-token cache at all: one block is one sequence's state
-        return 1
-    held_bytes = sum(n * b * bs * held_blocks(length, span, bs) for span, n, b in spans) + cache.state_bytes
-    return math.ceil(held_bytes / per_block)
+        return lambda length: 1
+    weighted = tuple((span, n * b * bs) for span, n, b in cache.spans)
+    state = cache.state_bytes
+
+    def by_bytes(length: int) -> int:
+        held = state
+        for span, w in weighted:
+            held += w * held_blocks(length, span, bs)
+        return math.ceil(held / per_block)
+    return by_bytes
+
+
+def blocks_per_sequence(dep: Deployment, length: int) -> int:
+    """KV blocks (each `block_size` tokens over all layers, as counted in MemoryPlan.block_bytes) that one
+    sequence of `length` tokens holds: windows and chunks capped, linear-state layers' state added."""
+    return blocks_counter(dep)(length)
 
 
 def kv_bytes_for_sequences(dep: Deployment, num_seqs: int, length: int) -> float:

@@ -293,7 +293,16 @@ def mlp_params(m: MLPSpec, h: int) -> int:
     return m.num_experts * expert_params(m, h) + shared_expert_params(m, h) + router_params(m, h)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+def _plain(value: object) -> object:
+    """A spec as nested tuples of plain values (compared in C, not through generated __eq__ methods)."""
+    if hasattr(value, "__dataclass_fields__"):
+        return (type(value).__name__, *(_plain(getattr(value, f)) for f in value.__dataclass_fields__))
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelSpec:
     """A decoder-only language model: model-wide sizes plus one LayerSpec per layer.
 
@@ -317,6 +326,7 @@ class ModelSpec:
     checkpoint_note: str = ""
     max_position_embeddings: int | None = None
     notes: tuple[str, ...] = ()
+    _key: tuple = field(default=(), init=False, compare=False, repr=False)
     _hash: int = field(default=0, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -325,12 +335,27 @@ class ModelSpec:
                 raise ModelConfigError(f"{self.name}: {fname} must be > 0, got {getattr(self, fname)}")
         if not self.layers:
             raise ModelConfigError(f"{self.name}: a model needs at least one layer")
-        object.__setattr__(self, "_hash", hash((self.name, self.family, self.hidden_size, self.vocab_size,
-                                                self.layers, self.checkpoint_weights)))
+        distinct: dict[LayerSpec, int] = {}  # the layers as a few distinct specs and one index per layer
+        order = tuple(distinct.setdefault(lay, len(distinct)) for lay in self.layers)
+        layers = (tuple(_plain(lay) for lay in distinct), order)
+        key = (self.name, self.family, self.hidden_size, self.vocab_size, self.tie_embeddings, layers,
+               self.norm_has_bias, self.per_layer_embedding_params, self.extra_params, _plain(self.encoders),
+               self.checkpoint_weights, self.checkpoint_note, self.max_position_embeddings, self.notes)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:
         """Hashed once (a model keys every cost cache; its layer tuple is long)."""
         return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        """Value equality on the spec's plain-value key: cheap for copies of one model (a deployment sent to a
+        worker process and back compares equal without walking its layers' specs)."""
+        if self is other:
+            return True
+        if not isinstance(other, ModelSpec) or self._hash != other._hash:
+            return NotImplemented if not isinstance(other, ModelSpec) else False
+        return self._key == other._key
 
     # ---- model-wide views -------------------------------------------------------------------------
     @property
