@@ -7,7 +7,8 @@ Table 1 (batch 1): the SGLang cookbook's latency runs (`--max-concurrency 1`), e
 lengths from its reported token totals, against `flopwise.estimate` at batch 1 on the same GPUs and TP degree in
 the checkpoint's own weight format. flopwise prices plain decoding: rows served with speculative decoding (MTP) or
 data-parallel attention are marked and kept out of the error summary. Table 2 (32k): no published 32k-context
-measurement of these models was found; the table shows what each layer kind buys: TTFT and TPOT at 32k, KV (and
+measurement of these models was found; the table gives every new family's batch-1 TPOT at a 1k context and shows
+what each layer kind buys: TTFT and TPOT at 32k, KV (and
 state) per sequence on one GPU and the 32k sequences that fit, next to the same model with every attention layer full
 (windows, chunks, top-k selection, linear state and KV sharing removed).
 """
@@ -54,7 +55,8 @@ MEASURED = [
 # one model per new family (and per new layer kind) for the 32k table, with a TP degree that fits an H200
 LONG = [("llama-4-scout", 2), ("llama-4-maverick", 8), ("qwen3-next", 2), ("deepseek-v3.2-exp", 8),
         ("gemma-3n-e4b", 1), ("gemma-3-1b", 1), ("glm-4.5-air", 2), ("minimax-m2", 2), ("hunyuan-a13b", 2),
-        ("ernie-4.5-21b-a3b", 1), ("kimi-k2", 8), ("phi-4-mini", 1), ("granite-3.3-8b", 1), ("command-r", 1),
+        ("ernie-4.5-21b-a3b", 1), ("kimi-k2", 8), ("phi-4", 1), ("phi-4-mini", 1), ("mistral-nemo", 1),
+        ("mistral-small-24b", 1), ("granite-3.3-8b", 1), ("command-r", 1),
         ("olmo-2-7b", 1), ("qwen2.5-vl-7b", 1), ("mistral-small-3.1", 1)]
 
 
@@ -86,7 +88,9 @@ def long_rows(context: int = 32768, output: int = 256) -> list[dict]:
     rows = []
     for model, tp in LONG:
         m = get_model(model)
-        row: dict = {"model": model, "tp": tp, "kinds": "/".join(m.attention_kinds)}
+        row: dict = {"model": model, "tp": tp, "kinds": "/".join(m.attention_kinds),
+                     "tpot_1k_ms": estimate_deployment(deployment(m, "h200", tp=tp), batch=1, input_len=1024,
+                                                       output_len=output).tpot_ms}
         for tag, spec in (("", m), ("full_", all_full(m))):
             try:
                 dep = deployment(spec, "h200", tp=tp)
@@ -125,16 +129,16 @@ def main() -> None:
     con.print(f"plain-decoding rows: median |TPOT error| {statistics.median(abs(r['tpot_error']) for r in plain):.0%}, "
               f"median |TTFT error| {statistics.median(abs(r['ttft_error']) for r in plain):.0%} ({len(plain)} rows; "
               "TTFT includes the server's queueing and tokenization, which the estimate does not)")
-    t = Table(title="32k-token context at batch 1 on H200 (no published measurement found): as configured vs every "
-                    "attention layer full")
-    for c in ("model", "tp", "layer kinds", "TTFT ms", "all-full", "TPOT ms", "all-full", "cache GiB/seq/GPU",
-              "all-full", "32k seqs", "all-full"):
+    t = Table(title="Batch 1 on H200: decode at a 1k context, and a 32k-token context (no published measurement "
+                    "found) as configured vs every attention layer full")
+    for c in ("model", "tp", "layer kinds", "TPOT @1k ms", "TTFT ms", "all-full", "TPOT ms", "all-full",
+              "cache GiB/seq/GPU", "all-full", "32k seqs", "all-full"):
         t.add_column(c)
 
     def f(r: dict, k: str, fmt: str) -> str:
         return format(r[k], fmt) if k in r else "does not fit"
     for r in lr:
-        t.add_row(r["model"], str(r["tp"]), r["kinds"], f(r, "ttft_ms", ".0f"), f(r, "full_ttft_ms", ".0f"),
+        t.add_row(r["model"], str(r["tp"]), r["kinds"], f(r, "tpot_1k_ms", ".2f"), f(r, "ttft_ms", ".0f"), f(r, "full_ttft_ms", ".0f"),
                   f(r, "tpot_ms", ".2f"), f(r, "full_tpot_ms", ".2f"), f(r, "cache_gib_per_seq_per_gpu", ".2f"),
                   f(r, "full_cache_gib_per_seq_per_gpu", ".2f"), f(r, "max_seqs", ","), f(r, "full_max_seqs", ","))
     con.print(t)
