@@ -47,7 +47,7 @@ Per GPU of a tensor-parallel group (`attention_layout`), one layer of each kind:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flopwise.specs.model import AttentionSpec, attention_params
@@ -289,7 +289,3 @@ def attention_layout(a: AttentionSpec, h: int, tp: int, kv_bytes_per_element: fl
     if a.mla is not None:
         return _mla(a, h, tp, kv_bytes_per_element)
     return _gqa(a, h, tp, kv_bytes_per_element)
-
-
-def span_works(rows: Sequence[tuple[int, int]], spans: Iterable[Span]) -> dict[Span, AttentionWork]:
-    return {s: span_work(rows, s) for s in spans}

@@ -20,7 +20,7 @@ from flopwise.specs.hf.fields import Fields
 from flopwise.specs.model import AttentionSpec, LayerSpec, MLPSpec
 
 __all__ = ["nested_text_config", "gqa", "layer_types", "kinds_from_layer_types", "dense_mlp", "mixtral_moe",
-           "qwen_moe", "deepseek_moe", "layers", "uniform", "effective_window"]
+           "qwen_moe", "deepseek_moe", "layers", "effective_window"]
 
 _TOP_LEVEL_KEEP = ("architectures", "quantization_config", "model_type")
 
@@ -134,10 +134,6 @@ def deepseek_moe(f: Fields, n_layers: int) -> tuple[MLPSpec, ...]:
     freq = f.int("moe_layer_freq", default=1)
     dense = dense_mlp(f) if first_dense or freq > 1 else None
     return tuple(moe if i >= first_dense and i % freq == 0 else dense for i in range(n_layers))  # type: ignore[misc]
-
-
-def uniform(spec: Any, n: int) -> tuple[Any, ...]:
-    return (spec,) * n
 
 
 def layers(attention: Sequence[AttentionSpec], mlp: Sequence[MLPSpec], *, norms: int = 2,
