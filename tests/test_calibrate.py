@@ -74,8 +74,9 @@ def test_kernel_time_is_the_cost_models_operator_formula(dep):
     h = lay.hidden
     a = lay.act_bytes
     p = gemm_point(T, 1, 1, "bf16", 1.0)
-    p = replace(p, flops=2 * T * lay.dense_mlp_params, m=T, weight_bytes=lay.dense_mlp_params * 2,
-                act_bytes=T * a * (2 * h + 3 * lay.dense_inter), kernels=2)
+    g = lay.groups[0]
+    p = replace(p, flops=2 * T * g.dense_mlp_params, m=T, weight_bytes=g.dense_mlp_params * 2,
+                act_bytes=T * a * (2 * h + 3 * g.dense_inter), kernels=2)
     assert kernel_time(dep.hardware.efficiency, dep.hardware, p) == pytest.approx(mlp.time_s / mlp.count, rel=1e-12)
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from flopwise.errors import ModelConfigError, UnknownModelError
-from flopwise.specs.model import load_config_file, parse_config
+from flopwise.specs.hf import load_config_file, parse_config
 from flopwise.specs.model_catalog import get_model, model_catalog
 
 # (catalog id, published total params in billions, published active, tolerance)

@@ -16,6 +16,7 @@ from flopwise.profile.hostfile import dumps_toml, hardware_entry, read_host_file
 from flopwise.profile.microbench import MicrobenchConfig, attention_point, copy_point, gemm_point, run_microbenchmarks
 from flopwise.profile.model_profile import check_supported, truncate_layers
 from flopwise.specs.hardware import get_hardware, load_hardware_file
+from flopwise.specs.hf import parse_config
 from flopwise.specs.model_catalog import get_model
 
 CPUINFO = """processor\t: 0
@@ -111,8 +112,9 @@ def test_model_profile_tiny_model_steps(tmp_path):
     pytest.importorskip("torch")
     from flopwise.profile.model_profile import ModelProfileConfig, profile_model
 
-    model = replace(truncate_layers(get_model("qwen2.5-0.5b"), 1), hidden_size=64, num_heads=4, num_kv_heads=2,
-                    head_dim=16, intermediate_size=128, vocab_size=256)
+    model = parse_config({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1,
+                          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+                          "vocab_size": 256, "tie_word_embeddings": True}, "qwen2.5-0.5b (first 1 layers)")
     hw = get_hardware("cpu-epyc-zen5-2c")
     pts = profile_model(model, hw, ModelProfileConfig((8, 16), (1, 2), (8,), budget_s=0.01), threads=1)
     assert [(p.label, p.batch, p.new_tokens, p.context) for p in pts] == [

@@ -28,12 +28,12 @@ from flopwise.cost.batch import decode_shape, prefill_shape
 from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import MemoryPlan, kv_bytes_for_sequences, max_sequences, memory_plan
-from flopwise.cost.step import StepCost, step_cost, step_time
+from flopwise.cost.step import StepCost, op_time_s, step_cost, step_time
 from flopwise.errors import WorkloadError
-from flopwise.specs.deployment import Deployment
+from flopwise.specs.deployment import Deployment, weights_note
 from flopwise.specs.hardware import GIB
 
-__all__ = ["PhaseEstimate", "Estimate", "estimate_deployment", "mean_decode_step_s"]
+__all__ = ["PhaseEstimate", "Estimate", "estimate_deployment", "mean_decode_step_s", "model_facts", "notes"]
 
 _EXACT_DECODE_STEPS = 17
 
@@ -112,11 +112,55 @@ class Estimate:
                 "kv_cache_gib": self.kv_needed_bytes / GIB,
                 "free_gib": (m.kv_pool_bytes - self.kv_needed_bytes) / GIB,
                 "kv_capacity_tokens": m.kv_capacity_tokens,
-                "kv_bytes_per_token": layout(d).kv_bytes_per_token_layer * d.model.num_layers / d.pp,
+                "kv_bytes_per_token": layout(d).kv_bytes_per_token / d.pp,
             },
             "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict(),
             "mfu": self.mfu, "mbu": self.mbu,
+            **model_facts(d), "notes": notes(d),
         }
+
+
+def model_facts(dep: Deployment) -> dict[str, Any]:
+    """What the estimate's JSON says about the model: parameter counts, layers by kind, the cache each kind leaves
+    per token (bytes on one GPU, over the layers it holds) and per sequence (linear-state layers), and the
+    encoders in front, each with its prefill time per item where the config fixes the item's size."""
+    m, lay = dep.model, layout(dep)
+    kinds: dict[str, int] = {}
+    for layer in m.layers:
+        kinds[layer.attention.kind] = kinds.get(layer.attention.kind, 0) + 1
+    encoders = []
+    for e in m.encoders:
+        item_ms = None
+        if e.flops_per_item is not None and e.patches_per_item:
+            item_ms = 1e3 * op_time_s(dep, e.flops_per_item, e.patches_per_item, 2.0 * e.params,
+                                      4.0 * e.patches_per_item * lay.hidden * lay.act_bytes)
+        encoders.append({"modality": e.modality, "name": e.name, "params": e.params, "approximate": e.approximate,
+                         "item": e.item, "tokens_per_item": e.tokens_per_item, "prefill_ms_per_item": item_ms,
+                         "in_memory_plan": False})
+    return {
+        "family": m.family, "checkpoint_weights": m.checkpoint_weights,
+        "params": {"total": m.total_params, "active": m.active_params,
+                   "active_without_embeddings": m.active_params_without_embeddings,
+                   "encoders": m.encoder_params, "checkpoint": m.checkpoint_params},
+        "layers_by_attention_kind": kinds,
+        "kv_bytes_per_token_by_kind": {k: b / dep.pp for k, b in lay.cache.bytes_per_token_by_kind},
+        "state_bytes_per_sequence": lay.cache.state_bytes / dep.pp,
+        "encoders": encoders,
+    }
+
+
+def notes(dep: Deployment) -> list[str]:
+    """What the numbers assume that the user should know: the model reader's notes, a weight format that is not
+    the checkpoint's, encoders left out of the memory plan."""
+    out = list(dep.model.notes)
+    w = weights_note(dep)
+    if w:
+        out.append(w)
+    if dep.model.encoders:
+        names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
+        out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "
+                   "encoder prefill per item is reported apart")
+    return out
 
 
 def _decode_contexts(first: int, steps: int) -> list[int]:

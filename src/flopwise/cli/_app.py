@@ -24,3 +24,15 @@ err_console = Console(stderr=True)
 def print_json(obj: Any) -> None:
     """One JSON object on stdout, nothing else."""
     typer.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+FAMILY_HELP = ("Read the config.json with this registered family's reader (an unsupported architecture's nearest "
+               "family, as the refusal names it); the mapping is assumed.")
+
+
+def warn_model_notes(model: Any) -> None:
+    """Warnings on stderr that must not be missed: a family forced with --family, a quantization_config that could
+    not be read. (Other notes are in the report and the JSON.)"""
+    for note in model.notes:
+        if "--family" in note or "quantization_config" in note:
+            typer.echo(f"warning: {note}", err=True)

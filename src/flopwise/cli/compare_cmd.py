@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from flopwise.api import deployment
+from flopwise.cli._app import FAMILY_HELP, app, console, print_json, warn_model_notes
 from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
-from flopwise.cli._app import app, console, print_json
 from flopwise.errors import WorkloadError
 from flopwise.report.compare_report import render_ledger
 from flopwise.specs.sla import parse_sla
@@ -30,7 +30,7 @@ def compare_cmd(
     model: Annotated[str, typer.Option(help="Catalog id or alias, config.json path, or model directory.")] = DEFAULT_MODEL,
     gpu: Annotated[str, typer.Option(help="Hardware id (see `flopwise hardware`).")] = DEFAULT_GPU,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree of the baseline.")] = 1,
-    weights: Annotated[str | None, typer.Option(help="Baseline weight format (default bf16).")] = None,
+    weights: Annotated[str | None, typer.Option(help="Baseline weight format (default: the checkpoint's own, else bf16).")] = None,
     kv: Annotated[str | None, typer.Option(help="Baseline KV-cache format.")] = None,
     workload: Annotated[str | None, typer.Option(help="Named workload (chat, code, rag, summarize, batch): its mean "
                                                  "lengths, and its stream for the simulated throughput.")] = None,
@@ -45,6 +45,7 @@ def compare_cmd(
     engine: Annotated[str, typer.Option(help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see `flopwise engines`).")] = DEFAULT_ENGINE,
     frontend: Annotated[str, typer.Option(help="http: behind the engine's OpenAI API server; none: the engine alone.")] = FRONTEND_SERVING,
     endpoint: Annotated[str, typer.Option(help="completions or chat.")] = DEFAULT_ENDPOINT,
+    family: Annotated[str | None, typer.Option("--family", help=FAMILY_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What each technique does to FLOPs, TTFT, TPOT, concurrency, throughput at an SLA, memory, accuracy
@@ -55,7 +56,8 @@ def compare_cmd(
     if num_requests < 1:
         raise WorkloadError(f"--num-requests must be >= 1, got {num_requests}")
     dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
-                     frontend=frontend, endpoint=endpoint)
+                     frontend=frontend, endpoint=endpoint, family=family)
+    warn_model_notes(dep.model)
     base = Scenario(dep, lin, lout, batch)
     named = workload if workload and input_len is None and output_len is None else None
     sim = SimWorkload(named, num_requests) if simulate else None

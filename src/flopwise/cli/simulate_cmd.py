@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flopwise.api import deployment
-from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.cli._app import FAMILY_HELP, app, console, err_console, print_json, warn_model_notes
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, find_max_rate, simulate
 from flopwise.sim.sglang_knobs import SglangKnobs
@@ -112,6 +112,7 @@ def simulate_cmd(
     gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="The engine's memory fraction (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.")] = None,
     engine_file: Annotated[Path | None, typer.Option("--engine-file", help="Engine override written by `flopwise calibrate --engine-out` (calibrated CPU costs).")] = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    family: Annotated[str | None, typer.Option("--family", help=FAMILY_HELP)] = None,
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: the engine's for the GPU, e.g. vLLM serve: 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: the engine's, e.g. vLLM serve: 8192 on H100/H200, 2048 on A100).")] = None,
     block_size: Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default: the engine's).")] = None,
@@ -147,7 +148,9 @@ def simulate_cmd(
     dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
+                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                     engine_file=engine_file, family=family)
+    warn_model_notes(dep.model)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,

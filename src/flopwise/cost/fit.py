@@ -24,7 +24,8 @@ def fit_suggestions(dep: Deployment) -> list[str]:
         if memory_plan(replace(dep, tp=tp)).fits:
             out.append(f"--tp {tp}")
             break
-    for name in _SMALLER_FORMATS:
+    ckpt = dep.model.checkpoint_weights
+    for name in ((ckpt,) if ckpt else ()) + _SMALLER_FORMATS:
         wf = weight_format(name)
         if wf.bits_per_weight < dep.weights.bits_per_weight and memory_plan(replace(dep, weights=wf)).fits:
             out.append(f"--weights {name}")

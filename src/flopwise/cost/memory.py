@@ -9,11 +9,13 @@ With f the engine's memory fraction (`dep.gpu_memory_utilization`):
                              (kv_cache_free_gpu_memory_fraction of the memory free after the profiling run)
     blocks    = floor(kv_pool / (block_size * kv bytes per token))
 
-KV bytes per token and GPU = sum over layers of kv elements per token (2·kv_heads·head_dim, or the MLA
-latent) · bytes per element / tp (kv heads replicated when tp > kv_heads; MLA latent replicated).
-A sequence of length s holds ceil(s / block) blocks in full-attention layers and at most
-ceil(window / block) + 1 in sliding-window layers (vLLM's hybrid KV manager frees blocks that leave the
-window).
+KV bytes per token and GPU = sum over layers of each layer's cache bytes per token (`cost/attention.py`: 2·kv_heads·
+head_dim or the MLA latent, times bytes per element, split by tp; a DSA layer adds its index key; linear-state and
+KV-sharing layers none). A sequence of length s holds ceil(s / block) blocks in full-attention layers, at most
+ceil(window / block) + 1 in sliding-window layers and ceil(chunk / block) in chunked ones (vLLM's hybrid KV
+manager frees blocks that leave the window or chunk), and linear-state layers keep a fixed state per sequence
+(vLLM gives it a page of its own in the same pool). A sequence's bytes are counted in whole-model blocks, rounded
+up: blocks = ceil((sum over layers of held blocks x bytes per block + state bytes) / block_bytes).
 Activations: the profile run of `max_num_batched_tokens` tokens keeps about 4·h + 2·intermediate/tp
 elements per token alive (hidden states, residual, gate/up output); the sampler run that follows it holds fp32
 logits and sampler buffers for min(max_num_seqs, max_num_batched_tokens) rows (2 · rows · vocab · 4 bytes).
@@ -33,15 +35,18 @@ Speculative decoding (`dep.speculative`, see `cost/speculative.py` for the propo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from flopwise.cost.attention import held_blocks
 from flopwise.cost.layout import layout
 from flopwise.cost.speculative import proposer_deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import GIB
 
-__all__ = ["MemoryPlan", "memory_plan", "blocks_per_sequence", "kv_bytes_for_sequences", "max_sequences"]
+__all__ = ["MemoryPlan", "memory_plan", "blocks_counter", "blocks_per_sequence", "kv_bytes_for_sequences",
+           "max_sequences"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +83,41 @@ class MemoryPlan:
                 + self.block_bytes)
 
 
+def blocks_counter(dep: Deployment) -> Callable[[int], int]:
+    """`blocks_per_sequence` for one deployment as a function of the length, with everything else worked out
+    once (the simulator asks it at every allocation)."""
+    bs = dep.block_size
+    cache = layout(dep).cache
+    if cache.uniform:
+        return lambda length: math.ceil(length / bs)
+    spans = tuple((span, n) for span, n, _ in cache.spans)
+    if not cache.state_bytes and len({b for _, _, b in cache.spans}) == 1:
+        layers = sum(n for _, n in spans)
+
+        def mean_blocks(length: int) -> int:  # equal bytes per layer: the mean of the layers' blocks, exact
+            held = 0
+            for span, n in spans:
+                held += n * held_blocks(length, span, bs)
+            return -(-held // layers)
+        return mean_blocks
+    per_block = bs * cache.bytes_per_token
+    if not per_block:  # no per-token cache at all: one block is one sequence's state
+        return lambda length: 1
+    weighted = tuple((span, n * b * bs) for span, n, b in cache.spans)
+    state = cache.state_bytes
+
+    def by_bytes(length: int) -> int:
+        held = state
+        for span, w in weighted:
+            held += w * held_blocks(length, span, bs)
+        return math.ceil(held / per_block)
+    return by_bytes
+
+
 def blocks_per_sequence(dep: Deployment, length: int) -> int:
     """KV blocks (each `block_size` tokens over all layers, as counted in MemoryPlan.block_bytes) that one
-    sequence of `length` tokens holds, with sliding-window layers capped at their window."""
-    bs = dep.block_size
-    full = math.ceil(length / bs)
-    windows = dep.model.layer_windows
-    if all(w is None for w in windows):
-        return full
-    # Mixed layers: express the sequence's bytes in units of whole-model blocks, rounded up.
-    per_layer = [full if w is None else min(full, math.ceil(w / bs) + 1) for w in windows]
-    return math.ceil(sum(per_layer) / len(per_layer))
+    sequence of `length` tokens holds: windows and chunks capped, linear-state layers' state added."""
+    return blocks_counter(dep)(length)
 
 
 def kv_bytes_for_sequences(dep: Deployment, num_seqs: int, length: int) -> float:
@@ -101,14 +130,16 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     hw, m = dep.hardware, dep.model
     device = hw.memory_bytes
     f = dep.gpu_memory_utilization
-    inter = max(lay.dense_inter, lay.experts_per_token * lay.expert_inter + lay.shared_inter)
+    inter = max(g.activation_inter for g in lay.groups)
     forward = dep.max_num_batched_tokens * lay.act_bytes * (4 * m.hidden_size + 2 * inter)
     sampler = 2 * min(dep.max_num_seqs, dep.max_num_batched_tokens) * m.vocab_size * 4  # full vocab on rank 0
     act = max(forward, sampler)
     eng = dep.engine
     runtime = hw.efficiency.runtime_overhead_gib * GIB + eng.activation_reserve_gib * GIB
-    layers_here = m.num_layers / dep.pp
-    block = dep.block_size * lay.kv_bytes_per_token_layer * layers_here
+    kv_per_token = lay.kv_bytes_per_token / m.num_layers  # a mean over layers, split over pp stages as layers are
+    block = dep.block_size * kv_per_token * (m.num_layers / dep.pp)
+    if not block:  # no per-token cache (an all-linear-state model): a block is one sequence's state
+        block = lay.cache.state_bytes / dep.pp
     prop_weights, prop_kv_per_token, lookahead = _proposer_memory(dep)
     block += dep.block_size * prop_kv_per_token
     weights = lay.weight_bytes_per_gpu + prop_weights
@@ -138,10 +169,10 @@ def _proposer_memory(dep: Deployment) -> tuple[float, float, int]:
         return 0.0, 0.0, lookahead
     lay = layout(prop)
     if spec.method == "draft":
-        return lay.weight_bytes_per_gpu, lay.kv_bytes_per_token_layer * prop.model.num_layers, lookahead
+        return lay.weight_bytes_per_gpu, lay.kv_bytes_per_token, lookahead
     m = prop.model  # a one-layer head: its layer's weights, at the target's format and TP degree
     weights = (m.total_params - m.embedding_params - m.lm_head_params - m.hidden_size) / dep.tp
-    kv = 0.0 if spec.method == "medusa" else lay.kv_bytes_per_token_layer
+    kv = 0.0 if spec.method == "medusa" else lay.kv_bytes_per_token
     return weights * dep.weights.bytes_per_weight, kv, lookahead
 
 

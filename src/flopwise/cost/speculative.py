@@ -43,10 +43,10 @@ __all__ = ["proposer_deployment", "draft_passes", "verify_shape", "round_time_s"
 
 
 def _one_layer(model: ModelSpec) -> ModelSpec:
-    """The target with one decoder layer (a full-attention one where the model has any): an EAGLE/MTP head."""
-    i = model.layer_windows.index(None) if None in model.layer_windows else 0
-    return replace(model, name=f"{model.name} (1-layer head)", num_layers=1,
-                   layer_windows=(model.layer_windows[i],), moe_layers=(model.moe_layers[i],))
+    """The target with one decoder layer (one that attends every token where the model has any: full, MLA or
+    sparse, not a window, chunk or linear state): an EAGLE/MTP head."""
+    full = [lay for lay in model.layers if lay.attention.kind in ("full", "mla", "sparse") and not lay.attention.shares_kv]
+    return model.with_layers(((full or model.layers)[0],), f"{model.name} (1-layer head)")
 
 
 @lru_cache(maxsize=256)

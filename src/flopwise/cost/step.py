@@ -29,7 +29,11 @@ rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; a step wi
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
   experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing;
 - LM head: only the rows that produce a token (2·logits·V·h);
-- norms, residuals and activations: bytes only.
+- norms, residuals and activations: bytes only;
+- per layer kind (`cost/attention.py`): sliding and chunked layers attend their window or chunk; a DSA layer
+  attends its top-k keys and runs its indexer over every cached index key ("indexer"); a linear-state layer
+  replaces attention with its recurrence ("linear_attention": per-token state FLOPs, each sequence's state read
+  and written once); family extras per layer ("layer_extras", Gemma 3n) are GEMMs of their weights.
 """
 
 from __future__ import annotations
@@ -42,7 +46,11 @@ from flopwise.cost.layout import layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "host_s"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "host_s", "op_time_s"]
+
+# Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
+# silu_and_mul and moe_sum.
+MOE_KERNELS = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +154,8 @@ class Roofs:
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
+    peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
+    index_rate: float  # peak_index * attention_compute_max
     bandwidth_rate: float  # bw * bandwidth_max
     half_m: float
     half_bytes: float
@@ -167,11 +177,13 @@ def roofs(dep: Deployment) -> Roofs:
         gemm_eff *= kf.quantized_gemm_compute
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
+    peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, eager_kernel_s=kf.eager_prefill_kernel_s,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
-                 attention_rate=peak_attn * e.attention_compute_max,
+                 attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
+                 index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
 
@@ -188,14 +200,15 @@ class _Acc:
         self.kernels = 0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-            kernels: int, attention: bool = False, weight_eff: float = 1.0) -> None:
+            kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0) -> None:
         """compute_s = FLOPs / (rate * m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes))
         with weight bytes inflated by 1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's
         kernel factor, written with folded constants)."""
         r = self.r
         self.kernels += count * kernels
         if flops > 0:
-            compute_s = flops * (m + r.half_m) / (m * (r.attention_rate if attention else r.linear_rate))
+            rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
+            compute_s = flops * (m + r.half_m) / (m * rate)
         else:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
@@ -208,7 +221,7 @@ class _Acc:
         t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
         self.total += count * t
         if self.detail:
-            peak = r.peak_attn if attention else r.nominal_peak_linear
+            peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
             self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
                                    count * flops / peak, count * nbytes / r.bw,
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
@@ -228,35 +241,47 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         return acc
     a = lay.act_bytes
     wbpp = lay.weight_bytes_per_param
+    dbpp = lay.dense_weight_bytes_per_param
     h = lay.hidden
     hw = dep.hardware
+    S = shape.num_seqs
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
     ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
-    norm_kernels = dep.model.norms_per_layer
     for g in lay.groups:
         n = g.count
-        acc.add("qkv_o_proj", n, 2 * T * lay.attn_params, T, lay.attn_params * wbpp, 0.0,
-                T * lay.attn_act_elems * a, lay.proj_kernels)
-        work = shape.attention[g.window]
-        pairs_flops = work.prefill_pairs * lay.pair_flops_prefill + work.decode_pairs * lay.pair_flops_decode
-        kv_b = (work.prefill_kv_read + work.decode_kv_read + T) * lay.kv_bytes_per_token_layer
-        acc.add("attention", n, pairs_flops, T / shape.num_seqs * lay.q_per_kv, 0.0, kv_b,
-                T * lay.q_out_elems * a, lay.attn_kernels, attention=True)
+        at = g.attn
+        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels)
+        if at.has_pairs:
+            work = shape.attention[g.window]
+            pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
+            kv_b = (work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token
+            acc.add("attention", n, pairs_flops, T / S * at.q_per_kv, 0.0, kv_b, T * at.q_out_elems * a,
+                    at.attn_kernels, attention=True)
+            if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
+                iw = shape.attention[None]
+                acc.add("indexer", n, (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
+                        T / S * at.index_heads, 0.0,
+                        (iw.prefill_kv_read + iw.decode_kv_read + T) * at.index_bytes_per_token, 0.0, 2, index=True)
+        else:  # linear-state layer: each sequence's state is read and written once per step
+            acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
+                    T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
-            E, k = lay.num_experts, lay.experts_per_token
+            E, k = g.num_experts, g.experts_per_token
             touched = E * (1.0 - (1.0 - k / E) ** T)
             rows_per_expert = T * k / touched
-            acc.add("moe_experts", n, 2 * T * k * lay.expert_params, rows_per_expert,
-                    touched * lay.expert_params * wbpp + lay.router_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * k * lay.expert_inter), lay.moe_kernels, weight_eff=acc.r.moe_weight_eff)
-            if lay.shared_params:
-                acc.add("shared_experts", n, 2 * T * lay.shared_params, T, lay.shared_params * wbpp, 0.0,
-                        T * a * (2 * h + 3 * lay.shared_inter), lay.shared_kernels)
+            acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
+                    touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
+                    T * a * (2 * h + 3 * k * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
+            if g.shared_params:
+                acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
+                        T * a * (2 * h + 3 * g.shared_inter), 2)
         else:
-            acc.add("mlp", n, 2 * T * lay.dense_mlp_params, T, lay.dense_mlp_params * wbpp, 0.0,
-                    T * a * (2 * h + 3 * lay.dense_inter), lay.mlp_kernels)
-        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * norm_kernels, norm_kernels)
+            acc.add("mlp", n, 2 * T * g.dense_mlp_params, T, g.dense_mlp_params * dbpp, 0.0,
+                    T * a * (2 * h + 3 * g.dense_inter), 2)
+        if g.extra_params:
+            acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
+        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
         acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
     if dep.pp > 1:
         acc.add_comm("pp_send", dep.pp - 1, p2p_time(hw, T * h * a), T * h * a)
@@ -298,3 +323,12 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     device = _device_s(dep, shape, acc)
     total = _combine(dep, device, host_s(dep, shape))
     return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)
+
+
+def op_time_s(dep: Deployment, flops: float, m: float, weight_bytes: float, act_bytes: float,
+              kernels: int = 1) -> float:
+    """One operator outside the decoder (an encoder's forward pass) on the deployment's roofs, by the same
+    formula as every step operator."""
+    acc = _Acc(dep, False)
+    acc.add("op", 1, flops, m, weight_bytes, 0.0, act_bytes, kernels)
+    return acc.total

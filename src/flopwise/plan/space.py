@@ -26,7 +26,8 @@ from flopwise.specs.speculative import SpeculativeSpec
 __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS"]
 
 DEFAULT_GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "l40s")
-_NATIVE = {"fp8": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ class SearchSpace:
     gpus: tuple[str, ...] = DEFAULT_GPUS
     max_gpus: int = 8
     tps: tuple[int, ...] | None = None  # None: the smallest TP that fits each (GPU, format), and twice it
-    weights: tuple[str, ...] = ("bf16", "fp8", "int4-awq")
+    weights: tuple[str, ...] = DEFAULT_WEIGHTS  # the default also tries the checkpoint's own format
     kvs: tuple[str, ...] = ("bf16", "fp8")
     max_num_seqs: tuple[int | None, ...] = (None,)  # None: the engine's default for the GPU
     max_num_batched_tokens: tuple[int | None, ...] = (None,)
@@ -108,7 +109,11 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
     """All candidates that fit, and for each (GPU, format) that fits nowhere, why."""
     out: list[Candidate] = []
     misses: list[str] = []
-    for hw, weights, kv in itertools.product(hardware, space.weights, space.kvs):
+    formats = space.weights
+    own = model.checkpoint_weights
+    if formats == DEFAULT_WEIGHTS and own and own not in formats:  # e.g. mxfp4-moe for gpt-oss, fp8-block for Kimi
+        formats = (*formats, own)
+    for hw, weights, kv in itertools.product(hardware, formats, space.kvs):
         if not _runs_natively(hw, weights):
             continue
         layouts, last = _fitting(model, hw, weights, kv, space, max_len)

@@ -16,7 +16,7 @@ printed beside the cost model's prediction, with the FLOP/s and bandwidth it imp
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from flopwise.calibrate.observations import StepPoint
 from flopwise.cost.batch import batch_shape
@@ -50,15 +50,14 @@ def truncate_layers(model: ModelSpec, num_layers: int | None) -> ModelSpec:
         return model
     if num_layers < 1:
         raise SpecError(f"--num-layers must be >= 1, got {num_layers}")
-    return replace(model, name=f"{model.name} (first {num_layers} layers)", num_layers=num_layers,
-                   layer_windows=model.layer_windows[:num_layers], moe_layers=model.moe_layers[:num_layers])
+    return model.with_layers(model.layers[:num_layers], f"{model.name} (first {num_layers} layers)")
 
 
 def check_supported(model: ModelSpec) -> None:
-    if (model.moe is not None or model.mla is not None or any(w is not None for w in model.layer_windows)
-            or not model.mlp_gated or model.qk_norm):
+    if (model.moe is not None or model.attention_kinds != ("full",) or not model.mlp_gated or model.qk_norm
+            or model.extra_params or any(lay.extra_params for lay in model.layers)):
         raise SpecError(f"{model.name}: model profiling builds dense full-attention decoders (Llama, Qwen, "
-                        "Mistral shapes); MoE, MLA, sliding-window, QK-norm and ungated-MLP models are not supported. Profile a dense "
+                        "Mistral shapes); MoE, MLA, sliding-window, chunked, linear-state, QK-norm and ungated-MLP models are not supported. Profile a dense "
                         "model, or calibrate from `flopwise bench` runs of a real server instead")
 
 

@@ -24,6 +24,8 @@ def model_rows() -> list[dict[str, Any]]:
             "heads_q_kv": attn, "head_dim": m.head_dim, "vocab": m.vocab_size,
             "moe": f"{m.moe.num_experts}x top-{m.moe.experts_per_token}" if m.moe else None,
             "sliding_window_layers": sum(w is not None for w in m.layer_windows),
+            "attention_kinds": list(m.attention_kinds),
+            "checkpoint_weights": m.checkpoint_weights,
             "kv_bytes_per_token_bf16": m.kv_elements_per_token * 2, "source": entry.source,
         })
     return rows

@@ -24,10 +24,20 @@ def render_estimate(console: Console, r: Estimate) -> None:
     mt.add_row(*(f"{mem[k]:.2f}" for k in ("device_gib", "budget_gib", "weights_gib", "activations_gib",
                                            "runtime_gib", "kv_pool_gib", "kv_cache_gib", "free_gib")))
     console.print(mt)
-    console.print(f"KV cache: {mem['kv_bytes_per_token']:,.0f} bytes/token/GPU, capacity "
-                  f"{mem['kv_capacity_tokens']:,} tokens -> max batch {r.max_batch} at "
+    by_kind = ", ".join(f"{k} {b:,.0f}" for k, b in d["kv_bytes_per_token_by_kind"].items())
+    state = d["state_bytes_per_sequence"]
+    console.print(f"KV cache: {mem['kv_bytes_per_token']:,.0f} bytes/token/GPU ({by_kind})"
+                  + (f" + {state / 2**20:,.1f} MiB of linear-attention state per sequence" if state else "")
+                  + f", capacity {mem['kv_capacity_tokens']:,} tokens -> max batch {r.max_batch} at "
                   f"{r.input_len + r.output_len} tokens" + ("" if r.batch_fits else
                   f"  [bold red](batch {r.batch} does not fit)[/]"))
+    for e in d["encoders"]:
+        per = (f", prefill {e['prefill_ms_per_item']:.1f} ms per {e['item']}" if e["prefill_ms_per_item"] is not None
+               else ", prefill per item not priced (dynamic resolution, or a tower flopwise does not count layer by layer)")
+        console.print(f"{e['modality']} encoder {e['name']}: {e['params'] / 1e9:.2f}B params"
+                      + (" (approximate)" if e["approximate"] else "") + per, markup=False)
+    for note in d["notes"]:
+        console.print(f"note: {note}", markup=False)
 
     pt = Table(title="One step of each phase (per GPU)")
     pt.add_column("")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from flopwise.cost.layout import layout
-from flopwise.cost.memory import blocks_per_sequence, memory_plan
+from flopwise.cost.memory import blocks_counter, memory_plan
 from flopwise.cost.speculative import proposer_deployment, round_time_s
 from flopwise.cost.step import host_s, step_time
 from flopwise.errors import InfeasibleError, WorkloadError
@@ -48,9 +48,9 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     """A scheduler over a block pool sized by the deployment's memory plan."""
     if config.scheduler == "sglang":  # SGLang-like policy: sglang_scheduler.py
         return make_sglang_scheduler(dep, config)
-    windowed = any(w is not None for w in layout(dep).windows)
+    windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
-    blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
+    blocks_for = blocks_counter(dep) if windowed else None
     kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)
     cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
     return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,

@@ -52,7 +52,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from flopwise.cost.layout import layout
-from flopwise.cost.memory import blocks_per_sequence, memory_plan
+from flopwise.cost.memory import blocks_counter, memory_plan
 from flopwise.errors import InfeasibleError
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import BlockManager, CacheHit
@@ -397,8 +397,8 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> dict[str, object]:
 
 def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler:
     """An SGLang scheduler over the deployment's block pool, with SGLang's defaults for unset knobs."""
-    windowed = any(w is not None for w in layout(dep).windows)
-    blocks_for = (lambda n: blocks_per_sequence(dep, n)) if windowed else None
+    windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
+    blocks_for = blocks_counter(dep) if windowed else None
     kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, config.enable_prefix_caching and not windowed,
                       blocks_for)
     return SglangScheduler(kv, **sglang_settings(dep, config))

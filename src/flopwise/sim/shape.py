@@ -1,9 +1,10 @@
 """The step record for the cost model, built without per-step allocation.
 
 `cost.batch_shape` validates and copies a list of (new_tokens, context) pairs; at 256 rows that costs ~90 us,
-ten times the step cost itself. The builders here compute the same sums (see `cost/batch.py` for the
-formulas) straight from the scheduled requests. On a full-attention model the decode rows enter only through
-their count and context sum, which the scheduler keeps as it adds them, so a step costs O(non-decode rows):
+ten times the step cost itself. The builders here compute the same sums (`cost/attention.py`: `span_work` for
+each span) straight from the scheduled requests. On a model whose attention layers all attend every token (full,
+MLA; linear-state layers need no sums) the decode rows enter only through their count and context sum, which the
+scheduler keeps as it adds them, so a step costs O(non-decode rows):
 
     decode rows, full attention, B rows with context sum C:   pairs = C + B,   kv_read = C
     the same verifying P positions each (speculative decoding): pairs = P·C + B·P(P+1)/2,   kv_read = C
@@ -16,18 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from flopwise.cost.batch import AttentionWork, BatchShape, causal_pairs
+from flopwise.cost.attention import AttentionWork, Span, span_work
+from flopwise.cost.batch import BatchShape
 from flopwise.sim.base import SchedulerOutput
 
 __all__ = ["ShapeBuilder", "DraftShapes"]
 
 
 class ShapeBuilder:
-    """Builds BatchShapes for one model's attention windows."""
+    """Builds BatchShapes for one model's attention spans."""
 
     __slots__ = ("windows", "full_only")
 
-    def __init__(self, windows: Sequence[int | None]):
+    def __init__(self, windows: Sequence[Span]):
         self.windows = tuple(windows)
         self.full_only = self.windows == (None,)
 
@@ -43,7 +45,7 @@ class ShapeBuilder:
         b = out.num_decodes
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
         if self.full_only:
-            w = self._work([(n, r.num_computed_tokens) for n, r in chunks], None)
+            w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
             ctx = out.decode_context_sum
             if p == 1:
                 work = {None: AttentionWork(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs + ctx + b,
@@ -57,24 +59,8 @@ class ShapeBuilder:
             else:
                 is_chunk = set(out.chunk_rows)
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
-            work = {w: self._work(rows, w) for w in self.windows}
+            work = {w: span_work(rows, w) for w in self.windows}
         return BatchShape(b * p + prompt, len(reqs), logits, work), prompt
-
-    @staticmethod
-    def _work(rows: list[tuple[int, int]], w: int | None) -> AttentionWork:
-        pp = pk = dp = dk = 0
-        for n, c in rows:
-            if n == 1:
-                if w is None or c < w:
-                    dp += c + 1
-                    dk += c
-                else:
-                    dp += w
-                    dk += w
-            else:
-                pp += causal_pairs(c, n, w)
-                pk += c if w is None or c < w else w
-        return AttentionWork(pp, pk, dp, dk)
 
     def decode(self, num_seqs: int, context_sum: int) -> BatchShape:
         """`num_seqs` decode rows whose contexts sum to `context_sum` (full attention only)."""
@@ -82,10 +68,10 @@ class ShapeBuilder:
                           {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)})
 
     def decode_rows(self, contexts: Sequence[int]) -> BatchShape:
-        """Decode rows with the given contexts (any windows)."""
+        """Decode rows with the given contexts (any spans)."""
         rows = [(1, c) for c in contexts]
         n = len(rows)
-        return BatchShape(n, n, n, {w: self._work(rows, w) for w in self.windows})
+        return BatchShape(n, n, n, {w: span_work(rows, w) for w in self.windows})
 
 
 class DraftShapes:
@@ -95,7 +81,7 @@ class DraftShapes:
 
     __slots__ = ("builder",)
 
-    def __init__(self, windows: Sequence[int | None]):
+    def __init__(self, windows: Sequence[Span]):
         self.builder = ShapeBuilder(windows)
 
     def passes(self, out: SchedulerOutput) -> Callable[[int], BatchShape | None]:

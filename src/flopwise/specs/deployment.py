@@ -19,10 +19,10 @@ from flopwise.errors import PrecisionError, SpecError
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.precision import KVFormat, WeightFormat, kv_format, weight_format
+from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "make_deployment"]
+__all__ = ["Deployment", "make_deployment", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -93,13 +93,13 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
                     gpu_memory_utilization: float | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
-    the number of replicas. Weight format defaults to bf16 (fp16 on chips without bf16); KV follows the
-    16-bit activation dtype unless given. `speculative`: speculative decoding (None: plain decoding).
+    the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
+    quantization_config, else bf16, fp16 on chips without bf16); KV follows the 16-bit activation dtype unless
+    given. `speculative`: speculative decoding (None: plain decoding).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
     this device, model context and parallelism (`EngineProfile.default_knobs`)."""
-    default16 = "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
-    wf = weight_format(weights or default16)
-    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16))
+    wf = weight_format(weights or default_weights(model, hardware))
+    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * pp
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
         raise SpecError(f"num_gpus={num_gpus} disagrees with tp*pp*replicas={group * replicas}")
@@ -124,3 +124,13 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)
+
+
+def weights_note(dep: Deployment) -> str:
+    """A note where the deployment's weight format is not the checkpoint's own ('' where it is, or where the
+    checkpoint is 16-bit)."""
+    ckpt = dep.model.checkpoint_weights
+    if ckpt is None or ckpt == dep.weights.name:
+        return ""
+    return (f"{dep.model.name}'s checkpoint ships {ckpt} weights ({dep.model.checkpoint_note}); priced as "
+            f"{dep.weights.name} as asked (--weights), which needs a checkpoint in that format")

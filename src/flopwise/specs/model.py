@@ -1,27 +1,41 @@
-"""Model architecture read from a Hugging Face `config.json`, with exact parameter counts.
+"""A model's architecture, one `LayerSpec` per decoder layer, with exact parameter counts.
 
-Supported families (by `architectures[0]` / `model_type`): Llama 2/3.x (and Vicuna), Mistral, Mixtral, Qwen2/2.5
-(and Qwen1.5), Qwen3, Qwen3-MoE, Gemma 2/3, Phi-3, Falcon, DeepSeek-V2/V3 (MLA + MoE), gpt-oss.
+`ModelSpec` is built by one small reader per Hugging Face family (`specs/hf/`, registered by `model_type` and
+`architectures`); this module holds only the arithmetic. A layer is an attention kind times an MLP kind:
+
+    attention  full | sliding (window) | chunked (local chunks, Llama 4) | linear (a fixed per-sequence state:
+               Gated DeltaNet, Mamba2) | mla (DeepSeek latent) | sparse (MLA over a top-k selected by an indexer,
+               DeepSeek-V3.2)
+    mlp        dense (gated or not) | moe (routed experts, shared experts, router bias, per layer)
 
 Parameter counts follow the modelling code in `transformers` layer by layer:
-- attention: q, k, v, o projections (+ biases where the family has them), MLA low-rank projections and norms;
-- MLP: 3·h·i when gated (SwiGLU / GeGLU), 2·h·i otherwise (Falcon);
-- MoE: router h·E, E experts of 3·h·i_e, shared experts, dense first layers;
-- norms, embeddings, and an untied LM head.
+- attention: q, k, v, o projections (+ biases, QK norms, sinks, an output gate), MLA low-rank projections and
+  norms, a DSA indexer, or a linear-state mixer's projections, convolution and decay parameters;
+- MLP: 3·h·i when gated (SwiGLU / GeGLU), 2·h·i otherwise (Falcon); MoE: router h·E (+ E biases), E experts of
+  3·h·i_e, shared experts (+ a sigmoid gate h where the family has one);
+- norms, family extras per layer (Gemma 3n's AltUp, LAuReL and per-layer-input weights), embeddings (and
+  per-layer embedding tables), an untied LM head; encoders in front of the language model (vision, audio) are
+  counted apart (`encoder_params`).
 `active_params` counts what one token touches: everything except the routed experts it does not use
 (the Mixtral convention: embeddings and LM head included).
+
+KV cache elements per token and layer: 2·kv_heads·head_dim (K and V), the MLA latent kv_lora_rank +
+qk_rope_head_dim, none for linear-state layers (their state is per sequence, `LinearStateSpec`) and for layers that
+reuse an earlier layer's cache. Bytes per GPU, windows, chunks and the DSA index keys: `cost/attention.py`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from flopwise.errors import ModelConfigError
 
-__all__ = ["MLASpec", "MoESpec", "ModelSpec", "SUPPORTED_FAMILIES", "parse_config", "load_config_file"]
+__all__ = ["ATTENTION_KINDS", "MLP_KINDS", "MLASpec", "LinearStateSpec", "IndexerSpec", "AttentionSpec", "MLPSpec",
+           "MoESpec", "LayerSpec", "EncoderSpec", "ModelSpec", "attention_params", "mlp_params"]
+
+ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "sparse")
+MLP_KINDS = ("dense", "moe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,61 +50,97 @@ class MLASpec:
     v_head_dim: int
 
 
-@dataclass(frozen=True, slots=True)
-class MoESpec:
-    num_experts: int
-    experts_per_token: int
-    expert_intermediate_size: int
-    shared_intermediate_size: int  # total width of always-on shared experts (0 if none)
-    expert_bias: bool = False  # gpt-oss experts carry biases
-    router_bias: bool = False
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinearStateSpec:
+    """A mixer that keeps a fixed-size state per sequence instead of a growing KV cache.
 
+    Gated DeltaNet (Qwen3-Next; Yang et al. 2024, "Gated Delta Networks"): `num_heads` value heads, each a
+    key_dim x value_dim state (head_k_dim x head_v_dim); Mamba2 (Dao & Gu 2024, SSD): `num_heads` SSM heads of
+    head_dim x d_state (key_dim = d_state, value_dim = head_dim). Both run a causal depthwise convolution of
+    `conv_kernel` taps over `conv_channels` channels first, whose last kernel - 1 inputs are kept too. `params` are
+    the mixer's weights (projections, convolution, decay and norm parameters), counted by the family's reader.
+    State dtype: the model's 16-bit dtype unless the config asks for fp32 (`mamba_ssm_dtype`), as in vLLM."""
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """A decoder-only transformer. `layer_windows[i]` is the attention window of layer i (None = full
-    causal attention); `moe_layers[i]` says whether layer i's MLP is a mixture of experts."""
-
-    name: str
-    family: str
-    hidden_size: int
-    num_layers: int
+    kind: str  # "gated_deltanet" | "mamba2"
     num_heads: int
-    num_kv_heads: int
+    key_dim: int
+    value_dim: int
+    conv_channels: int
+    conv_kernel: int
+    params: int
+    state_bytes_per_element: float = 2.0
+    conv_bytes_per_element: float = 2.0
+
+    @property
+    def state_elements(self) -> int:
+        return self.num_heads * self.key_dim * self.value_dim
+
+    @property
+    def conv_state_elements(self) -> int:
+        return (self.conv_kernel - 1) * self.conv_channels
+
+    @property
+    def state_bytes(self) -> float:
+        """Recurrent plus convolution state one sequence keeps in this layer."""
+        return (self.state_elements * self.state_bytes_per_element
+                + self.conv_state_elements * self.conv_bytes_per_element)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexerSpec:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp): each query scores every cached index key
+    with `num_heads` heads of `head_dim` and attends only the `top_k` best; `params` its projections and norm."""
+
+    num_heads: int
     head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tie_embeddings: bool
-    mlp_gated: bool = True
+    top_k: int
+    params: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionSpec:
+    """One layer's token mixer. `window` is the sliding window (sliding) or the chunk size (chunked); a sliding or
+    chunked layer with an `mla` spec caches the latent (the MLA what-if of a windowed model).
+    `qk_norm`: None, "head" (one norm of head_dim on q and on k, Qwen3/Gemma 3) or "full" (over the whole q and k
+    projections, OLMo 2 / MiniMax-M2). `output_gate`: q_proj also emits a sigmoid gate per channel (Qwen3-Next).
+    `shares_kv`: the layer reads an earlier layer's cache and keeps none (Gemma 3n)."""
+
+    kind: str = "full"
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    window: int | None = None
     qkv_bias: bool = False
     o_bias: bool = False
-    mlp_bias: bool = False
-    norm_has_bias: bool = False
-    norms_per_layer: int = 2
-    qk_norm: bool = False
-    attention_sinks: bool = False
-    layer_windows: tuple[int | None, ...] = ()
-    moe_layers: tuple[bool, ...] = ()
+    qk_norm: str | None = None
+    sinks: bool = False
+    output_gate: bool = False
     mla: MLASpec | None = None
-    moe: MoESpec | None = None
-    max_position_embeddings: int | None = None
+    linear: LinearStateSpec | None = None
+    indexer: IndexerSpec | None = None
+    shares_kv: bool = False
 
     def __post_init__(self) -> None:
-        for fname in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
-            if getattr(self, fname) <= 0:
-                raise ModelConfigError(f"{self.name}: {fname} must be > 0, got {getattr(self, fname)}")
-        if self.num_heads % self.num_kv_heads:
-            raise ModelConfigError(
-                f"{self.name}: num_attention_heads ({self.num_heads}) must be a multiple of "
-                f"num_key_value_heads ({self.num_kv_heads})")
-        if not self.layer_windows:
-            object.__setattr__(self, "layer_windows", (None,) * self.num_layers)
-        if not self.moe_layers:
-            object.__setattr__(self, "moe_layers", (self.moe is not None,) * self.num_layers)
-        if len(self.layer_windows) != self.num_layers or len(self.moe_layers) != self.num_layers:
-            raise ModelConfigError(f"{self.name}: per-layer lists must have num_hidden_layers={self.num_layers} entries")
+        k = self.kind
+        if k not in ATTENTION_KINDS:
+            raise ModelConfigError(f"attention kind '{k}' is not one of {', '.join(ATTENTION_KINDS)}")
+        if k in ("sliding", "chunked") and not (self.window and self.window > 0):
+            raise ModelConfigError(f"{k} attention needs a positive window (chunk) size, got {self.window!r}")
+        if k == "linear" and self.linear is None:
+            raise ModelConfigError("linear attention needs its LinearStateSpec")
+        if k in ("mla", "sparse") and self.mla is None:
+            raise ModelConfigError(f"{k} attention needs its MLASpec")
+        if k == "sparse" and self.indexer is None:
+            raise ModelConfigError("sparse attention needs its IndexerSpec (the indexer that picks the top-k)")
+        if k != "linear":
+            if self.num_heads <= 0 or self.num_kv_heads <= 0 or self.head_dim <= 0:
+                raise ModelConfigError(f"attention heads, KV heads and head_dim must be > 0, got "
+                                       f"{self.num_heads}/{self.num_kv_heads} x {self.head_dim}")
+            if self.num_heads % self.num_kv_heads:
+                raise ModelConfigError(
+                    f"num_attention_heads ({self.num_heads}) must be a multiple of num_key_value_heads "
+                    f"({self.num_kv_heads})")
 
-    # ---- per-layer parameter counts -------------------------------------------------------------
     @property
     def q_dim(self) -> int:
         return self.num_heads * self.head_dim
@@ -100,72 +150,315 @@ class ModelSpec:
         return self.num_kv_heads * self.head_dim
 
     @property
-    def attention_params(self) -> int:
-        """Projection weights (+ biases, QK norms, sinks) of one attention block."""
-        h = self.hidden_size
+    def cache_elements_per_token(self) -> int:
+        """Elements one token leaves in this layer's cache: 2·kv_heads·head_dim (K and V), or the MLA latent
+        kv_lora_rank + qk_rope_head_dim (vLLM's MLA layout); none for linear-state and KV-sharing layers.
+        (The DSA indexer's keys are counted in bytes in cost/attention.py.)"""
+        if self.kind == "linear" or self.shares_kv:
+            return 0
         if self.mla is not None:
-            m = self.mla
-            qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
-            if m.q_lora_rank:
-                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.num_heads * qk_head
-            else:
-                q = h * self.num_heads * qk_head
-            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
-            kv += m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
-            return q + kv + self.num_heads * m.v_head_dim * h
-        n = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        if self.qkv_bias:
-            n += self.q_dim + 2 * self.kv_dim
-        if self.o_bias:
-            n += h
-        if self.qk_norm:
-            n += 2 * self.head_dim
-        if self.attention_sinks:
-            n += self.num_heads
-        return n
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.kv_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MLPSpec:
+    """One layer's feed-forward block. Dense: `intermediate_size` is its width. MoE: `intermediate_size` is each
+    routed expert's width, `shared_intermediate_size` the total width of the always-on shared experts."""
+
+    kind: str = "dense"
+    intermediate_size: int = 0
+    gated: bool = True
+    bias: bool = False
+    num_experts: int = 0
+    experts_per_token: int = 0
+    shared_intermediate_size: int = 0
+    shared_gate: bool = False  # a sigmoid gate (h -> 1) scales the shared expert (Qwen2-MoE, Qwen3-Next)
+    router_bias: bool = False  # a per-expert routing bias (DeepSeek noaux_tc's e_score_correction_bias, gpt-oss)
+    expert_bias: bool = False  # biased expert projections (gpt-oss)
+
+    def __post_init__(self) -> None:
+        if self.kind not in MLP_KINDS:
+            raise ModelConfigError(f"MLP kind '{self.kind}' is not one of {', '.join(MLP_KINDS)}")
+        if self.intermediate_size <= 0:
+            raise ModelConfigError(f"MLP intermediate size must be > 0, got {self.intermediate_size}")
+        if self.kind == "moe" and not 0 < self.experts_per_token <= self.num_experts:
+            raise ModelConfigError(f"MoE needs 0 < experts per token ({self.experts_per_token}) <= experts "
+                                   f"({self.num_experts})")
 
     @property
-    def mla_up_params(self) -> int:
-        """MLA kv_b_proj: the latent-to-heads up-projection (absorbed into attention at decode)."""
-        if self.mla is None:
-            return 0
-        m = self.mla
-        return m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+    def is_moe(self) -> bool:
+        return self.kind == "moe"
 
-    def _mlp(self, inter: int) -> int:
-        n = (3 if self.mlp_gated else 2) * self.hidden_size * inter
-        if self.mlp_bias:
-            n += (2 * inter if self.mlp_gated else inter) + self.hidden_size
-        return n
+
+@dataclass(frozen=True, slots=True)
+class MoESpec:
+    """A summary of a model's (first) MoE layer, for reports."""
+
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    shared_intermediate_size: int
+    expert_bias: bool = False
+    router_bias: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerSpec:
+    """A decoder layer: its mixer, its MLP, its norms, and family-specific weights outside both."""
+
+    attention: AttentionSpec
+    mlp: MLPSpec
+    norms: int = 2
+    extra_params: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderSpec:
+    """An encoder in front of the language model (a vision tower, an audio encoder). `params` from its config
+    (`approximate` when only a published nominal size was available). Where the config fixes the input size:
+    `patches_per_item` the positions one item (an image, a tile, a clip) runs through the encoder, `tokens_per_item`
+    the language-model tokens it becomes and `flops_per_item` its forward pass (2 FLOPs per weight per position
+    plus 4·d per attention pair); None where the resolution is dynamic."""
+
+    modality: str
+    name: str
+    params: int
+    item: str = "image"
+    patches_per_item: int | None = None
+    tokens_per_item: int | None = None
+    flops_per_item: float | None = None
+    approximate: bool = False
+
+
+def attention_params(a: AttentionSpec, h: int) -> int:
+    """Weights of one attention block (the formulas in the module docstring)."""
+    if a.kind == "linear":
+        assert a.linear is not None
+        return a.linear.params
+    if a.mla is not None:
+        m = a.mla
+        qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a.num_heads * qk_head
+        else:
+            q = h * a.num_heads * qk_head
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+        kv += m.kv_lora_rank * a.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+        n = q + kv + a.num_heads * m.v_head_dim * h
+        return n + (a.indexer.params if a.indexer is not None else 0)
+    q_out = a.q_dim * (2 if a.output_gate else 1)
+    n = h * (q_out + 2 * a.kv_dim) + a.q_dim * h
+    if a.qkv_bias:
+        n += a.q_dim + 2 * a.kv_dim
+    if a.o_bias:
+        n += h
+    if a.qk_norm == "head":
+        n += 2 * a.head_dim
+    elif a.qk_norm == "full":
+        n += a.q_dim + a.kv_dim
+    if a.sinks:
+        n += a.num_heads
+    return n
+
+
+def _ffn(h: int, inter: int, gated: bool, bias: bool) -> int:
+    n = (3 if gated else 2) * h * inter
+    if bias:
+        n += (2 * inter if gated else inter) + h
+    return n
+
+
+def expert_params(m: MLPSpec, h: int) -> int:
+    """One routed expert (gated; biased for gpt-oss)."""
+    n = 3 * h * m.intermediate_size
+    if m.expert_bias:
+        n += 2 * m.intermediate_size + h
+    return n
+
+
+def shared_expert_params(m: MLPSpec, h: int) -> int:
+    if not m.shared_intermediate_size:
+        return 0
+    return 3 * h * m.shared_intermediate_size + (h if m.shared_gate else 0)
+
+
+def router_params(m: MLPSpec, h: int) -> int:
+    return h * m.num_experts + (m.num_experts if m.router_bias else 0)
+
+
+def mlp_params(m: MLPSpec, h: int) -> int:
+    if m.kind == "dense":
+        return _ffn(h, m.intermediate_size, m.gated, m.bias)
+    return m.num_experts * expert_params(m, h) + shared_expert_params(m, h) + router_params(m, h)
+
+
+def _plain(value: object) -> object:
+    """A spec as nested tuples of plain values (compared in C, not through generated __eq__ methods)."""
+    if hasattr(value, "__dataclass_fields__"):
+        return (type(value).__name__, *(_plain(getattr(value, f)) for f in value.__dataclass_fields__))
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ModelSpec:
+    """A decoder-only language model: model-wide sizes plus one LayerSpec per layer.
+
+    `per_layer_embedding_params`: lookup tables beside the token embedding (Gemma 3n's per-layer embeddings),
+    stored like embeddings and read one row per token. `extra_params`: model-level weights outside the layers
+    (Gemma 3n's AltUp projections). `checkpoint_weights`: the weight format the checkpoint ships in (from its
+    `quantization_config`; None: 16-bit), with `checkpoint_note` saying how it was read. `notes`: what the reader
+    assumed or did not model."""
+
+    name: str
+    family: str
+    hidden_size: int
+    vocab_size: int
+    tie_embeddings: bool
+    layers: tuple[LayerSpec, ...]
+    norm_has_bias: bool = False
+    per_layer_embedding_params: int = 0
+    extra_params: int = 0
+    encoders: tuple[EncoderSpec, ...] = ()
+    checkpoint_weights: str | None = None
+    checkpoint_note: str = ""
+    max_position_embeddings: int | None = None
+    notes: tuple[str, ...] = ()
+    _key: tuple = field(default=(), init=False, compare=False, repr=False)
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for fname in ("hidden_size", "vocab_size"):
+            if getattr(self, fname) <= 0:
+                raise ModelConfigError(f"{self.name}: {fname} must be > 0, got {getattr(self, fname)}")
+        if not self.layers:
+            raise ModelConfigError(f"{self.name}: a model needs at least one layer")
+        distinct: dict[LayerSpec, int] = {}  # the layers as a few distinct specs and one index per layer
+        order = tuple(distinct.setdefault(lay, len(distinct)) for lay in self.layers)
+        layers = (tuple(_plain(lay) for lay in distinct), order)
+        key = (self.name, self.family, self.hidden_size, self.vocab_size, self.tie_embeddings, layers,
+               self.norm_has_bias, self.per_layer_embedding_params, self.extra_params, _plain(self.encoders),
+               self.checkpoint_weights, self.checkpoint_note, self.max_position_embeddings, self.notes)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        """Hashed once (a model keys every cost cache; its layer tuple is long)."""
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        """Value equality on the spec's plain-value key: cheap for copies of one model (a deployment sent to a
+        worker process and back compares equal without walking its layers' specs)."""
+        if self is other:
+            return True
+        if not isinstance(other, ModelSpec) or self._hash != other._hash:
+            return NotImplemented if not isinstance(other, ModelSpec) else False
+        return self._key == other._key
+
+    # ---- model-wide views -------------------------------------------------------------------------
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
 
     @property
-    def dense_mlp_params(self) -> int:
-        return self._mlp(self.intermediate_size)
+    def primary_attention(self) -> AttentionSpec:
+        """The first softmax-attention layer's spec (the model's attention shape); a linear-state-only model's
+        first layer."""
+        for layer in self.layers:
+            if layer.attention.kind != "linear":
+                return layer.attention
+        return self.layers[0].attention
 
     @property
-    def expert_params(self) -> int:
-        """One routed expert."""
-        assert self.moe is not None
-        n = 3 * self.hidden_size * self.moe.expert_intermediate_size
-        if self.moe.expert_bias:
-            n += 2 * self.moe.expert_intermediate_size + self.hidden_size
-        return n
+    def num_heads(self) -> int:
+        return self.primary_attention.num_heads
 
     @property
-    def shared_expert_params(self) -> int:
-        if self.moe is None or not self.moe.shared_intermediate_size:
-            return 0
-        return 3 * self.hidden_size * self.moe.shared_intermediate_size
+    def num_kv_heads(self) -> int:
+        return self.primary_attention.num_kv_heads
 
     @property
-    def router_params(self) -> int:
-        if self.moe is None:
-            return 0
-        return self.hidden_size * self.moe.num_experts + (self.moe.num_experts if self.moe.router_bias else 0)
+    def head_dim(self) -> int:
+        return self.primary_attention.head_dim
 
     @property
-    def norm_params_per_layer(self) -> int:
-        return self.norms_per_layer * self.hidden_size * (2 if self.norm_has_bias else 1)
+    def mla(self) -> MLASpec | None:
+        return next((lay.attention.mla for lay in self.layers if lay.attention.mla is not None), None)
+
+    @property
+    def moe(self) -> MoESpec | None:
+        for lay in self.layers:
+            m = lay.mlp
+            if m.is_moe:
+                return MoESpec(m.num_experts, m.experts_per_token, m.intermediate_size, m.shared_intermediate_size,
+                               m.expert_bias, m.router_bias)
+        return None
+
+    @property
+    def intermediate_size(self) -> int:
+        """The dense MLP width (the first dense layer's; an all-MoE model's expert width)."""
+        return next((lay.mlp.intermediate_size for lay in self.layers if not lay.mlp.is_moe),
+                    self.layers[0].mlp.intermediate_size)
+
+    @property
+    def mlp_gated(self) -> bool:
+        return all(lay.mlp.gated for lay in self.layers)
+
+    @property
+    def qkv_bias(self) -> bool:
+        return self.primary_attention.qkv_bias
+
+    @property
+    def qk_norm(self) -> bool:
+        return any(lay.attention.qk_norm for lay in self.layers)
+
+    @property
+    def norms_per_layer(self) -> int:
+        return self.layers[0].norms
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """Distinct attention kinds, in layer order."""
+        return tuple(dict.fromkeys(lay.attention.kind for lay in self.layers))
+
+    @property
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Sliding window per layer (None: the layer keeps every token or has no per-token cache)."""
+        return tuple(lay.attention.window if lay.attention.kind == "sliding" else None for lay in self.layers)
+
+    @property
+    def moe_layers(self) -> tuple[bool, ...]:
+        return tuple(lay.mlp.is_moe for lay in self.layers)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.moe_layers)
+
+    def with_layers(self, layers: tuple[LayerSpec, ...], name: str) -> ModelSpec:
+        return replace(self, name=name, layers=tuple(layers))
+
+    def map_attention(self, fn: Callable[[AttentionSpec], AttentionSpec], name: str) -> ModelSpec:
+        """The model with every layer's attention replaced by fn(attention) (what-if variants)."""
+        return self.with_layers(tuple(replace(lay, attention=fn(lay.attention)) for lay in self.layers), name)
+
+    # ---- parameter counts -------------------------------------------------------------------------
+    @property
+    def norm_params(self) -> int:
+        """One norm of the hidden size."""
+        return self.hidden_size * (2 if self.norm_has_bias else 1)
+
+    def layer_params(self, layer: LayerSpec) -> int:
+        h = self.hidden_size
+        return (attention_params(layer.attention, h) + mlp_params(layer.mlp, h) + layer.norms * self.norm_params
+                + layer.extra_params)
+
+    def layer_active_params(self, layer: LayerSpec) -> int:
+        m = layer.mlp
+        if not m.is_moe:
+            return self.layer_params(layer)
+        return self.layer_params(layer) - (m.num_experts - m.experts_per_token) * expert_params(m, self.hidden_size)
 
     @property
     def embedding_params(self) -> int:
@@ -176,241 +469,66 @@ class ModelSpec:
         return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
 
     @property
-    def num_moe_layers(self) -> int:
-        return sum(self.moe_layers)
-
-    # ---- totals ---------------------------------------------------------------------------------
-    @property
     def total_params(self) -> int:
-        n_moe = self.num_moe_layers
-        n_dense = self.num_layers - n_moe
-        per_layer = self.attention_params + self.norm_params_per_layer
-        n = self.num_layers * per_layer + n_dense * self.dense_mlp_params
-        if self.moe is not None:
-            n += n_moe * (self.moe.num_experts * self.expert_params + self.shared_expert_params + self.router_params)
-        final_norm = self.hidden_size * (2 if self.norm_has_bias else 1)
-        return n + final_norm + self.embedding_params + self.lm_head_params
+        """The language model's weights (encoders apart: `encoder_params`)."""
+        n = sum(self.layer_params(lay) for lay in self.layers)
+        return (n + self.norm_params + self.embedding_params + self.per_layer_embedding_params + self.lm_head_params
+                + self.extra_params)
 
     @property
     def active_params(self) -> int:
         """Parameters one token uses: all but the routed experts it was not sent to."""
-        if self.moe is None:
-            return self.total_params
-        idle = self.moe.num_experts - self.moe.experts_per_token
-        return self.total_params - self.num_moe_layers * idle * self.expert_params
+        idle = sum(self.layer_params(lay) - self.layer_active_params(lay) for lay in self.layers)
+        return self.total_params - idle
 
-    # ---- KV cache -------------------------------------------------------------------------------
+    @property
+    def active_params_without_embeddings(self) -> int:
+        """The convention some model cards use (GLM-4.5, MiniMax-M2): no embedding, per-layer embedding or LM head."""
+        return self.active_params - self.embedding_params - self.per_layer_embedding_params - self.lm_head_params
+
+    @property
+    def encoder_params(self) -> int:
+        return sum(e.params for e in self.encoders)
+
+    @property
+    def checkpoint_params(self) -> int:
+        """Everything the checkpoint holds that flopwise counts: the language model and its encoders."""
+        return self.total_params + self.encoder_params
+
+    # ---- cache ------------------------------------------------------------------------------------
     @property
     def kv_elements_per_token_per_layer(self) -> int:
-        """Cached elements per token and layer: 2·kv_heads·head_dim (K and V), or the MLA latent
-        kv_lora_rank + qk_rope_head_dim (vLLM's MLA cache layout)."""
-        if self.mla is not None:
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        return 2 * self.kv_dim
+        """Cache elements per token of one layer of the model's attention shape (`primary_attention`)."""
+        return self.primary_attention.cache_elements_per_token
 
     @property
     def kv_elements_per_token(self) -> int:
-        """Over all layers, for a context shorter than every window."""
-        return self.num_layers * self.kv_elements_per_token_per_layer
+        """KV elements one token leaves over all layers, for a context shorter than every window."""
+        return sum(lay.attention.cache_elements_per_token for lay in self.layers)
 
     def kv_elements_for_length(self, length: int) -> int:
-        """Elements one sequence of `length` tokens holds: sliding-window layers keep only their window."""
-        per = self.kv_elements_per_token_per_layer
-        return sum(per * (length if w is None else min(length, w)) for w in self.layer_windows)
+        """Elements one sequence of `length` tokens holds: sliding layers keep their window, chunked layers
+        their current chunk (at most `window` tokens)."""
+        total = 0
+        for lay in self.layers:
+            a = lay.attention
+            kept = length if a.kind not in ("sliding", "chunked") else min(length, a.window)  # type: ignore[type-var]
+            total += a.cache_elements_per_token * kept
+        return total
+
+    @property
+    def state_bytes_per_sequence(self) -> float:
+        """Linear-state layers' recurrent and convolution state, one sequence, all layers."""
+        return sum(lay.attention.linear.state_bytes for lay in self.layers if lay.attention.linear is not None)
 
     def summary(self) -> str:
         kind = "MoE" if self.moe else "dense"
-        attn = "MLA" if self.mla else ("MHA" if self.num_kv_heads == self.num_heads else
-                                      ("MQA" if self.num_kv_heads == 1 else "GQA"))
-        return (f"{self.name}: {self.family}, {kind}, {self.num_layers} layers, hidden {self.hidden_size}, "
-                f"{attn} {self.num_heads}/{self.num_kv_heads} heads x {self.head_dim}, "
+        a = self.primary_attention
+        if a.mla is not None:
+            attn = "MLA" + (" + DSA" if a.indexer is not None else "")
+        else:
+            attn = ("MHA" if a.num_kv_heads == a.num_heads else ("MQA" if a.num_kv_heads == 1 else "GQA"))
+        kinds = "/".join(self.attention_kinds)
+        return (f"{self.name}: {self.family}, {kind}, {self.num_layers} layers ({kinds}), hidden {self.hidden_size}, "
+                f"{attn} {a.num_heads}/{a.num_kv_heads} heads x {a.head_dim}, "
                 f"{self.total_params / 1e9:.2f}B params ({self.active_params / 1e9:.2f}B active)")
-
-
-# ================================================================================================
-# config.json parsing
-# ================================================================================================
-
-SUPPORTED_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3-moe", "gemma2", "gemma3",
-                      "phi3", "falcon", "deepseek", "gpt-oss")
-
-_ARCH_TO_FAMILY = {
-    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3-moe",
-    "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3",
-    "Phi3ForCausalLM": "phi3", "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
-    "DeepseekV2ForCausalLM": "deepseek", "DeepseekV3ForCausalLM": "deepseek", "GptOssForCausalLM": "gpt-oss",
-}
-_MODEL_TYPE_TO_FAMILY = {
-    "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen2": "qwen2", "qwen3": "qwen3",
-    "qwen3_moe": "qwen3-moe", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3",
-    "falcon": "falcon", "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "deepseek_v2": "deepseek",
-    "deepseek_v3": "deepseek", "gpt_oss": "gpt-oss",
-}
-
-
-class _Cfg:
-    """Typed access to config fields with errors that name the missing field."""
-
-    def __init__(self, raw: dict[str, Any], name: str, family: str):
-        self.raw, self.name, self.family = raw, name, family
-
-    def get(self, *keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if k in self.raw and self.raw[k] is not None:
-                return self.raw[k]
-        return default
-
-    def int(self, *keys: str, default: int | None = None) -> int:
-        v = self.get(*keys)
-        if v is None:
-            if default is not None:
-                return default
-            raise ModelConfigError(
-                f"{self.name}: config.json ({self.family}) is missing required field '{keys[0]}'"
-                + (f" (also looked for {', '.join(keys[1:])})" if len(keys) > 1 else ""))
-        if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v:
-            raise ModelConfigError(f"{self.name}: config.json field '{keys[0]}' must be an integer, got {v!r}")
-        return int(v)
-
-
-def _family(raw: dict[str, Any], name: str) -> str:
-    archs = raw.get("architectures") or []
-    for a in archs:
-        if a in _ARCH_TO_FAMILY:
-            return _ARCH_TO_FAMILY[a]
-    mt = raw.get("model_type")
-    if mt in _MODEL_TYPE_TO_FAMILY:
-        return _MODEL_TYPE_TO_FAMILY[mt]
-    seen = f"architectures={archs!r}, model_type={mt!r}"
-    raise ModelConfigError(
-        f"{name}: unsupported architecture ({seen}). Supported families: {', '.join(SUPPORTED_FAMILIES)}.")
-
-
-def _windows_from_layer_types(cfg: _Cfg, n_layers: int, window: int | None) -> tuple[int | None, ...] | None:
-    types = cfg.get("layer_types")
-    if not types:
-        return None
-    if len(types) != n_layers:
-        raise ModelConfigError(f"{cfg.name}: layer_types has {len(types)} entries, num_hidden_layers is {n_layers}")
-    if window is None and any(t == "sliding_attention" for t in types):
-        raise ModelConfigError(f"{cfg.name}: layer_types has sliding_attention layers but no 'sliding_window'")
-    return tuple(window if t == "sliding_attention" else None for t in types)
-
-
-def parse_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
-    """Build a ModelSpec from the dict of a Hugging Face config.json."""
-    if not isinstance(raw, dict):
-        raise ModelConfigError(f"{name}: config.json must be a JSON object, got {type(raw).__name__}")
-    family = _family(raw, name)
-    if family == "gemma3" and isinstance(raw.get("text_config"), dict):
-        # Multimodal Gemma 3 nests the language model; its text_config omits fields equal to the
-        # Gemma3TextConfig defaults (transformers): vocab 262208, 131072 positions, pattern 6.
-        raw = {"vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
-               **raw["text_config"], "architectures": raw.get("architectures")}
-    c = _Cfg(raw, name, family)
-
-    h = c.int("hidden_size", "n_embd", "d_model")
-    n_layers = c.int("num_hidden_layers", "n_layer", "num_layers")
-    n_heads = c.int("num_attention_heads", "n_head")
-    n_kv = c.int("num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads)
-    head_dim = c.int("head_dim", default=h // n_heads)  # an explicit head_dim wins over hidden/heads
-    vocab = c.int("vocab_size")
-    tie = bool(c.get("tie_word_embeddings", default=False))
-    kw: dict[str, Any] = {}
-    window = c.get("sliding_window")
-    windows: tuple[int | None, ...] | None = None
-
-    if family in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3-moe", "phi3"):
-        inter = c.int("intermediate_size")
-        bias = bool(c.get("attention_bias", default=False))
-        kw.update(qkv_bias=bias or family == "qwen2", o_bias=bias, mlp_bias=bool(c.get("mlp_bias", default=False)),
-                  qk_norm=family in ("qwen3", "qwen3-moe"))
-        if family == "qwen2" or family.startswith("qwen3"):
-            if not c.get("use_sliding_window", default=False):
-                window = None
-        windows = _windows_from_layer_types(c, n_layers, window)
-        if windows is None and window:
-            if family.startswith("qwen"):
-                max_win = c.int("max_window_layers", default=n_layers)
-                windows = tuple(window if i >= max_win else None for i in range(n_layers))
-            else:
-                windows = (int(window),) * n_layers
-        if family == "mixtral":
-            kw["moe"] = MoESpec(c.int("num_local_experts"), c.int("num_experts_per_tok"), inter, 0)
-        elif family == "qwen3-moe":
-            e = c.int("num_experts")
-            kw["moe"] = MoESpec(e, c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                                c.int("shared_expert_intermediate_size", default=0))
-            step = c.int("decoder_sparse_step", default=1)
-            dense_only = set(c.get("mlp_only_layers", default=[]) or [])
-            kw["moe_layers"] = tuple(i not in dense_only and (i + 1) % step == 0 for i in range(n_layers))
-    elif family in ("gemma2", "gemma3"):
-        inter = c.int("intermediate_size")
-        tie = bool(c.get("tie_word_embeddings", default=True))
-        kw.update(norms_per_layer=4, qk_norm=family == "gemma3",
-                  qkv_bias=bool(c.get("attention_bias", default=False)),
-                  o_bias=bool(c.get("attention_bias", default=False)))
-        if window is None:
-            raise ModelConfigError(f"{name}: config.json ({family}) is missing required field 'sliding_window'")
-        windows = _windows_from_layer_types(c, n_layers, int(window))
-        if windows is None:
-            if family == "gemma2":  # even layers slide (transformers Gemma2DecoderLayer: not layer_idx % 2)
-                windows = tuple(int(window) if i % 2 == 0 else None for i in range(n_layers))
-            else:  # every `sliding_window_pattern`-th layer is global
-                pattern = c.int("sliding_window_pattern", default=6)
-                windows = tuple(None if (i + 1) % pattern == 0 else int(window) for i in range(n_layers))
-    elif family == "falcon":
-        inter = c.int("ffn_hidden_size", default=4 * h)
-        new_arch = bool(c.get("new_decoder_architecture", default=False))
-        if not new_arch and c.get("multi_query", default=True) and "num_kv_heads" not in raw and "n_head_kv" not in raw:
-            n_kv = 1
-        bias = bool(c.get("bias", default=False))
-        kw.update(mlp_gated=False, qkv_bias=bias, o_bias=bias, mlp_bias=bias, norm_has_bias=True,
-                  norms_per_layer=2 if new_arch or not c.get("parallel_attn", default=True) else 1)
-        tie = bool(c.get("tie_word_embeddings", default=True))
-    elif family == "deepseek":
-        inter = c.int("intermediate_size")
-        mla = MLASpec(c.get("q_lora_rank"), c.int("kv_lora_rank"), c.int("qk_nope_head_dim"),
-                      c.int("qk_rope_head_dim"), c.int("v_head_dim"))
-        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        n_kv = n_heads  # MLA: every head reads the shared latent; KV size comes from the latent
-        shared = c.int("n_shared_experts", default=0) * c.int("moe_intermediate_size")
-        kw["mla"] = mla
-        kw["moe"] = MoESpec(c.int("n_routed_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                            shared, router_bias=c.get("topk_method") == "noaux_tc")
-        first_dense = c.int("first_k_dense_replace", default=0)
-        freq = c.int("moe_layer_freq", default=1)
-        kw["moe_layers"] = tuple(i >= first_dense and i % freq == 0 for i in range(n_layers))
-    elif family == "gpt-oss":
-        inter = c.int("intermediate_size")
-        kw["moe"] = MoESpec(c.int("num_local_experts", "num_experts"), c.int("num_experts_per_tok", "experts_per_token"),
-                            inter, 0, expert_bias=True, router_bias=True)
-        kw.update(qkv_bias=bool(c.get("attention_bias", default=True)), o_bias=bool(c.get("attention_bias", default=True)),
-                  attention_sinks=True)
-        windows = _windows_from_layer_types(c, n_layers, int(window) if window else None)
-        if windows is None and window:  # alternating, sliding first (gpt-oss reference)
-            windows = tuple(int(window) if i % 2 == 0 else None for i in range(n_layers))
-    else:  # pragma: no cover - _family() only returns supported names
-        raise ModelConfigError(f"{name}: family {family} has no parser")
-
-    if windows is not None:
-        kw["layer_windows"] = windows
-    return ModelSpec(
-        name=name, family=family, hidden_size=h, num_layers=n_layers, num_heads=n_heads, num_kv_heads=n_kv,
-        head_dim=head_dim, intermediate_size=inter, vocab_size=vocab, tie_embeddings=tie,
-        max_position_embeddings=c.get("max_position_embeddings"), **kw)
-
-
-def load_config_file(path: str | Path, name: str | None = None) -> ModelSpec:
-    """Read a config.json file or a model directory containing one."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.is_file():
-        raise ModelConfigError(f"no config.json at '{path}'")
-    try:
-        raw = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelConfigError(f"'{p}' is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    return parse_config(raw, name or (p.parent.name if p.name == "config.json" else p.stem))

@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from flopwise.errors import UnknownModelError, suggest
-from flopwise.specs.model import ModelSpec, load_config_file, parse_config
+from flopwise.specs.hf import load_config_file, parse_config
+from flopwise.specs.model import ModelSpec
 
 __all__ = ["CatalogModel", "model_catalog", "get_model"]
 
@@ -29,6 +30,9 @@ class CatalogModel:
     published_params_b: float | None
     published_active_params_b: float | None
     params_note: str
+    published_precision_b: float | None = None  # the published total is given to this precision (a rounded name)
+    published_active_precision_b: float | None = None
+    published_active_basis: str = "with_embeddings"  # or "without_embeddings" (the card's convention)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -45,7 +49,9 @@ def model_catalog() -> tuple[CatalogModel, ...]:
             family=m.get("family", ""), source=m.get("source", ""),
             published_params_b=m.get("published_params_b"),
             published_active_params_b=m.get("published_active_params_b"),
-            params_note=m.get("params_note", ""))
+            params_note=m.get("params_note", ""), published_precision_b=m.get("published_precision_b"),
+            published_active_precision_b=m.get("published_active_precision_b"),
+            published_active_basis=m.get("published_active_basis", "with_embeddings"))
         for m in data["model"])
 
 
@@ -60,14 +66,15 @@ def _load_catalog_model(entry: CatalogModel) -> ModelSpec:
     return parse_config(json.loads(text), entry.id)
 
 
-def get_model(name: str) -> ModelSpec:
-    """A catalog id or alias (case-insensitive), else a path to a config.json or a model directory."""
+def get_model(name: str, family: str | None = None) -> ModelSpec:
+    """A catalog id or alias (case-insensitive), else a path to a config.json or a model directory. `family`
+    reads a config file with that family's reader (the --family override; catalog entries have theirs)."""
     entry = _lookup().get(name.lower())
     if entry is not None:
         return _load_catalog_model(entry)
     p = Path(name)
     if p.exists():
-        return load_config_file(p)
+        return load_config_file(p, family=family)
     raise UnknownModelError(
         f"unknown model '{name}': not a catalog id or alias, and no such file or directory."
         f"{suggest(name, _lookup())} Run `flopwise models` for the catalog, or pass a path to a config.json.")

@@ -9,6 +9,14 @@ Bits per weight include the scale (and zero-point) overhead of each format's gro
   q4_k_m: a mix of q4_K (4.5 bits) and q6_K (6.56 bits) tensors, about 4.85 bits over a Llama model
   (llama.cpp `quantize` reports 4.58 GiB for Llama-3-8B = 4.9 bits including its q6_K output layer).
 - int8 weight-only and per-channel fp8 carry one scale per output channel: negligible, counted as 8 bits.
+- fp8-block: e4m3 values + one fp32 scale per 128 x 128 block = 8 + 32/16384 bits (DeepSeek-V3's checkpoint
+  format, `weight_block_size: [128, 128]`; Kimi-K2, GLM-4.x FP8, Qwen3 FP8 ship the same).
+- mxfp4-moe: MXFP4 on the routed experts only, every other weight 16-bit (gpt-oss's checkpoint: attention,
+  router, embeddings and LM head are in `modules_to_not_convert`).
+- nf4 (bitsandbytes `load_in_4bit`): 4-bit NormalFloat + one fp32 absmax per 64 = 4.5 bits; with double
+  quantization (`bnb_4bit_use_double_quant`) the absmax is itself 8-bit per 256 blocks: 4 + 8/64 + 32/16384
+  = 4.127 bits (Dettmers et al. 2023, QLoRA §2). Dequantized and multiplied in 16-bit, slowly: its GEMM and
+  weight-read efficiencies (0.5 each) are assumed, not measured (no bitsandbytes row in the dev set).
 
 `compute` is the dtype whose tensor-core peak multiplies the GEMM: weight-only formats are dequantized
 and multiplied in 16-bit (Marlin / AWQ kernels), W8A8 formats multiply in int8 or fp8. Dequantization
@@ -25,10 +33,16 @@ lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only ker
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flopwise.errors import PrecisionError, suggest
 
-__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "weight_format", "kv_format"]
+if TYPE_CHECKING:  # annotations only: precision stays importable without the model and hardware specs
+    from flopwise.specs.hardware import HardwareSpec
+    from flopwise.specs.model import ModelSpec
+
+__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "weight_format", "kv_format",
+           "default16", "default_weights"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +55,17 @@ class WeightFormat:
     description: str
     gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
     weight_read_efficiency: float = 1.0  # achieved share of the bandwidth roof when streaming these weights
+    experts_only: bool = False  # the format covers routed experts; every other weight stays 16-bit
 
     @property
     def bytes_per_weight(self) -> float:
+        """Bytes per weight of the weights the format covers (all, or the routed experts)."""
         return self.bits_per_weight / 8.0
+
+    @property
+    def dense_bytes_per_weight(self) -> float:
+        """Bytes per weight outside the routed experts (attention, dense MLPs, shared experts, router)."""
+        return 2.0 if self.experts_only else self.bits_per_weight / 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +84,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("bf16", 16, "bf16", 2, False, "bfloat16"),
         WeightFormat("fp16", 16, "fp16", 2, False, "float16"),
         WeightFormat("fp8", 8, "fp8", 2, False, "FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
+        WeightFormat("fp8-block", 8 + 32 / 16384, "fp8", 2, False,
+                     "FP8 e4m3 weights and activations, one fp32 scale per 128x128 block (DeepSeek-V3 checkpoints)"),
         WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85, 0.75),
         WeightFormat("int8-w8a8", 8, "int8", 2, False, "int8 weights and activations (SmoothQuant W8A8)"),
         WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
@@ -70,6 +93,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85, 0.8),
         WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
+        WeightFormat("mxfp4-moe", 4.25, "fp4", 2, False,
+                     "MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
+        WeightFormat("nf4", 4.5, "fp16", 2, False, "bitsandbytes NF4, fp32 absmax per 64 (W4A16)", 0.5, 0.5),
+        WeightFormat("nf4-dq", 4 + 8 / 64 + 32 / 16384, "fp16", 2, False,
+                     "bitsandbytes NF4 with double-quantized absmax (QLoRA)", 0.5, 0.5),
         WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
         WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
         WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.85),
@@ -113,3 +141,14 @@ def kv_format(name: str) -> KVFormat:
         raise PrecisionError(
             f"unknown KV-cache format '{name}'. Known: {', '.join(KV_FORMATS)}.{suggest(name, KV_FORMATS)}"
         ) from None
+
+
+def default16(hardware: HardwareSpec) -> str:
+    """The 16-bit format a chip runs: bf16, or fp16 on chips without bf16 (V100, T4)."""
+    return "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
+
+
+def default_weights(model: ModelSpec, hardware: HardwareSpec) -> str:
+    """The weight format a deployment gets unless one is named: the checkpoint's own (its config's
+    `quantization_config`, e.g. fp8-block for DeepSeek-V3 and Kimi-K2, mxfp4-moe for gpt-oss), else 16-bit."""
+    return model.checkpoint_weights or default16(hardware)

@@ -1,6 +1,6 @@
 """Attention/KV-structure what-ifs: how many bytes each token leaves in the cache, and the concurrency that buys.
 
-KV bytes per token and layer (per GPU before tensor parallelism), the cost model's `Layout.kv_bytes_per_token_layer`:
+KV bytes per token and layer (per GPU before tensor parallelism; `cost/attention.py` holds the formulas):
 
     MHA    2 * heads * head_dim * bytes            (Vaswani et al. 2017)
     GQA    2 * kv_heads * head_dim * bytes         (Ainslie et al. 2023; MQA: kv_heads = 1, Shazeer 2019)
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import SpecError
 from flopwise.specs.deployment import Deployment
-from flopwise.specs.model import MLASpec, ModelSpec
+from flopwise.specs.model import AttentionSpec, MLASpec, ModelSpec
 from flopwise.techniques.scenario import Scenario, rebuild
 
 __all__ = ["kv_bytes_per_token", "with_kv_heads", "with_window", "with_mla", "AttentionVariant",
@@ -41,13 +41,19 @@ def _kv_heads_model(m: ModelSpec, n: int) -> ModelSpec:
         raise SpecError(f"{m.name} uses MLA (a shared latent, no KV heads); kv-heads=N applies to MHA/GQA models")
     if n < 1 or m.num_heads % n:
         raise SpecError(f"kv-heads={n} must divide {m.name}'s {m.num_heads} attention heads")
-    return replace(m, name=f"{m.name} [kv_heads={n}]", num_kv_heads=n)
+    return m.map_attention(lambda a: a if a.kind == "linear" else replace(a, num_kv_heads=n),
+                           f"{m.name} [kv_heads={n}]")
 
 
 def _window_model(m: ModelSpec, w: int) -> ModelSpec:
     if w < 1:
         raise SpecError(f"window must be a positive number of tokens, got {w}")
-    return replace(m, name=f"{m.name} [window={w}]", layer_windows=(w,) * m.num_layers)
+
+    def slide(a: AttentionSpec) -> AttentionSpec:
+        if a.kind in ("full", "sliding", "chunked"):
+            return replace(a, kind="sliding", window=w)
+        return a  # MLA, sparse and linear-state layers keep their kind
+    return m.map_attention(slide, f"{m.name} [window={w}]")
 
 
 def _mla_model(m: ModelSpec) -> ModelSpec:
@@ -55,7 +61,14 @@ def _mla_model(m: ModelSpec) -> ModelSpec:
         return m
     d = m.head_dim
     mla = MLASpec(q_lora_rank=None, kv_lora_rank=4 * d, qk_nope_head_dim=d, qk_rope_head_dim=d // 2, v_head_dim=d)
-    return replace(m, name=f"{m.name} [MLA]", mla=mla, num_kv_heads=m.num_heads)
+
+    def latent(a: AttentionSpec) -> AttentionSpec:  # windows and chunks stay: the latent replaces K and V only
+        if a.kind == "linear":
+            return a
+        windowed = a.kind in ("sliding", "chunked")
+        return AttentionSpec(kind=a.kind if windowed else "mla", num_heads=a.num_heads, num_kv_heads=a.num_heads,
+                             head_dim=a.head_dim, window=a.window if windowed else None, mla=mla)
+    return m.map_attention(latent, f"{m.name} [MLA]")
 
 
 def with_kv_heads(scn: Scenario, n: int) -> Scenario:

@@ -51,6 +51,15 @@ WEIGHT_RISKS: dict[str, Rating] = {
     "mxfp4": Rating("high", "direct-cast MXFP4 weights lose noticeably without quantization-aware training (scale "
                   "per 32 is coarse); low only for models trained for it (gpt-oss MoE weights)",
                   "Rouhani et al. 2023, 'Microscaling Data Formats for Deep Learning'; OCP MX spec v1.0"),
+    "fp8-block": Rating("none", "the checkpoint's own format where it ships in it (DeepSeek-V3/V3.2, Kimi-K2: trained "
+                      "with 128x128 block-scaled FP8); post-training block FP8 of a bf16 model is close to W8A8 FP8",
+                      "DeepSeek-AI 2024, DeepSeek-V3 Technical Report §3.3 (FP8 training)"),
+    "mxfp4-moe": Rating("none", "gpt-oss's own checkpoint format (experts post-trained in MXFP4); as a cast of another "
+                      "model's experts it carries MXFP4's risk", "OpenAI 2025, gpt-oss model card"),
+    "nf4": Rating("medium", "QLoRA NF4 (4-bit NormalFloat) base weights: used for fine-tuning; as an inference "
+                "format about int4-g64 quality", "Dettmers et al. 2023, QLoRA"),
+    "nf4-dq": Rating("medium", "NF4 with double-quantized scales: the same values as nf4, 0.37 bits per weight less "
+                   "memory", "Dettmers et al. 2023, QLoRA §2"),
     "q8_0": Rating("low", "+0.0026 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
     "q4_0": Rating("medium", "+0.4685 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
     "q4_k_m": Rating("medium", "+0.1754 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),

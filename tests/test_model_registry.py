@@ -1,0 +1,217 @@
+"""The family registry and the 21 current architectures: parameter counts against published figures, layer
+kinds, the checkpoint's own weight format, refusals and the --family override."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from flopwise.api import deployment, estimate
+from flopwise.cli import app
+from flopwise.cost.memory import memory_plan
+from flopwise.errors import ModelConfigError
+from flopwise.specs.hf import FAMILIES, parse_config
+from flopwise.specs.hf.quantization import checkpoint_format
+from flopwise.specs.model import expert_params
+from flopwise.specs.model_catalog import get_model, model_catalog
+
+runner = CliRunner()
+
+NEW_MODELS = [
+    "moonshotai/Kimi-K2-Instruct", "microsoft/phi-4", "microsoft/Phi-4-mini-instruct",
+    "mistralai/Mistral-Nemo-Instruct-2407", "mistralai/Mistral-Small-24B-Instruct-2501", "google/gemma-3-1b-it",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct", "deepseek-ai/DeepSeek-V3.2-Exp", "zai-org/GLM-4.5-Air", "zai-org/GLM-4.7",
+    "MiniMaxAI/MiniMax-M2", "tencent/Hunyuan-A13B-Instruct", "baidu/ERNIE-4.5-21B-A3B-PT",
+    "ibm-granite/granite-3.3-8b-instruct", "CohereForAI/c4ai-command-r-08-2024", "allenai/OLMo-2-1124-7B",
+    "Qwen/Qwen2.5-VL-7B-Instruct", "mistralai/Mistral-Small-3.1-24B-Instruct-2503", "google/gemma-3n-E4B-it",
+]
+ENTRIES = {e.id: e for e in model_catalog()}
+
+
+def _tolerance(published: float, precision: float | None) -> float:
+    """1%, or the published figure's own rounding where it is a rounded name ("17B": +-0.5B)."""
+    return max(0.01, (precision or 0.0) / published)
+
+
+@pytest.mark.parametrize("model_id", [m for m in NEW_MODELS if m != "moonshotai/Kimi-K2-Instruct"])
+def test_counts_match_published_figures(model_id):
+    e, m = ENTRIES[model_id], get_model(model_id)
+    total = m.checkpoint_params / 1e9  # language model + encoders: what the published figure covers
+    assert total == pytest.approx(e.published_params_b, rel=_tolerance(e.published_params_b, e.published_precision_b))
+    if e.published_active_params_b is not None:
+        basis = m.active_params_without_embeddings if e.published_active_basis == "without_embeddings" else m.active_params
+        tol = _tolerance(e.published_active_params_b, e.published_active_precision_b)
+        assert basis / 1e9 == pytest.approx(e.published_active_params_b, rel=tol)
+
+
+def test_kimi_k2_count_and_the_reports_figure():
+    m = get_model("kimi-k2")
+    assert m.active_params / 1e9 == pytest.approx(32.6, rel=0.01)  # tech report: 32.6B activated
+    # The config has 60 MoE layers after one dense layer: 1.026T. The report's 1.04T is what 61 MoE layers give.
+    dense, moe = m.layers[0], m.layers[1]
+    assert not dense.mlp.is_moe and all(lay.mlp.is_moe for lay in m.layers[1:])
+    assert m.total_params / 1e12 == pytest.approx(1.026, abs=0.001)
+    all_moe = m.total_params - m.layer_params(dense) + m.layer_params(moe)
+    assert all_moe / 1e12 == pytest.approx(1.04, rel=0.005)
+
+
+def test_every_new_model_estimates_on_h200():
+    for model_id in NEW_MODELS:
+        m = get_model(model_id)
+        tp = next(t for t in (1, 2, 4, 8) if m.num_heads % t == 0 and memory_plan(deployment(m, "h200", tp=t)).fits)
+        r = estimate(m, "h200", tp=tp, batch=1, input_len=1024, output_len=64)
+        assert r.ttft_ms > 0 and r.tpot_ms > 0 and r.max_batch >= 1
+
+
+def test_qwen3_next_gated_deltanet_by_hand():
+    m = get_model("qwen3-next")
+    h, kd, vd, kh, vh = 2048, 128, 128, 16, 32
+    key_dim, value_dim = kh * kd, vh * vd
+    conv = 2 * key_dim + value_dim
+    mixer = h * (2 * key_dim + 2 * value_dim) + h * 2 * vh + conv * 4 + 2 * vh + vd + value_dim * h
+    linear = [lay for lay in m.layers if lay.attention.kind == "linear"]
+    assert len(linear) == 36 and [i for i, lay in enumerate(m.layers) if lay.attention.kind == "full"][:3] == [3, 7, 11]
+    assert linear[0].attention.linear.params == mixer
+    full = next(lay.attention for lay in m.layers if lay.attention.kind == "full")
+    assert full.output_gate and full.qk_norm == "head"
+    # the same totals a third-party count of the same architecture's safetensors headers gives
+    assert (m.total_params, m.active_params) == (79_674_391_296, 3_874_929_408)
+
+
+def test_llama4_chunked_nope_layers_and_interleaved_moe():
+    scout, maverick = get_model("llama-4-scout"), get_model("llama-4-maverick")
+    kinds = [lay.attention.kind for lay in scout.layers]
+    assert kinds[3] == kinds[7] == "full" and kinds.count("full") == 12  # every 4th layer: global, no RoPE
+    assert all(lay.attention.window == 8192 for lay in scout.layers if lay.attention.kind == "chunked")
+    assert scout.num_moe_layers == 48 and maverick.num_moe_layers == 24 and maverick.layers[1].mlp.is_moe
+    dense = maverick.layers[0].mlp
+    assert not dense.is_moe and dense.intermediate_size == 16384
+    moe = scout.layers[0].mlp
+    assert (moe.num_experts, moe.experts_per_token, moe.shared_intermediate_size) == (16, 1, 8192)
+    # per MoE layer: 16 experts of 3*5120*8192, one shared expert as wide, router 5120 x 16
+    assert scout.layer_params(scout.layers[0]) - scout.layer_active_params(scout.layers[0]) == 15 * 3 * 5120 * 8192
+    assert scout.encoders[0].params == pytest.approx(0.872e9, rel=0.01)
+
+
+def test_deepseek_v32_indexer_by_hand():
+    m = get_model("deepseek-v3.2-exp")
+    a = m.layers[0].attention
+    assert a.kind == "sparse" and a.indexer.top_k == 2048
+    # wq_b q_lora x (64 heads * 128) + wk h x 128 + LayerNorm(128) weight and bias + weights_proj h x 64
+    assert a.indexer.params == 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64 == 13_959_424
+    v3 = get_model("deepseek-v3")
+    assert m.total_params - v3.total_params == 61 * 13_959_424  # otherwise the DeepSeek-V3 shape
+
+
+def test_moe_variants_per_layer():
+    hunyuan = get_model("hunyuan-a13b")
+    mlp = hunyuan.layers[0].mlp
+    assert (mlp.num_experts, mlp.experts_per_token, mlp.shared_intermediate_size) == (64, 8, 3072)
+    ernie = get_model("ernie-4.5-21b-a3b")
+    assert not ernie.layers[0].mlp.is_moe and ernie.num_moe_layers == 27
+    assert ernie.layers[1].mlp.router_bias and ernie.layers[1].mlp.shared_intermediate_size == 2 * 1536
+    glm = get_model("glm-4.5-air")
+    assert not glm.layers[0].mlp.is_moe and glm.num_moe_layers == 45 and glm.layers[1].mlp.router_bias
+    assert glm.layers[0].attention.qkv_bias and not glm.layers[0].attention.o_bias
+    minimax = get_model("minimax-m2")
+    assert minimax.layers[0].attention.qk_norm == "full" and minimax.layers[0].mlp.router_bias
+    # MiniMax-M2's router: 3072 x 256 weights + 256 biases; an expert 3 x 3072 x 1536
+    assert expert_params(minimax.layers[0].mlp, 3072) == 3 * 3072 * 1536
+
+
+def test_gemma3n_kv_sharing_and_extras():
+    m = get_model("gemma-3n-e4b")
+    shared = [i for i, lay in enumerate(m.layers) if lay.attention.shares_kv]
+    assert shared == list(range(20, 35))
+    assert m.kv_elements_per_token == 20 * 2 * 2 * 256  # only the 20 layers before the shared ones keep a cache
+    h, p = 2048, 256
+    assert m.per_layer_embedding_params == 262144 * 35 * p
+    assert m.layers[0].extra_params == (6 * h + 16 + 64) + (2 * 64 * h + h) + (2 * p * h + h)
+    assert {e.modality for e in m.encoders} == {"vision", "audio"}
+
+
+def test_vision_towers_counted_apart():
+    vl = get_model("qwen2.5-vl-7b")
+    assert vl.total_params == 7_615_616_512  # the Qwen2.5-7B language model with its 152064-row head
+    assert vl.encoder_params / 1e9 == pytest.approx(0.676, abs=0.002)
+    g3 = get_model("gemma-3-27b")  # an existing entry: the SigLIP tower is now reported, the counts unchanged
+    assert g3.total_params == 27_009_346_304 and g3.encoders[0].tokens_per_item == 256
+
+
+def test_checkpoint_weight_formats():
+    assert get_model("deepseek-v3").checkpoint_weights == "fp8-block"
+    assert get_model("kimi-k2").checkpoint_weights == "fp8-block"
+    assert get_model("gpt-oss-120b").checkpoint_weights == "mxfp4-moe"
+    assert get_model("llama-3.1-8b").checkpoint_weights is None
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128}, "input_activations": None}}}
+    assert checkpoint_format({"quantization_config": ct})[0] == "int4-gptq"
+    ct_fp8 = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}}}
+    assert checkpoint_format({"quantization_config": ct_fp8})[0] == "fp8"
+    assert checkpoint_format({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}})[0] == "int4-awq"
+    assert checkpoint_format({"quantization_config": {"quant_method": "gptq", "bits": 4}})[0] == "int4-gptq"
+    bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
+    assert checkpoint_format({"quantization_config": bnb})[0] == "nf4-dq"
+    fmt, note = checkpoint_format({"quantization_config": {"quant_method": "exotic", "bits": 3}})
+    assert fmt is None and "--weights" in note
+
+
+def test_checkpoint_format_is_the_default_and_weights_overrides_with_a_note():
+    r = estimate("gpt-oss-120b", "h100-sxm")  # fits one 80 GB GPU as it does in practice
+    assert r.deployment.weights.name == "mxfp4-moe" and r.max_batch > 0
+    m = get_model("gpt-oss-120b")
+    experts = sum(lay.mlp.num_experts * expert_params(lay.mlp, m.hidden_size) for lay in m.layers)
+    rest = m.total_params - experts
+    assert r.memory.weight_bytes == pytest.approx(experts * 4.25 / 8 + rest * 2)
+    assert r.to_dict()["notes"] == []
+    forced = estimate("deepseek-v3", "h200", tp=8, weights="fp8").to_dict()
+    assert forced["checkpoint_weights"] == "fp8-block" and any("fp8-block" in n for n in forced["notes"])
+    assert estimate("kimi-k2", "h200", tp=8).deployment.weights.name == "fp8-block"
+
+
+TINY = {"architectures": ["SuperNewForCausalLM"], "model_type": "supernew", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+        "rms_norm_eps": 1e-6, "rope_theta": 10000, "hidden_act": "silu"}
+
+
+def test_refusal_names_the_nearest_family_and_the_override():
+    with pytest.raises(ModelConfigError, match=r"Nearest supported family: llama .*--family llama"):
+        parse_config(TINY, "x")
+    near = dict(TINY, architectures=["Glm4MoeLiteForCausalLM"], model_type="glm4_moe_lite")
+    with pytest.raises(ModelConfigError, match="Nearest supported family: glm4-moe"):
+        parse_config(near, "x")
+    m = parse_config(TINY, "x", family="llama")
+    assert m.total_params == 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 128) + 64 + 2 * 100 * 64
+    assert any("mapping is assumed" in n for n in m.notes)
+    with pytest.raises(ModelConfigError, match="Did you mean: llama"):
+        parse_config(TINY, "x", family="lama")
+
+
+def test_cli_family_override_warns(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(TINY))
+    res = runner.invoke(app, ["estimate", "--model", str(p), "--json"])
+    assert isinstance(res.exception, ModelConfigError) and "--family llama" in str(res.exception)
+    res = runner.invoke(app, ["estimate", "--model", str(p), "--family", "llama", "--json"])
+    assert res.exit_code == 0
+    assert "warning: read as family llama" in res.stderr
+    assert json.loads(res.stdout)["family"] == "llama"
+
+
+def test_estimate_json_gives_counts_and_cache_by_kind():
+    d = estimate("qwen3-next", "h200", tp=2).to_dict()
+    assert d["params"]["total"] == 79_674_391_296 and d["params"]["active"] == 3_874_929_408
+    assert d["layers_by_attention_kind"] == {"linear": 36, "full": 12}
+    assert d["kv_bytes_per_token_by_kind"] == {"full": 12 * 2 * (2 // 2) * 256 * 2}  # kv heads split over tp=2
+    assert d["state_bytes_per_sequence"] == 36 * (16 * 128 * 128 * 2 + 3 * 4096 * 2)  # v heads and channels / tp
+
+
+def test_every_family_is_registered_once():
+    names = [f.name for f in FAMILIES]
+    assert len(names) == len(set(names))
+    archs = [a for f in FAMILIES for a in f.architectures]
+    assert len(archs) == len(set(archs))
+    used = {get_model(e.id).family for e in model_catalog()}
+    assert used == set(names)  # every registered family reads at least one catalog config
