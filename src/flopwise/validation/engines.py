@@ -24,6 +24,7 @@ from typing import Any
 from flopwise.api import deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.model_catalog import get_model
 
 __all__ = ["CaseEngine", "case_engine", "case_deployment"]
 
@@ -170,6 +171,11 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     """The deployment a case measured (`args` in flopwise names), served by its engine with its stated knobs;
     `extra` adds deployment keywords (e.g. speculative)."""
     ce = case_engine(raw, command)
-    dep = deployment(args["model"], args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
-                     weights=args.get("weights"), kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
+    model = get_model(args["model"])
+    weights = args.get("weights")
+    ckpt = model.checkpoint_weights
+    if weights and ckpt and ckpt != weights and ckpt.startswith(weights):
+        weights = ckpt  # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4
+    dep = deployment(model, args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
+                     weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce
