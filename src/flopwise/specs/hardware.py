@@ -26,17 +26,20 @@ calibrate command fits them per machine.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
+from flopwise.validate import from_table, integer, number, read_text, text
 
 __all__ = ["EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware", "load_hardware_file"]
 
 GIB = 2**30
+# The dtypes a peak may be given for (dense TFLOP/s); tf32 and int4 are shown but no format multiplies in them.
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 
 # Fallback order when a chip has no native peak for a dtype: the kernel runs in the next one.
 _DTYPE_FALLBACK = {
@@ -70,15 +73,11 @@ class EfficiencyProfile:
 
     def __post_init__(self) -> None:
         for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor"):
-            v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise SpecError(f"efficiency {name} must be in (0, 1], got {v}")
-        if self.overlap_exponent < 1:
-            raise SpecError(f"efficiency overlap_exponent must be >= 1, got {self.overlap_exponent}")
+            number(getattr(self, name), f"efficiency {name}", lo=0, hi=1, lo_open=True, error=SpecError)
+        number(self.overlap_exponent, "efficiency overlap_exponent", lo=1, error=SpecError)
         for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
                      "runtime_overhead_gib"):
-            if getattr(self, name) < 0:
-                raise SpecError(f"efficiency {name} must be >= 0, got {getattr(self, name)}")
+            number(getattr(self, name), f"efficiency {name}", lo=0, error=SpecError)
 
     def compute_eff(self, m: float) -> float:
         return self.compute_max * m / (m + self.compute_half_m)
@@ -119,13 +118,30 @@ class HardwareSpec:
     efficiency: EfficiencyProfile = field(default_factory=EfficiencyProfile)
 
     def __post_init__(self) -> None:
-        if self.kind not in DEFAULT_EFFICIENCY:
-            raise SpecError(f"hardware '{self.id}': kind must be one of {sorted(DEFAULT_EFFICIENCY)}, got '{self.kind}'")
+        where = f"hardware '{self.id}'"
+        for name in ("id", "name", "vendor", "interconnect"):
+            text(getattr(self, name), f"{where}: {name}", error=SpecError)
+        text(self.kind, f"{where}: kind", choices=tuple(sorted(DEFAULT_EFFICIENCY)), error=SpecError)
         for name in ("memory_gib", "memory_bandwidth_gbs"):
-            if not getattr(self, name) > 0:
-                raise SpecError(f"hardware '{self.id}': {name} must be > 0, got {getattr(self, name)}")
+            number(getattr(self, name), f"{where}: {name}", lo=0, lo_open=True, error=SpecError)
+        number(self.interconnect_gbs, f"{where}: interconnect_gbs", lo=0, error=SpecError)
+        if self.tdp_w is not None:
+            number(self.tdp_w, f"{where}: tdp_w", lo=0, lo_open=True, error=SpecError)
+        if self.price_per_hour_usd is not None:
+            number(self.price_per_hour_usd, f"{where}: price_per_hour_usd", lo=0, error=SpecError)
+        if self.released is not None:
+            integer(self.released, f"{where}: released", lo=1950, hi=2100, error=SpecError)
+        if not isinstance(self.peak_tflops, dict) or not self.peak_tflops:
+            raise SpecError(f"{where}: peak_tflops must be a table of dense TFLOP/s by dtype, e.g. {{bf16 = 989}}")
+        for dtype, v in self.peak_tflops.items():
+            if dtype not in PEAK_DTYPES:
+                raise SpecError(f"{where}: peak_tflops has unknown dtype '{dtype}'.{suggest(str(dtype), PEAK_DTYPES)} "
+                                f"Known: {', '.join(PEAK_DTYPES)}")
+            number(v, f"{where}: peak_tflops.{dtype}", lo=0, error=SpecError)
         if not any(v > 0 for v in self.peak_tflops.values()):
-            raise SpecError(f"hardware '{self.id}': peak_tflops needs at least one dtype > 0")
+            raise SpecError(f"{where}: peak_tflops needs at least one dtype > 0")
+        if not isinstance(self.efficiency, EfficiencyProfile):
+            raise SpecError(f"{where}: efficiency must be an EfficiencyProfile, got {type(self.efficiency).__name__}")
 
     def __hash__(self) -> int:  # dict fields are not hashable; ids are unique within a catalog
         return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.efficiency))
@@ -152,45 +168,57 @@ class HardwareSpec:
 
 
 def _build(entry: dict[str, Any], origin: str, base: HardwareSpec | None = None) -> HardwareSpec:
+    """A built-in catalog entry (trusted: built directly), or a user file's entry (`base`: the entry of the same
+    id it overrides, field by field), validated by `from_table` against HardwareSpec's own annotations."""
+    if not isinstance(entry, dict):
+        raise SpecError(f"{origin}: each [[hardware]] entry must be a table, got {entry!r}")
     entry = dict(entry)
     hw_id = entry.get("id")
-    if not hw_id:
-        raise SpecError(f"{origin}: every [[hardware]] entry needs an 'id'")
+    if not hw_id or not isinstance(hw_id, str):
+        raise SpecError(f"{origin}: every [[hardware]] entry needs an 'id' (a string), got {hw_id!r}")
+    where = f"{origin}: hardware '{hw_id}'"
     eff_in = entry.pop("efficiency", None) or {}
+    if not isinstance(eff_in, dict):
+        raise SpecError(f"{where}: efficiency must be a table ([hardware.efficiency]), got {eff_in!r}")
     allowed = {f.name for f in fields(HardwareSpec)} - {"efficiency"}
     unknown = set(entry) - allowed
     if unknown:
-        raise SpecError(f"{origin}: hardware '{hw_id}' has unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        raise SpecError(f"{where} has unknown field(s) {sorted(map(str, unknown))}; allowed: {sorted(allowed)}")
     eff_fields = {f.name for f in fields(EfficiencyProfile)}
     bad_eff = set(eff_in) - eff_fields
     if bad_eff:
-        raise SpecError(f"{origin}: hardware '{hw_id}' efficiency has unknown field(s) {sorted(bad_eff)}; allowed: {sorted(eff_fields)}")
-    try:
-        if base is not None:
-            merged_peaks = {**base.peak_tflops, **entry.pop("peak_tflops", {})}
-            merged_sources = {**base.sources, **entry.pop("sources", {})}
-            spec = replace(base, **entry, peak_tflops=merged_peaks, sources=merged_sources)
-            eff = replace(spec.efficiency, **eff_in) if eff_in else spec.efficiency
-        else:
-            required = ("name", "vendor", "kind", "memory_gib", "memory_bandwidth_gbs", "peak_tflops")
-            missing = [k for k in required if k not in entry]
-            if missing:
-                raise SpecError(f"{origin}: hardware '{hw_id}' is missing {missing}")
-            kind = entry["kind"]
-            if kind not in DEFAULT_EFFICIENCY:
-                raise SpecError(f"{origin}: hardware '{hw_id}': kind must be one of {sorted(DEFAULT_EFFICIENCY)}")
-            eff = replace(DEFAULT_EFFICIENCY[kind], **eff_in) if eff_in else DEFAULT_EFFICIENCY[kind]
-            spec = HardwareSpec(**entry)
-        return replace(spec, efficiency=eff)
-    except TypeError as e:
-        raise SpecError(f"{origin}: hardware '{hw_id}': {e}") from None
+        raise SpecError(f"{where}: efficiency has unknown field(s) {sorted(map(str, bad_eff))}; allowed: "
+                        f"{sorted(eff_fields)}")
+    for name in ("peak_tflops", "sources"):
+        if name in entry and not isinstance(entry[name], dict):
+            raise SpecError(f"{where}: {name} must be a table ([hardware.{name}]), got {entry[name]!r}")
+    if origin == _CATALOG:
+        kind = entry.get("kind", "gpu")
+        return HardwareSpec(**entry, efficiency=replace(DEFAULT_EFFICIENCY[kind], **eff_in))
+    if base is not None:
+        table = {**asdict(base), **entry, "peak_tflops": {**base.peak_tflops, **entry.get("peak_tflops", {})},
+                 "sources": {**base.sources, **entry.get("sources", {})}}
+        table["efficiency"] = {**table["efficiency"], **eff_in}
+    else:
+        required = ("name", "vendor", "kind", "memory_gib", "memory_bandwidth_gbs", "peak_tflops")
+        missing = [k for k in required if k not in entry]
+        if missing:
+            raise SpecError(f"{where} is missing {missing}")
+        kind = entry["kind"]
+        if kind not in DEFAULT_EFFICIENCY:
+            raise SpecError(f"{where}: kind must be one of {sorted(DEFAULT_EFFICIENCY)}, got {kind!r}")
+        table = {**entry, "efficiency": {**asdict(DEFAULT_EFFICIENCY[kind]), **eff_in}}
+    return from_table(HardwareSpec, table, where, file=origin)
 
 
-def _parse_entries(data: dict[str, Any], origin: str) -> list[dict[str, Any]]:
-    entries = data.get("hardware")
+def _parse_entries(data: Any, origin: str) -> list[dict[str, Any]]:
+    entries = data.get("hardware") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        raise SpecError(f"{origin}: expected a list of [[hardware]] tables")
+        raise SpecError(f"{origin}: expected a list of [[hardware]] tables (YAML: a 'hardware:' list of mappings)")
     return entries
+
+
+_CATALOG = "built-in hardware catalog"
 
 
 @cache
@@ -198,32 +226,34 @@ def hardware_catalog() -> dict[str, HardwareSpec]:
     """The built-in catalog, keyed by id."""
     text = resources.files("flopwise.catalog").joinpath("hardware.toml").read_text()
     data = tomllib.loads(text)
-    return {e["id"]: _build(e, "built-in hardware catalog") for e in _parse_entries(data, "catalog")}
+    return {e["id"]: _build(e, _CATALOG) for e in _parse_entries(data, _CATALOG)}
 
 
 def load_hardware_file(path: str | Path, base: dict[str, HardwareSpec] | None = None) -> dict[str, HardwareSpec]:
     """Read a user's TOML or YAML hardware file; entries whose id exists in `base` override only the
     fields they give. Returns the merged catalog."""
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"hardware file '{path}' does not exist")
+    content = read_text(p, "hardware file")
     try:
         if p.suffix.lower() in (".yaml", ".yml"):
-            import yaml
+            import yaml  # only YAML hardware files need it
 
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(content) or {}
         else:
-            data = tomllib.loads(p.read_text())
+            data = tomllib.loads(content)
     except Exception as e:  # tomllib.TOMLDecodeError, yaml.YAMLError
-        raise SpecError(f"hardware file '{path}' could not be parsed: {e}") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SpecError(f"hardware file '{path}' could not be parsed: {first}") from None
     merged = dict(hardware_catalog() if base is None else base)
     for entry in _parse_entries(data, str(path)):
-        hw_id = entry.get("id", "")
-        merged[hw_id] = _build(entry, str(path), merged.get(hw_id))
+        hw_id = entry.get("id", "") if isinstance(entry, dict) else ""
+        spec = _build(entry, str(path), merged.get(hw_id) if isinstance(hw_id, str) else None)
+        merged[spec.id] = spec
     return merged
 
 
 def get_hardware(hw_id: str, hardware_file: str | Path | None = None) -> HardwareSpec:
+    text(hw_id, "gpu (a hardware id)", error=UnknownHardwareError)
     catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
     key = hw_id.lower()
     if key in catalog:
