@@ -24,7 +24,12 @@ from typing import Any, TypeVar
 
 from flopwise.errors import FlopwiseError, SpecError, WorkloadError
 
-__all__ = ["describe_range", "number", "integer", "boolean", "text", "read_text", "output_path", "from_table"]
+__all__ = ["describe_range", "number", "integer", "boolean", "text", "read_text", "output_path", "from_table",
+           "TABLE_CONFIG"]
+
+# A spec dataclass that `from_table` builds sets `__pydantic_config__ = TABLE_CONFIG`: a key the dataclass does not
+# have is an error, not ignored (a plain dict: pydantic reads it only when a file is validated).
+TABLE_CONFIG = {"extra": "forbid"}
 
 T = TypeVar("T")
 Error = type[FlopwiseError]

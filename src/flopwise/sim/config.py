@@ -8,10 +8,9 @@ from dataclasses import dataclass, replace
 from flopwise.errors import WorkloadError
 from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import SCHEDULERS
 
 __all__ = ["SimConfig", "SCHEDULERS"]
-
-SCHEDULERS = ("vllm", "static", "sglang")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,28 +39,33 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
+from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text as check_text
 
 __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
-           "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE"]
+           "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
 DEFAULT_ENGINE = "vllm"
+SCHEDULERS = ("vllm", "static", "sglang")  # the simulator's policies (sim/)
+DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 _VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")  # 0.11.2, v0.9, llama.cpp build b4000
 
 
 def _check_nonneg(owner: str, obj: object) -> None:
+    """Every float field of `obj` a finite number >= 0 (bool and int fields are checked by their owner)."""
     for f in fields(obj):  # type: ignore[arg-type]
-        v = getattr(obj, f.name)
-        if isinstance(v, float) and not (v >= 0 and v < float("inf")):
-            raise SpecError(f"engine {owner}: {f.name} must be a finite number >= 0, got {v}")
+        if f.type in ("float", float):
+            number(getattr(obj, f.name), f"engine {owner}: {f.name}", lo=0, error=SpecError)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FrontendCosts:
     """CPU seconds the API server spends per request, per prompt token and per output token; `latency_s` is
     a delay that holds no CPU. `api_servers` processes share the work (each one CPU)."""
+
+    __pydantic_config__ = TABLE_CONFIG
 
     request_s: float
     chat_request_s: float = 0.0
@@ -73,8 +78,7 @@ class FrontendCosts:
 
     def __post_init__(self) -> None:
         _check_nonneg("frontend", self)
-        if not isinstance(self.api_servers, int) or self.api_servers < 1:
-            raise SpecError(f"engine frontend: api_servers must be an integer >= 1, got {self.api_servers!r}")
+        integer(self.api_servers, "engine frontend: api_servers", lo=1, hi=4096, error=SpecError)
         if self.endpoint not in ENDPOINTS:
             raise SpecError(f"unknown endpoint '{self.endpoint}'; use one of {', '.join(ENDPOINTS)}")
 
@@ -97,6 +101,8 @@ class FrontendCosts:
 class HostCosts:
     """The engine core's CPU seconds per step: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1).
     `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host))."""
+
+    __pydantic_config__ = TABLE_CONFIG
 
     step_s: float = 0.0
     per_seq_s: float = 0.0
@@ -122,6 +128,8 @@ class KernelFactors:
         and mixed steps where the engine only captures decode batches), on top of the hardware's.
     """
 
+    __pydantic_config__ = TABLE_CONFIG
+
     moe_bandwidth: float = 1.0
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
@@ -138,6 +146,8 @@ class BatchDefault:
     """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose
     id contains none of `exclude` (the first matching rule wins)."""
 
+    __pydantic_config__ = TABLE_CONFIG
+
     min_memory_gib: float = 0.0
     exclude: tuple[str, ...] = ()
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
@@ -146,6 +156,15 @@ class BatchDefault:
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
     async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
+
+    def __post_init__(self) -> None:
+        number(self.min_memory_gib, "engine batch_defaults: min_memory_gib", lo=0, error=SpecError)
+        if self.kind is not None:
+            check_text(self.kind, "engine batch_defaults: kind", choices=DEVICE_KINDS, error=SpecError)
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
+        if self.block_size is not None:
+            integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
 
     def matches(self, hw_id: str, memory_gib: float, kind: str) -> bool:
         if self.kind is not None and kind != self.kind:
@@ -159,12 +178,18 @@ class MemoryReserve:
         reserve_mb = fixed_mb + per_chunk_token_mb * max(chunk, 2048) + per_graph_batch_mb * graph_batches
                      + per_gpu_mb * tp * pp,    at least min_mb_above_60gb on devices above 60 GB."""
 
+    __pydantic_config__ = TABLE_CONFIG
+
     fixed_mb: float
     per_chunk_token_mb: float
     per_graph_batch_mb: float
     graph_batches: int
     per_gpu_mb: float
     min_mb_above_60gb: float
+
+    def __post_init__(self) -> None:
+        _check_nonneg("memory_reserve", self)
+        integer(self.graph_batches, "engine memory_reserve: graph_batches", lo=0, error=SpecError)
 
     def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int) -> float:
         mb = memory_gib * 1024
@@ -192,6 +217,8 @@ class EngineKnobs:
 class EngineProfile:
     """One engine family at one version, resolved from the catalog (see the module docstring)."""
 
+    __pydantic_config__ = TABLE_CONFIG
+
     family: str
     version: str
     display: str
@@ -214,10 +241,15 @@ class EngineProfile:
         if self.memory_policy not in MEMORY_POLICIES:
             raise SpecError(f"engine {self.family}: memory_policy must be one of {', '.join(MEMORY_POLICIES)}, "
                             f"got '{self.memory_policy}'")
-        if not 0 < self.memory_fraction <= 1:
-            raise SpecError(f"engine {self.family}: memory_fraction must be in (0, 1], got {self.memory_fraction}")
-        if not isinstance(self.block_size, int) or self.block_size < 1:
-            raise SpecError(f"engine {self.family}: block_size must be a positive integer, got {self.block_size!r}")
+        check_text(self.scheduler, f"engine {self.family}: scheduler", choices=SCHEDULERS, error=SpecError)
+        number(self.memory_fraction, f"engine {self.family}: memory_fraction", lo=0, hi=1, lo_open=True,
+               error=SpecError)
+        integer(self.block_size, f"engine {self.family}: block_size", lo=1, error=SpecError)
+        number(self.activation_reserve_gib, f"engine {self.family}: activation_reserve_gib", lo=0, error=SpecError)
+        for min_tp, f in self.memory_fraction_by_tp:
+            integer(min_tp, f"engine {self.family}: memory_fraction_by_tp tp", lo=1, error=SpecError)
+            number(f, f"engine {self.family}: memory_fraction_by_tp fraction", lo=0, hi=1, lo_open=True,
+                   error=SpecError)
         if not self.batch_defaults:
             raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
 
@@ -346,12 +378,10 @@ def load_engine_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     """A user's engine override file (what `flopwise calibrate` writes): `name = "<family>"` and an
     `[override]` table of profile keys (e.g. `host = { step_s = ... }`), applied on top of the catalog's
     profile at any version. Returns (family, override table)."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"engine file '{path}' does not exist")
+    content = read_text(path, "engine file")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        data = tomllib.loads(content)
+    except tomllib.TOMLDecodeError as e:
         raise SpecError(f"engine file '{path}' could not be parsed: {e}") from None
     name, over = data.get("name"), data.get("override")
     if not isinstance(name, str) or not isinstance(over, dict):
@@ -392,6 +422,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
     if override:
         table = _merge(table, dict(override))
         sources.append(("override", "user engine file"))
+    if override:
+        return _validated(fam, version, table, tuple(sources))
     try:
         frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
         rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ()))}) for r in table["batch_defaults"])
@@ -410,6 +442,22 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 
 
+def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple[tuple[str, str], ...]) -> EngineProfile:
+    """A profile whose table a user's engine file changed: every value checked against EngineProfile's own
+    annotations (`validate.from_table`) and ranges (its `__post_init__`s)."""
+    where = f"engine file for {fam.name}@{version}"
+    for key in ("frontend", "host", "kernels", "memory_reserve"):
+        if table.get(key) is not None and not isinstance(table[key], dict):
+            raise SpecError(f"{where}: {key} must be a table, got {table[key]!r}")
+    rules = table.get("batch_defaults")
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise SpecError(f"{where}: batch_defaults must be a list of tables, got {rules!r}")
+    kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources")}
+    kwargs.update(family=fam.name, version=version, display=table.get("display", fam.name),
+                  frontend=table.get("frontend") or None, sources=[list(s) for s in sources])
+    return from_table(EngineProfile, kwargs, where)
+
+
 @cache
 def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: str = "completions",
                engine_file: str | None = None) -> EngineProfile:
@@ -417,6 +465,7 @@ def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: 
 
     `frontend`: "http" (the OpenAI server in front) or "none" (offline); `endpoint`: completions or chat;
     `engine_file`: a user override file (`load_engine_file`) whose family must match."""
+    check_text(text, "--engine", empty=True, error=SpecError)
     name, version = parse_engine_text(text)
     fams = _families()
     fam = fams.get(name)
@@ -424,9 +473,9 @@ def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: 
         raise SpecError(f"unknown engine '{name}'.{suggest(name, fams)} Use one of {', '.join(engine_families())}, "
                         "optionally with @VERSION (e.g. vllm@0.11)")
     if frontend not in ("http", "none"):
-        raise SpecError(f"--frontend must be 'http' or 'none', got '{frontend}'")
+        raise SpecError(f"--frontend must be 'http' or 'none', got {frontend!r}")
     if endpoint not in ENDPOINTS:
-        raise SpecError(f"unknown --endpoint '{endpoint}'; use one of {', '.join(ENDPOINTS)}")
+        raise SpecError(f"unknown --endpoint {endpoint!r}; use one of {', '.join(ENDPOINTS)}")
     override: tuple[tuple[str, Any], ...] = ()
     if engine_file is not None:
         fam_name, table = load_engine_file(engine_file)

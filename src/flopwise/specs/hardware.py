@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
-from flopwise.validate import from_table, integer, number, read_text, text
+from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text
 
 __all__ = ["EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware", "load_hardware_file"]
 
@@ -58,6 +58,8 @@ _WEIGHT_ONLY_FALLBACK = {"fp4": ("fp4", "bf16", "fp16", "fp32"), "fp8": ("fp8", 
 @dataclass(frozen=True, slots=True)
 class EfficiencyProfile:
     """Fraction of peak real kernels reach, by problem size, plus fixed overheads (see module docstring)."""
+
+    __pydantic_config__ = TABLE_CONFIG
 
     compute_max: float = 0.75
     compute_half_m: float = 2.0
@@ -101,6 +103,8 @@ DEFAULT_EFFICIENCY = {
 @dataclass(frozen=True, slots=True)
 class HardwareSpec:
     """One accelerator (or CPU socket slice). Units: TFLOP/s dense, GiB, decimal GB/s, W, USD/h."""
+
+    __pydantic_config__ = TABLE_CONFIG
 
     id: str
     name: str
