@@ -15,6 +15,7 @@ from pathlib import Path
 from flopwise.errors import UnknownModelError, suggest
 from flopwise.specs.hf import load_config_file, parse_config
 from flopwise.specs.model import ModelSpec
+from flopwise.validate import text
 
 __all__ = ["CatalogModel", "model_catalog", "get_model"]
 
@@ -69,6 +70,9 @@ def _load_catalog_model(entry: CatalogModel) -> ModelSpec:
 def get_model(name: str, family: str | None = None) -> ModelSpec:
     """A catalog id or alias (case-insensitive), else a path to a config.json or a model directory. `family`
     reads a config file with that family's reader (the --family override; catalog entries have theirs)."""
+    text(name, "model (a catalog id or alias, a config.json or a model directory)", error=UnknownModelError)
+    if family is not None:
+        text(family, "--family", error=UnknownModelError)
     entry = _lookup().get(name.lower())
     if entry is not None:
         return _load_catalog_model(entry)

@@ -52,12 +52,12 @@ def build_model(f: Fields, layer_specs: tuple, *, tie_default: bool = False, **k
     """A ModelSpec from a reader's layers and the model-wide fields every family shares."""
     return ModelSpec(name=f.name, family=f.family, hidden_size=f.int("hidden_size"), vocab_size=f.int("vocab_size"),
                      tie_embeddings=f.bool("tie_word_embeddings", tie_default), layers=layer_specs,
-                     max_position_embeddings=f.get("max_position_embeddings"), **kw)
+                     max_position_embeddings=f.optional_int("max_position_embeddings"), **kw)
 
 
 def _windows(f: Fields, opts: DecoderOptions, n: int) -> tuple[tuple[str, ...], int | None]:
     """Per-layer attention kinds ('full' / 'sliding') and the window."""
-    window = f.get("sliding_window")
+    window = f.optional_int("sliding_window")
     if opts.windows == "none" or (opts.windows == "qwen" and not f.bool("use_sliding_window")):
         window = None
     window = effective_window(f, window)
@@ -112,8 +112,8 @@ def _ernie_moe(f: Fields, n: int) -> tuple[MLPSpec, ...]:
                   experts_per_token=f.int("moe_k"),
                   shared_intermediate_size=f.int("moe_num_shared_experts", default=0) * inter_e, router_bias=True)
     start = f.int("moe_layer_start_index", default=0)
-    end = f.get("moe_layer_end_index")
-    end = n - 1 if end is None or end < 0 else int(end)
+    end = f.optional_int("moe_layer_end_index")
+    end = n - 1 if end is None or end < 0 else end
     interval = f.int("moe_layer_interval", default=1)
     dense = dense_mlp(f)
     return tuple(moe if start <= i <= end and (i + 1) % interval == 0 else dense for i in range(n))
@@ -122,7 +122,7 @@ def _ernie_moe(f: Fields, n: int) -> tuple[MLPSpec, ...]:
 def _minimax_moe(f: Fields, n: int) -> tuple[MLPSpec, ...]:
     """MiniMax-M2: every layer MoE, experts of intermediate_size, sigmoid routing with a per-expert bias
     (use_routing_bias), no shared expert."""
-    types = f.get("attn_type_list")
+    types = f.int_list("attn_type_list")
     if types and any(t != 1 for t in types):
         raise ModelConfigError(f"{f.name}: attn_type_list has lightning (linear) attention layers (MiniMax-01 style), "
                                "which flopwise does not model")

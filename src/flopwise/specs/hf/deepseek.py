@@ -23,7 +23,7 @@ __all__ = ["FAMILIES"]
 def _read(f: Fields, sparse: bool) -> ModelSpec:
     n, h = f.int("num_layers"), f.int("hidden_size")
     heads = f.int("num_heads")
-    q_lora = f.get("q_lora_rank")
+    q_lora = f.optional_int("q_lora_rank")
     mla = MLASpec(q_lora, f.int("kv_lora_rank"), f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"),
                   f.int("v_head_dim"))
     indexer = None

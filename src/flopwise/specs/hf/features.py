@@ -44,8 +44,8 @@ def effective_window(f: Fields, window: int | None) -> int | None:
     """A window at least as long as the model's context is no window (Phi-4-mini's 262144 over 131072 positions)."""
     if window is None:
         return None
-    max_pos = f.get("max_position_embeddings")
-    if isinstance(max_pos, int) and window >= max_pos:
+    max_pos = f.optional_int("max_position_embeddings")
+    if max_pos is not None and window >= max_pos:
         return None
     return int(window)
 
@@ -64,7 +64,7 @@ def gqa(f: Fields, *, kind: str = "full", window: int | None = None, qkv_bias: b
 
 
 def layer_types(f: Fields, n_layers: int) -> list[str] | None:
-    types = f.get("layer_types")
+    types = f.str_list("layer_types")
     if not types:
         return None
     if len(types) != n_layers:
@@ -111,7 +111,7 @@ def qwen_moe(f: Fields, n_layers: int) -> tuple[MLPSpec, ...]:
                   experts_per_token=f.int("experts_per_token"), shared_intermediate_size=shared,
                   shared_gate=shared > 0)
     step = f.int("decoder_sparse_step", default=1)
-    dense_only = set(f.get("mlp_only_layers", []) or [])
+    dense_only = set(f.int_list("mlp_only_layers") or [])
     dense = dense_mlp(f) if dense_only or step > 1 else None
     out = []
     for i in range(n_layers):

@@ -41,10 +41,7 @@ def _read_gemma(f: Fields, gemma3: bool) -> ModelSpec:
     if gemma3 and isinstance(top.get("text_config"), dict):
         f = Fields(nested_text_config(top, _GEMMA3_TEXT_DEFAULTS), f.name, f.family)
     n = f.int("num_layers")
-    window = f.get("sliding_window")
-    if window is None:
-        raise ModelConfigError(f"{f.name}: config.json ({f.family}) is missing required field 'sliding_window'")
-    window = int(window)
+    window = f.int("sliding_window")
     kinds = kinds_from_layer_types(f, n, window)
     if kinds is None:
         if not gemma3:  # even layers slide (transformers Gemma2DecoderLayer: not layer_idx % 2)
@@ -64,7 +61,7 @@ def _read_gemma3n(f: Fields) -> ModelSpec:
     top = f.raw
     f = Fields(nested_text_config(top, _GEMMA3N_TEXT_DEFAULTS), f.name, f.family)
     n, h = f.int("num_layers"), f.int("hidden_size")
-    window = int(f.get("sliding_window"))
+    window = f.int("sliding_window")
     kinds = kinds_from_layer_types(f, n, window) or tuple("full" if (i + 1) % 5 == 0 else "sliding" for i in range(n))
     first_shared = n - f.int("num_kv_shared_layers", default=0)
     inter = f.per_layer("intermediate_size", n)

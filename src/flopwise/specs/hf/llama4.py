@@ -26,16 +26,16 @@ def _read(f: Fields) -> ModelSpec:
     top = f.raw
     f = Fields(nested_text_config(top), f.name, f.family)
     n = f.int("num_layers")
-    chunk = f.get("attention_chunk_size")
-    rope = f.get("no_rope_layers") or []
+    chunk = f.optional_int("attention_chunk_size")
+    rope = f.int_list("no_rope_layers") or []
     if len(rope) != n:
         interval = f.int("no_rope_layer_interval", default=4)
         rope = [int((i + 1) % interval != 0) for i in range(n)]
-    chunked = gqa(f, kind="chunked", window=int(chunk)) if chunk else gqa(f)
+    chunked = gqa(f, kind="chunked", window=chunk) if chunk else gqa(f)
     full = gqa(f)
     attn = [chunked if rope[i] else full for i in range(n)]
     step = f.int("interleave_moe_layer_step", default=1)
-    moe_idx = set(f.get("moe_layers") or range(step - 1, n, step))
+    moe_idx = set(f.int_list("moe_layers") or range(step - 1, n, step))
     inter = f.int("intermediate_size")
     moe = MLPSpec(kind="moe", intermediate_size=inter, num_experts=f.int("num_local_experts"),
                   experts_per_token=f.int("num_experts_per_tok"), shared_intermediate_size=inter)

@@ -38,8 +38,7 @@ def _read_falcon(f: Fields) -> ModelSpec:
 
 def _read_gpt_oss(f: Fields) -> ModelSpec:
     n = f.int("num_layers")
-    window = f.get("sliding_window")
-    window = int(window) if window else None
+    window = f.optional_int("sliding_window")
     kinds = kinds_from_layer_types(f, n, window)
     if kinds is None:  # alternating, sliding first (gpt-oss reference)
         kinds = tuple("sliding" if i % 2 == 0 and window else "full" for i in range(n))

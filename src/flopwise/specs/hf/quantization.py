@@ -59,7 +59,9 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
     """(weight format name, how it was read) for a config.json; (None, "") for a 16-bit checkpoint, (None, a note)
     for a quantization_config flopwise cannot read."""
     qc = raw.get("quantization_config")
-    if not isinstance(qc, dict) or not qc:
+    if qc is not None and not isinstance(qc, dict):
+        return _unread(f"quantization_config is {type(qc).__name__} {qc!r}, not an object")
+    if not qc:
         return None, ""
     method = str(qc.get("quant_method", qc.get("quant_algo", ""))).lower()
     if method == "fp8":

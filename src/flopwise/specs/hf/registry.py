@@ -58,6 +58,19 @@ def _index() -> tuple[dict[str, Family], dict[str, Family], dict[str, Family]]:
     return by_arch, by_type, by_name
 
 
+def _check_names(raw: dict[str, Any], name: str) -> None:
+    """The fields the registry looks families up by have the types Hugging Face writes."""
+    archs = raw.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise ModelConfigError(f"{name}: config.json field 'architectures' must be a list of strings, got {archs!r}")
+    for key in ("model_type",):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise ModelConfigError(f"{name}: config.json field '{key}' must be a string, got {raw[key]!r}")
+    for key in ("text_config", "vision_config", "audio_config", "quantization_config"):
+        if raw.get(key) is not None and not isinstance(raw[key], dict):
+            raise ModelConfigError(f"{name}: config.json field '{key}' must be an object, got {raw[key]!r}")
+
+
 def family_for(raw: dict[str, Any]) -> Family | None:
     by_arch, by_type, _ = _index()
     for a in raw.get("architectures") or []:
@@ -119,6 +132,10 @@ def parse_config(raw: dict[str, Any], name: str = "model", family: str | None = 
     (the `--family` override); the spec then carries a note that the mapping is assumed."""
     if not isinstance(raw, dict):
         raise ModelConfigError(f"{name}: config.json must be a JSON object, got {type(raw).__name__}")
+    _check_names(raw, name)
+    text = raw.get("text_config")
+    if isinstance(text, dict):
+        _check_names(text, f"{name} (text_config)")
     notes: list[str] = []
     if family is not None:
         fam = _index()[2].get(family)
@@ -137,7 +154,17 @@ def parse_config(raw: dict[str, Any], name: str = "model", family: str | None = 
         if found is None:
             raise _refusal(raw, name)
         fam = found
-    spec = fam.read(Fields(raw, name, fam.name))
+    try:
+        spec = fam.read(Fields(raw, name, fam.name))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError) as e:
+        # every field the readers share is checked as it is read (`Fields`); this names what a family-specific
+        # field broke instead of a traceback
+        raise ModelConfigError(f"{name}: config.json ({fam.name}) has a field flopwise cannot read: "
+                               f"{type(e).__name__}: {e}") from None
+    except ModelConfigError as e:  # a spec's own check (MLPSpec, AttentionSpec) does not know the model's name
+        if str(e).startswith(f"{name}:"):
+            raise
+        raise ModelConfigError(f"{name}: {e}") from None
     fmt, qnote = checkpoint_format(raw)
     if fmt is None and qnote:
         notes.append(qnote)
