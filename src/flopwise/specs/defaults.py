@@ -7,7 +7,8 @@ here: they are the engine's, in `catalog/engines/*.toml`, resolved by `EnginePro
 from __future__ import annotations
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE", "FRONTEND_ESTIMATE", "FRONTEND_SERVING",
-           "DEFAULT_ENDPOINT", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN"]
+           "DEFAULT_ENDPOINT", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS",
+           "MAX_NUM_REQUESTS", "MAX_TOKENS_PER_REQUEST"]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 DEFAULT_GPU = "h100-sxm"
@@ -19,3 +20,9 @@ FRONTEND_SERVING = "http"
 DEFAULT_ENDPOINT = "completions"
 DEFAULT_INPUT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 256
+DEFAULT_NUM_REQUESTS = 1000  # `simulate` without a trace
+
+# Limits on what a user may ask for, so that a typo fails at once instead of allocating gigabytes or running for
+# hours: requests in one simulated (or benchmarked) run, and tokens in one request (longer than any model's context).
+MAX_NUM_REQUESTS = 1_000_000
+MAX_TOKENS_PER_REQUEST = 10_000_000

@@ -8,6 +8,7 @@ DistServe, Zhong et al. 2024); the percentile objectives apply to the whole run.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -17,7 +18,9 @@ __all__ = ["Objective", "SLA", "parse_sla", "STATS", "METRICS"]
 
 STATS = ("mean", "p50", "p90", "p95", "p99")
 METRICS = ("ttft", "tpot", "itl", "e2e")
-_RE = re.compile(r"^\s*(mean|p50|p90|p95|p99)_(ttft|tpot|itl|e2e)\s*(<=|<)\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
+_RE = re.compile(r"^\s*(mean|p50|p90|p95|p99)_(ttft|tpot|itl|e2e)\s*(<=|<)\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+                 r"\s*(ms|s)?\s*$")
+MAX_LIMIT_MS = 1e12  # 31 years: a larger bound is a typo, and overflows to infinity in the percentile checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +51,24 @@ class SLA:
 
 
 def parse_sla(text: str) -> SLA:
+    if not isinstance(text, str):
+        raise WorkloadError(f"an SLA must be text such as \"p95_ttft<=300ms,p95_tpot<=50ms\", got {text!r}")
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
         raise WorkloadError("empty SLA; write e.g. \"p95_ttft<=300ms,p95_tpot<=50ms\"")
     objs = []
     for p in parts:
         m = _RE.match(p)
+        shown = p.strip() if len(p.strip()) <= 60 else p.strip()[:57] + "..."
         if not m:
             raise WorkloadError(
-                f"cannot read SLA objective '{p.strip()}'; write <stat>_<metric><=<number><ms|s> with stat in "
+                f"cannot read SLA objective '{shown}'; write <stat>_<metric><=<number><ms|s> with stat in "
                 f"{', '.join(STATS)} and metric in {', '.join(METRICS)}, e.g. p95_ttft<=300ms")
         stat, metric, _op, num, unit = m.groups()
         value = float(num) * (1000.0 if unit == "s" else 1.0)
-        if value <= 0:
-            raise WorkloadError(f"SLA objective '{p.strip()}' must have a positive limit")
+        if not (math.isfinite(value) and 0 < value <= MAX_LIMIT_MS):
+            raise WorkloadError(f"SLA objective '{shown}' must have a limit in (0, {MAX_LIMIT_MS:g}] ms")
+        if any(o.stat == stat and o.metric == metric for o in objs):
+            raise WorkloadError(f"SLA names {stat}_{metric} twice; give each objective once")
         objs.append(Objective(stat, metric, value))
     return SLA(tuple(objs))

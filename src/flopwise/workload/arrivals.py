@@ -16,10 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from flopwise.errors import WorkloadError
+from flopwise.validate import number, text
 
 __all__ = ["ArrivalProcess", "arrival_times", "draw_gaps", "ARRIVAL_KINDS"]
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
+MIN_RATE = 1e-6  # requests/s (one every 11.6 days): slower rates overflow the arrival times
+MAX_BURSTINESS = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +34,9 @@ class ArrivalProcess:
     burstiness: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ARRIVAL_KINDS:
-            raise WorkloadError(f"unknown arrival process '{self.kind}'; use one of {', '.join(ARRIVAL_KINDS)}")
-        if not self.rate > 0:
-            raise WorkloadError(f"--request-rate must be > 0 (or inf for all at once), got {self.rate}")
-        if not self.burstiness > 0:
-            raise WorkloadError(f"--burstiness (gamma shape) must be > 0, got {self.burstiness}")
+        text(self.kind, "--arrival", choices=ARRIVAL_KINDS)
+        number(self.rate, "--request-rate (requests/s; inf sends all at once)", lo=MIN_RATE, allow_inf=True)
+        number(self.burstiness, "--burstiness (gamma shape)", lo=0, hi=MAX_BURSTINESS, lo_open=True)
 
     @property
     def cv(self) -> float:

@@ -18,19 +18,19 @@ from pathlib import Path
 import numpy as np
 
 from flopwise.errors import WorkloadError
+from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_NUM_REQUESTS, DEFAULT_OUTPUT_LEN, MAX_NUM_REQUESTS
+from flopwise.validate import integer, number, text
 from flopwise.workload.arrivals import ArrivalProcess, arrival_times
 from flopwise.workload.lengths import LengthDist, parse_length
 from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
 from flopwise.workload.spec import RequestSpec, Workload
 from flopwise.workload.traces import load_trace
 
-__all__ = ["build_workload", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN"]
-
-DEFAULT_INPUT_LEN = 1024
-DEFAULT_OUTPUT_LEN = 256
+__all__ = ["build_workload", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
 
 
 def _named(name: str) -> NamedWorkload:
+    text(name, "--workload")
     try:
         return NAMED_WORKLOADS[name]
     except KeyError:
@@ -43,8 +43,13 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    concurrency: int | None = None, trace: str | Path | None = None,
                    tokenizer: str | Path | None = None, seed: int = 0) -> Workload:
     """A deterministic request stream (see the module docstring for precedence)."""
-    if num_requests is not None and num_requests < 1:
-        raise WorkloadError(f"--num-requests must be >= 1, got {num_requests}")
+    if num_requests is not None:
+        integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
+    if concurrency is not None:
+        integer(concurrency, "--concurrency", lo=1, hi=MAX_NUM_REQUESTS)
+    if request_rate is not None:
+        number(request_rate, "--request-rate (requests/s; inf sends all at once)", lo=0, lo_open=True, allow_inf=True)
+    integer(seed, "--seed", lo=0, hi=2**63 - 1)
     if concurrency is not None and request_rate is not None and not math.isinf(request_rate):
         raise WorkloadError("give either --request-rate (open loop) or --concurrency (closed loop), not both")
     rng_in, rng_out, rng_prefix, rng_arrival = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
@@ -55,7 +60,7 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         name = Path(trace).name
         timed = tr.timed
     else:
-        n = num_requests or 1000
+        n = num_requests or DEFAULT_NUM_REQUESTS
         if named is None and input_len is None and output_len is None:
             named = _named("chat")
         in_d = _dist(input_len, named.input_len if named else None, DEFAULT_INPUT_LEN)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 from flopwise.errors import WorkloadError
+from flopwise.validate import integer
 
 __all__ = ["RequestSpec", "Workload"]
 
@@ -22,14 +25,17 @@ class RequestSpec:
     prefix_tokens: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("input_tokens", "output_tokens", "prefix_tokens"):
+            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int):
+                raise WorkloadError(f"a request's {name} must be an integer, got {getattr(self, name)!r}")
         if self.input_tokens < 1 or self.output_tokens < 1:
             raise WorkloadError(f"a request needs >= 1 input and output token, got {self.input_tokens} in, "
                                 f"{self.output_tokens} out")
         if not 0 <= self.prefix_tokens <= self.input_tokens:
             raise WorkloadError(f"prefix_tokens must be in [0, input_tokens={self.input_tokens}], "
                                 f"got {self.prefix_tokens}")
-        if self.arrival_at < 0:
-            raise WorkloadError(f"arrival times must be >= 0, got {self.arrival_at}")
+        if not (isinstance(self.arrival_at, int | float) and math.isfinite(self.arrival_at) and self.arrival_at >= 0):
+            raise WorkloadError(f"arrival times must be finite numbers >= 0 (s), got {self.arrival_at!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +51,8 @@ class Workload:
     def __post_init__(self) -> None:
         if not self.requests:
             raise WorkloadError("the workload has no requests; raise --num-requests or check the trace file")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise WorkloadError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if self.concurrency is not None:
+            integer(self.concurrency, "--concurrency", lo=1)
         if self.concurrency is None:
             prev = 0.0
             for r in self.requests:

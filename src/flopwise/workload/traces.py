@@ -13,11 +13,16 @@
   non-Latin scripts run denser). With `tokenizer` (a tokenizer.json path) the `tokenizers` library counts.
 Timestamps are shifted so the first request arrives at 0 and sorted; ShareGPT has none (`timed` is False), so
 the arrival process re-times it.
+
+Every row is checked as it is read, and a bad one is an error naming its line: timestamps are finite numbers (NaN,
+what pandas writes for a missing value, would stall the simulator's clock), token counts whole numbers (an
+integral float such as 12.0 is accepted), at least 1 (the Azure trace's 0 generated tokens count as one).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Callable
@@ -27,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import WorkloadError
+from flopwise.specs.defaults import MAX_TOKENS_PER_REQUEST
+from flopwise.validate import read_text
 from flopwise.workload.spec import RequestSpec
 
 __all__ = ["Trace", "load_trace", "CHARS_PER_TOKEN"]
@@ -46,6 +53,8 @@ class Trace:
 def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
     """Read a trace; the format follows the extension (.jsonl, .csv, .json)."""
     p = Path(path)
+    if p.is_dir():
+        raise WorkloadError(f"trace file '{p}' is a directory; give the file itself")
     if not p.is_file():
         raise WorkloadError(f"trace file '{p}' does not exist")
     suffix = p.suffix.lower()
@@ -67,20 +76,42 @@ def _pick(row: dict[str, Any], keys: tuple[str, ...], where: str, required: bool
     return None
 
 
+def _seconds(v: Any, where: str, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise WorkloadError(f"{where}: {name} must be a finite number of seconds, got {v!r}")
+    return float(v)
+
+
+def _tokens(v: Any, where: str, name: str, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v):
+        raise WorkloadError(f"{where}: {name} must be a whole number of tokens, got {v!r}")
+    if not lo <= v <= MAX_TOKENS_PER_REQUEST:
+        raise WorkloadError(f"{where}: {name} must be in [{lo}, {MAX_TOKENS_PER_REQUEST:,}], got {int(v)}")
+    return int(v)
+
+
 def _load_jsonl(p: Path) -> Trace:
     rows = []
-    for i, line in enumerate(p.read_text().splitlines(), 1):
+    for i, line in enumerate(read_text(p, "trace file", error=WorkloadError).splitlines(), 1):
         if not line.strip():
             continue
         where = f"{p.name}:{i}"
         try:
             row = json.loads(line)
-            rows.append((float(_pick(row, _TS, where)), int(_pick(row, _IN, where)), int(_pick(row, _OUT, where)),
-                         row.get("prefix_id"), row.get("prefix_tokens")))
         except json.JSONDecodeError as e:
             raise WorkloadError(f"{where}: not valid JSON ({e.msg})") from None
-        except (TypeError, ValueError):
-            raise WorkloadError(f"{where}: timestamp and token counts must be numbers") from None
+        except RecursionError:
+            raise WorkloadError(f"{where}: nests too deeply to be a trace row") from None
+        if not isinstance(row, dict):
+            raise WorkloadError(f"{where}: each line must be a JSON object with timestamp, input_tokens and "
+                                f"output_tokens, got {type(row).__name__}")
+        pid, ptok = row.get("prefix_id"), row.get("prefix_tokens")
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int | str)):
+            raise WorkloadError(f"{where}: prefix_id must be a string or an integer, got {pid!r}")
+        rows.append((_seconds(_pick(row, _TS, where), where, "timestamp"),
+                     _tokens(_pick(row, _IN, where), where, "input_tokens"),
+                     _tokens(_pick(row, _OUT, where), where, "output_tokens"), pid,
+                     None if ptok is None else _tokens(ptok, where, "prefix_tokens", lo=0)))
     if not rows:
         raise WorkloadError(f"trace '{p}' has no requests")
     groups: dict[Any, int] = {}
@@ -100,9 +131,11 @@ def _load_jsonl(p: Path) -> Trace:
 
 def _parse_ts(text: str, where: str) -> float:
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         pass
+    else:
+        return _seconds(v, where, "TIMESTAMP")
     s = text.strip()
     head, dot, frac = s.partition(".")
     if dot:
@@ -115,8 +148,9 @@ def _parse_ts(text: str, where: str) -> float:
 
 
 def _load_azure_csv(p: Path) -> Trace:
-    with p.open(newline="") as f:
-        reader = csv.DictReader(f)
+    content = read_text(p, "trace file", error=WorkloadError)
+    try:
+        reader = csv.DictReader(io.StringIO(content, newline=""))
         need = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
         if not reader.fieldnames or not need <= set(reader.fieldnames):
             raise WorkloadError(f"{p.name}: an Azure trace CSV needs the columns TIMESTAMP,ContextTokens,"
@@ -127,8 +161,13 @@ def _load_azure_csv(p: Path) -> Trace:
             try:
                 n_in, n_out = int(row["ContextTokens"]), int(row["GeneratedTokens"])
             except (TypeError, ValueError):
-                raise WorkloadError(f"{where}: ContextTokens and GeneratedTokens must be integers") from None
-            specs.append((_parse_ts(row["TIMESTAMP"], where), max(1, n_in), max(1, n_out), None, 0))
+                raise WorkloadError(f"{where}: ContextTokens and GeneratedTokens must be integers, got "
+                                    f"{row['ContextTokens']!r}, {row['GeneratedTokens']!r}") from None
+            # zero tokens count as one (the trace has requests that generated nothing); negative ones are errors
+            specs.append((_parse_ts(row["TIMESTAMP"] or "", where), _tokens(n_in or 1, where, "ContextTokens"),
+                          _tokens(n_out or 1, where, "GeneratedTokens"), None, 0))
+    except csv.Error as e:
+        raise WorkloadError(f"{p.name}: not a readable CSV ({e})") from None
     if not specs:
         raise WorkloadError(f"trace '{p}' has no requests")
     return _timed(specs, p)
@@ -156,20 +195,29 @@ def _counter(tokenizer: str | Path | None) -> Callable[[str], int]:
         tok_path = tok_path / "tokenizer.json"
     if not tok_path.is_file():
         raise WorkloadError(f"tokenizer '{tokenizer}' not found; pass a tokenizer.json file or its directory")
-    tok = Tokenizer.from_file(str(tok_path))
+    try:
+        tok = Tokenizer.from_file(str(tok_path))
+    except Exception as e:  # tokenizers raises a bare Exception for a file it cannot read
+        raise WorkloadError(f"tokenizer '{tok_path}' could not be loaded ({str(e).splitlines()[0][:120]}); pass a "
+                            "Hugging Face tokenizer.json") from None
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
 def _load_sharegpt(p: Path, count: Callable[[str], int]) -> Trace:
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(read_text(p, "trace file", error=WorkloadError))
     except json.JSONDecodeError as e:
         raise WorkloadError(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise WorkloadError(f"{p.name}: nests too deeply to be a ShareGPT file") from None
     if not isinstance(data, list):
         raise WorkloadError(f"{p.name}: a ShareGPT file is a JSON list of objects with 'conversations'")
     specs = []
-    for item in data:
+    for k, item in enumerate(data):
         conv = item.get("conversations") if isinstance(item, dict) else None
+        if conv is not None and not (isinstance(conv, list) and all(isinstance(t, dict) for t in conv)):
+            raise WorkloadError(f"{p.name}: item {k}: 'conversations' must be a list of objects with 'from' and "
+                                f"'value', got {str(conv)[:60]!r}")
         if not conv or len(conv) < 2:
             continue
         n_in, n_out = count(str(conv[0].get("value", ""))), count(str(conv[1].get("value", "")))
