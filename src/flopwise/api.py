@@ -1,24 +1,180 @@
-"""The library's front door: build a deployment from names and estimate it."""
+"""The library's front door: every command of the CLI as a function, with the same parameter names and defaults
+(`specs/defaults.py`), returning typed, frozen results whose `to_dict()` is the command's `--json` object.
+
+    estimate(model, gpu, ...)    -> Estimate       static-batch roofline
+    simulate(model, gpu, ...)    -> Simulation     a serving engine under a request stream
+    compare(tries, model, gpu)   -> Ledger         what each technique changes
+    explain(model, gpu, ...)     -> Explanation    prefill vs decode, what each optimization moves
+    plan(model, ...)             -> Plan           the SLA-driven deployment search
+    bench(url, ...)              -> BenchRun       load against a real server (`bench_async` in an event loop)
+    calibrate(hardware, ...)     -> Calibrated     fit an efficiency profile to measurements
+    deployment(model, gpu, ...)  -> Deployment     the deployment the others build
+
+The CLI commands call these functions, so a command and its function cannot drift apart. Where a CLI option is
+not a Python name the parameter is spelled out: `--try` is `tries`, `--from` is `from_runs`; `--json` is
+`.to_dict()`. Arguments are checked at the entry (`_checked`): a wrong type is an `ArgumentError` (a
+`flopwise.errors.SpecError` and a `TypeError`) naming the function, the parameter and what it takes; values are
+checked by the specs they build (a `FlopwiseError` each, one line).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
+import math
+import numbers
+import time
+import types
+import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
+from flopwise.errors import ArgumentError, WorkloadError, suggest
 from flopwise.estimate import Estimate, estimate_deployment
-from flopwise.specs.defaults import (DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL,
-                                     DEFAULT_OUTPUT_LEN, FRONTEND_ESTIMATE, FRONTEND_SERVING)
+from flopwise.params import documented
+from flopwise.results import BenchRun, Calibrated, Plan, Simulation
+from flopwise.specs.defaults import (
+    BENCH_INPUT_LEN, BENCH_NUM_REQUESTS, BENCH_OUTPUT_LEN, BENCH_TIMEOUT_S, COMPARE_NUM_REQUESTS, COMPARE_SLA,
+    DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN,
+    DEFAULT_SLA, FRONTEND_ESTIMATE, FRONTEND_SERVING, MAX_NUM_REQUESTS, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS,
+    PLAN_NUM_REQUESTS, PLAN_WEIGHTS, PLAN_WORKLOAD)
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import get_model
 from flopwise.specs.speculative import SpeculativeSpec, parse_speculative
+from flopwise.validate import integer, number, output_path, text
 
-__all__ = ["deployment", "estimate", "engine_profile", "DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE"]
+if typing.TYPE_CHECKING:
+    from flopwise.techniques.explain import Explanation
+    from flopwise.techniques.ledger import Ledger
+
+__all__ = ["deployment", "estimate", "simulate", "compare", "explain", "plan", "bench", "bench_async", "calibrate",
+           "engine_profile", "DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+PathLike = str | Path
+
+
+# ------------------------------------------------------------------------------------------------ type checks
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    if origin in (list, tuple, Sequence):
+        return f"a list of {_describe(typing.get_args(hint)[0])}"
+    if origin is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(hint))
+    if hint in (Callable,) or origin is Callable:
+        return "a function"
+    return {int: "an integer", float: "a number", str: "a string", bool: "True or False", Path: "a path"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if origin in (list, tuple, Sequence):
+        (item, *_rest) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list | tuple) and all(_matches(v, item) for v in value)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is Callable or origin is Callable:
+        return callable(value)
+    return isinstance(value, hint)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameters' annotations of `fn`, evaluated (the return annotation may name a type imported only for
+    type checkers, and is not needed)."""
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        ann = p.annotation
+        if isinstance(ann, str):
+            ann = eval(ann, fn.__globals__)  # noqa: S307 - the module's own annotations
+        out[name] = Any if ann is inspect.Parameter.empty else ann
+    return out
+
+
+def _checked(fn: F) -> F:
+    """Check every argument of an API call against `fn`'s annotations before it runs (see the module docstring)."""
+    sig = inspect.signature(fn)
+    hints: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not hints:
+            hints.update(_hints(fn))
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            unknown = [k for k in kwargs if k not in sig.parameters]
+            hint = suggest(unknown[0], sig.parameters) if unknown else ""
+            raise ArgumentError(f"flopwise.{fn.__name__}(): {e}.{hint}") from None
+        for name, value in bound.arguments.items():
+            hint = hints.get(name, Any)
+            if not _matches(value, hint):
+                raise ArgumentError(f"flopwise.{fn.__name__}(): {name} must be {_describe(hint)}, got "
+                                    f"{value!r:.80} ({type(value).__name__})")
+        return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+def _text_list(value: str | Sequence[str] | None, name: str) -> tuple[str, ...] | None:
+    """A comma-separated CLI value or a Python list, as a tuple of non-empty items (None stays None)."""
+    if value is None:
+        return None
+    items = tuple(v.strip() for v in (value.split(",") if isinstance(value, str) else value))
+    if not items or not all(items):
+        raise WorkloadError(f"{name} must list at least one value and no empty ones, got {value!r}")
+    return items
+
+
+def _int_list(value: str | Sequence[int] | None, name: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = [int(v) for v in _text_list(value, name) or ()]
+        except ValueError:
+            raise WorkloadError(f"{name} must be comma-separated integers, got {value!r}") from None
+    return tuple(integer(v, name, lo=1) for v in value)
+
+
+def _rate(value: float | str | None, name: str = "--request-rate") -> float | None:
+    """A request rate from a number or its text ("4", "inf")."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise WorkloadError(f"{name} must be a number of requests/s or inf, got {value!r}") from None
+    return number(value, f"{name} (requests/s; inf sends all at once)", lo=0, lo_open=True, allow_inf=True)
+
+
+# ------------------------------------------------------------------------------------------------ deployment
 
 
 def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
-                   endpoint: str = DEFAULT_ENDPOINT, engine_file: str | Path | None = None) -> EngineProfile:
+                   endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None) -> EngineProfile:
     """An engine profile from `family[@version]` text (or a profile, returned as given); `engine_file`: a
     calibrated override (`flopwise calibrate --engine-out`)."""
     if isinstance(engine, EngineProfile):
@@ -27,21 +183,21 @@ def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str =
                       engine_file=str(engine_file) if engine_file is not None else None)
 
 
+@_checked
+@documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
-               kv: str | None = None, hardware_file: str | Path | None = None,
+               kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
                engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
-               endpoint: str = DEFAULT_ENDPOINT, engine_file: str | Path | None = None,
+               endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                block_size: int | None = None, gpu_memory_utilization: float | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
-    (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults.
-    `speculative`: a SpeculativeSpec or its text form, e.g. "eagle,k=3,accepted=2.6" (see
-    `specs/speculative.py`); None or "none": plain decoding. `family`: read a config file with that registered
-    family's reader (the model's notes then say the mapping is assumed). `weights` None: the checkpoint's own
-    format (its quantization_config), else 16-bit."""
+    (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
+    SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
+    registered family's reader (the model's notes then say the mapping is assumed)."""
     m = model if isinstance(model, ModelSpec) else get_model(model, family)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
@@ -51,20 +207,400 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                            gpu_memory_utilization=gpu_memory_utilization)
 
 
+# ------------------------------------------------------------------------------------------------ estimate
+
+
+@_checked
+@documented()
 def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              batch: int = 1, input_len: int = DEFAULT_INPUT_LEN, output_len: int = DEFAULT_OUTPUT_LEN,
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
-             hardware_file: str | Path | None = None, family: str | None = None,
+             hardware_file: PathLike | None = None, family: str | None = None,
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
-             endpoint: str = DEFAULT_ENDPOINT, engine_file: str | Path | None = None) -> Estimate:
-    """Static-batch estimate of `batch` requests of `input_len` prompt and `output_len` generated tokens, as
-    `engine`'s offline benchmark sees it (`frontend="http"` adds its API server).
+             endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None) -> Estimate:
+    """Static-batch estimate (`flopwise estimate`) of `batch` requests of `input_len` prompt and `output_len`
+    generated tokens, as `engine`'s offline benchmark sees it (`frontend="http"` adds its API server). Times in
+    ms (`ttft_ms`, `tpot_ms`, `e2e_ms`), throughput in tokens/s, memory in GiB; `to_dict()` is the `--json`.
 
     >>> r = estimate("llama-3.1-8b", "h100-sxm", batch=32)      # doctest: +SKIP
-    >>> r.ttft_ms, r.tpot_ms, r.output_tokens_per_s               # doctest: +SKIP
-    """
+    >>> r.ttft_ms, r.tpot_ms, r.output_tokens_per_s               # doctest: +SKIP"""
     dep = deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
                      hardware_file=hardware_file, gpu_memory_utilization=gpu_memory_utilization, family=family,
                      engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
+
+
+# ------------------------------------------------------------------------------------------------ simulate
+
+
+_ROW_SUFFIXES = (".csv", ".parquet")
+
+
+def _check_output(output: PathLike | None) -> Path | None:
+    """`--output` checked before the run: a .csv or .parquet file in an existing folder (and pyarrow for .parquet)."""
+    if output is None:
+        return None
+    p = output_path(output, "--output", suffixes=_ROW_SUFFIXES)
+    if p.suffix.lower() == ".parquet":
+        try:
+            import pyarrow  # noqa: F401  (only .parquet output needs it)
+        except ImportError:
+            raise WorkloadError("writing .parquet needs pyarrow (pip install pyarrow); or write a .csv") from None
+    return p
+
+
+def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    if path.suffix.lower() == ".parquet":
+        import pyarrow as pa  # checked by _check_output
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(list(rows)), path)
+        return
+    import csv
+
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+@_checked
+@documented(input_len="lengths", output_len="output_lengths")
+def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
+             num_gpus: int | None = None, tp: int = 1, pp: int = 1, weights: str | None = None,
+             kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
+             endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
+             engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
+             max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+             block_size: int | None = None, speculative: str | SpeculativeSpec | None = None,
+             enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
+             scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
+             max_running_requests: int | None = None, schedule_policy: str = "fcfs",
+             schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False,
+             request_rate: float | str | None = None, arrival: str = "poisson", burstiness: float = 1.0,
+             concurrency: int | None = None, num_requests: int | None = None, workload: str | None = None,
+             input_len: str | int | None = None, output_len: str | int | None = None, trace: PathLike | None = None,
+             tokenizer: PathLike | None = None, seed: int = 0, sla: str | None = None,
+             find_max_rate: bool = False, output: PathLike | None = None,
+             progress: Callable[[int], None] | None = None) -> Simulation:
+    """Serve a request stream on a deployment (`flopwise simulate`): TTFT/TPOT/ITL/E2E percentiles (ms), request
+    and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
+    request rate meeting `sla`. `progress(n)`: called as n more requests complete."""
+    from flopwise.sim import SimConfig, find_max_rate as search_max_rate, simulate as run  # the simulator
+    from flopwise.sim.sglang_knobs import SglangKnobs
+    from flopwise.specs.sla import parse_sla
+    from flopwise.workload import build_workload
+
+    out = _check_output(output)
+    rate = _rate(request_rate)
+    if num_requests is not None:
+        integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
+    objectives = parse_sla(sla) if sla is not None else None
+    if find_max_rate:
+        if objectives is None:
+            raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
+        if concurrency is not None:
+            raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
+    dep = deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
+                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                     engine_file=engine_file, family=family, hardware_file=hardware_file)
+    config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
+                       enable_chunked_prefill=enable_chunked_prefill,
+                       sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,
+                                          schedule_policy, schedule_conservativeness, enable_mixed_chunk), seed=seed)
+
+    def workload_at(r: float | None) -> Any:
+        return build_workload(num_requests=num_requests, workload=workload, input_len=input_len,
+                              output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
+                              concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
+
+    if find_max_rate:
+        workload_at(None)  # a bad workload is an error before the first probe
+        found = search_max_rate(dep, workload_at, objectives, config)  # type: ignore[arg-type]
+        result = found.result
+        summary = result.summary()
+        summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
+                               "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes]}
+    else:
+        result = run(dep, workload_at(rate), config, sla=objectives, progress=progress)
+        summary = result.summary()
+    rows = result.rows()
+    if out is not None:
+        _write_rows(out, rows)
+    return Simulation.of(summary, rows, dep)
+
+
+# ------------------------------------------------------------------------------------------------ compare, explain
+
+
+@_checked
+@documented(workload="compare_workload", num_requests="compare_num_requests")
+def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU,
+            *, tp: int = 1, weights: str | None = None, kv: str | None = None, workload: str | None = None,
+            input_len: int | None = None, output_len: int | None = None, batch: int = 1, sla: str = COMPARE_SLA,
+            simulate: bool = True, num_requests: int = COMPARE_NUM_REQUESTS, hardware_file: PathLike | None = None,
+            engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
+            endpoint: str = DEFAULT_ENDPOINT, family: str | None = None) -> Ledger:
+    """The trade-off ledger (`flopwise compare`): what each technique does to FLOPs, TTFT and TPOT (ms),
+    concurrency, throughput at the SLA (tokens/s), memory (GiB), accuracy risk and complexity, next to the
+    baseline. `input_len` / `output_len` default to the named workload's means, else 1024 / 256."""
+    from flopwise.specs.sla import parse_sla
+    from flopwise.techniques.compare import compare as run, named_workload_shape
+    from flopwise.techniques.scenario import Scenario
+    from flopwise.techniques.sim_throughput import SimWorkload
+
+    try_list = list(_text_list([tries] if isinstance(tries, str) else tries, "--try") or ())
+    integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
+    objectives = parse_sla(sla)
+    shape = named_workload_shape(workload) if workload is not None else None
+    lin = input_len if input_len is not None else (shape.input_len if shape else DEFAULT_INPUT_LEN)
+    lout = output_len if output_len is not None else (shape.output_len if shape else DEFAULT_OUTPUT_LEN)
+    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                     frontend=frontend, endpoint=endpoint, family=family)
+    base = Scenario(dep, lin, lout, batch)
+    named = workload if workload and input_len is None and output_len is None else None
+    sim = SimWorkload(named, num_requests) if simulate else None
+    return run(base, try_list, objectives, hardware_file, sim)
+
+
+@_checked
+@documented()
+def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *, tp: int = 1,
+            weights: str | None = None, kv: str | None = None, batch: int = 1, input_len: int = DEFAULT_INPUT_LEN,
+            output_len: int = DEFAULT_OUTPUT_LEN, draft: str | None = None, k: int = 4, alpha: float = 0.7,
+            hardware_file: PathLike | None = None, engine: str | EngineProfile = DEFAULT_ENGINE,
+            family: str | None = None) -> Explanation:
+    """Why this model on this GPU behaves as it does (`flopwise explain`): prefill vs decode on the roofline, the
+    FLOPs-vs-time gap, and what batching, speculative decoding, quantization, prefix caching, KV structure and
+    chunked prefill each move (times in ms, throughput in tokens/s)."""
+    from flopwise.techniques.explain import explain as run
+    from flopwise.techniques.scenario import Scenario
+
+    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                     frontend=FRONTEND_ESTIMATE, family=family)
+    return run(Scenario(dep, input_len, output_len, batch), get_model(draft) if draft else None, k, alpha)
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@_checked
+@documented(tp="tps", weights="plan_weights", kv="plan_kv", max_num_seqs="plan_knob",
+            max_num_batched_tokens="plan_knob", speculative="plan_speculative", num_requests="plan_num_requests",
+            input_len="input_len", output_len="output_len")
+def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, max_gpus: int = PLAN_MAX_GPUS,
+         workload: str = PLAN_WORKLOAD, input_len: int | None = None, output_len: int | None = None,
+         rate: float | None = None, sla: str = DEFAULT_SLA, objective: str = "goodput",
+         tp: str | Sequence[int] | None = None, weights: str | Sequence[str] = PLAN_WEIGHTS,
+         kv: str | Sequence[str] = PLAN_KV, max_num_seqs: str | Sequence[int] | None = None,
+         max_num_batched_tokens: str | Sequence[int] | None = None, engine: str = DEFAULT_ENGINE,
+         prefix_caching: str = "on", speculative: str | Sequence[str] | None = None,
+         num_requests: int = PLAN_NUM_REQUESTS, seed: int = 0, hardware_file: PathLike | None = None,
+         html: PathLike | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
+    """The SLA-driven deployment search (`flopwise plan`): the deployments that meet `sla` with the most goodput
+    per GPU (or per dollar, `objective="cost"`), ranked, with the Pareto frontier, trade-offs and launch commands.
+    Every value is checked before the search starts. `progress(done, total)`: called as candidates finish."""
+    from flopwise.plan.search import PlanRequest, plan as run, plan_to_dict
+    from flopwise.plan.space import SearchSpace
+    from flopwise.specs.precision import kv_format, weight_format
+    from flopwise.specs.sla import parse_sla
+
+    html_path = output_path(html, "--html", suffixes=(".html", ".htm")) if html is not None else None
+    gpu_ids = _text_list(gpus, "--gpus")
+    for g in gpu_ids or ():
+        get_hardware(g, hardware_file)  # an unknown id is named here, not as "fits nowhere"
+    weight_names, kv_names = _text_list(weights, "--weights"), _text_list(kv, "--kv")
+    for w in weight_names or ():
+        weight_format(w)
+    for f in kv_names or ():
+        kv_format(f)
+    integer(max_gpus, "--max-gpus", lo=1, hi=4096)
+    tps = _int_list(tp, "--tp")
+    for t in tps or ():
+        if t > max_gpus:
+            raise WorkloadError(f"--tp {t} is more than --max-gpus {max_gpus}")
+    if rate is not None:
+        number(rate, "--rate (requests/s)", lo=0, lo_open=True)
+    integer(num_requests, "--num-requests", lo=20, hi=MAX_NUM_REQUESTS)
+    integer(seed, "--seed", lo=0, hi=2**63 - 1)
+    for name, v in (("--input-len", input_len), ("--output-len", output_len)):
+        if v is not None:
+            integer(v, name, lo=1)
+    parse_sla(sla)
+    pc = {"on": (True,), "off": (False,), "both": (True, False)}.get(prefix_caching)
+    if pc is None:
+        raise WorkloadError(f"--prefix-caching must be on, off or both, got {prefix_caching!r}")
+    specs = _text_list([speculative] if isinstance(speculative, str) else speculative, "--speculative")
+    space = SearchSpace(gpus=gpu_ids, max_gpus=max_gpus, tps=tps, weights=weight_names, kvs=kv_names,  # type: ignore[arg-type]
+                        max_num_seqs=_int_list(max_num_seqs, "--max-num-seqs") or (None,),
+                        max_num_batched_tokens=_int_list(max_num_batched_tokens, "--max-num-batched-tokens") or (None,),
+                        engine=engine, prefix_caching=pc,
+                        speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,))
+    req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
+                      objective=objective, space=space, num_requests=num_requests, seed=seed,
+                      hardware_file=str(hardware_file) if hardware_file else None)
+    result = run(req, progress=progress)
+    d = plan_to_dict(result)
+    if html_path is not None:
+        from flopwise.report.plan_html import plan_html
+
+        html_path.write_text(plan_html(result))
+        d["html"] = str(html_path)
+    return Plan(summary=d, result=result)
+
+
+# ------------------------------------------------------------------------------------------------ bench
+
+
+def _floats(value: float | str | Sequence[float] | None, name: str) -> list[float]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [_rate(v, name) for v in _text_list(value.replace("max", "inf"), name) or ()]  # type: ignore[misc]
+    if isinstance(value, numbers.Real):
+        value = [value]
+    return [_rate(v, name) for v in value]  # type: ignore[misc]
+
+
+def _counts(value: int | str | Sequence[int] | None, name: str) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        value = [value]
+    return list(_int_list(value, name) or ())
+
+
+@_checked
+@documented(model="served_model", request_rate="bench_rate", concurrency="bench_concurrency",
+            num_requests="bench_num_requests", out="out_dir")
+def bench(url: str | None = None, model: str | None = None, *, endpoint: str = DEFAULT_ENDPOINT,
+          request_rate: float | str | Sequence[float] | None = None,
+          concurrency: int | str | Sequence[int] | None = None, arrival: str = "poisson", burstiness: float = 1.0,
+          max_concurrency: int | None = None, num_requests: int | None = None, duration: float | None = None,
+          warmup: int = 0, input_len: int = BENCH_INPUT_LEN, output_len: int = BENCH_OUTPUT_LEN,
+          range_ratio: float = 0.0, dataset: PathLike | None = None, shared_prefix_len: int = 0,
+          num_prefixes: int = 1, tokenizer: str | None = None, sla: str | None = None, sweep: bool = False,
+          sweep_steps: int = 4, out: PathLike | None = None, resume: bool = False, api_key: str | None = None,
+          timeout: float = BENCH_TIMEOUT_S, ignore_eos: bool = True, scrape: bool = True, seed: int = 0,
+          predict: bool = False, gpu: str | None = None, tp: int = 1, model_config: str | None = None,
+          hardware_file: PathLike | None = None) -> BenchRun:
+    """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
+    closed loop at `concurrency`; several values sweep; `sweep=True` searches the highest rate meeting `sla`. Runs
+    are saved in `out`. Blocks until done: in a running event loop (Jupyter), `await flopwise.bench_async(...)`."""
+    from flopwise.bench.arrivals import Load
+    from flopwise.bench.predict import predict_run
+    from flopwise.bench.runner import BenchConfig, PromptConfig, resume_bench, run_bench
+    from flopwise.bench.sweep import find_max_rate, run_levels
+
+    out_dir = Path(out) if out is not None else Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise WorkloadError(f"--out '{out_dir}' is a file; give a directory for the run")
+    if resume:
+        if out is None:
+            raise WorkloadError("--resume needs --out DIR (the run to continue)")
+        rep = resume_bench(out_dir, api_key=api_key)
+        return BenchRun(summary=rep.to_dict(), reports=(rep,))
+    if url is None:
+        raise WorkloadError("pass url='http://HOST:PORT' (the server's base URL)")
+    if not url.startswith(("http://", "https://")):
+        raise WorkloadError(f"--url must start with http:// or https://, got {url!r}")
+    if predict and not gpu:
+        raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
+    rates, counts = _floats(request_rate, "--request-rate"), _counts(concurrency, "--concurrency")
+    if rates and counts:
+        raise WorkloadError("give --request-rate (open loop) or --concurrency (closed loop), not both; "
+                            "use --max-concurrency to cap an open loop")
+    text(arrival, "--arrival", choices=("poisson", "gamma", "constant"))
+    number(timeout, "--timeout (s)", lo=0, lo_open=True)
+    if num_requests is not None:
+        integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
+    if duration is not None:
+        number(duration, "--duration (s)", lo=0, lo_open=True)
+    number(range_ratio, "--range-ratio", lo=0, hi=1, hi_open=True)
+    for name, v, lo in (("--warmup", warmup, 0), ("--input-len", input_len, 1), ("--output-len", output_len, 1),
+                        ("--shared-prefix-len", shared_prefix_len, 0), ("--num-prefixes", num_prefixes, 1),
+                        ("--sweep-steps", sweep_steps, 0), ("--seed", seed, 0)):
+        integer(v, name, lo=lo)
+    if counts:
+        loads = [Load("concurrency", concurrency=c) for c in counts]
+    else:
+        loads = [Load(arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency)  # type: ignore[arg-type]
+                 for r in rates or [math.inf]]
+    if model is None:
+        raise WorkloadError("pass model= (the served model's name)")
+    cfg = BenchConfig(url=url, model=model, load=loads[0], endpoint=endpoint,  # type: ignore[arg-type]
+                      num_requests=num_requests if num_requests or duration else BENCH_NUM_REQUESTS,
+                      duration_s=duration, num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos,
+                      scrape_metrics=scrape, seed=seed,
+                      prompts=PromptConfig(input_len, output_len, range_ratio, str(dataset) if dataset else None,
+                                           shared_prefix_len, num_prefixes, tokenizer))
+    max_rate = None
+    if sweep:
+        res = find_max_rate(cfg, out_dir, steps=sweep_steps, api_key=api_key)
+        reports, max_rate = list(res.levels), res.max_rate_meeting_sla
+    elif len(loads) > 1:
+        reports = list(run_levels(cfg, loads, out_dir, api_key=api_key).levels)
+    else:
+        reports = [run_bench(cfg, out_dir, api_key=api_key)]
+    dicts = [r.to_dict() for r in reports]
+    if predict:
+        for d, r in zip(dicts, reports, strict=True):
+            d["prediction"] = predict_run(r, model=model_config or model, gpu=gpu, tp=tp,  # type: ignore[arg-type]
+                                          hardware_file=hardware_file).to_dict()
+    as_levels = sweep or len(reports) > 1
+    summary = {"levels": dicts, "max_rate_meeting_sla": max_rate} if as_levels else dicts[0]
+    return BenchRun(summary=summary, reports=tuple(reports), max_rate_meeting_sla=max_rate)
+
+
+@functools.wraps(bench)
+async def bench_async(*args: Any, **kwargs: Any) -> BenchRun:
+    """`bench` for code that runs in an event loop (Jupyter, an async pipeline): the run goes in a worker thread
+    with an event loop of its own, and this coroutine returns its BenchRun."""
+    return await asyncio.to_thread(bench, *args, **kwargs)
+
+
+bench_async.__doc__ = (inspect.cleandoc(bench_async.__doc__ or "").split("\n\nParameters:")[0] + "\n\n"
+                       + "`bench` for code that runs in an event loop (Jupyter, an async pipeline): the same "
+                         "parameters, awaited; the run goes in a worker thread with its own event loop.")
+
+
+# ------------------------------------------------------------------------------------------------ calibrate
+
+
+@_checked
+@documented(model="served", engine="calibrate_engine")
+def calibrate(hardware: str, *, from_runs: Sequence[PathLike] | None = None, id: str | None = None,
+              model: str | None = None, use: str | Sequence[str] = "kernels,steps,bench",
+              params: str | Sequence[str] | None = None, max_num_seqs: int | None = None,
+              max_num_batched_tokens: int | None = None, block_size: int | None = None, engine: str = DEFAULT_ENGINE,
+              engine_out: PathLike | None = None, out: PathLike | None = None, dry_run: bool = False) -> Calibrated:
+    """Fit a hardware entry's efficiency profile (`flopwise calibrate`) to microbenchmarks, model steps and bench
+    runs; refuse the parameters the data cannot identify; write the fitted entry to `out` (default: back into the
+    `hardware` file) and, with `engine_out`, the fitted engine CPU costs."""
+    from flopwise.calibrate.api import run_calibration
+
+    sources = ("kernels", "steps", "bench")
+    kinds = _text_list(use, "--use") or ()
+    bad = [k for k in kinds if k not in sources]
+    if bad:
+        raise WorkloadError(f"--use: unknown kind(s) {bad}; choose from {', '.join(sources)}")
+    hw_path = Path(hardware)
+    if hw_path.suffix.lower() in (".toml", ".yaml", ".yml", ".json") and not hw_path.is_file():
+        raise WorkloadError(f"--hardware file '{hardware}' does not exist; write one with `flopwise profile --out "
+                            f"{hardware}`, or give a catalog id")
+    for opt, p in (("--out", out), ("--engine-out", engine_out)):
+        if p is not None and not dry_run:
+            output_path(p, opt)
+    result = run_calibration(hardware, hw_id=id, runs=list(from_runs or []), model=model, kinds=kinds,
+                             params=list(_text_list(params, "--params") or ()) or None,
+                             knobs={"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                                    "block_size": block_size, "engine": engine},
+                             out=None if dry_run else out, default_out=not dry_run,
+                             engine_out=None if dry_run else engine_out)
+    return Calibrated(calibration=result.calibration,
+                      hardware_file=str(result.written) if result.written else None,
+                      engine_file=str(result.engine_written) if result.engine_written else None)
+

@@ -6,7 +6,8 @@
     │   ├── UnknownModelError   not a file, directory or catalog id
     │   ├── UnknownHardwareError
     │   ├── PrecisionError      unknown weight/KV format, or one the hardware cannot run
-    │   └── WorkloadError       bad lengths, rates, SLA strings, traces
+    │   ├── WorkloadError       bad lengths, rates, SLA strings, traces, output paths
+    │   └── ArgumentError       a Python API argument of the wrong type (also a TypeError)
     ├── DoesNotFitError         the deployment's weights (or one sequence) exceed memory
     ├── InfeasibleError         no configuration can meet the request (e.g. an impossible SLA)
     └── CalibrationError        no parameter could be fitted, or the measurements are unusable
@@ -27,6 +28,7 @@ __all__ = [
     "UnknownHardwareError",
     "PrecisionError",
     "WorkloadError",
+    "ArgumentError",
     "DoesNotFitError",
     "InfeasibleError",
     "CalibrationError",
@@ -59,6 +61,10 @@ class PrecisionError(SpecError):
 
 
 class WorkloadError(SpecError):
+    pass
+
+
+class ArgumentError(SpecError, TypeError):
     pass
 
 

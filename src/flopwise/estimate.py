@@ -187,6 +187,7 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = 102
     for name, v in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         if not isinstance(v, int) or v < 1:
             raise WorkloadError(f"{name} must be a positive integer, got {v!r}")
+    dep.model.check_context(input_len + output_len, "shorten --input-len / --output-len")
     require_fit(dep)
     lay = layout(dep)
     prefill = step_cost(dep, prefill_shape(batch, input_len, lay.windows))

@@ -1,35 +1,55 @@
 """Command line: parses arguments, calls the library, prints. No logic lives here.
 
-Each command is a module in this package that registers itself on `app`.
+Each command is a module in this package that registers itself on `app` when `cli/_app.py`'s `LazyGroup`
+imports it, which it does only for the command that runs.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
-from flopwise.cli._app import app, err_console
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+from flopwise.cli._app import app
 from flopwise.errors import FlopwiseError
 
-# Importing registers the commands.
-from flopwise.cli import catalog_cmds as _catalog_cmds  # noqa: E402,F401
-from flopwise.cli import estimate_cmd as _estimate_cmd  # noqa: E402,F401
-from flopwise.cli import profile_cmd as _profile_cmd  # noqa: E402,F401
-from flopwise.cli import calibrate_cmd as _calibrate_cmd  # noqa: E402,F401
-from flopwise.cli import simulate_cmd as _simulate_cmd  # noqa: E402,F401
-from flopwise.cli import bench_cmd as _bench_cmd  # noqa: E402,F401
-from flopwise.cli import compare_cmd as _compare_cmd  # noqa: E402,F401
-from flopwise.cli import explain_cmd as _explain_cmd  # noqa: E402,F401
-from flopwise.cli import plan_cmd as _plan_cmd  # noqa: E402,F401
+__all__ = ["app", "main", "run"]
 
-__all__ = ["app", "main"]
+
+def _error(message: str) -> None:
+    """One line on stderr (rich is not needed for it)."""
+    text = " ".join(message.split())
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\x1b[1;31merror:\x1b[0m {text}\n")
+    else:
+        sys.stderr.write(f"error: {text}\n")
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on `argv` (default: sys.argv[1:]) and return its exit code. Every error a user can cause is one
+    line on stderr and exit code 2: flopwise's own (`flopwise.errors`) and the option parser's (a value of the
+    wrong type, an unknown option)."""
+    try:
+        rv = app(args=list(sys.argv[1:] if argv is None else argv), prog_name="flopwise", standalone_mode=False)
+    except FlopwiseError as e:
+        _error(str(e))
+        return 2
+    except NoArgsIsHelpError as e:
+        e.show()
+        return 0
+    except UsageError as e:
+        where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        _error(f"{e.format_message()}{where}")
+        return 2
+    except ClickException as e:
+        _error(e.format_message())
+        return 2 if e.exit_code in (0, 1) else e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    return rv if isinstance(rv, int) else 0
 
 
 def main() -> None:
-    try:
-        app()
-    except FlopwiseError as e:
-        err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
+    sys.exit(run())

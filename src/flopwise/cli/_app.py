@@ -1,13 +1,61 @@
-"""The typer application and shared console objects."""
+"""The typer application, the table of commands, and the consoles the commands print to.
+
+Start-up: `flopwise estimate --help` must not import the simulator, the load generator or the profiler. The
+application is a `LazyGroup`: it lists every command from `COMMANDS` and imports a command's module only when that
+command runs (or shows its help); the module registers itself on `app` when imported. Help is plain click text
+(`rich_markup_mode=None`): rich markup would turn `normal:M:S` into an emoji and label flags `<bool>`. The consoles
+(`console`, `err_console`) are made on first use, so rich is imported by the commands that print with it, not by
+`--help`.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from typing import Any
 
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
+from typer.main import get_command_from_info, get_group_from_info
+
+__all__ = ["app", "COMMANDS", "print_json", "warn_model_notes", "FAMILY_HELP", "console", "err_console"]
+
+# command -> (module that registers it, one line for `flopwise --help`; the command's docstring is its full help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "estimate": ("estimate_cmd", "Time, throughput and memory of a static batch: prefill vs decode, which roof binds."),
+    "simulate": ("simulate_cmd", "Queueing, batching and KV capacity under a request stream: latency percentiles."),
+    "compare": ("compare_cmd", "What each technique does to FLOPs, TTFT, TPOT, throughput at an SLA and memory."),
+    "explain": ("explain_cmd", "Prefill vs decode on the roofline, and what each optimization moves, in numbers."),
+    "plan": ("plan_cmd", "The deployments with the most goodput per GPU (or dollar) inside an SLA."),
+    "bench": ("bench_cmd", "Measure a real OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, ...)."),
+    "profile": ("profile_cmd", "Microbenchmark this machine and write a hardware file with its fitted profile."),
+    "calibrate": ("calibrate_cmd", "Fit a hardware entry's efficiency profile to measurements."),
+    "models": ("catalog_cmds", "The built-in model catalog: ids, aliases, parameter counts and shapes."),
+    "hardware": ("catalog_cmds", "The built-in hardware catalog (plus a user file), with sources."),
+    "engines": ("catalog_cmds", "The serving-engine catalog: releases, what changes at each, sources."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A click group whose commands are imported when they are asked for (see the module docstring)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if cmd_name not in self.commands:
+            importlib.import_module(f"flopwise.cli.{COMMANDS[cmd_name][0]}")  # registers on `app`
+            self.commands[cmd_name] = _click_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list from `COMMANDS` (importing every command to read its docstring would cost a second)."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
+
 
 app = typer.Typer(
     name="flopwise",
@@ -15,10 +63,40 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    cls=LazyGroup,
+    context_settings={"max_content_width": 120},
 )
-# Piped or captured output gets a wide page instead of rich's 80-column default, so tables stay readable.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Estimate, simulate, measure and plan LLM inference: what you will get, and where the bottleneck is."""
+
+
+def _click_command(name: str) -> Any:
+    """The click command (or group, for `bench`) that importing its module registered on `app`."""
+    for info in app.registered_commands:
+        if (info.name or info.callback.__name__.replace("_", "-")) == name:  # type: ignore[union-attr]
+            return get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                         rich_markup_mode=app.rich_markup_mode)
+    for group in app.registered_groups:
+        if group.name == name:
+            return get_group_from_info(group, pretty_exceptions_short=app.pretty_exceptions_short,
+                                       suggest_commands=app.suggest_commands, rich_markup_mode=app.rich_markup_mode)
+    raise RuntimeError(f"internal: module {COMMANDS[name][0]} did not register command '{name}'")
+
+
+def __getattr__(name: str) -> Any:
+    """`console` (stdout) and `err_console` (stderr), made on first use (rich is imported then)."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(name)
+    from rich.console import Console
+
+    # Piped or captured output gets a wide page instead of rich's 80-column default, so tables stay readable.
+    made = Console(width=None if sys.stdout.isatty() else 160) if name == "console" else Console(stderr=True)
+    globals()[name] = made
+    return made
 
 
 def print_json(obj: Any) -> None:

@@ -7,41 +7,47 @@ from typing import Annotated
 
 import typer
 
-from flopwise.cli._app import app, console, print_json
-from flopwise.report.catalog_tables import (engine_rows, engine_table, hardware_rows, hardware_table, model_rows,
-                                            model_table)
-from flopwise.specs.hardware import hardware_catalog, load_hardware_file
+from flopwise.cli import _app
+from flopwise.cli._app import app, print_json
+from flopwise.params import HELP
 
 
 @app.command()
 def models(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The built-in model catalog: ids, aliases, parameter counts and shapes."""
+    from flopwise.report.catalog_tables import model_rows, model_table  # imported when the command runs
+
     rows = model_rows()
     if json_out:
         print_json({"models": rows})
     else:
-        console.print(model_table(rows))
+        _app.console.print(model_table(rows))
 
 
 @app.command()
 def hardware(
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML file adding or overriding entries.")] = None,
+    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """The built-in hardware catalog (plus a user file), with the source of every number."""
+    from flopwise.report.catalog_tables import hardware_rows, hardware_table  # imported when the command runs
+    from flopwise.specs.hardware import hardware_catalog, load_hardware_file
+
     catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
     rows = hardware_rows(catalog)
     if json_out:
         print_json({"hardware": rows})
     else:
-        console.print(hardware_table(rows))
+        _app.console.print(hardware_table(rows))
 
 
 @app.command()
 def engines(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The serving-engine catalog: each family's releases, what changes at each, and the sources."""
+    from flopwise.report.catalog_tables import engine_rows, engine_table  # imported when the command runs
+
     rows = engine_rows()
     if json_out:
         print_json({"engines": rows})
     else:
-        console.print(engine_table(rows))
+        _app.console.print(engine_table(rows))

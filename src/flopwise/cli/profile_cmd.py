@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.calibrate.report import render_calibration, render_steps
+from flopwise.cli import _app
+from flopwise.cli._app import app, print_json
 
 
 @app.command("profile")
@@ -23,24 +23,33 @@ def profile_cmd(
     num_layers: Annotated[int | None, typer.Option("--num-layers", help="Profile only the first N layers of --model (faster; per-layer cost is unchanged).")] = None,
     microbenchmarks: Annotated[bool, typer.Option("--microbench/--no-microbench", help="Run the GEMM / bandwidth / attention microbenchmarks.")] = True,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N (default: cuda where available).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch (default: the cores this process may use).")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch, >= 1 (default: the cores this process may use).")] = None,
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Fit the efficiency profile to the measurements.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Microbenchmarks of this machine (GEMM, memory bandwidth, attention), optional model steps, and a fitted
     hardware entry that `estimate --hardware-file` reads."""
+    # imported when the command runs: --help and other commands stay fast
+    from flopwise.calibrate.report import render_calibration, render_steps
+    from flopwise.errors import SpecError
     from flopwise.profile import profile_host, profile_table
     from flopwise.profile.hostfile import read_host_file, write_host_file
     from flopwise.specs.hardware import get_hardware
+    from flopwise.specs.model_catalog import get_model
+    from flopwise.validate import output_path
 
     if not random_weights:
         raise typer.BadParameter("only random weights are supported (timing does not depend on their values)")
+    output_path(out, "--out", suffixes=(".toml",), error=SpecError)  # before the measurements, not after
+    others = read_host_file(out).hardware if out.exists() else []
+    if model is not None:
+        get_model(model)  # an unknown model is named before the microbenchmarks run
     hid = hw_id or f"my-{socket.gethostname().split('.')[0].lower() or 'host'}"
     base_hw = get_hardware(base) if base else None
-    say = None if json_out else (lambda s: err_console.print(f"  {s}", highlight=False))
+    err = _app.err_console
+    say = None if json_out else (lambda s: err.print(f"  {s}", highlight=False))
     prof = profile_host(hw_id=hid, base=base_hw, quick=quick, model=model, num_layers=num_layers,
                         microbenchmarks=microbenchmarks, device=device, threads=threads, fit=fit, progress=say)
-    others = read_host_file(out).hardware if out.exists() else []
     write_host_file(out, prof.hardware, profile_table(prof), others)
     if json_out:
         print_json({"hardware_file": str(out), "hardware": prof.hardware.id, "host": prof.host.to_dict(),
@@ -49,6 +58,7 @@ def profile_cmd(
                     "refused": prof.refusal,
                     "calibration": prof.calibration.to_dict() if prof.calibration else None})
         return
+    console = _app.console
     console.print(f"[bold]{prof.hardware.id}[/]: {prof.host.summary()}")
     peaks = ", ".join(f"{k} {v:g}" for k, v in prof.hardware.peak_tflops.items())
     console.print(f"peaks (TFLOP/s): {peaks}; memory bandwidth {prof.hardware.memory_bandwidth_gbs:g} GB/s; "

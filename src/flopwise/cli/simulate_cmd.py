@@ -3,191 +3,103 @@ scheduler."""
 
 from __future__ import annotations
 
-import csv
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from flopwise.api import deployment
-from flopwise.cli._app import FAMILY_HELP, app, console, err_console, print_json, warn_model_notes
-from flopwise.errors import WorkloadError
-from flopwise.sim import SimConfig, find_max_rate, simulate
-from flopwise.sim.sglang_knobs import SglangKnobs
+from flopwise.cli import _app
+from flopwise.cli._app import app, print_json, warn_model_notes
+from flopwise.params import HELP
 from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
-from flopwise.specs.hardware import get_hardware
-from flopwise.specs.sla import parse_sla
-from flopwise.workload import build_workload
-
-
-def _rate(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        v = float(text)
-    except ValueError:
-        raise WorkloadError(f"--request-rate must be a number or inf, got '{text}'") from None
-    if not v > 0:
-        raise WorkloadError(f"--request-rate must be > 0 (or inf), got {text}")
-    return v
-
-
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    if path.suffix.lower() == ".parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise WorkloadError("writing .parquet needs pyarrow (pip install pyarrow); or write a .csv") from None
-        pq.write_table(pa.Table.from_pylist(rows), path)
-    elif path.suffix.lower() == ".csv":
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    else:
-        raise WorkloadError(f"--output '{path}': use a .csv or .parquet file name")
-
-
-def _fmt(v: float | None, unit: str = "") -> str:
-    return "-" if v is None else f"{v:,.1f}{unit}"
-
-
-def _render(s: dict[str, Any]) -> None:
-    st = s["setup"]
-    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}, replicas={st['replicas']}, "
-                  f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
-                  f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
-                  f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
-                  f"max_num_batched_tokens={st['max_num_batched_tokens']}, KV pool {st['kv_capacity_tokens']:,} tokens")
-    if s.get("speculative"):
-        sp = s["speculative"]
-        tok = sp["tokens_per_verified_decode"]
-        console.print(f"speculative {st['speculative']}: {sp['verified_positions']} positions verified per decode, "
-                      f"{'-' if tok is None else f'{tok:.2f}'} tokens emitted per verified decode "
-                      f"(expected {sp['expected_tokens_per_step']:.2f})")
-    if st.get("sglang"):
-        console.print("sglang knobs: " + ", ".join(f"{k}={v}" for k, v in st["sglang"].items()))
-    t = Table(title=f"{s['num_requests']} requests of '{st['workload']}' over {s['duration_s']:.1f} s")
-    t.add_column("ms")
-    for c in ("mean", "p50", "p90", "p95", "p99"):
-        t.add_column(c, justify="right")
-    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
-        t.add_row(key.removesuffix("_ms"), *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
-    console.print(t)
-    console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:,.0f} output tok/s; "
-                  f"goodput {s['goodput']:.2f} req/s (SLA attainment {s['sla_attainment']:.1%}); "
-                  f"preemptions {s['preemptions']}")
-    br = s["time_breakdown_ms"]
-    if br["frontend_ms"] is not None:
-        util = s["frontend_utilization"]
-        console.print("where the time went (mean ms): " + ", ".join(
-            f"{k.removesuffix('_ms')} {v:,.1f}" for k, v in br.items() if v is not None)
-            + ("" if util is None else f"; API server CPU busy {util:.0%}") + f"; bottleneck: {s['bottleneck']}")
-    console.print(f"running batch mean {s['running_batch']['mean']:.1f} (max {s['running_batch']['max']}); KV usage "
-                  f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
-                  f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
-                  f"{s['time_in_decode_s']:.1f} s; {s['num_steps']:,} steps simulated in {s['sim_wall_s']:.2f} s")
-    if s.get("sla"):
-        ok = "[green]met[/]" if s["sla_met"] else "[red]missed[/]"
-        console.print(f"SLA {s['sla']}: {ok} " + ", ".join(f"{k} {'ok' if v else 'FAIL'}"
-                                                          for k, v in s["sla_objectives_met"].items()))
 
 
 @app.command("simulate")
 def simulate_cmd(
-    model: Annotated[str, typer.Option(help="Catalog id or alias, config.json path, or model directory.")] = DEFAULT_MODEL,
-    gpu: Annotated[str, typer.Option(help="Hardware id (see `flopwise hardware`).")] = DEFAULT_GPU,
-    num_gpus: Annotated[int | None, typer.Option("--num-gpus", help="GPUs in all; the multiple of tp*pp beyond one is replicas.")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel stages.")] = 1,
-    weights: Annotated[str | None, typer.Option(help="Weight format (bf16, fp8, int4-awq, ...).")] = None,
-    kv: Annotated[str | None, typer.Option(help="KV-cache format (bf16, fp8, ...).")] = None,
-    engine: Annotated[str, typer.Option(help="Serving engine and version: vllm, vllm@0.11, sglang@0.4, trtllm@0.17, llamacpp (see `flopwise engines`).")] = DEFAULT_ENGINE,
-    frontend: Annotated[str, typer.Option(help="http: the engine's OpenAI API server in front (its CPU costs); none: the engine alone (offline benchmark).")] = FRONTEND_SERVING,
-    endpoint: Annotated[str, typer.Option(help="API endpoint the clients call: completions or chat (chat adds the template).")] = DEFAULT_ENDPOINT,
-    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="The engine's memory fraction (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.")] = None,
-    engine_file: Annotated[Path | None, typer.Option("--engine-file", help="Engine override written by `flopwise calibrate --engine-out` (calibrated CPU costs).")] = None,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
-    family: Annotated[str | None, typer.Option("--family", help=FAMILY_HELP)] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Most running requests (default: the engine's for the GPU, e.g. vLLM serve: 1024 on >=70 GiB GPUs other than A100, else 256).")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (default: the engine's, e.g. vLLM serve: 8192 on H100/H200, 2048 on A100).")] = None,
-    block_size: Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default: the engine's).")] = None,
-    speculative: Annotated[str | None, typer.Option("--speculative", help="Speculative decoding with a stated acceptance, e.g. 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5' (accepted = mean tokens per step; tree=W for tree drafts).")] = None,
-    enable_prefix_caching: Annotated[bool | None, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="Prefix caching (default: the engine's; vLLM v1: on).")] = None,
-    enable_chunked_prefill: Annotated[bool | None, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (default: the engine's; vLLM v1: on).")] = None,
-    scheduler: Annotated[str | None, typer.Option(help="vllm (continuous batching, vLLM v1), sglang (SGLang: prefill-first steps, KV reserved for future output, retraction) or static (whole batches). Default: the engine's.")] = None,
+    model: Annotated[str, typer.Option(help=HELP["model"])] = DEFAULT_MODEL,
+    gpu: Annotated[str, typer.Option(help=HELP["gpu"])] = DEFAULT_GPU,
+    num_gpus: Annotated[int | None, typer.Option("--num-gpus", help=HELP["num_gpus"])] = None,
+    tp: Annotated[int, typer.Option(help=HELP["tp"])] = 1,
+    pp: Annotated[int, typer.Option(help=HELP["pp"])] = 1,
+    weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
+    kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
+    engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
+    frontend: Annotated[str, typer.Option(help=HELP["frontend"])] = FRONTEND_SERVING,
+    endpoint: Annotated[str, typer.Option(help=HELP["endpoint"])] = DEFAULT_ENDPOINT,
+    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization",
+                                                                 help=HELP["gpu_memory_utilization"])] = None,
+    engine_file: Annotated[Path | None, typer.Option("--engine-file", help=HELP["engine_file"])] = None,
+    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
+    family: Annotated[str | None, typer.Option("--family", help=HELP["family"])] = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help=HELP["max_num_seqs"])] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens",
+                                                               help=HELP["max_num_batched_tokens"])] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", help=HELP["block_size"])] = None,
+    speculative: Annotated[str | None, typer.Option("--speculative", help=HELP["speculative"])] = None,
+    enable_prefix_caching: Annotated[bool | None, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
+                                                               help=HELP["enable_prefix_caching"])] = None,
+    enable_chunked_prefill: Annotated[bool | None, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill",
+                                                                help=HELP["enable_chunked_prefill"])] = None,
+    scheduler: Annotated[str | None, typer.Option(help=HELP["scheduler"])] = None,
     # --scheduler sglang knobs (SGLang's flag names; see sim/sglang_knobs.py for their defaults)
-    chunked_prefill_size: Annotated[int | None, typer.Option("--chunked-prefill-size", help="sglang: new tokens per prefill batch (default by GPU memory: 8192 on H100/H200).")] = None,
-    max_prefill_tokens: Annotated[int, typer.Option("--max-prefill-tokens", help="sglang: prompt tokens per prefill batch.")] = 16384,
-    max_running_requests: Annotated[int | None, typer.Option("--max-running-requests", help="sglang: most running requests (default from the KV pool, 2048-4096).")] = None,
-    schedule_policy: Annotated[str, typer.Option("--schedule-policy", help="sglang: fcfs or lpm (longest cached prefix first).")] = "fcfs",
-    schedule_conservativeness: Annotated[float, typer.Option("--schedule-conservativeness", help="sglang: scales the KV reserved for future output.")] = 1.0,
-    enable_mixed_chunk: Annotated[bool, typer.Option("--enable-mixed-chunk", help="sglang: decodes join prefill steps.")] = False,
-    request_rate: Annotated[str | None, typer.Option("--request-rate", help="Requests/s, or inf (all at once).")] = None,
-    arrival: Annotated[str, typer.Option(help="Arrival process at --request-rate: poisson, gamma, constant.")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="Gamma shape for --arrival gamma (1 = Poisson; CV = 1/sqrt).")] = 1.0,
-    concurrency: Annotated[int | None, typer.Option(help="Closed loop: this many clients, each sending on completion.")] = None,
-    num_requests: Annotated[int | None, typer.Option("--num-requests", help="Requests to simulate (default 1000, or the whole trace).")] = None,
-    workload: Annotated[str | None, typer.Option(help="Named workload: chat, rag, code, summarize, batch.")] = None,
-    input_len: Annotated[str | None, typer.Option("--input-len", help="Prompt tokens: N, uniform:LO:HI, normal:M:S, lognormal:MEDIAN:SIGMA, file:PATH.")] = None,
-    output_len: Annotated[str | None, typer.Option("--output-len", help="Output tokens, same forms as --input-len.")] = None,
-    trace: Annotated[Path | None, typer.Option(help="Trace: .jsonl, Azure .csv, or ShareGPT .json.")] = None,
-    tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to count ShareGPT tokens (default ~4 chars/token).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed (lengths, prefixes, arrivals, speculative acceptance).")] = 0,
-    sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = None,
-    find_max_rate_: Annotated[bool, typer.Option("--find-max-rate", help="Bisect for the highest rate meeting --sla.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", help="Write per-request rows (.csv or .parquet).")] = None,
+    chunked_prefill_size: Annotated[int | None, typer.Option("--chunked-prefill-size",
+                                                             help=HELP["chunked_prefill_size"])] = None,
+    max_prefill_tokens: Annotated[int, typer.Option("--max-prefill-tokens", help=HELP["max_prefill_tokens"])] = 16384,
+    max_running_requests: Annotated[int | None, typer.Option("--max-running-requests",
+                                                             help=HELP["max_running_requests"])] = None,
+    schedule_policy: Annotated[str, typer.Option("--schedule-policy", help=HELP["schedule_policy"])] = "fcfs",
+    schedule_conservativeness: Annotated[float, typer.Option("--schedule-conservativeness",
+                                                             help=HELP["schedule_conservativeness"])] = 1.0,
+    enable_mixed_chunk: Annotated[bool, typer.Option("--enable-mixed-chunk", help=HELP["enable_mixed_chunk"])] = False,
+    request_rate: Annotated[str | None, typer.Option("--request-rate", help=HELP["request_rate"])] = None,
+    arrival: Annotated[str, typer.Option(help=HELP["arrival"])] = "poisson",
+    burstiness: Annotated[float, typer.Option(help=HELP["burstiness"])] = 1.0,
+    concurrency: Annotated[int | None, typer.Option(help=HELP["concurrency"])] = None,
+    num_requests: Annotated[int | None, typer.Option("--num-requests", help=HELP["num_requests"])] = None,
+    workload: Annotated[str | None, typer.Option(help=HELP["workload"])] = None,
+    input_len: Annotated[str | None, typer.Option("--input-len", help=HELP["lengths"])] = None,
+    output_len: Annotated[str | None, typer.Option("--output-len", help=HELP["output_lengths"])] = None,
+    trace: Annotated[Path | None, typer.Option(help=HELP["trace"])] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help=HELP["tokenizer"])] = None,
+    seed: Annotated[int, typer.Option(help=HELP["seed"])] = 0,
+    sla: Annotated[str | None, typer.Option(help=HELP["sla"])] = None,
+    find_max_rate: Annotated[bool, typer.Option("--find-max-rate", help=HELP["find_max_rate"])] = False,
+    output: Annotated[Path | None, typer.Option("--output", help=HELP["output"])] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Queueing, batching and KV capacity under a request stream: TTFT/TPOT/ITL percentiles, goodput, capacity."""
-    hw = get_hardware(gpu, hardware_file)
-    dep = deployment(model, hw, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
-                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                     engine_file=engine_file, family=family)
-    warn_model_notes(dep.model)
-    config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
-                       enable_chunked_prefill=enable_chunked_prefill,
-                       sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,
-                                          schedule_policy, schedule_conservativeness, enable_mixed_chunk), seed=seed)
-    objectives = parse_sla(sla) if sla else None
-    rate = _rate(request_rate)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def workload_at(r: float | None):
-        return build_workload(num_requests=num_requests, workload=workload, input_len=input_len,
-                              output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
-                              concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
+    from flopwise.api import simulate  # imported when the command runs: --help and other commands stay fast
+    from flopwise.report.simulate_report import render_simulation
 
-    if find_max_rate_:
-        if objectives is None:
-            raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
-        if concurrency is not None:
-            raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
-        with err_console.status("bisecting the request rate", spinner="dots") if not json_out else nullcontext():
-            found = find_max_rate(dep, workload_at, objectives, config)
-        result = found.result
-        summary = result.summary()
-        summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
-                               "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes]}
+    err = _app.err_console
+    live = err.is_terminal and not json_out
+    if find_max_rate:
+        bar = err.status("bisecting the request rate", spinner="dots") if live else nullcontext()
+        advance = None
     else:
-        wl = workload_at(rate)
-        with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
-            task = bar.add_task("requests", total=wl.num_requests)
-            result = simulate(dep, wl, config, sla=objectives, progress=lambda n: bar.advance(task, n))
-        summary = result.summary()
-    if output is not None:
-        _write_rows(output, result.rows())
+        bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=err, transient=True, disable=not live)
+        task = bar.add_task("requests", total=None)
+        advance = lambda n: bar.advance(task, n)  # noqa: E731
+    with bar:
+        result = simulate(model, gpu, num_gpus=num_gpus, tp=tp, pp=pp, weights=weights, kv=kv, engine=engine,
+                          frontend=frontend, endpoint=endpoint, gpu_memory_utilization=gpu_memory_utilization,
+                          engine_file=engine_file, hardware_file=hardware_file, family=family,
+                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          block_size=block_size, speculative=speculative, enable_prefix_caching=enable_prefix_caching,
+                          enable_chunked_prefill=enable_chunked_prefill, scheduler=scheduler,
+                          chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+                          max_running_requests=max_running_requests, schedule_policy=schedule_policy,
+                          schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk,
+                          request_rate=request_rate, arrival=arrival, burstiness=burstiness, concurrency=concurrency,
+                          num_requests=num_requests, workload=workload, input_len=input_len, output_len=output_len,
+                          trace=trace, tokenizer=tokenizer, seed=seed, sla=sla, find_max_rate=find_max_rate,
+                          output=output, progress=advance)
+    warn_model_notes(result.deployment.model)
     if json_out:
-        print_json(summary)
-        return
-    _render(summary)
-    if find_max_rate_:
-        console.print(f"[bold]max rate meeting the SLA: {summary['max_rate']['request_rate']:.3g} req/s[/] "
-                      f"(throughput bound {summary['max_rate']['upper_bound']:.3g} req/s)")
-
+        print_json(result.to_dict())
+    else:
+        render_simulation(_app.console, result.to_dict())

@@ -14,6 +14,7 @@ Bandwidth likewise from the best copy/read rate measured. Each number's origin g
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +28,9 @@ from flopwise.profile.discover import HostInfo, cpu_peak_tflops, discover
 from flopwise.profile.microbench import MicrobenchConfig, run_microbenchmarks
 from flopwise.profile.model_profile import ModelProfileConfig, profile_model, step_point, truncate_layers
 from flopwise.specs.deployment import make_deployment
+from flopwise.errors import SpecError
 from flopwise.specs.hardware import DEFAULT_EFFICIENCY, HardwareSpec
+from flopwise.validate import integer
 
 __all__ = ["HostProfile", "profile_host", "build_hardware", "step_points_from", "kernel_points_from",
            "profile_table"]
@@ -114,8 +117,19 @@ def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = 
     """Discover, measure and (unless `fit=False`) fit this machine's efficiency profile."""
     from flopwise.specs.model_catalog import get_model
 
+    if device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise SpecError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    if threads is not None:
+        integer(threads, "--threads", lo=1, hi=4096, error=SpecError)
+    if num_layers is not None:
+        integer(num_layers, "--num-layers", lo=1, error=SpecError)
     t0 = time.perf_counter()
     host = discover()
+    if device is not None and device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        if index >= len(host.cuda):
+            found = f"{len(host.cuda)} CUDA device(s)" if host.cuda else "no CUDA device (or no PyTorch with CUDA)"
+            raise SpecError(f"--device {device}: this machine has {found}; use --device cpu")
     dev = device or ("cuda" if host.cuda else "cpu")
     say = progress or (lambda s: None)
     say(f"host: {host.summary()}")

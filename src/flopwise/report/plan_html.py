@@ -16,7 +16,7 @@ from flopwise.cost.step import roofs, step_cost
 from flopwise.plan.search import PlanResult, plan_to_dict
 from flopwise.specs.hardware import GIB
 
-__all__ = ["plan_html"]
+__all__ = ["plan_html", "plan_figures"]
 
 
 def _pareto(d: dict[str, Any]) -> go.Figure:
@@ -88,9 +88,15 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def plan_figures(r: PlanResult) -> dict[str, go.Figure]:
+    """The report's charts: the Pareto frontier, the roofline, memory per GPU, latency vs rate."""
+    d = plan_to_dict(r)
+    return {"pareto": _pareto(d), "roofline": _roofline(r), "memory": _memory(r), "latency": _latency(d)}
+
+
 def plan_html(r: PlanResult) -> str:
     d = plan_to_dict(r)
-    figs = [_pareto(d), _roofline(r), _memory(r), _latency(d)]
+    figs = list(plan_figures(r).values())
     charts = [f.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}") for i, f in enumerate(figs)]
     cols = ["config", "goodput_per_gpu", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "cost_per_1m_tokens",
             "p95_ttft_ms", "p95_tpot_ms", "memory_headroom_gib", "binds", "replicas", "total_gpus"]

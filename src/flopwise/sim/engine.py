@@ -66,10 +66,7 @@ def _check(dep: Deployment, sched: BaseScheduler, items: Sequence[tuple[int, Req
             f"a request of {held} tokens needs more KV cache than the pool holds "
             f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
             "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization")
-    ctx = dep.model.max_position_embeddings
-    if ctx and longest + 1 > ctx:
-        raise WorkloadError(f"a request of {longest + 1} tokens exceeds {dep.model.name}'s context length {ctx}; "
-                            "shorten --input-len / --output-len or the trace's requests")
+    dep.model.check_context(longest + 1, "shorten --input-len / --output-len or the trace's requests")
     if config.scheduler == "vllm" and not config.enable_chunked_prefill:
         prompt = max(s.input_tokens for _, s in items)
         if prompt > dep.max_num_batched_tokens:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from flopwise.errors import ModelConfigError
+from flopwise.errors import ModelConfigError, WorkloadError
 
 __all__ = ["ATTENTION_KINDS", "MLP_KINDS", "MLASpec", "LinearStateSpec", "IndexerSpec", "AttentionSpec", "MLPSpec",
            "MoESpec", "LayerSpec", "EncoderSpec", "ModelSpec", "attention_params", "mlp_params"]
@@ -435,6 +435,14 @@ class ModelSpec:
     @property
     def num_moe_layers(self) -> int:
         return sum(self.moe_layers)
+
+    def check_context(self, tokens: int, fix: str) -> None:
+        """Refuse a request of `tokens` (prompt + output) longer than the model's context, as the engines do
+        (vLLM: "the decoder prompt is longer than the maximum model length"); `fix` says what to shorten."""
+        ctx = self.max_position_embeddings
+        if ctx and tokens > ctx:
+            raise WorkloadError(f"a request of {tokens:,} tokens exceeds {self.name}'s context length {ctx:,}; "
+                                   f"{fix}")
 
     def with_layers(self, layers: tuple[LayerSpec, ...], name: str) -> ModelSpec:
         return replace(self, name=name, layers=tuple(layers))

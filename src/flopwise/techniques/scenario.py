@@ -38,6 +38,7 @@ class Scenario:
                 raise WorkloadError(f"{name} must be a positive integer, got {v!r}")
         if not 0.0 <= self.prefix_hit <= 1.0:
             raise WorkloadError(f"the prefix-cache hit ratio must be in [0, 1], got {self.prefix_hit:g}")
+        self.deployment.model.check_context(self.input_len + self.output_len, "shorten --input-len / --output-len")
 
     @property
     def dep(self) -> Deployment:

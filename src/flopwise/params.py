@@ -1,0 +1,152 @@
+"""The one description of each parameter that the CLI options and the Python API share: what it means, its unit,
+and its default where the default is not a plain value. `--help` shows these texts, and `help(flopwise.simulate)`
+lists them under "Parameters" (`documented` appends them to an API function's docstring).
+
+Imports nothing heavy: the CLI reads it before any command runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["HELP", "documented"]
+
+F = TypeVar("F", bound=Callable)
+
+_FORMATS = ("bf16, fp16, fp8, fp8-block, int8, int8-w8a8, int4-awq, int4-gptq, w4a8, nvfp4, mxfp4, mxfp4-moe, nf4, "
+            "q8_0, q4_0, q4_k_m")
+_LENGTHS = "N, uniform:LO:HI, normal:MEAN:STD, lognormal:MEDIAN:SIGMA or file:PATH (tokens)"
+
+HELP: dict[str, str] = {
+    # the deployment
+    "model": "Catalog id or alias, config.json path, or model directory.",
+    "gpu": "Hardware id (see `flopwise hardware`).",
+    "num_gpus": "GPUs in all; a multiple of tp*pp (the rest are replicas). Default: tp*pp.",
+    "tp": "Tensor-parallel degree (GPUs per pipeline stage).",
+    "pp": "Pipeline-parallel stages.",
+    "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",
+    "kv": "KV-cache format: bf16, fp16, fp8, int8, int4. Default: the 16-bit activation type.",
+    "engine": "Serving engine and version: vllm, vllm@0.11, sglang@0.4, trtllm@0.17, llamacpp (see `flopwise "
+              "engines`).",
+    "frontend": "http: the engine's OpenAI API server in front (its CPU costs); none: the engine alone (its offline "
+                "benchmark).",
+    "endpoint": "The API endpoint clients call: completions or chat (chat adds the template).",
+    "gpu_memory_utilization": "The engine's memory fraction in (0, 1] (vLLM: share of the device; SGLang: "
+                              "--mem-fraction-static; TensorRT-LLM: share of free memory). Default: the engine's.",
+    "engine_file": "Engine override written by `flopwise calibrate --engine-out` (calibrated CPU costs).",
+    "hardware_file": "TOML/YAML file adding or overriding hardware entries.",
+    "family": "Read the config.json with this registered family's reader (an unsupported architecture's nearest "
+              "family, as the refusal names it); the mapping is assumed.",
+    "max_num_seqs": "Most running requests (default: the engine's for the GPU, e.g. vLLM serve: 1024 on >=70 GiB "
+                    "GPUs other than A100, else 256).",
+    "max_num_batched_tokens": "Token budget per step, tokens (default: the engine's, e.g. vLLM serve: 8192 on "
+                              "H100/H200, 2048 on A100).",
+    "block_size": "Tokens per KV block (default: the engine's).",
+    "speculative": "Speculative decoding with a stated acceptance, e.g. 'eagle,k=3,accepted=2.6', "
+                   "'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5' (accepted = mean tokens per step; "
+                   "tree=W for tree drafts).",
+    # a static batch
+    "batch": "Requests served together (a static batch).",
+    "input_len": "Prompt tokens per request.",
+    "output_len": "Generated tokens per request.",
+    # the simulator
+    "enable_prefix_caching": "Prefix caching (default: the engine's; vLLM v1: on).",
+    "enable_chunked_prefill": "Chunked prefill (default: the engine's; vLLM v1: on).",
+    "scheduler": "vllm (continuous batching, vLLM v1), sglang (prefill-first steps, KV reserved for future output, "
+                 "retraction) or static (whole batches). Default: the engine's.",
+    "chunked_prefill_size": "sglang: new tokens per prefill batch (default by GPU memory: 8192 on H100/H200).",
+    "max_prefill_tokens": "sglang: prompt tokens per prefill batch.",
+    "max_running_requests": "sglang: most running requests (default from the KV pool, 2048-4096).",
+    "schedule_policy": "sglang: fcfs or lpm (longest cached prefix first).",
+    "schedule_conservativeness": "sglang: scales the KV reserved for future output (> 0).",
+    "enable_mixed_chunk": "sglang: decodes join prefill steps.",
+    "request_rate": "Requests/s (open loop), or inf (all at once).",
+    "arrival": "Arrival process at the request rate: poisson, gamma, constant.",
+    "burstiness": "Gamma shape for the gamma arrival process (1 = Poisson; CV = 1/sqrt(shape)).",
+    "concurrency": "Closed loop: this many clients, each sending its next request on a completion.",
+    "num_requests": "Requests to simulate (default 1000, or the whole trace; at most 1,000,000).",
+    "workload": "Named workload: chat, rag, code, summarize, batch.",
+    "lengths": f"Prompt tokens: {_LENGTHS}.",
+    "output_lengths": "Output tokens, same forms as the prompt lengths.",
+    "trace": "Trace: .jsonl, Azure .csv, or ShareGPT .json.",
+    "tokenizer": "tokenizer.json to count ShareGPT tokens (default ~4 characters per token).",
+    "seed": "Random seed, an integer >= 0 (lengths, prefixes, arrivals, speculative acceptance).",
+    "sla": 'Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms" (stat mean/p50/p90/p95/p99 of ttft, tpot, itl or '
+           "e2e; ms or s).",
+    "find_max_rate": "Bisect for the highest request rate meeting the SLA.",
+    "output": "Write per-request rows here (.csv or .parquet); the folder must exist.",
+    # compare and explain
+    "tries": "Techniques to compare, e.g. weights=int8, kv=fp8, spec=draft:llama-3.2-1b,k=4,alpha=0.7, "
+             "spec=eagle,k=4,accepted=3.2, spec=ngram,k=4,alpha=0.5, prefix-cache=0.5, chunked-prefill=512, tp=2, "
+             "gpu=h200, kv-heads=1, window=4096, attention=mla; combine with '+'. One row each.",
+    "simulate": "Throughput at the SLA from the simulator (True, the default) or from static batches only (fast).",
+    "compare_workload": "Named workload (chat, code, rag, summarize, batch): its mean lengths, and its stream for "
+                        "the simulated throughput.",
+    "compare_num_requests": "Requests per simulated run.",
+    "draft": "Draft model for the speculative example (default: an EAGLE-style one-layer head).",
+    "k": "Tokens proposed per speculative step.",
+    "alpha": "Per-token acceptance rate in [0, 1] for the speculative example.",
+    # plan
+    "gpus": "Hardware ids to consider (comma-separated text, or a list).",
+    "max_gpus": "Most GPUs one replica may use.",
+    "rate": "Total requests/s to serve (sizes the replicas); None: capacity per replica only.",
+    "objective": "goodput, cost or latency.",
+    "tps": "TP degrees to try (default: the smallest that fits and twice it).",
+    "plan_weights": "Weight formats to try.",
+    "plan_kv": "KV formats to try.",
+    "plan_knob": "Values to try (default: the engine's for each GPU).",
+    "prefix_caching": "on, off, or both.",
+    "plan_speculative": "Speculative decoding settings to try ('none' for plain decoding).",
+    "plan_num_requests": "Simulated requests per probe (>= 20).",
+    "html": "Write a self-contained HTML report here; the folder must exist.",
+    # bench
+    "url": "Server base URL, e.g. http://127.0.0.1:8000.",
+    "served_model": "Served model name (default: the first at /v1/models).",
+    "bench_rate": "Requests/s (open loop); several sweep; inf = burst.",
+    "bench_concurrency": "Closed loop at this concurrency; several (1,4,16) sweep.",
+    "max_concurrency": "Cap on in-flight requests of an open loop.",
+    "bench_num_requests": "Measured requests per level (default 200).",
+    "duration": "Stop sending after this many seconds per level.",
+    "warmup": "Warm-up requests per level, sent first and excluded.",
+    "range_ratio": "Lengths uniform within +- this share, in [0, 1).",
+    "dataset": "ShareGPT .json or .jsonl prompts instead of random text.",
+    "shared_prefix_len": "Tokens of a shared prefix before each prompt.",
+    "num_prefixes": "Distinct shared prefixes.",
+    "sweep": "Search for the highest request rate meeting the SLA.",
+    "sweep_steps": "Bisection runs after the capacity burst.",
+    "out_dir": "Results directory (default results/bench-<time>).",
+    "resume": "Continue the run saved in the output directory, skipping measured requests.",
+    "api_key": "Bearer token (never saved).",
+    "timeout": "Per-request limit, seconds (also the read timeout).",
+    "ignore_eos": "Ask for exactly the output length.",
+    "scrape": "Scrape the server's /metrics.",
+    "predict": "Also simulate the measured workload and compare.",
+    "model_config": "Model for the prediction: catalog id or config.json (default: the served model).",
+    # calibrate
+    "hardware": "Hardware file written by `flopwise profile`, or a catalog id.",
+    "from_runs": "`flopwise bench` run or sweep directories.",
+    "id": "Entry to calibrate (default: the file's profiled entry); with a catalog id, the id to write.",
+    "served": "The served model (catalog id, config.json or model directory): needed with bench runs.",
+    "use": "Measurement kinds to fit: kernels, steps, bench (comma-separated text, or a list).",
+    "params": "Parameters to fit (default: all that the data identify).",
+    "calibrate_engine": "The served engine and version (bench runs are replayed through it).",
+    "engine_out": "Write the fitted engine CPU costs here: an override file for --engine-file.",
+    "out": "Hardware file to write (default: the --hardware file).",
+    "dry_run": "Fit and report; write nothing.",
+}
+
+
+def documented(**names: str) -> Callable[[F], F]:
+    """Append a "Parameters" section to the function's docstring: each parameter with its `HELP` text (a
+    parameter whose text has another key names it: `input_len="lengths"`)."""
+    def wrap(fn: F) -> F:
+        lines = []
+        for p in inspect.signature(fn).parameters:
+            key = names.get(p, p)
+            if key in HELP:
+                lines.append(f"    {p}: {HELP[key]}")
+        fn.__doc__ = (inspect.cleandoc(fn.__doc__ or "") + "\n\nParameters:\n" + "\n".join(lines)) if lines else fn.__doc__
+        return fn
+    return wrap

@@ -1,0 +1,59 @@
+"""Terminal report of a simulated run: setup, latency percentiles, throughput and goodput, where the time went."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["render_simulation"]
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    return "-" if v is None else f"{v:,.1f}{unit}"
+
+
+def render_simulation(console: Console, s: dict[str, Any]) -> None:
+    """The CLI's report of a simulated run from its `--json` summary."""
+    st = s["setup"]
+    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}, replicas={st['replicas']}, "
+                  f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
+                  f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
+                  f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
+                  f"max_num_batched_tokens={st['max_num_batched_tokens']}, KV pool {st['kv_capacity_tokens']:,} tokens")
+    if s.get("speculative"):
+        sp = s["speculative"]
+        tok = sp["tokens_per_verified_decode"]
+        console.print(f"speculative {st['speculative']}: {sp['verified_positions']} positions verified per decode, "
+                      f"{'-' if tok is None else f'{tok:.2f}'} tokens emitted per verified decode "
+                      f"(expected {sp['expected_tokens_per_step']:.2f})")
+    if st.get("sglang"):
+        console.print("sglang knobs: " + ", ".join(f"{k}={v}" for k, v in st["sglang"].items()))
+    t = Table(title=f"{s['num_requests']} requests of '{st['workload']}' over {s['duration_s']:.1f} s")
+    t.add_column("ms")
+    for c in ("mean", "p50", "p90", "p95", "p99"):
+        t.add_column(c, justify="right")
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
+        t.add_row(key.removesuffix("_ms"), *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
+    console.print(t)
+    console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:,.0f} output tok/s; "
+                  f"goodput {s['goodput']:.2f} req/s (SLA attainment {s['sla_attainment']:.1%}); "
+                  f"preemptions {s['preemptions']}")
+    br = s["time_breakdown_ms"]
+    if br["frontend_ms"] is not None:
+        util = s["frontend_utilization"]
+        console.print("where the time went (mean ms): " + ", ".join(
+            f"{k.removesuffix('_ms')} {v:,.1f}" for k, v in br.items() if v is not None)
+            + ("" if util is None else f"; API server CPU busy {util:.0%}") + f"; bottleneck: {s['bottleneck']}")
+    console.print(f"running batch mean {s['running_batch']['mean']:.1f} (max {s['running_batch']['max']}); KV usage "
+                  f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
+                  f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
+                  f"{s['time_in_decode_s']:.1f} s; {s['num_steps']:,} steps simulated in {s['sim_wall_s']:.2f} s")
+    if s.get("sla"):
+        ok = "[green]met[/]" if s["sla_met"] else "[red]missed[/]"
+        console.print(f"SLA {s['sla']}: {ok} " + ", ".join(f"{k} {'ok' if v else 'FAIL'}"
+                                                          for k, v in s["sla_objectives_met"].items()))
+    if s.get("max_rate"):
+        console.print(f"[bold]max rate meeting the SLA: {s['max_rate']['request_rate']:.3g} req/s[/] "
+                      f"(throughput bound {s['max_rate']['upper_bound']:.3g} req/s)")
