@@ -27,6 +27,7 @@ from typing import Any
 
 from flopwise.errors import SpecError
 from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
+from flopwise.validate import read_text
 
 __all__ = ["hardware_entry", "dumps_toml", "write_host_file", "read_host_file", "HostFile"]
 
@@ -122,13 +123,18 @@ class HostFile:
 
 def read_host_file(path: str | Path) -> HostFile:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise SpecError(f"hardware file '{path}' does not exist; write one with `flopwise profile --out {path}`")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(read_text(p, "hardware file"))
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"hardware file '{path}' could not be parsed: {e}") from None
-    return HostFile(list(data.get("hardware", [])), dict(data.get("profile", {})))
+    entries, profile = data.get("hardware", []), data.get("profile", {})
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise SpecError(f"hardware file '{path}': expected a list of [[hardware]] tables")
+    if not isinstance(profile, dict):
+        raise SpecError(f"hardware file '{path}': [profile] must be a table")
+    return HostFile(entries, profile)
 
 
 def write_host_file(path: str | Path, hw: HardwareSpec, profile: dict[str, Any],
