@@ -92,6 +92,13 @@ class Estimate:
     def fits(self) -> bool:
         return self.memory.fits and self.batch_fits
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the report `flopwise estimate` prints."""
+        from flopwise.report.estimate_report import render_estimate  # display only (report sits above this layer)
+        from flopwise.results import html_of
+
+        return html_of(lambda c: render_estimate(c, self))
+
     def to_dict(self) -> dict[str, Any]:
         d, m = self.deployment, self.memory
         return {

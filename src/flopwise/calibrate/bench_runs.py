@@ -105,8 +105,13 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
     out = []
     for p in paths:
         for root in find_runs(p):
-            saved = load_run(root)
-            cfg = BenchConfig.from_dict(saved.config)
+            try:
+                saved = load_run(root)
+                cfg = BenchConfig.from_dict(saved.config)
+            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
+                # a damaged run directory (truncated run.json, a record missing fields): name it, not a traceback
+                raise CalibrationError(f"bench run {root} cannot be read ({type(e).__name__}: {e}); re-run it or "
+                                       "leave it out of --from") from None
             summary = summarize(saved.records, duration_s=saved.duration_s())
             measured = {}
             for metric, stat in CLIENT_METRICS:

@@ -50,6 +50,13 @@ class Explanation:
                 "kv": d.kv.name, "batch": s.batch, "input_len": s.input_len, "output_len": s.output_len,
                 "sections": [x.to_dict() for x in self.sections]}
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the report `flopwise explain` prints."""
+        from flopwise.report.explain_report import render_explanation  # display only
+        from flopwise.results import html_of
+
+        return html_of(lambda c: render_explanation(c, self))
+
 
 def weight_bytes_excluding_lm_head(step: StepCost) -> float:
     """Weight bytes a step reads in the decoder layers (the LM head stays 16-bit in GPU formats)."""

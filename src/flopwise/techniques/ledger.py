@@ -284,6 +284,30 @@ class Ledger:
             "rows": [row(r) for r in self.rows],
         }
 
+    def to_pandas(self) -> Any:
+        """One row per technique (the baseline first): each metric's value and, for the techniques, its
+        `<metric>_delta`, `<metric>_delta_pct` and `<metric>_change` (the verdict) against the baseline, then the
+        accuracy risk and complexity levels."""
+        from flopwise.results import frame  # pandas is optional
+
+        d = self.to_dict()
+        rows = [{"technique": "baseline", **{k: v for k, v in d["baseline"].items()}}]
+        for r in d["rows"]:
+            row: dict[str, Any] = {"technique": r["technique"]}
+            for metric, change in r["metrics"].items():
+                row.update({f"{metric}_{k}" if k != "value" else metric: v for k, v in change.items()
+                            if k != "baseline"})
+            row["accuracy_risk"], row["complexity"] = r["accuracy_risk"]["level"], r["complexity"]["level"]
+            rows.append(row)
+        return frame(rows)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the ledger `flopwise compare` prints."""
+        from flopwise.report.compare_report import render_ledger  # display only
+        from flopwise.results import html_of
+
+        return html_of(lambda c: render_ledger(c, self))
+
 
 def build_ledger(baseline: Scenario, candidates: list[tuple[str, Scenario, Rating, Rating, tuple[str, ...]]],
                  sla: SLA, sim: SimWorkload | None = None) -> Ledger:
