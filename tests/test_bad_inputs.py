@@ -1,0 +1,185 @@
+"""Bad input, found by trying what a hostile user would (issue 12): every case is one line on stderr naming the
+input, exit code 2, and no traceback, hang, non-finite output or silently substituted value. Grouped by what each
+case did before it was fixed; `test_properties.py` generates more of each kind."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from flopwise.cli import run
+
+CATALOG = Path(__file__).resolve().parents[1] / "src/flopwise/catalog/models"
+LLAMA = json.loads((CATALOG / "meta-llama--Llama-3.2-1B.json").read_text())
+FAST = ["--num-requests", "5", "--input-len", "64", "--output-len", "4"]
+
+
+def config(tmp: Path, name: str, **fields) -> str:
+    c = copy.deepcopy(LLAMA)
+    c.update(fields)
+    p = tmp / f"{name}.json"
+    p.write_text(json.dumps(c))
+    return str(p)
+
+
+def file(tmp: Path, name: str, content: str | bytes) -> str:
+    p = tmp / name
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(p)
+
+
+BINARY = b"\xff\xfe\x00\x89PNG binary"
+MISTRAL = dict(architectures=["MistralForCausalLM"], model_type="mistral")
+HW = "[[hardware]]\nid = \"h100-sxm\"\n"
+
+# (class before the fix, case, argv builder, text the one-line error must contain)
+CASES = [
+    # tracebacks
+    ("traceback", "zero attention heads", lambda t: ["estimate", "--model", config(t, "h0", num_attention_heads=0)],
+     "num_attention_heads"),
+    ("traceback", "NaN hidden size", lambda t: ["estimate", "--model", config(t, "hn", hidden_size=float("nan"))],
+     "hidden_size"),
+    ("traceback", "infinite hidden size", lambda t: ["estimate", "--model", config(t, "hi", hidden_size=1e999)],
+     "hidden_size"),
+    ("traceback", "string sliding window", lambda t: ["estimate", "--model", config(t, "sw", sliding_window="abc",
+                                                                                   **MISTRAL)], "sliding_window"),
+    ("traceback", "moe_layer_freq 0", lambda t: ["estimate", "--model", config(
+        t, "mf", architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", moe_layer_freq=0,
+        n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=128, kv_lora_rank=64, qk_rope_head_dim=16,
+        qk_nope_head_dim=32, v_head_dim=32)], "moe_layer_freq"),
+    ("traceback", "decoder_sparse_step 0", lambda t: ["estimate", "--model", config(
+        t, "ds", architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", decoder_sparse_step=0, num_experts=8,
+        num_experts_per_tok=2, moe_intermediate_size=128)], "decoder_sparse_step"),
+    ("traceback", "binary config.json", lambda t: ["estimate", "--model", file(t, "config.json", BINARY)],
+     "not UTF-8"),
+    ("traceback", "binary trace", lambda t: ["simulate", "--trace", file(t, "t.jsonl", BINARY)], "not UTF-8"),
+    ("traceback", "binary Azure trace", lambda t: ["simulate", "--trace", file(t, "t.csv", BINARY)], "not UTF-8"),
+    ("traceback", "binary ShareGPT", lambda t: ["simulate", "--trace", file(t, "t.json", BINARY)], "not UTF-8"),
+    ("traceback", "binary length file", lambda t: ["simulate", *FAST[:2], "--input-len",
+                                                   "file:" + file(t, "l.txt", BINARY)], "not UTF-8"),
+    ("traceback", "YAML hardware: [1, 2]", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "hardware: [1, 2]")],
+     "must be a table"),
+    ("traceback", "YAML top-level list", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "- 1\n")],
+     "list of [[hardware]] tables"),
+    ("traceback", "efficiency = 5", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + "efficiency = 5\n")],
+     "efficiency must be a table"),
+    ("traceback", "string memory", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + 'memory_gib = "lots"\n')],
+     "memory_gib"),
+    ("traceback", "uniform:1:inf", lambda t: ["simulate", *FAST[:2], "--input-len", "uniform:1:inf"], "HI"),
+    ("traceback", "--seed -1", lambda t: ["simulate", *FAST, "--seed", "-1"], "--seed"),
+    ("traceback", "--output into a missing folder", lambda t: ["simulate", *FAST, "--output", str(t / "no" / "x.csv")],
+     "does not exist"),
+    ("traceback", "profile --out into a missing folder", lambda t: ["profile", "--no-microbench", "--out",
+                                                                     str(t / "no" / "p.toml")], "does not exist"),
+    ("traceback", "trace prefix_tokens 'x'", lambda t: ["simulate", "--trace", file(
+        t, "p.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5, "prefix_id": 1, "prefix_tokens": "x"}\n')],
+     "prefix_tokens"),
+    ("traceback", "trace prefix_id [1]", lambda t: ["simulate", "--trace", file(
+        t, "p.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5, "prefix_id": [1]}\n')], "prefix_id"),
+    ("traceback", "ShareGPT turns that are not objects", lambda t: ["simulate", "--trace", file(
+        t, "s.json", '[{"conversations": [1, 2]}]')], "conversations"),
+    ("traceback", "a tokenizer that is not one", lambda t: ["simulate", "--trace", file(
+        t, "s.json", '[{"conversations": [{"value": "hello there"}, {"value": "general kenobi"}]}]'),
+        "--tokenizer", file(t, "tok.json", BINARY)], "tokenizer"),
+    ("traceback", "calibrate on a binary file", lambda t: ["calibrate", "--hardware", file(t, "h.toml", BINARY)],
+     "not UTF-8"),
+    ("traceback", "engine override host = 5", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\nhost = 5\n')], "host must be a table"),
+    ("traceback", "engine override of the wrong type", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\nfrontend = { request_s = "x" }\n')], "frontend.request_s"),
+    ("traceback", "--num-requests 10^9 (allocated before failing)", lambda t: ["simulate", "--num-requests",
+                                                                           "1000000000"], "--num-requests"),
+    # hangs
+    ("hang", "NaN trace timestamp", lambda t: ["simulate", "--trace", file(
+        t, "n.jsonl", '{"timestamp": NaN, "input_tokens": 10, "output_tokens": 5}\n'
+                      '{"timestamp": 1, "input_tokens": 10, "output_tokens": 5}\n')], "timestamp"),
+    ("hang", "NaN Azure timestamp", lambda t: ["simulate", "--trace", file(
+        t, "n.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\nnan,10,5\n1,10,5\n")], "TIMESTAMP"),
+    ("hang", "infinite gamma shape", lambda t: ["simulate", *FAST, "--request-rate", "1", "--arrival", "gamma",
+                                                "--burstiness", "inf"], "--burstiness"),
+    ("hang", "10^9 layers", lambda t: ["estimate", "--model", config(t, "l9", num_hidden_layers=10**9)],
+     "num_hidden_layers"),
+    # confident nonsense
+    ("nonsense", "infinite trace timestamp (NaN latencies)", lambda t: ["simulate", "--trace", file(
+        t, "i.jsonl", '{"timestamp": Infinity, "input_tokens": 10, "output_tokens": 5}\n')], "timestamp"),
+    ("nonsense", "negative interconnect bandwidth", lambda t: ["estimate", "--tp", "2", "--hardware-file", file(
+        t, "h.toml", HW + "interconnect_gbs = -900\n")], "interconnect_gbs"),
+    ("nonsense", "negative price", lambda t: ["estimate", "--hardware-file", file(
+        t, "h.toml", HW + "price_per_hour_usd = -3\n")], "price_per_hour_usd"),
+    ("nonsense", "infinite peak", lambda t: ["estimate", "--hardware-file", file(
+        t, "h.toml", HW + "[hardware.peak_tflops]\nbf16 = inf\n")], "peak_tflops.bf16"),
+    ("nonsense", "negative context length", lambda t: ["estimate", "--model", config(t, "mp", max_position_embeddings=-1)],
+     "max_position_embeddings"),
+    ("nonsense", "a prompt beyond the context", lambda t: ["estimate", "--input-len", "1000000"], "context length"),
+    ("nonsense", "explain beyond the context", lambda t: ["explain", "--input-len", "10000000"], "context length"),
+    ("nonsense", "normal:nan:1 lengths", lambda t: ["simulate", *FAST[:2], "--input-len", "normal:nan:1"], "MEAN"),
+    ("nonsense", "lognormal:100:nan lengths", lambda t: ["simulate", *FAST[:2], "--input-len", "lognormal:100:nan"],
+     "SIGMA"),
+    ("nonsense", "an SLA bound of 1e400 ms", lambda t: ["simulate", *FAST, "--sla", "p95_ttft<=" + "9" * 400 + "ms"],
+     "SLA objective"),
+    ("nonsense", "profile --threads -1", lambda t: ["profile", "--no-microbench", "--threads", "-1", "--out",
+                                                     str(t / "p.toml")], "--threads"),
+    ("nonsense", "negative Azure token counts", lambda t: ["simulate", "--trace", file(
+        t, "n.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n0,-10,5\n1,10,5\n")], "ContextTokens"),
+    # silent substitution
+    ("substitution", "compare --input-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static", "--input-len", "0"],
+     "input_len"),
+    ("substitution", "compare --output-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static", "--output-len", "0"],
+     "output_len"),
+    ("substitution", "fractional uniform bounds", lambda t: ["simulate", *FAST[:2], "--input-len", "uniform:1.5:2.5"],
+     "whole number"),
+    ("substitution", "fractional trace tokens", lambda t: ["simulate", "--trace", file(
+        t, "f.jsonl", '{"timestamp": 0, "input_tokens": 10.7, "output_tokens": 5}\n')], "input_tokens"),
+    ("substitution", "boolean trace tokens", lambda t: ["simulate", "--trace", file(
+        t, "b.jsonl", '{"timestamp": 0, "input_tokens": true, "output_tokens": 5}\n')], "input_tokens"),
+    ("substitution", "fractional length file", lambda t: ["simulate", *FAST[:2], "--input-len",
+                                                          "file:" + file(t, "l.json", "[1.5, 2]")], "whole numbers"),
+    ("substitution", "tie_word_embeddings 'no'", lambda t: ["estimate", "--model", config(t, "tw", tie_word_embeddings="no")],
+     "tie_word_embeddings"),
+    ("substitution", "architectures as a string", lambda t: ["estimate", "--model", config(
+        t, "as", architectures="LlamaForCausalLM")], "architectures"),
+    ("substitution", "quantization_config as a string", lambda t: ["estimate", "--model", config(
+        t, "qc", quantization_config="fp8")], "quantization_config"),
+    ("substitution", "profile --device cuda without a GPU", lambda t: ["profile", "--no-microbench", "--device", "cuda",
+                                                                       "--out", str(t / "p.toml")], "--device"),
+    ("substitution", "profile --device foo", lambda t: ["profile", "--no-microbench", "--device", "foo", "--out",
+                                                         str(t / "p.toml")], "--device"),
+    ("substitution", "engine override with an unknown key", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\nhost = { step_s = 1e-3, foo = 1 }\n')], "host.foo"),
+    ("substitution", "a duplicated SLA objective", lambda t: ["simulate", *FAST, "--sla", "p95_ttft<=1ms,p95_ttft<=2ms"],
+     "twice"),
+    # misleading
+    ("misleading", "calibrate --hardware missing.toml", lambda t: ["calibrate", "--hardware", str(t / "missing.toml")],
+     "does not exist"),
+    ("misleading", "profile --out a directory", lambda t: ["profile", "--no-microbench", "--out", str(t)],
+     "is a directory"),
+    ("misleading", "--hardware-file a directory", lambda t: ["estimate", "--hardware-file", str(t)], "is a directory"),
+    ("misleading", "a length file that is a directory", lambda t: ["simulate", *FAST[:2], "--input-len", f"file:{t}"],
+     "is a directory"),
+    ("misleading", "SLA in scientific notation", lambda t: ["simulate", *FAST, "--sla", "p95_ttft<=1e999ms"],
+     "must have a limit"),
+    # values of the wrong type for an option (the parser's errors are one line too)
+    ("parser", "--tp x", lambda t: ["estimate", "--tp", "x"], "--tp"),
+    ("parser", "unknown option", lambda t: ["estimate", "--tpp", "2"], "--tpp"),
+]
+
+
+@pytest.mark.parametrize("kind,case,argv,expect", CASES, ids=[c[1] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(kind, case, argv, expect, tmp_path, capsys):
+    code = run(argv(tmp_path))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert expect in err, err
+    assert "Traceback" not in err
+
+
+def test_cases_by_class():
+    """The counts the report gives (issue 12: how many bad inputs the tests try, by class)."""
+    counts: dict[str, int] = {}
+    for kind, *_ in CASES:
+        counts[kind] = counts.get(kind, 0) + 1
+    assert counts == {"traceback": 27, "hang": 4, "nonsense": 12, "substitution": 13, "misleading": 5, "parser": 2}
