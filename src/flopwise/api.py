@@ -419,9 +419,13 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
         kv_format(f)
     integer(max_gpus, "--max-gpus", lo=1, hi=4096)
     tps = _int_list(tp, "--tp")
+    spec = get_model(model) if tps else None
     for t in tps or ():
         if t > max_gpus:
             raise WorkloadError(f"--tp {t} is more than --max-gpus {max_gpus}")
+        if spec is not None and spec.mla is None and spec.num_heads % t:
+            raise WorkloadError(f"--tp {t} does not divide {spec.name}'s {spec.num_heads} attention heads; choose "
+                                f"a divisor of {spec.num_heads}")
     if rate is not None:
         number(rate, "--rate (requests/s)", lo=0, lo_open=True)
     integer(num_requests, "--num-requests", lo=20, hi=MAX_NUM_REQUESTS)

@@ -37,7 +37,11 @@ __all__ = [
 
 
 class FlopwiseError(Exception):
-    """Base class: a problem with the user's input, explained."""
+    """Base class: a problem with the user's input, explained in one line (a value the message quotes may hold a
+    newline or a tab: whitespace runs become one space)."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(" ".join(str(message).split()), *args)
 
 
 class SpecError(FlopwiseError):

@@ -10,12 +10,14 @@ command runs (or shows its help); the module registers itself on `app` when impo
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import sys
 from typing import Any
 
 import typer
+from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
@@ -50,6 +52,16 @@ class LazyGroup(TyperGroup):
             importlib.import_module(f"flopwise.cli.{COMMANDS[cmd_name][0]}")  # registers on `app`
             self.commands[cmd_name] = _click_command(cmd_name)
         return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command is matched against every command's name (not only those imported so far)."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except UsageError as e:
+            close = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
+            if close:
+                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(c) for c in close)}?"
+            raise
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """The command list from `COMMANDS` (importing every command to read its docstring would cost a second)."""
