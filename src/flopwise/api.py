@@ -15,11 +15,16 @@ not a Python name the parameter is spelled out: `--try` is `tries`, `--from` is 
 `.to_dict()`. Arguments are checked at the entry (`_checked`): a wrong type is an `ArgumentError` (a
 `flopwise.errors.SpecError` and a `TypeError`) naming the function, the parameter and what it takes; values are
 checked by the specs they build (a `FlopwiseError` each, one line).
+
+The simulator, the techniques, the planner, the load generator and the calibration are imported inside the
+function that needs them: the CLI imports this module for every command, and `flopwise estimate` must not pay
+for the load generator's HTTP client or the planner.
 """
 
 from __future__ import annotations
 
 import asyncio
+import csv
 import functools
 import inspect
 import math
@@ -257,8 +262,6 @@ def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
         pq.write_table(pa.Table.from_pylist(list(rows)), path)
         return
-    import csv
-
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -477,6 +480,19 @@ def _counts(value: int | str | Sequence[int] | None, name: str) -> list[int]:
     return list(_int_list(value, name) or ())
 
 
+def _served_model(url: str, api_key: str | None) -> str:
+    """The first model the server lists at /v1/models."""
+    import httpx  # the load generator's HTTP client
+
+    base = url.rstrip("/").removesuffix("/v1")
+    try:
+        r = httpx.get(base + "/v1/models", timeout=10,
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+        return str(r.json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise WorkloadError(f"--model not given and {base}/v1/models did not name one ({e}); pass --model") from None
+
+
 @_checked
 @documented(model="served_model", request_rate="bench_rate", concurrency="bench_concurrency",
             num_requests="bench_num_requests", out="out_dir")
@@ -534,7 +550,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         loads = [Load(arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency)  # type: ignore[arg-type]
                  for r in rates or [math.inf]]
     if model is None:
-        raise WorkloadError("pass model= (the served model's name)")
+        model = _served_model(url, api_key)
     cfg = BenchConfig(url=url, model=model, load=loads[0], endpoint=endpoint,  # type: ignore[arg-type]
                       num_requests=num_requests if num_requests or duration else BENCH_NUM_REQUESTS,
                       duration_s=duration, num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos,

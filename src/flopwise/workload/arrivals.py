@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flopwise.errors import WorkloadError
 from flopwise.validate import number, text
 
 __all__ = ["ArrivalProcess", "arrival_times", "draw_gaps", "ARRIVAL_KINDS"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopwise.errors import ModelConfigError
 from flopwise.specs.hf.decoder import build_model
 from flopwise.specs.hf.encoders import gemma3n_encoders, siglip_vision
 from flopwise.specs.hf.features import dense_mlp, gqa, kinds_from_layer_types, layers, nested_text_config
