@@ -47,7 +47,8 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
                ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth")],
     "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
                ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth")],
-    "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute")],
+    "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute"),
+                 ("b3100", "kernels.quantized_gemm_compute")],
     "pytorch": [("base", "host.step_s")],
     "tgi": [("base", "host.step_s")],
     "amd": [("hw", "bandwidth_max"), ("hw", "compute_max")],  # the efficiency of every AMD entry

@@ -165,15 +165,18 @@ class Roofs:
 @lru_cache(maxsize=512)
 def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
-    linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wf.compute in ("fp8", "fp4"))
+    kf = dep.engine.kernels
+    compute = wf.compute
+    if wf.quantizes_embeddings:  # GGUF block formats: the math the engine's quantized matmuls run in
+        compute = kf.quantized_gemm_dtype
+    linear_dtype = hw.compute_dtype(compute, weight_only_fallback=compute in ("fp8", "fp4"))
     nominal = hw.peak_tflops[linear_dtype] * 1e12
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in ("fp8", "int8", "fp4") else 1.0
-    weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
+    weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
-    if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
+    if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
-    kf = dep.engine.kernels
-    if wf.quantizes_embeddings:  # GGUF block formats: the engine's quantized matmul kernels
+    if wf.quantizes_embeddings:
         gemm_eff *= kf.quantized_gemm_compute
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")

@@ -75,9 +75,8 @@ class KVFormat:
     description: str
 
 
-_GGUF_NOTE = ("GGUF block quantization (llama.cpp); matmuls quantize activations to q8_1 and multiply in int8 (MMQ, "
-              "int8 tensor cores on Turing and newer at every batch size: ggml-cuda mmq.cu, PR #7676), 16-bit "
-              "where the chip has no int8 peak")
+_GGUF_NOTE = ("GGUF block quantization (llama.cpp); dequantized and multiplied in 16-bit, or in int8 where the "
+              "engine's kernels do (KernelFactors.quantized_gemm_dtype: llama.cpp's MMQ since PR #7676)")
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f
@@ -100,9 +99,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("nf4", 4.5, "fp16", 2, False, "bitsandbytes NF4, fp32 absmax per 64 (W4A16)", 0.5, 0.5),
         WeightFormat("nf4-dq", 4 + 8 / 64 + 32 / 16384, "fp16", 2, False,
                      "bitsandbytes NF4 with double-quantized absmax (QLoRA)", 0.5, 0.5),
-        WeightFormat("q8_0", 8.5, "int8", 2, True, _GGUF_NOTE, 0.7, 0.85),
-        WeightFormat("q4_0", 4.5, "int8", 2, True, _GGUF_NOTE, 0.7, 0.85),
-        WeightFormat("q4_k_m", 4.85, "int8", 2, True, _GGUF_NOTE, 0.6, 0.85),
+        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
+        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
+        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.85),
     )
 }
 
