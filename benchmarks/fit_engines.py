@@ -33,7 +33,7 @@ from flopwise.validation.engines import case_engine
 
 HERE = Path(__file__).parent
 GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
-PRIOR = 0.02
+PRIOR = 0.005
 AMD = ("mi250x", "mi300x", "mi325x", "mi355x")
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
