@@ -32,7 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
+from vllm_cpu import wait_healthy
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,18 +69,6 @@ def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {proc.returncode}; see {CACHE / 'server.log'}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s")
 
 
 def pin(pid: int, cpus: str) -> None:
@@ -121,7 +109,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{args.port}"
     proc = start_server(CACHE / "model", args.port, CACHE / "server.log")
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, CACHE / "server.log")
         api_pid = proc.pid
         engine_pids = children(api_pid)
         subprocess.run(["taskset", "-p", "-c", "0", str(api_pid)], check=False, capture_output=True)
