@@ -28,12 +28,14 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import roofs
 from flopwise.specs import engine as engine_mod
+from flopwise.validation import sim_predictor
 from flopwise.validation.cases import load_cases, predict_case
 from flopwise.validation.engines import case_engine
 
 HERE = Path(__file__).parent
 GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
 PRIOR = 0.005
+FIT_REQUESTS = 200
 AMD = ("mi250x", "mi300x", "mi325x", "mi355x")
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
@@ -41,7 +43,7 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
              ("base", "frontend.request_s"), ("0.6.0", "host.step_s"), ("0.6.0", "host.per_seq_s"),
              ("0.8.0", "host.step_s"), ("0.8.0", "host.per_seq_s"), ("0.8.0", "frontend.latency_s"),
              ("0.8.0", "frontend.request_s"), ("0.8.0", "frontend.output_token_s"),
-             ("base", "kernels.moe_bandwidth")],
+             ("base", "kernels.moe_bandwidth"), ("base", "kernels.eager_prefill_kernel_s")],
     "sglang": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.request_s"),
                ("base", "frontend.output_token_s"), ("base", "frontend.latency_s"),
                ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth")],
@@ -146,6 +148,7 @@ def _set(overrides: dict[tuple[str, str, str], float]) -> None:
 
 
 def _init(paths: list[str]) -> None:
+    sim_predictor.MAX_REQUESTS = FIT_REQUESTS  # shorter runs while fitting (accuracy.py scores at the default)
     for p in paths:
         _CASES.extend(c for c in load_cases(p) if c.usable)
 

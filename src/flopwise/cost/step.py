@@ -16,8 +16,11 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; a step with prompt tokens pays
-`eager_prefill_kernel_s` more per kernel where the engine runs prefill without CUDA graphs. FLOPs per operator:
+rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA
+graphs, a step with prompt tokens cannot go faster than the host can launch its kernels:
+    device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
+                                                                      prompt is launch-bound, a long one is not)
+FLOPs per operator:
 
 - linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
 - attention (flash-style: scores never written to memory): FLOPs = pairs · 4·heads·head_dim
@@ -298,9 +301,12 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
 
 
 def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
-    """Kernels + the hardware's fixed per-step cost + eager launches of a step with prompt tokens."""
-    eager = acc.kernels * acc.r.eager_kernel_s if shape.num_tokens > shape.num_seqs else 0.0
-    return acc.total + eager + dep.hardware.efficiency.step_overhead_s
+    """Kernels (or, for a step with prompt tokens run eagerly, their launches if slower) + the hardware's fixed
+    per-step cost."""
+    t = acc.total
+    if acc.r.eager_kernel_s and shape.num_tokens > shape.num_seqs:
+        t = max(t, acc.kernels * acc.r.eager_kernel_s)
+    return t + dep.hardware.efficiency.step_overhead_s
 
 
 def host_s(dep: Deployment, shape: BatchShape) -> float:

@@ -118,8 +118,9 @@ class KernelFactors:
         the experts a step touches (grouped GEMMs with a few rows each: tile padding, per-expert launch tails);
     quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
         (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
-    eager_prefill_kernel_s: extra launch cost per kernel of a step that runs without CUDA graphs (prefill
-        and mixed steps where the engine only captures decode batches), on top of the hardware's;
+    eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
+        step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
+        batches); such a step takes at least kernels x this (`cost/step.py`);
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
         (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676).
     """
