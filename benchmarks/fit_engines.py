@@ -6,8 +6,11 @@ Each parameter is a family-wide number of one release (a frontend cost, the engi
 kernel factor), never a row's: it moves every row of that family (and release range) at once. Coordinate
 descent over a multiplicative grid; the objective of a family is the mean over regimes of
     median |log(predicted / expected)| + 0.5 |median log(predicted / expected)|
-(spread and bias), over the usable rows of that family, so no regime dominates by row count. Rows are scored
-in parallel; the shipped values in the TOML files are these, rounded, and say "fitted".
+(spread and bias), over the usable rows of that family, so no regime dominates by row count, plus a weak pull
+toward each parameter's sourced starting value, PRIOR * |log(value / start)| (a value the rows barely pin stays
+near its source). Rows on AMD GPUs are left out of the engine fits: their misses are the ROCm kernels', fitted as
+the AMD entries' own efficiency (`hw` group, written to catalog/hardware.toml). Rows are scored in parallel;
+the shipped values in the TOML files are these, rounded, and say "fitted".
 """
 
 from __future__ import annotations
@@ -25,29 +28,54 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import roofs
 from flopwise.specs import engine as engine_mod
+from flopwise.validation import sim_predictor
 from flopwise.validation.cases import load_cases, predict_case
 from flopwise.validation.engines import case_engine
 
 HERE = Path(__file__).parent
 GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
+PRIOR = 0.005
+FIT_REQUESTS = 200
+AMD = ("mi250x", "mi300x", "mi325x", "mi355x")
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
     "vllm": [("base", "frontend.output_token_s"), ("base", "host.step_s"), ("base", "host.per_seq_s"),
              ("base", "frontend.request_s"), ("0.6.0", "host.step_s"), ("0.6.0", "host.per_seq_s"),
              ("0.8.0", "host.step_s"), ("0.8.0", "host.per_seq_s"), ("0.8.0", "frontend.latency_s"),
-             ("base", "kernels.moe_bandwidth")],
+             ("0.8.0", "frontend.request_s"), ("0.8.0", "frontend.output_token_s"),
+             ("base", "kernels.moe_bandwidth"), ("base", "kernels.eager_prefill_kernel_s")],
     "sglang": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.request_s"),
                ("base", "frontend.output_token_s"), ("base", "frontend.latency_s"),
                ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth")],
     "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
                ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth")],
-    "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute")],
+    "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute"),
+                 ("b3100", "kernels.quantized_gemm_compute")],
     "pytorch": [("base", "host.step_s")],
     "tgi": [("base", "host.step_s")],
+    "amd": [("hw", "bandwidth_max"), ("hw", "compute_max")],  # the efficiency of every AMD entry
 }
-UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0}
+UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0, "bandwidth_max": 1.0, "compute_max": 1.0}
 
 _CASES: list = []
+
+
+def _hw_get(key: str) -> float:
+    from flopwise.specs.hardware import hardware_catalog
+
+    return float(getattr(hardware_catalog()[AMD[2]].efficiency, key))
+
+
+def _hw_put(key: str, v: float | None) -> None:
+    from dataclasses import replace
+
+    from flopwise.specs.hardware import DEFAULT_EFFICIENCY, hardware_catalog
+
+    cat = hardware_catalog()
+    for hw_id in AMD:
+        if hw_id in cat:
+            val = getattr(DEFAULT_EFFICIENCY["gpu"], key) if v is None else v
+            cat[hw_id] = replace(cat[hw_id], efficiency=replace(cat[hw_id].efficiency, **{key: val}))
 
 
 def _table(family: str, release: str) -> dict:
@@ -58,6 +86,8 @@ def _table(family: str, release: str) -> dict:
 
 
 def _get(family: str, release: str, key: str) -> float:
+    if release == "hw":
+        return _hw_get(key)
     t = _table(family, release)
     for part in key.split(".")[:-1]:
         t = t.get(part, {})
@@ -84,6 +114,9 @@ _ORIGINAL: dict[tuple[str, str, str], float | None] = {}  # per process: values 
 
 
 def _put(family: str, release: str, key: str, v: float | None) -> None:
+    if release == "hw":
+        _hw_put(key, v)
+        return
     t = _table(family, release)
     *path, name = key.split(".")
     for part in path:
@@ -100,10 +133,13 @@ def _set(overrides: dict[tuple[str, str, str], float]) -> None:
         _put(*k, orig)
     for k, v in overrides.items():
         if k not in _ORIGINAL:
-            t = _table(k[0], k[1])
-            for part in k[2].split(".")[:-1]:
-                t = t.get(part, {})
-            _ORIGINAL[k] = t.get(k[2].split(".")[-1])
+            if k[1] == "hw":
+                _ORIGINAL[k] = None  # restored to the kind's default
+            else:
+                t = _table(k[0], k[1])
+                for part in k[2].split(".")[:-1]:
+                    t = t.get(part, {})
+                _ORIGINAL[k] = t.get(k[2].split(".")[-1])
         _put(*k, v)
     engine_mod.get_engine.cache_clear()
     layout.cache_clear()
@@ -112,6 +148,7 @@ def _set(overrides: dict[tuple[str, str, str], float]) -> None:
 
 
 def _init(paths: list[str]) -> None:
+    sim_predictor.MAX_REQUESTS = FIT_REQUESTS  # shorter runs while fitting (accuracy.py scores at the default)
     for p in paths:
         _CASES.extend(c for c in load_cases(p) if c.usable)
 
@@ -149,7 +186,8 @@ def main() -> None:
     _init(paths)
     rows_of: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(_CASES):
-        rows_of[case_engine(c.raw, c.command).engine.family].append(i)
+        group = "amd" if str(c.args.get("gpu", "")).lower() in AMD else case_engine(c.raw, c.command).engine.family
+        rows_of[group].append(i)
     overrides: dict[tuple[str, str, str], float] = {}
     with Pool(args.workers, initializer=_init, initargs=(paths,)) as pool:
         errors: dict[int, float | None] = {}  # per row, under `overrides`
@@ -157,8 +195,13 @@ def main() -> None:
         def predict(rows: list[int], over: dict) -> dict[int, float | None]:
             return dict(pool.map(_score, [(i, over) for i in rows]))
 
-        def score(family: str, errs: dict[int, float | None]) -> float:
-            return objective([(_CASES[i].regime, errs[i]) for i in rows_of[family] if errs.get(i) is not None])
+        starts: dict[tuple[str, str, str], float] = {}
+
+        def score(family: str, errs: dict[int, float | None], over: dict | None = None) -> float:
+            fit = objective([(_CASES[i].regime, errs[i]) for i in rows_of[family] if errs.get(i) is not None])
+            prior = sum(abs(math.log(v / starts[k])) for k, v in (over or overrides).items()
+                        if k[0] == family and k in starts and starts[k] > 0 and v > 0)
+            return fit + PRIOR * prior
 
         for family in args.family or list(PARAMS):
             if not rows_of.get(family):
@@ -172,17 +215,21 @@ def main() -> None:
                 for release, key in PARAMS[family]:
                     k = (family, release, key)
                     v0 = overrides.get(k, _get(family, release, key))
+                    starts.setdefault(k, v0)
                     # the rows whose engine profile this parameter changes (a release's value is overridden later)
-                    now = dict(pool.map(_profile_of, [(i, overrides) for i in rows_of[family]]))
-                    probe = v0 * 1.5 if v0 * 1.5 <= UPPER.get(key, math.inf) else v0 * 0.7
-                    moved = dict(pool.map(_profile_of, [(i, {**overrides, k: probe}) for i in rows_of[family]]))
-                    rows = [i for i in rows_of[family] if now[i] != moved[i]]
+                    if release == "hw":
+                        rows = list(rows_of[family])
+                    else:
+                        now = dict(pool.map(_profile_of, [(i, overrides) for i in rows_of[family]]))
+                        probe = v0 * 1.5 if v0 * 1.5 <= UPPER.get(key, math.inf) else v0 * 0.7
+                        moved = dict(pool.map(_profile_of, [(i, {**overrides, k: probe}) for i in rows_of[family]]))
+                        rows = [i for i in rows_of[family] if now[i] != moved[i]]
                     cands = sorted({min(v0 * g, UPPER.get(key, math.inf)) for g in GRID})
                     scores, trial = {v0: best}, {}
                     for v in cands:
                         if v != v0 and rows:
                             trial[v] = {**errors, **predict(rows, {**overrides, k: v})}
-                            scores[v] = score(family, trial[v])
+                            scores[v] = score(family, trial[v], {**overrides, k: v})
                     v_best = min(scores, key=scores.__getitem__)
                     if scores[v_best] < best - 1e-4:
                         overrides[k], best = v_best, scores[v_best]

@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+from vllm_cpu import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "validate-vllm"
@@ -86,18 +86,6 @@ def start_server(model_dir: Path, port: int, log: Path, omp_bind: str | None) ->
                             start_new_session=True)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {proc.returncode}; see {CACHE / 'server.log'}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s; see {CACHE / 'server.log'}")
 
 
 def wait_quiet(limit_s: float) -> None:
@@ -186,7 +174,7 @@ def main() -> None:
                 print("starting vLLM CPU ...", flush=True)
                 proc = start_server(model_dir, args.port, log, args.omp_bind)
                 t0 = time.time()
-                wait_healthy(url, proc)
+                wait_healthy(url, proc, CACHE / "server.log")
                 print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
             for name, load, ilen, n, seed in CALIBRATION + VALIDATION:
                 if not (runs / name / "summary.json").exists():

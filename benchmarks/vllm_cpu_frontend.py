@@ -5,6 +5,8 @@
 1. Builds a micro random-weight Llama (hidden 64, 1 layer, vocab 4096: its forward pass costs well under a
    millisecond) and a locally trained tokenizer (`scripts/vllm_cpu_server.py`), and serves it with vLLM's CPU
    build from `.venv-vllm` in float32 (this machine's CPU has no AVX512-BF16, so bf16 matmuls run emulated).
+   The API server process gets core 0 to itself (`taskset`); the engine core, its model worker and the load
+   generator share core 1, as a GPU server gives its API server a core of its own.
 2. Measures the API server's CPU seconds per request with `flopwise bench` probes at concurrency 4, reading the
    server process's own CPU time (`/proc/PID/stat` utime + stime) before and after each probe:
        short completions (8 tokens in, 1 out), long prompts (512 in), long outputs (64 out), chat (8 in, 1 out)
@@ -30,7 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
+from vllm_cpu import wait_healthy
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +61,7 @@ def build_model(model_dir: Path) -> None:
 
 def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_LOGGING_LEVEL="WARNING", TOKENIZERS_PARALLELISM="false",
-               HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
+               HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", VLLM_CPU_OMP_THREADS_BIND="1")
     cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048",
            "--dtype", "float32"]
@@ -67,22 +69,22 @@ def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {proc.returncode}; see {CACHE / 'server.log'}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s")
+
+
+def pin(pid: int, cpus: str) -> None:
+    """Bind every thread of `pid` (and its children) to `cpus`."""
+    for p in [pid, *children(pid)]:
+        subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(p)], check=False, capture_output=True)
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    kids = [int(x) for x in out]
+    return kids + [g for k in kids for g in children(k)]
 
 
 def bench(url: str, out: Path, endpoint: str, ilen: int, olen: int, n: int, load: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load, "--num-requests", str(n),
+    cmd = ["taskset", "-c", "1", sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load, "--num-requests", str(n),
            "--input-len", str(ilen), "--output-len", str(olen), "--endpoint", endpoint, "--tokenizer",
            str(CACHE / "model"), "--seed", str(abs(hash(out.name)) % 1000), "--out", str(out), "--json"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -107,8 +109,13 @@ def main() -> None:
     url = f"http://127.0.0.1:{args.port}"
     proc = start_server(CACHE / "model", args.port, CACHE / "server.log")
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, CACHE / "server.log")
         api_pid = proc.pid
+        engine_pids = children(api_pid)
+        subprocess.run(["taskset", "-p", "-c", "0", str(api_pid)], check=False, capture_output=True)
+        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(api_pid)], check=False, capture_output=True)
+        for p in engine_pids:
+            pin(p, "1")
         # warm-up (compilation of the first shapes)
         bench(url, CACHE / "warmup", "completions", 8, 4, 32, ["--concurrency", "4"])
         rows, per_req = [], []
@@ -128,8 +135,10 @@ def main() -> None:
         costs = {"request_s": float(a), "prompt_token_s": float(max(b, 0.0)), "output_token_s": float(max(c, 0.0)),
                  "chat_request_s": float(max(d, 0.0))}
         c0, t0 = cpu_s(api_pid), time.time()
+        e0 = sum(cpu_s(p) for p in engine_pids)
         burst = bench(url, CACHE / "burst", "completions", 8, 1, args.n, ["--request-rate", "inf"])
         c1, t1 = cpu_s(api_pid), time.time()
+        engine_util = (sum(cpu_s(p) for p in engine_pids) - e0) / burst["duration_s"]
         done = burst["num_requests"] - sum((burst.get("errors_by_kind") or {}).values())
         measured_rps = burst["request_throughput"]
         util = (c1 - c0) / burst["duration_s"]
@@ -153,7 +162,7 @@ def main() -> None:
     sim = simulate(dep, Workload(tuple(RequestSpec(0.0, 8, 1) for _ in range(args.n)))).summary()
     result = {"load_average_at_start": load1, "probes": rows, "fitted_frontend": costs,
               "burst": {"requests": args.n, "completed": done, "measured_request_throughput": measured_rps,
-                        "api_server_cpu_utilization": util,
+                        "api_server_cpu_utilization": util, "engine_processes_cpu_utilization": engine_util,
                         "predicted_frontend_ceiling": ceiling_fe,
                         "predicted_simulated_throughput": sim["request_throughput"],
                         "simulated_bottleneck": sim["bottleneck"]}}
@@ -161,7 +170,8 @@ def main() -> None:
     print(f"\nAPI server per request: {costs['request_s'] * 1e3:.3f} ms + {costs['prompt_token_s'] * 1e6:.2f} us/prompt "
           f"token + {costs['output_token_s'] * 1e6:.1f} us/output token (+{costs['chat_request_s'] * 1e3:.3f} ms chat)")
     print("| burst of short requests | req/s |\n|---|---:|")
-    print(f"| measured (API server CPU {util:.0%} busy) | {measured_rps:.1f} |")
+    print(f"| measured (API server CPU {util:.0%} busy on its core; engine core + worker {engine_util:.0%}) | "
+          f"{measured_rps:.1f} |")
     print(f"| predicted: 1 / ingress | {ceiling_fe:.1f} |")
     print(f"| predicted: simulator (bottleneck: {sim['bottleneck']}) | {sim['request_throughput']:.1f} |")
 

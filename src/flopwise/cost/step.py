@@ -16,8 +16,11 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; a step with prompt tokens pays
-`eager_prefill_kernel_s` more per kernel where the engine runs prefill without CUDA graphs. FLOPs per operator:
+rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA
+graphs, a step with prompt tokens cannot go faster than the host can launch its kernels:
+    device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
+                                                                      prompt is launch-bound, a long one is not)
+FLOPs per operator:
 
 - linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
 - attention (flash-style: scores never written to memory): FLOPs = pairs · 4·heads·head_dim
@@ -165,15 +168,18 @@ class Roofs:
 @lru_cache(maxsize=512)
 def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
-    linear_dtype = hw.compute_dtype(wf.compute, weight_only_fallback=wf.compute in ("fp8", "fp4"))
+    kf = dep.engine.kernels
+    compute = wf.compute
+    if wf.quantizes_embeddings:  # GGUF block formats: the math the engine's quantized matmuls run in
+        compute = kf.quantized_gemm_dtype
+    linear_dtype = hw.compute_dtype(compute, weight_only_fallback=compute in ("fp8", "fp4"))
     nominal = hw.peak_tflops[linear_dtype] * 1e12
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in ("fp8", "int8", "fp4") else 1.0
-    weight_only = wf.compute != linear_dtype or (wf.bits_per_weight < 16 and wf.compute in ("fp16", "bf16"))
+    weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
-    if wf.compute != linear_dtype and wf.gemm_efficiency == 1.0:
+    if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
-    kf = dep.engine.kernels
-    if wf.quantizes_embeddings:  # GGUF block formats: the engine's quantized matmul kernels
+    if wf.quantizes_embeddings:
         gemm_eff *= kf.quantized_gemm_compute
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
@@ -295,9 +301,12 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
 
 
 def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
-    """Kernels + the hardware's fixed per-step cost + eager launches of a step with prompt tokens."""
-    eager = acc.kernels * acc.r.eager_kernel_s if shape.num_tokens > shape.num_seqs else 0.0
-    return acc.total + eager + dep.hardware.efficiency.step_overhead_s
+    """Kernels (or, for a step with prompt tokens run eagerly, their launches if slower) + the hardware's fixed
+    per-step cost."""
+    t = acc.total
+    if acc.r.eager_kernel_s and shape.num_tokens > shape.num_seqs:
+        t = max(t, acc.kernels * acc.r.eager_kernel_s)
+    return t + dep.hardware.efficiency.step_overhead_s
 
 
 def host_s(dep: Deployment, shape: BatchShape) -> float:

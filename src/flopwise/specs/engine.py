@@ -124,8 +124,11 @@ class KernelFactors:
         the experts a step touches (grouped GEMMs with a few rows each: tile padding, per-expert launch tails);
     quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
         (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
-    eager_prefill_kernel_s: extra launch cost per kernel of a step that runs without CUDA graphs (prefill
-        and mixed steps where the engine only captures decode batches), on top of the hardware's.
+    eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
+        step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
+        batches); such a step takes at least kernels x this (`cost/step.py`);
+    quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
+        (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676).
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -133,9 +136,12 @@ class KernelFactors:
     moe_bandwidth: float = 1.0
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
+    quantized_gemm_dtype: str = "fp16"
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
+        if self.quantized_gemm_dtype not in ("fp16", "int8"):
+            raise SpecError(f"engine kernels: quantized_gemm_dtype must be fp16 or int8, got {self.quantized_gemm_dtype!r}")
         for name in ("moe_bandwidth", "quantized_gemm_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")

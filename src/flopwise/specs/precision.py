@@ -75,7 +75,8 @@ class KVFormat:
     description: str
 
 
-_GGUF_NOTE = "GGUF block quantization (llama.cpp); dequantized and multiplied in 16-bit"
+_GGUF_NOTE = ("GGUF block quantization (llama.cpp); dequantized and multiplied in 16-bit, or in int8 where the "
+              "engine's kernels do (KernelFactors.quantized_gemm_dtype: llama.cpp's MMQ since PR #7676)")
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f

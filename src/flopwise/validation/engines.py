@@ -55,6 +55,12 @@ _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", 
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench")
 _SERVER_WORDS = ("serve", "server", "triton", "nim", "llmperf", "genai-perf", "http", "openai")
+# llama.cpp builds by month (release tags bNNNN of ggml-org/llama.cpp), for versions given as a date
+_LLAMACPP_BY_MONTH = {(2023, 8): 1100, (2023, 9): 1250, (2023, 12): 1650, (2024, 1): 1850, (2024, 5): 2900,
+                      (2024, 6): 3150, (2024, 12): 4350, (2025, 6): 5700, (2025, 10): 6800, (2026, 1): 7600}
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                                       "dec"), 1)}
+_MONTH = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b")
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)")
 _BUILD = re.compile(r"\bb(\d{3,5})\b")
 _YEAR = re.compile(r"\b(20\d\d)\b")
@@ -103,6 +109,12 @@ def _version(family: str, engine_text: str, version_text: str) -> str | None:
         m = _BUILD.search(v)
         if m:
             return f"b{m.group(1)}"
+        d = _MONTH.search(v)
+        if d:
+            year, month = (int(d.group(2)), _MONTHS[d.group(1)]) if d.group(1) else (int(d.group(3)), int(d.group(4)))
+            known = sorted(_LLAMACPP_BY_MONTH)
+            at = max((k for k in known if k <= (year, month)), default=known[0])
+            return f"b{_LLAMACPP_BY_MONTH[at]}"
     elif family != "pytorch":
         m = _VERSION.search(v)
         if m:
