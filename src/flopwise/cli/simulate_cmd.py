@@ -17,6 +17,7 @@ from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, find_max_rate, simulate
 from flopwise.sim.sglang_knobs import SglangKnobs
+from flopwise.sim.steady import SteadyRule
 from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.sla import parse_sla
@@ -138,7 +139,7 @@ def simulate_cmd(
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to count ShareGPT tokens (default ~4 chars/token).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (lengths, prefixes, arrivals, speculative acceptance).")] = 0,
     sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = None,
-    find_max_rate_: Annotated[bool, typer.Option("--find-max-rate", help="Bisect for the highest rate meeting --sla.")] = False,
+    find_max_rate_: Annotated[bool, typer.Option("--find-max-rate", help="The highest rate sustained within --sla (steady state after a warm-up, no growing backlog, never above the closed-form ceiling).")] = False,
     output: Annotated[Path | None, typer.Option("--output", help="Write per-request rows (.csv or .parquet).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -155,8 +156,8 @@ def simulate_cmd(
     objectives = parse_sla(sla) if sla else None
     rate = _rate(request_rate)
 
-    def workload_at(r: float | None):
-        return build_workload(num_requests=num_requests, workload=workload, input_len=input_len,
+    def workload_at(r: float | None, n: int | None = num_requests):
+        return build_workload(num_requests=n, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
 
@@ -165,12 +166,14 @@ def simulate_cmd(
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
-        with err_console.status("bisecting the request rate", spinner="dots") if not json_out else nullcontext():
-            found = find_max_rate(dep, workload_at, objectives, config)
+        # --num-requests here sets the smallest measured window (the rule sizes each probe from it)
+        rule = SteadyRule(seed=seed) if num_requests is None else SteadyRule(
+            seed=seed, min_window_requests=max(20, num_requests), max_window_requests=max(3000, num_requests))
+        with err_console.status("searching the sustained request rate", spinner="dots") if not json_out else nullcontext():
+            found = find_max_rate(dep, workload_at, objectives, config, rule=rule)
         result = found.result
         summary = result.summary()
-        summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
-                               "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes]}
+        summary["max_rate"] = found.to_dict()
     else:
         wl = workload_at(rate)
         with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -185,6 +188,11 @@ def simulate_cmd(
         return
     _render(summary)
     if find_max_rate_:
-        console.print(f"[bold]max rate meeting the SLA: {summary['max_rate']['request_rate']:.3g} req/s[/] "
-                      f"(throughput bound {summary['max_rate']['upper_bound']:.3g} req/s)")
+        mr = summary["max_rate"]
+        lo, hi = mr["request_rate_interval"]
+        w = mr["window_summary"]
+        console.print(f"[bold]sustained rate meeting the SLA: {mr['request_rate']:.3g} req/s[/] "
+                      f"({lo:.3g}-{hi:.3g} at 90% confidence; closed-form ceiling {mr['upper_bound']:.3g} req/s"
+                      f"{', reached' if mr['capped_by_ceiling'] else ''}), measured on {w['num_requests']} requests "
+                      f"after the warm-up: P95 TTFT {w['ttft_ms']['p95']:,.0f} ms, P95 TPOT {w['tpot_ms']['p95']:,.1f} ms")
 
