@@ -7,11 +7,15 @@ The planner prunes candidates with them before simulating, and the sustained-rat
   of the prompt, and its TPOT at least one batch-1 decode step (both from the cost model). If either already
   breaks the SLA's bound, no load level can meet it: the candidate is infeasible.
 - Capacity ceiling: batching makes a step cheaper per sequence (weights are read once per step), and
-  continuous batching folds prefill chunks into decode steps that read the weights anyway, so a request
-  costs at least the compute of its uncached prompt tokens plus its share of decode steps at the largest
-  batch B that fits and keeps a decode step within the TPOT bound:
-      t_req >= compute(prefill of a full token budget) / requests in it * (1 - cached share)
-               + (out - 1) * decode_step(B) / B
+  continuous batching folds prefill chunks into decode steps that read the weights anyway. With B the largest
+  batch that fits and keeps a decode step within the TPOT bound, a request's share of the engine's time is at
+  least
+      t_req >= max((out - 1) * decode_step(B) / B,
+                   (out - 1) * decode_compute(B) / B + (1 - cached share) * compute(prefill of a full token
+                   budget) / requests in it)
+  (a step costs at least the larger of its memory and its compute time, so a prefill chunk that rides on a
+  memory-bound decode step costs only the compute the step had to spare: the first term; the second counts
+  every FLOP of the request at the efficiency of its own shapes),
   and rate <= 1 / t_req. Behind an API server (`specs/engine.py` FrontendCosts) every request also passes one
   CPU stage, so the rate is at most api_servers / (ingress_s(prompt) + out * output_token_s) as well; the
   ceiling is the smaller of the two (`binding` says which).
@@ -140,7 +144,12 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     if prop is not None:
         prefill_compute += step_cost(prop, prefill_shape(per_chunk, input_len, pw)).compute_s / per_chunk
     token_s = _token_s(dep, b, ctx)
-    t_req = prefill_compute * (1.0 - cached_share) + (output_len - 1) * token_s / b
+    if dep.speculative is None:
+        dec_compute = step_cost(dep, decode_shape(b, ctx, w)).compute_s / b
+        t_req = max((output_len - 1) * token_s / b,
+                    (output_len - 1) * dec_compute + prefill_compute * (1.0 - cached_share))
+    else:  # a round's passes are priced whole: the sum is kept (a conservative ceiling)
+        t_req = prefill_compute * (1.0 - cached_share) + (output_len - 1) * token_s / b
     engine, front = 1.0 / t_req, frontend_ceiling(dep, input_len, output_len)
     e2e = ttft / 1e3 + (output_len - 1) * token_s
     return Bounds(ttft, tpot, min(engine, front), not reasons, "; ".join(reasons) or None, engine_ceiling=engine,

@@ -68,7 +68,7 @@ _MAX_WARMUP, _MAX_TAIL = 1500, 800  # requests: bounds on the common size when o
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
     model: str = DEFAULT_MODEL
-    workload: str = DEFAULT_WORKLOAD
+    workload: str | None = DEFAULT_WORKLOAD  # None with input_len/output_len: fixed lengths, no shared prefix
     input_len: int | None = None
     output_len: int | None = None
     rate: float | None = None  # total requests/s to serve; None = report per-replica capacity only
@@ -81,6 +81,7 @@ class PlanRequest:
     workers: int | None = None  # processes; default: CPU count
     trace: str | None = None  # plan for a recorded trace's lengths (and its mean rate, without --rate)
     max_effort: float = 4.0  # the largest window multiple adaptive effort may spend on a near-tie
+    rule: SteadyRule | None = None  # the sustained-rate rule (None: SteadyRule's defaults, seeded by `seed`)
 
     def __post_init__(self) -> None:
         if self.objective is not None and self.objective not in OBJECTIVES:
@@ -322,9 +323,10 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     if not live:
         raise InfeasibleError(_infeasible_message(req, sla, model, infeasible))
     live.sort(key=lambda t: -ceil_axis[t[0].label])
-    rule = SteadyRule(seed=req.seed, **({"min_window_requests": req.num_requests,
-                                          "max_window_requests": max(3000, req.num_requests)}
-                                         if req.num_requests else {}))
+    rule = replace(req.rule or SteadyRule(), seed=req.seed)
+    if req.num_requests:
+        rule = replace(rule, min_window_requests=req.num_requests,
+                       max_window_requests=max(rule.max_window_requests, req.num_requests))
     runner = _Runner(max(1, req.workers or os.cpu_count() or 1))
     size = _common_size(rule, live, 2 * runner.workers)
     ctx = _Context(stream, sla, rule, size, req.seed)
@@ -464,7 +466,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
     """The plan's stable JSON. `launch`: the first choice's commands (`flopwise.launch.plan_launch`), which the
     search itself does not build."""
     rate = r.rate
-    named = DEFAULT_WORKLOAD if r.request.trace else r.request.workload
+    named = DEFAULT_WORKLOAD if r.request.trace or r.request.workload is None else r.request.workload
     first = {e.candidate.label for e in r.ties}
 
     def row(e: Evaluation) -> dict[str, Any]:
@@ -498,7 +500,8 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
         }
 
     return {
-        "model": r.model.name, "workload": "trace" if r.request.trace else r.request.workload,
+        "model": r.model.name,
+        "workload": "trace" if r.request.trace else r.request.workload or f"in={r.request.input_len},out={r.request.output_len}",
         "trace": r.request.trace, "sla": str(r.sla),
         "sla_source": "given" if r.request.sla is not None else f"{named} workload default",
         "objective": r.objective,

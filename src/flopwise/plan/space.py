@@ -95,7 +95,8 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     if native is None:
         return DEFAULT_WEIGHTS, None
     bits = weight_format(native).bits_per_weight
-    return (native, *(w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits and w != native)), native
+    narrower = (w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits - 1 and w != native)
+    return (native, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
