@@ -36,7 +36,7 @@ from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["Evaluation", "evaluate", "Infeasible", "LoadPoint", "measure_at_load", "OBJECTIVES"]
+__all__ = ["Evaluation", "evaluate", "Infeasible", "LoadPoint", "measure_at_load", "latency_point", "OBJECTIVES"]
 
 OBJECTIVES = ("goodput", "throughput", "cost", "latency")
 WorkloadAt = Callable[[float, int], Workload]
@@ -82,6 +82,7 @@ class Evaluation:
     num_probes: int = 0
     num_simulated_requests: int = 0
     at_load: LoadPoint | None = None
+    trail: tuple[dict[str, Any], ...] = ()  # each probe of the search: rate, latency percentiles, sustained
 
     @property
     def gpus(self) -> int:
@@ -194,7 +195,14 @@ def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: Steady
     reqs = mr.result.workload.requests
     return Evaluation(cand, mr.rate, mr.upper_bound, _summary(mr), sum(r.output_tokens for r in reqs) / len(reqs),
                       rate_interval=mr.interval, effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
-                      num_simulated_requests=sum(p.num_requests for p in mr.trail))
+                      num_simulated_requests=sum(p.num_requests for p in mr.trail),
+                      trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))
+
+
+def latency_point(rate: float, s: dict[str, Any], sustained: bool) -> dict[str, Any]:
+    """One point of a latency-vs-rate sweep: the window's TTFT and TPOT percentiles (ms) at `rate`."""
+    return {"rate": rate, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot") for st in ("p50", "p95", "p99")},
+            "sustained": sustained}
 
 
 def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,

@@ -7,9 +7,11 @@ Search (branch and bound over `cost.capacity` with statistics):
 2. One request stream for every candidate (common random numbers: one seed, one size of warm-up, window and
    tail in requests, `sim/steady.py`), so that differences between candidates are not differences between
    samples.
-3. Order the rest by their capacity ceiling on the objective's axis and simulate them in waves of one per CPU
-   core (`evaluate`: the sustained-rate rule, which never reports a rate above the ceiling). Skip a candidate
-   once its ceiling is below the lower end of the leader's interval: it can neither beat nor tie it.
+3. Order the rest by their closed-form capacity on the objective's axis and simulate them in waves of one per
+   CPU core (`evaluate`: the sustained-rate rule, which never reports a rate above the ceiling, a bound).
+   Skip a candidate once what it can reach is below the lower end of the leader's interval: the smaller of
+   its ceiling and its capacity estimate times a margin (1.25 before any simulation; then 1.1 x the largest
+   ratio of simulated capacity to estimate seen so far, at least 0.9), so it can neither beat nor tie it.
 4. Adaptive effort: the candidates whose intervals overlap the leader's are simulated again with a window of
    2x, then 4x the requests (up to `max_effort`), starting from their previous answer, until the intervals
    separate or the effort is spent. What still overlaps is a statistical tie.
@@ -42,7 +44,8 @@ import numpy as np
 
 from flopwise.cost.capacity import Bounds, bounds
 from flopwise.errors import InfeasibleError, WorkloadError
-from flopwise.plan.evaluate import OBJECTIVES, Evaluation, Infeasible, LoadPoint, evaluate, measure_at_load
+from flopwise.plan.evaluate import (OBJECTIVES, Evaluation, Infeasible, LoadPoint, evaluate, latency_point,
+                                    measure_at_load)
 from flopwise.plan.pareto import pareto_front
 from flopwise.plan.space import Candidate, SearchSpace, enumerate_candidates, require_candidates, weight_formats
 from flopwise.plan.tradeoffs import Tradeoff, tradeoffs
@@ -210,16 +213,35 @@ def _rank(evaluated: list[Evaluation], objective: str,
     return ranked, ranks, first
 
 
-def _ceiling_axis(objective: str, cand: Candidate, b: Bounds, mean_out: float) -> float:
+_PRUNE_MARGIN = 1.25  # the capacity estimate is not a bound: before any simulation, up to 1.25x it is credited
+_LEARNED_SLACK = 1.1  # once some are simulated: 1.1x the largest simulated / estimated ratio seen
+_START = 0.85  # the first rate probed, as a share of the capacity estimate (simulated / estimated is 0.75-0.97)
+
+
+def _reach(b: Bounds, margin: float = _PRUNE_MARGIN) -> float:
+    """The most capacity (requests/s) a candidate is credited with when deciding whether to simulate it: the
+    smaller of the ceiling (a bound) and `margin` x the estimate."""
+    return min(b.max_rate_ceiling, margin * b.max_rate_estimate)
+
+
+def _margin(fractions: list[float]) -> float:
+    """How far above its estimate a candidate may turn out: learned from the simulated ones (module docstring)."""
+    if not fractions:
+        return _PRUNE_MARGIN
+    return min(_PRUNE_MARGIN, max(0.9, _LEARNED_SLACK * max(fractions)))
+
+
+def _ceiling_axis(objective: str, cand: Candidate, b: Bounds, mean_out: float, margin: float = _PRUNE_MARGIN) -> float:
     gpus = cand.deployment.gpus_per_replica
+    rate = _reach(b, margin)
     if objective == "cost":
         price = cand.deployment.hardware.price_per_hour_usd
-        return b.max_rate_ceiling * mean_out * 3600 / (price * gpus) if price else 0.0
+        return rate * mean_out * 3600 / (price * gpus) if price else 0.0
     if objective == "latency":
         return 1e3 / b.tpot_floor_ms
     if objective == "throughput":
-        return b.max_rate_ceiling * mean_out / gpus
-    return b.max_rate_ceiling / gpus
+        return rate * mean_out / gpus
+    return rate / gpus
 
 
 def _frontier_axes(e: Evaluation) -> tuple[float, float]:
@@ -254,9 +276,7 @@ def _sweep_job(ctx: _Context, item: tuple[Evaluation, float]) -> dict[str, Any]:
     e, rate = item
     config = SimConfig(enable_prefix_caching=e.candidate.prefix_caching, seed=ctx.seed)
     p = probe_rate(e.candidate.deployment, ctx.stream, ctx.sla, config, ctx.rule, rate, ctx.size)
-    s = p.summary
-    return {"rate": rate, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot") for st in ("p50", "p95", "p99")},
-            "sustained": p.ok}
+    return latency_point(rate, p.summary, p.ok)
 
 
 class _Runner:
@@ -282,8 +302,8 @@ class _Runner:
 
 def _common_size(rule: SteadyRule, live: list[tuple[Candidate, Bounds]], top: int) -> ProbeSize:
     """One size for every candidate: the largest warm-up, window and tail that the `top` candidates by ceiling
-    (those the search starts with; the rest are mostly pruned) need at their ceilings."""
-    sizes = [rule.size(b.max_rate_ceiling, b.e2e_estimate_s) for _, b in live[:top]]
+    (those the search starts with; the rest are mostly pruned) need at their estimated capacity."""
+    sizes = [rule.size(b.max_rate_estimate, b.e2e_estimate_s) for _, b in live[:top]]
     return ProbeSize(warmup_requests=min(_MAX_WARMUP, max(s.warmup_requests for s in sizes)),
                      window_requests=max(s.window_requests for s in sizes),
                      tail_requests=min(_MAX_TAIL, max(s.tail_requests for s in sizes)))
@@ -322,7 +342,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     pruned = []
     if not live:
         raise InfeasibleError(_infeasible_message(req, sla, model, infeasible))
-    live.sort(key=lambda t: -ceil_axis[t[0].label])
+    live.sort(key=lambda t: (-ceil_axis[t[0].label], t[0].label))
     rule = replace(req.rule or SteadyRule(), seed=req.seed)
     if req.num_requests:
         rule = replace(rule, min_window_requests=req.num_requests,
@@ -340,17 +360,20 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
         fractions: list[float] = []
         while queue:
             wave, queue = queue[:runner.workers], queue[runner.workers:]
-            frac = float(np.median(fractions)) if fractions else 0.85
-            items = [(c, bound_of[c.label].max_rate_ceiling, frac * bound_of[c.label].max_rate_ceiling, base_effort)
+            # each search starts at 0.85 x its own estimate: a candidate's answer never depends on which others
+            # were simulated before it, or on the number of workers
+            items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, base_effort)
                      for c in wave]
             for c, r in zip(wave, runner.map(partial(_evaluate_job, ctx), items)):
                 if isinstance(r, Evaluation):
                     evaluated[c.label] = r
-                    fractions.append(min(1.0, r.max_rate / r.upper_bound_rate))
+                    fractions.append(r.max_rate / bound_of[c.label].max_rate_estimate)
                 else:
                     infeasible.append(r)
             done += len(wave)
             if objective != "latency":
+                m = _margin(fractions)
+                ceil_axis.update({c.label: _ceiling_axis(objective, c, bound_of[c.label], mean_out, m) for c in queue})
                 queue = _prune(queue, evaluated, objective, ceil_axis, pruned)
             if progress:
                 progress(done + len(pruned), len(live))
@@ -363,11 +386,11 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
             reference = _at_load(runner, ctx, evaluated, rate)
         ranked, ranks, first = _rank(list(evaluated.values()), objective, ceil_axis)
         best = ranked[0]
-        sweep_ctx = replace(ctx, size=size.scaled(0.5))  # a chart: half the window is enough
-        sweep = runner.map(partial(_sweep_job, sweep_ctx), [(best, best.max_rate * f) for f in (0.25, 0.5, 0.75, 1.25)])
-        s = best.summary
-        sweep.insert(3, {"rate": best.max_rate, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot")
-                                                    for st in ("p50", "p95", "p99")}, "sustained": True})
+        # latency vs rate: the search's own probes (near the answer, and above it), and two light loads
+        # simulated with half the window (a chart)
+        sweep_ctx = replace(ctx, size=size.scaled(0.5))
+        light = runner.map(partial(_sweep_job, sweep_ctx), [(best, best.max_rate * f) for f in (0.25, 0.5)])
+        sweep = sorted([*light, *best.trail], key=lambda p: p["rate"])
     finally:
         runner.close()
     result = PlanResult(req, sla, model, ranked, pareto_front(ranked, _frontier_axes), infeasible, pruned, misses,

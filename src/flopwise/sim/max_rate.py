@@ -5,9 +5,10 @@ requests and in time, SLA objectives met and no growing backlog), and the answer
 capacity ceiling (`cost.capacity`): a rate above it only passes in a run too short to see the queue grow.
 
 Search (on the probe's score s(r) = max(SLA ratio, backlog score), which passes at <= 1 and grows with r):
-1. Probe `start` (default 0.8 x the ceiling). If it passes, probe the ceiling: passing there too, the answer is
-   the ceiling (`capped`). If it fails, step down by s^-1/2 (at most 0.9x, at least 0.3x) until a probe
-   passes; below ceiling / 64 no rate does (InfeasibleError, naming the objectives that failed).
+1. Probe `start` (default 0.9 x the closed-form capacity estimate). While probes pass, step up by s^-1/2 (at
+   least 5%), never past the ceiling: passing at the ceiling, the answer is the ceiling (`capped`). While they
+   fail, step down by s^-1/2 (at most 0.9x, at least 0.3x) until one passes; below ceiling / 64 no rate does
+   (InfeasibleError, naming the objectives that failed).
 2. Shrink the bracket [passing lo, failing hi] by interpolating log s linearly in r (regula falsi, kept at
    least 20% inside the bracket) until (hi - lo) / lo <= `rate_tolerance` or `max_probes` are spent.
 3. The answer is lo, the highest rate that passed. Its interval (a delta method): each bootstrap replicate b
@@ -104,11 +105,13 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         sat = saturated_rate(dep, workload_at, sla, config, rule, ceiling=ceiling)
         if sat is not None:
             return sat
+    default_start = 0.8 * ceiling if ceiling is not None else 0.0
     if ceiling is None or size is None:
         pc = config.enable_prefix_caching if config.enable_prefix_caching is not None else dep.engine.enable_prefix_caching
         b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
-        ceiling = b.max_rate_ceiling if ceiling is None else ceiling
-        size = rule.size(ceiling, b.e2e_estimate_s) if size is None else size
+        if ceiling is None:
+            ceiling, default_start = b.max_rate_ceiling, 0.9 * b.max_rate_estimate
+        size = rule.size(min(ceiling, b.max_rate_estimate), b.e2e_estimate_s) if size is None else size
     trail: list[Probe] = []
 
     def probe(rate: float) -> Probe:
@@ -120,18 +123,21 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         return MaxRate(lo.rate, lo.result, ceiling, tuple((p.rate, p.ok) for p in trail),
                        _interval(lo, hi, ceiling, rule, trail), capped, lo, tuple(trail))
 
-    first = probe(min(start if start is not None else 0.8 * ceiling, ceiling))
+    first = probe(min(start if start is not None else default_start, ceiling))
     lo: Probe | None = first if first.ok else None
     hi: Probe | None = None if first.ok else first
-    if lo is not None:
+    while hi is None:  # passing: step up by s^-1/2 (at least 5%), up to the ceiling
+        assert lo is not None
         if lo.rate >= ceiling * (1 - 1e-9):
             return done(lo, None, True)
-        top = probe(ceiling)
-        if top.ok:
-            return done(top, None, True)
-        hi = top
-    while lo is None:
-        assert hi is not None
+        if len(trail) >= max_probes:
+            return done(lo, None, False)
+        p = probe(min(ceiling, lo.rate * max(1.05, lo.score ** -0.5)))
+        if p.ok:
+            lo = p
+        else:
+            hi = p
+    while lo is None:  # failing: step down by s^-1/2 (0.3x to 0.9x)
         nxt = hi.rate * min(0.9, max(0.3, hi.score ** -0.5))
         if nxt < ceiling / 64:
             s = hi.summary

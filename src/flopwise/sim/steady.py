@@ -78,7 +78,7 @@ class SteadyRule:
     min_tail_requests: int = 20
     backlog_tolerance: float = 0.05
     num_batches: int = 10
-    num_bootstrap: int = 200
+    num_bootstrap: int = 150
     confidence: float = 0.9
     effort: float = 1.0
     seed: int = 0
