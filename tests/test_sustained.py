@@ -24,13 +24,15 @@ def stream(rate, n):
 
 def test_probe_size_by_hand():
     rule = SteadyRule()
-    # warm-up max(50, 40 * max(2 s, 1 x 5 s)) = 200; window clamp(40 * max(8 s, 1.5 x 5 s), 400, 3000) = 400;
+    # warm-up max(50, 40 * max(2 s, 0.75 x 5 s)) = 150; window clamp(40 * max(6 s, 1 x 5 s), 400, 3000) = 400;
     # tail max(20, 40 * 0.5 x 5 s) = 100
-    assert rule.size(40.0, 5.0) == ProbeSize(warmup_requests=200, window_requests=400, tail_requests=100)
-    # a fast replica: the window in time wins (100 req/s * 12 s), then effort doubles it
-    assert rule.at_effort(2.0).size(100.0, 8.0) == ProbeSize(warmup_requests=800, window_requests=2400,
+    assert rule.size(40.0, 5.0) == ProbeSize(warmup_requests=150, window_requests=400, tail_requests=100)
+    # a fast replica: the window in time wins (100 req/s * 8 s), then effort doubles it; a 2 s TTFT bound needs
+    # 20 s of arrivals to see a 10% overload break it
+    assert rule.at_effort(2.0).size(100.0, 8.0) == ProbeSize(warmup_requests=600, window_requests=1600,
                                                               tail_requests=400)
-    assert rule.size(40.0, 5.0).num_requests == 700
+    assert rule.size(40.0, 5.0, 2.0).window_requests == 800
+    assert rule.size(40.0, 5.0).num_requests == 650
     assert rule.size(40.0, 5.0).scaled(0.5).window_requests == 200
 
 
@@ -71,12 +73,13 @@ def test_short_burst_above_capacity_passes_the_sla_but_not_the_rule():
     assert over and not any(p.ok for p in over)  # every probe above the answer failed the rule
     from flopwise.sim.max_rate import probe_rate
 
-    size = found.probe.num_requests
     rule = SteadyRule()
     b = capacity_bounds(dep, stream(math.inf, 2000), SLA)
-    p = probe_rate(dep, stream, SLA, SimConfig(), rule, 2 * found.rate, rule.size(2 * found.rate, b.e2e_estimate_s))
+    # sized for that rate: a window of TTFT limit / 10% overload = 20 s of arrivals, at most 3000 requests
+    size = rule.size(2 * found.rate, b.e2e_estimate_s, 2.0)
+    assert size.window_requests == min(3000, math.ceil(2 * found.rate * 20.0))
+    p = probe_rate(dep, stream, SLA, SimConfig(), rule, 2 * found.rate, size)
     assert not p.ok and not p.sla_ok and not p.backlog_ok
-    assert p.num_requests > size  # a longer stream than the answer's: the window is sized for the higher rate
     lo, hi = found.interval
     assert lo <= found.rate <= hi <= found.upper_bound
 

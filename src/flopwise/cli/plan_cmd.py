@@ -49,7 +49,7 @@ def plan_cmd(
     prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
     speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a stated acceptance: 'eagle3,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
     num_requests: Annotated[int | None, typer.Option("--num-requests", help="Smallest measured window per probe, in requests (default: the sustained-rate rule's, 400 or more).")] = None,
-    max_effort: Annotated[float, typer.Option("--max-effort", help="Largest window multiple spent on candidates whose intervals overlap the leader's.")] = 4.0,
+    max_effort: Annotated[float, typer.Option("--max-effort", help="Largest window multiple spent on candidates whose intervals overlap the leader's (2, 4, ...).")] = 2.0,
     seed: Annotated[int, typer.Option(help="Random seed of the request stream (common to every candidate).")] = 0,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,

@@ -4,9 +4,9 @@ explain.
 Search (branch and bound over `cost.capacity` with statistics):
 1. Enumerate every candidate that fits (`space.py`); drop those whose lone-request latency already breaks the
    SLA (`cost.capacity.bounds`).
-2. One request stream for every candidate (common random numbers: one seed, one size of warm-up, window and
-   tail in requests, `sim/steady.py`), so that differences between candidates are not differences between
-   samples.
+2. One request stream for every candidate (common random numbers: one seed; each candidate reads as much of
+   it as the sustained-rate rule asks at its estimated capacity, `sim/steady.py`), so that differences between
+   candidates are not differences between samples.
 3. Order the rest by their closed-form capacity on the objective's axis and simulate them in waves of one per
    CPU core (`evaluate`: the sustained-rate rule, which never reports a rate above the ceiling, a bound).
    Skip a candidate once what it can reach is below the lower end of the leader's interval: the smaller of
@@ -14,7 +14,8 @@ Search (branch and bound over `cost.capacity` with statistics):
    ratio of simulated capacity to estimate seen so far, at least 0.9), so it can neither beat nor tie it.
 4. Adaptive effort: the candidates whose intervals overlap the leader's are simulated again with a window of
    2x, then 4x the requests (up to `max_effort`), starting from their previous answer, until the intervals
-   separate or the effort is spent. What still overlaps is a statistical tie.
+   separate, a doubling separates none of them, or the effort is spent. What still overlaps is a statistical
+   tie.
 5. Rank by the objective's point value, but never on a difference smaller than the noise: candidates whose
    intervals overlap the best one form its tie group, ordered by what does not depend on the sample (fewer
    GPUs per replica, then lower accuracy risk of the formats, then the higher closed-form ceiling, then the
@@ -65,7 +66,7 @@ from flopwise.workload.traces import load_trace
 
 __all__ = ["PlanRequest", "PlanResult", "plan", "plan_to_dict", "OBJECTIVES"]
 
-_MAX_WARMUP, _MAX_TAIL = 1500, 800  # requests: bounds on the common size when one candidate's estimate is long
+_MAX_WARMUP, _MAX_TAIL = 1500, 800  # requests: bounds on a candidate's warm-up and tail when its E2E is long
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class PlanRequest:
     hardware_file: str | None = None
     workers: int | None = None  # processes; default: CPU count
     trace: str | None = None  # plan for a recorded trace's lengths (and its mean rate, without --rate)
-    max_effort: float = 4.0  # the largest window multiple adaptive effort may spend on a near-tie
+    max_effort: float = 2.0  # the largest window multiple adaptive effort may spend on a near-tie
     rule: SteadyRule | None = None  # the sustained-rate rule (None: SteadyRule's defaults, seeded by `seed`)
 
     def __post_init__(self) -> None:
@@ -128,7 +129,7 @@ class PlanResult:
     ranks: dict[str, int] = field(default_factory=dict)  # label -> rank (tied candidates share one)
     reference_load_per_gpu: float | None = None  # latency objective without --rate
     rate: float | None = None  # the total rate served (--rate, or a trace's mean rate)
-    size: ProbeSize | None = None
+    size: ProbeSize | None = None  # the first choice's probe size (effort 1)
     rule: SteadyRule | None = None
     checkpoint_weights: str | None = None
     max_prompt_len: int | None = None
@@ -256,26 +257,31 @@ class _Context:
     stream: _Stream
     sla: SLA
     rule: SteadyRule
-    size: ProbeSize
+    sizes: dict[str, ProbeSize]  # per candidate label: the rule's size at its estimated capacity
+    e2e_s: dict[str, float]  # per candidate label: the latency near capacity (sizes probes above the estimate)
     seed: int
+
+    def size(self, cand: Candidate, effort: float = 1.0) -> ProbeSize:
+        return self.sizes[cand.label].scaled(effort)
 
 
 def _evaluate_job(ctx: _Context, item: tuple[Candidate, float, float | None, float]) -> Evaluation | Infeasible:
     cand, ceiling, start, effort = item
-    return evaluate(cand, ctx.stream, ctx.sla, rule=ctx.rule.at_effort(effort), size=ctx.size.scaled(effort),
-                    ceiling=ceiling, start=start, seed=ctx.seed)
+    return evaluate(cand, ctx.stream, ctx.sla, rule=ctx.rule.at_effort(effort), size=ctx.size(cand, effort),
+                    ceiling=ceiling, e2e_s=ctx.e2e_s[cand.label], start=start, seed=ctx.seed)
 
 
 def _load_job(ctx: _Context, item: tuple[Evaluation, float, int]) -> LoadPoint:
     e, rate, replicas = item
-    return measure_at_load(e, ctx.stream, ctx.sla, rule=ctx.rule, size=ctx.size, rate_per_replica=rate,
+    return measure_at_load(e, ctx.stream, ctx.sla, rule=ctx.rule, size=ctx.size(e.candidate), rate_per_replica=rate,
                            replicas=replicas, seed=ctx.seed)
 
 
 def _sweep_job(ctx: _Context, item: tuple[Evaluation, float]) -> dict[str, Any]:
+    """A light load for the latency chart, simulated with half the window."""
     e, rate = item
     config = SimConfig(enable_prefix_caching=e.candidate.prefix_caching, seed=ctx.seed)
-    p = probe_rate(e.candidate.deployment, ctx.stream, ctx.sla, config, ctx.rule, rate, ctx.size)
+    p = probe_rate(e.candidate.deployment, ctx.stream, ctx.sla, config, ctx.rule, rate, ctx.size(e.candidate, 0.5))
     return latency_point(rate, p.summary, p.ok)
 
 
@@ -300,13 +306,17 @@ class _Runner:
 # ------------------------------------------------------------------------------------------- the search
 
 
-def _common_size(rule: SteadyRule, live: list[tuple[Candidate, Bounds]], top: int) -> ProbeSize:
-    """One size for every candidate: the largest warm-up, window and tail that the `top` candidates by ceiling
-    (those the search starts with; the rest are mostly pruned) need at their estimated capacity."""
-    sizes = [rule.size(b.max_rate_estimate, b.e2e_estimate_s) for _, b in live[:top]]
-    return ProbeSize(warmup_requests=min(_MAX_WARMUP, max(s.warmup_requests for s in sizes)),
-                     window_requests=max(s.window_requests for s in sizes),
-                     tail_requests=min(_MAX_TAIL, max(s.tail_requests for s in sizes)))
+def _sizes(rule: SteadyRule, live: list[tuple[Candidate, Bounds]], sla: SLA) -> dict[str, ProbeSize]:
+    """Each candidate's probe size: the rule's at its estimated capacity (warm-up and tail bounded). Every
+    candidate reads the same request stream from its start (one seed: common random numbers), so a shorter
+    stream is the first part of a longer one."""
+    out = {}
+    ttft = sla.limit("ttft")
+    for c, b in live:
+        s = rule.size(b.max_rate_estimate, b.e2e_estimate_s, ttft / 1e3 if ttft is not None else None)
+        out[c.label] = replace(s, warmup_requests=min(_MAX_WARMUP, s.warmup_requests),
+                               tail_requests=min(_MAX_TAIL, s.tail_requests))
+    return out
 
 
 def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> PlanResult:
@@ -318,7 +328,9 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     hardware = [get_hardware(g, req.hardware_file) for g in req.space.gpus]
     stream, trace_rate, cap, prompt_cap = _stream(req)
     rate = req.rate if req.rate is not None else trace_rate
-    sample = stream(math.inf, CEILING_SAMPLE).requests
+    # the closed-form bounds price the stream's mean lengths from a large sample of seed 0, the same for every
+    # seed, so that everything the search derives from them (order, pruning, tie-breaks) is sample-free
+    sample = replace(stream, seed=0)(math.inf, CEILING_SAMPLE).requests
     mean_in = sum(r.input_tokens for r in sample) / len(sample)
     mean_out = sum(r.output_tokens for r in sample) / len(sample)
     cached_share = sum(r.prefix_tokens for r in sample) / sum(r.input_tokens for r in sample)
@@ -348,10 +360,10 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
         rule = replace(rule, min_window_requests=req.num_requests,
                        max_window_requests=max(rule.max_window_requests, req.num_requests))
     runner = _Runner(max(1, req.workers or os.cpu_count() or 1))
-    size = _common_size(rule, live, 2 * runner.workers)
-    ctx = _Context(stream, sla, rule, size, req.seed)
-    capacity_axis = "goodput" if objective == "latency" else objective
+    sizes = _sizes(rule, live, sla)
+    ctx = _Context(stream, sla, rule, sizes, {c.label: b.e2e_estimate_s for c, b in live}, req.seed)
     bound_of = {c.label: b for c, b in live}
+    tie_axis = {c.label: _ceiling_axis(objective, c, b, mean_out, 1.0) for c, b in live}  # the estimate's axis
     evaluated: dict[str, Evaluation] = {}
     done = 0
     base_effort = 0.5 if objective == "latency" else 1.0
@@ -378,24 +390,23 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
             if progress:
                 progress(done + len(pruned), len(live))
         if objective != "latency":
-            _refine(runner, ctx, evaluated, objective, bound_of, req.max_effort, ceil_axis, pruned, progress)
+            _refine(runner, ctx, evaluated, objective, bound_of, req.max_effort, ceil_axis, pruned)
         if not evaluated:
             raise InfeasibleError(_infeasible_message(req, sla, model, infeasible))
         reference = None
         if objective == "latency":
             reference = _at_load(runner, ctx, evaluated, rate)
-        ranked, ranks, first = _rank(list(evaluated.values()), objective, ceil_axis)
+        ranked, ranks, first = _rank(list(evaluated.values()), objective, tie_axis)
         best = ranked[0]
         # latency vs rate: the search's own probes (near the answer, and above it), and two light loads
         # simulated with half the window (a chart)
-        sweep_ctx = replace(ctx, size=size.scaled(0.5))
-        light = runner.map(partial(_sweep_job, sweep_ctx), [(best, best.max_rate * f) for f in (0.25, 0.5)])
+        light = runner.map(partial(_sweep_job, ctx), [(best, best.max_rate * f) for f in (0.25, 0.5)])
         sweep = sorted([*light, *best.trail], key=lambda p: p["rate"])
     finally:
         runner.close()
     result = PlanResult(req, sla, model, ranked, pareto_front(ranked, _frontier_axes), infeasible, pruned, misses,
                         max_len, 0.0, objective=objective, ties=first, ranks=ranks,
-                        reference_load_per_gpu=reference, rate=rate, size=size, rule=rule,
+                        reference_load_per_gpu=reference, rate=rate, size=sizes[best.candidate.label], rule=rule,
                         checkpoint_weights=weight_formats(model, req.space)[1],
                         max_prompt_len=min(prompt_cap, max_len) if prompt_cap else None)
     result.tradeoffs = tradeoffs(ranked, objective, {e.candidate.label for e in first})
@@ -422,16 +433,20 @@ def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: 
 
 def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], objective: str,
             bound_of: dict[str, Bounds], max_effort: float, ceil_axis: dict[str, float],
-            pruned: list[tuple[Candidate, str]], progress: Callable[[int, int], None] | None) -> None:
-    """Adaptive effort: simulate the leader and whatever overlaps it again with a longer window."""
+            pruned: list[tuple[Candidate, str]]) -> None:
+    """Adaptive effort: simulate the leader and whatever overlaps it again with a longer window. A candidate
+    skipped earlier whose reach is no longer below the (new) leader's interval is simulated after all."""
     effort = 1.0
+    last: set[str] | None = None
     while effort * 2 <= max_effort + 1e-9:
         effort *= 2
         leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
         lv = leader.value(objective)
         close = [e for e in evaluated.values() if e is leader or _overlap(e.value(objective), lv)]
-        if len(close) < 2:
-            return
+        group = {e.candidate.label for e in close}
+        if len(close) < 2 or group == last:  # nothing overlaps, or the last doubling separated nothing
+            break
+        last = group
         items = [(e.candidate, bound_of[e.candidate.label].max_rate_ceiling, e.max_rate, effort) for e in close]
         for e, r in zip(close, runner.map(partial(_evaluate_job, ctx), items)):
             if isinstance(r, Evaluation):
@@ -440,9 +455,18 @@ def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], ob
                 del evaluated[e.candidate.label]
         if not evaluated:
             return
-        leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
-        floor = leader.value(objective)[1]
-        pruned[:] = [(c, why) for c, why in pruned if not why.startswith("bound") or ceil_axis[c.label] < floor]
+    if not evaluated:
+        return
+    leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
+    floor = leader.value(objective)[1]
+    revive = [c for c, why in pruned if why.startswith("bound") and ceil_axis[c.label] >= floor]
+    if revive:
+        pruned[:] = [(c, why) for c, why in pruned if c not in revive]
+        items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, 1.0)
+                 for c in revive]
+        for c, r in zip(revive, runner.map(partial(_evaluate_job, ctx), items)):
+            if isinstance(r, Evaluation):
+                evaluated[c.label] = r
 
 
 def _at_load(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], rate: float | None) -> float | None:

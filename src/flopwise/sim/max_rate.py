@@ -47,7 +47,7 @@ from flopwise.workload.spec import Workload
 __all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate"]
 
 WorkloadAt = Callable[[float, int], Workload]
-CEILING_SAMPLE = 20_000  # requests whose mean lengths price the ceiling (a sample mean within ~1% of the law's)
+CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +95,12 @@ def _crossing(lo: float, s_lo: float, hi: float, s_hi: float) -> float:
 
 def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: SimConfig | None = None, *,
                   rule: SteadyRule | None = None, ceiling: float | None = None, size: ProbeSize | None = None,
-                  start: float | None = None, rate_tolerance: float = 0.04, max_probes: int = 9) -> MaxRate:
+                  e2e_s: float | None = None, start: float | None = None, rate_tolerance: float = 0.04,
+                  max_probes: int = 9) -> MaxRate:
     """`workload_at(rate, num_requests)` builds the request stream (one seed for every call). `ceiling`
     defaults to the closed-form bound of the stream (`cost.capacity`), `size` to the rule's size at the
-    ceiling; `start` is the first rate probed (a previous answer, when refining)."""
+    capacity estimate, `e2e_s` to the bounds' latency near capacity (a probe above the design rate of `size`
+    is sized for its own rate); `start` is the first rate probed (a previous answer, when refining)."""
     rule = rule or SteadyRule()
     config = config or SimConfig()
     if not any(o.metric in ("ttft", "e2e") for o in sla.objectives):
@@ -106,16 +108,20 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         if sat is not None:
             return sat
     default_start = 0.8 * ceiling if ceiling is not None else 0.0
-    if ceiling is None or size is None:
+    ttft = sla.limit("ttft")
+    ttft_s = ttft / 1e3 if ttft is not None else None
+    if ceiling is None or size is None or e2e_s is None:
         pc = config.enable_prefix_caching if config.enable_prefix_caching is not None else dep.engine.enable_prefix_caching
         b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
         if ceiling is None:
             ceiling, default_start = b.max_rate_ceiling, 0.9 * b.max_rate_estimate
-        size = rule.size(min(ceiling, b.max_rate_estimate), b.e2e_estimate_s) if size is None else size
+        e2e_s = b.e2e_estimate_s if e2e_s is None else e2e_s
+        if size is None:
+            size = rule.size(min(ceiling, b.max_rate_estimate), e2e_s, ttft_s)
     trail: list[Probe] = []
 
     def probe(rate: float) -> Probe:
-        p = probe_rate(dep, workload_at, sla, config, rule, rate, size)
+        p = probe_rate(dep, workload_at, sla, config, rule, rate, size.at_least(rule.size(rate, e2e_s, ttft_s)))
         trail.append(p)
         return p
 

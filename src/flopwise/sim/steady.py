@@ -15,11 +15,15 @@ sized for a rate r (`size`; the probes of one search, and the candidates of one 
 the same requests are measured at every rate and on every deployment):
 
     warm-up = max(min_warmup_requests, r * max(min_warmup_s, warmup_e2e * E2E))
-    window  = effort * clamp(r * max(min_window_s, window_e2e * E2E), min_window_requests, max_window_requests)
+    window  = effort * clamp(r * max(min_window_s, window_e2e * E2E, TTFT limit / detect_overload),
+                             min_window_requests, max_window_requests)
     tail    = max(min_tail_requests, r * tail_e2e * E2E)
 
 with E2E one request's latency near capacity (`cost.capacity.Bounds.e2e_estimate_s`: the batch fills in about
-one E2E). At a lower rate the same counts span more time, so the time minimums still hold. The probe passes
+one E2E). An overload of `detect_overload` (10%) makes the queue's wait grow by 0.1 s per second, so a window
+of TTFT limit / 0.1 is long enough for it to break a TTFT bound. A search sizes every probe for the larger
+of its design rate and the probe's own rate (`ProbeSize.at_least`): at a lower rate the same counts span more
+time, so the time minimums hold at every rate probed. The probe passes
 when both hold on the window's requests:
 
 1. every SLA objective (p95 TTFT, ...) is within its limit: ratio = max over objectives of value / limit <= 1;
@@ -67,15 +71,16 @@ class SteadyRule:
     """The sustained-rate rule (module docstring). `effort` scales the window (adaptive effort: more requests
     for candidates whose intervals overlap the leader's)."""
 
-    warmup_e2e: float = 1.0
+    warmup_e2e: float = 0.75
     min_warmup_s: float = 2.0
     min_warmup_requests: int = 50
-    window_e2e: float = 1.5
-    min_window_s: float = 8.0
+    window_e2e: float = 1.0
+    min_window_s: float = 6.0
     min_window_requests: int = 400
     max_window_requests: int = 3000
     tail_e2e: float = 0.5
     min_tail_requests: int = 20
+    detect_overload: float = 0.1
     backlog_tolerance: float = 0.05
     num_batches: int = 10
     num_bootstrap: int = 150
@@ -94,12 +99,14 @@ class SteadyRule:
     def at_effort(self, effort: float) -> SteadyRule:
         return replace(self, effort=effort)
 
-    def size(self, rate: float, e2e_s: float) -> ProbeSize:
-        """The request counts of a probe sized for `rate` (module docstring)."""
+    def size(self, rate: float, e2e_s: float, ttft_limit_s: float | None = None) -> ProbeSize:
+        """The request counts of a probe sized for `rate` (module docstring); `ttft_limit_s`: the SLA's TTFT
+        bound, if any."""
         if not rate > 0 or math.isinf(rate):
             raise WorkloadError(f"a probe needs a finite rate > 0, got {rate}")
         warm = max(self.min_warmup_requests, rate * max(self.min_warmup_s, self.warmup_e2e * e2e_s))
-        want = rate * max(self.min_window_s, self.window_e2e * e2e_s)
+        detect = ttft_limit_s / self.detect_overload if ttft_limit_s else 0.0
+        want = rate * max(self.min_window_s, self.window_e2e * e2e_s, detect)
         window = self.effort * min(max(want, self.min_window_requests), self.max_window_requests)
         tail = max(self.min_tail_requests, rate * self.tail_e2e * e2e_s)
         return ProbeSize(warmup_requests=math.ceil(warm), window_requests=math.ceil(window),
@@ -127,6 +134,12 @@ class ProbeSize:
     def scaled(self, effort: float) -> ProbeSize:
         """The same warm-up and tail with the window scaled by `effort`."""
         return replace(self, window_requests=max(2, math.ceil(self.window_requests * effort)))
+
+    def at_least(self, other: ProbeSize) -> ProbeSize:
+        """Each count the larger of the two."""
+        return ProbeSize(warmup_requests=max(self.warmup_requests, other.warmup_requests),
+                         window_requests=max(self.window_requests, other.window_requests),
+                         tail_requests=max(self.tail_requests, other.tail_requests))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
