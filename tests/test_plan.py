@@ -10,14 +10,17 @@ import pytest
 from typer.testing import CliRunner
 
 from flopwise.cli import app
+from flopwise.cost.capacity import bounds
 from flopwise.errors import DoesNotFitError, InfeasibleError
 from flopwise.launch import plan_launch
+from flopwise.plan.evaluate import evaluate, measure_at_load
 from flopwise.plan.pareto import dominates, pareto_front
-from flopwise.plan.search import PlanRequest, plan, plan_to_dict
+from flopwise.plan.search import PlanRequest, _Stream, plan, plan_to_dict
 from flopwise.plan.space import SearchSpace, enumerate_candidates, weight_formats
 from flopwise.sim.steady import SteadyRule
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
+from flopwise.specs.sla import parse_sla
 
 runner = CliRunner()
 # a short window: these tests check the search's logic, not its precision
@@ -81,19 +84,37 @@ def test_same_first_choice_across_seeds_when_intervals_separate():
 
 def test_latency_objective_compares_at_the_same_load():
     """A100 tp2 int4-awq sustains ~8 req/s, H200 tp2 int4-awq ~40: at their own maximum rates the A100's users
-    see ~3x the tokens/s of the H200's (a light load), but at the same load per GPU the H200 is faster, and that
-    is how the latency objective ranks them."""
+    see ~3x the tokens/s of the H200's (a light load), but at the same offered load (6 req/s on one replica
+    each) the H200 is faster, and that is how the latency objective ranks them (the A100 is simulated, or
+    skipped because its batch-1 speed cannot reach the H200's interval)."""
     space = SearchSpace(gpus=("h200", "a100-sxm-80gb"), tps=(2,), weights=("int4-awq",), kvs=("fp8",))
-    d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", space=space, **SMALL)))
-    by = {r["gpu"]: r for r in d["ranked"]}
-    h200, a100 = by["h200"], by["a100-sxm-80gb"]
-    assert a100["tokens_per_s_per_user"] > h200["tokens_per_s_per_user"]  # each at its own max rate: flipped
+    sla = "p95_ttft<=1000ms,p95_tpot<=50ms"
+    r = plan(PlanRequest(model="llama-3.1-8b", objective="latency", rate=6.0, sla=sla, space=space, **SMALL))
+    d = plan_to_dict(r)
     assert d["best"]["gpu"] == "h200"
-    load = d["reference_load_per_gpu"]
-    assert load == pytest.approx(min(r["max_rate_per_replica"] / r["gpus_per_replica"] for r in d["ranked"]))
-    for r in d["ranked"]:
-        assert r["at_load"]["request_rate_per_replica"] == pytest.approx(load * r["gpus_per_replica"])
-    assert h200["at_load"]["tokens_per_s_per_user_interval"][0] > a100["at_load"]["tokens_per_s_per_user_interval"][1]
+    assert d["best"]["at_load"]["replicas"] == 1 and d["best"]["at_load"]["request_rate_per_replica"] == 6.0
+    a100_rows = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
+    assert a100_rows or any(p["config"].startswith("a100") and "per-user ceiling" in p["reason"] for p in d["pruned"])
+    # the flip, measured directly under chat's SLA (TTFT-bound on the A100: it can only take a light load):
+    # each at its own max rate vs both at 3 req/s (within the A100's capacity)
+    cands, _ = enumerate_candidates(get_model("llama-3.1-8b"), [get_hardware("h200"), get_hardware("a100-sxm-80gb")],
+                                    space, r.max_len)
+    chat, rule, stream = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), SteadyRule(), _Stream("chat", None, None, 0)
+    own, same = {}, {}
+    for c in cands:
+        b = bounds(c.deployment, chat, 1681, 193, 0.25)
+        size = rule.size(b.max_rate_estimate, b.e2e_estimate_s, 0.3)
+        e = evaluate(c, stream, chat, rule=rule, size=size, ceiling=b.max_rate_ceiling, e2e_s=b.e2e_estimate_s,
+                     start=0.85 * b.max_rate_estimate)
+        own[c.deployment.hardware.id] = e.tokens_per_s_per_user
+        same[c.deployment.hardware.id] = measure_at_load(e, stream, chat, rule=rule, size=size, rate_per_replica=3.0,
+                                                         replicas=1)
+    assert own["a100-sxm-80gb"] > 2 * own["h200"]
+    assert same["h200"].interval[0] > same["a100-sxm-80gb"].interval[1] and same["a100-sxm-80gb"].sustained
+    # without --rate: a stated load, half the goodput leader's sustained rate per GPU
+    d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", sla=sla, space=space, **SMALL)))
+    assert d["best"]["gpu"] == "h200"
+    assert d["reference_load_per_gpu"] == pytest.approx(d["best"]["at_load"]["request_rate_per_replica"] / 2)
 
 
 def test_rate_sizes_replicas():

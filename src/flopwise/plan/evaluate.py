@@ -181,13 +181,14 @@ def _summary(mr: MaxRate) -> dict[str, Any]:
 
 
 def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
-             ceiling: float, e2e_s: float, start: float | None = None, seed: int = 0) -> Evaluation | Infeasible:
+             ceiling: float, e2e_s: float, start: float | None = None, seed: int = 0,
+             max_probes: int = 9) -> Evaluation | Infeasible:
     """Sustained capacity of one candidate; when even a light load misses the SLA, how far each objective is
     from its limit there (value / limit)."""
     config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     try:
         mr = find_max_rate(cand.deployment, workload_at, sla, config, rule=rule, ceiling=ceiling, size=size,
-                           e2e_s=e2e_s, start=start)
+                           e2e_s=e2e_s, start=start, max_probes=max_probes)
     except InfeasibleError as e:
         low = probe_rate(cand.deployment, workload_at, sla, config, rule, ceiling / 64, size)
         misses = {k: v / o.limit_ms for o in sla.objectives if (v := low.values.get(k := str(o))) is not None}

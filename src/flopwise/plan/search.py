@@ -12,19 +12,21 @@ Search (branch and bound over `cost.capacity` with statistics):
    Skip a candidate once what it can reach is below the lower end of the leader's interval: the smaller of
    its ceiling and its capacity estimate times a margin (1.25 before any simulation; then 1.1 x the largest
    ratio of simulated capacity to estimate seen so far, at least 0.9), so it can neither beat nor tie it.
-4. Adaptive effort: the candidates whose intervals overlap the leader's are simulated again with a window of
-   2x, then 4x the requests (up to `max_effort`), starting from their previous answer, until the intervals
-   separate, a doubling separates none of them, or the effort is spent. What still overlaps is a statistical
-   tie.
+4. Adaptive effort: when candidates' intervals overlap the leader's and that tie would put another config
+   first (its sample-free order, below, does not start with the leader), they are simulated again with a
+   window of 2x, then 4x the requests (up to `max_effort`), starting from their previous answer, until the
+   intervals separate, a doubling separates none of them, or the effort is spent. What still overlaps is a
+   statistical tie.
 5. Rank by the objective's point value, but never on a difference smaller than the noise: candidates whose
    intervals overlap the best one form its tie group, ordered by what does not depend on the sample (fewer
    GPUs per replica, then lower accuracy risk of the formats, then the higher closed-form ceiling, then the
    label). The first choice is the head of that order, so it is the same for every seed whenever the
    intervals separate, and whenever the same candidates tie.
 Objectives: goodput (requests/s per GPU within the SLA), throughput (output tokens/s per GPU), cost (output
-tokens per dollar) and latency: tokens/s per user at the same offered load for everyone (the user's --rate
-split over the replicas each config needs, or, without --rate, the highest per-GPU load every simulated
-config sustains, scaled by its GPUs), never at each config's own maximum rate.
+tokens per dollar) and latency: tokens/s per user at the same offered load for everyone, never at each
+config's own maximum rate: the user's --rate split over the replicas each config needs, or, without --rate, a
+stated load per GPU (half the sustained rate per GPU of the goodput leader, found first), scaled by each
+config's GPUs; a config that cannot sustain it is left out, saying so.
 The search builds no command strings: `flopwise.launch` renders the first choice per engine.
 """
 
@@ -188,6 +190,12 @@ def _risk(e: Evaluation) -> int:
     return weight_risk(d.weights.name).rank + kv_risk(d.kv.name).rank
 
 
+def _tie_key(e: Evaluation, tie_axis: dict[str, float]) -> tuple:
+    """The order inside a tie, none of it from the sample: GPUs per replica, accuracy risk, the closed-form
+    estimate on the objective's axis (higher first), the label."""
+    return (e.gpus, _risk(e), -tie_axis.get(e.candidate.label, 0.0), e.candidate.label)
+
+
 def _overlap(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
     return a[2] >= b[1] and b[2] >= a[1]
 
@@ -203,7 +211,7 @@ def _rank(evaluated: list[Evaluation], objective: str,
     while rest:
         head = rest[0].value(objective)
         group = [e for e in rest if _overlap(e.value(objective), head)]
-        group.sort(key=lambda e: (e.gpus, _risk(e), -ceiling_axis.get(e.candidate.label, 0.0), e.candidate.label))
+        group.sort(key=lambda e: _tie_key(e, ceiling_axis))
         rank = len(ranked) + 1
         for e in group:
             ranks[e.candidate.label] = rank
@@ -267,8 +275,10 @@ class _Context:
 
 def _evaluate_job(ctx: _Context, item: tuple[Candidate, float, float | None, float]) -> Evaluation | Infeasible:
     cand, ceiling, start, effort = item
+    # a refinement (effort > 1) starts at the previous answer, so it needs fewer probes to bracket it again
     return evaluate(cand, ctx.stream, ctx.sla, rule=ctx.rule.at_effort(effort), size=ctx.size(cand, effort),
-                    ceiling=ceiling, e2e_s=ctx.e2e_s[cand.label], start=start, seed=ctx.seed)
+                    ceiling=ceiling, e2e_s=ctx.e2e_s[cand.label], start=start, seed=ctx.seed,
+                    max_probes=9 if effort <= 1 else 3)
 
 
 def _load_job(ctx: _Context, item: tuple[Evaluation, float, int]) -> LoadPoint:
@@ -365,37 +375,23 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     bound_of = {c.label: b for c, b in live}
     tie_axis = {c.label: _ceiling_axis(objective, c, b, mean_out, 1.0) for c, b in live}  # the estimate's axis
     evaluated: dict[str, Evaluation] = {}
-    done = 0
-    base_effort = 0.5 if objective == "latency" else 1.0
+    reference = None
     try:
-        queue = [c for c, _ in live]
-        fractions: list[float] = []
-        while queue:
-            wave, queue = queue[:runner.workers], queue[runner.workers:]
-            # each search starts at 0.85 x its own estimate: a candidate's answer never depends on which others
-            # were simulated before it, or on the number of workers
-            items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, base_effort)
-                     for c in wave]
-            for c, r in zip(wave, runner.map(partial(_evaluate_job, ctx), items)):
-                if isinstance(r, Evaluation):
-                    evaluated[c.label] = r
-                    fractions.append(r.max_rate / bound_of[c.label].max_rate_estimate)
-                else:
-                    infeasible.append(r)
-            done += len(wave)
-            if objective != "latency":
-                m = _margin(fractions)
-                ceil_axis.update({c.label: _ceiling_axis(objective, c, bound_of[c.label], mean_out, m) for c in queue})
-                queue = _prune(queue, evaluated, objective, ceil_axis, pruned)
-            if progress:
-                progress(done + len(pruned), len(live))
-        if objective != "latency":
-            _refine(runner, ctx, evaluated, objective, bound_of, req.max_effort, ceil_axis, pruned)
+        # capacity: by the objective's axis (goodput for the latency objective, whose load comes from it)
+        cap_objective = "goodput" if objective == "latency" else objective
+        cap_axis = ceil_axis if objective != "latency" else {
+            c.label: _ceiling_axis("goodput", c, b, mean_out) for c, b in live}
+        order = [c for c, _ in sorted(live, key=lambda t: (-cap_axis[t[0].label], t[0].label))]
+        _capacity_pass(runner, ctx, order, evaluated, infeasible, pruned, cap_objective, cap_axis, bound_of,
+                       mean_out, progress, len(live))
         if not evaluated:
             raise InfeasibleError(_infeasible_message(req, sla, model, infeasible))
-        reference = None
-        if objective == "latency":
-            reference = _at_load(runner, ctx, evaluated, rate)
+        if objective != "latency":
+            _refine(runner, ctx, evaluated, objective, bound_of, req.max_effort, ceil_axis, pruned, tie_axis)
+        else:
+            reference = _latency_pass(runner, ctx, live, evaluated, infeasible, pruned, bound_of, ceil_axis, rate)
+        if not evaluated:
+            raise InfeasibleError(_infeasible_message(req, sla, model, infeasible))
         ranked, ranks, first = _rank(list(evaluated.values()), objective, tie_axis)
         best = ranked[0]
         # latency vs rate: the search's own probes (near the answer, and above it), and two light loads
@@ -413,6 +409,92 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     result.latency_vs_rate = sweep
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _capacity_pass(runner: _Runner, ctx: _Context, queue: list[Candidate], evaluated: dict[str, Evaluation],
+                   infeasible: list[Infeasible], pruned: list[tuple[Candidate, str]], objective: str,
+                   axis: dict[str, float], bound_of: dict[str, Bounds], mean_out: float,
+                   progress: Callable[[int, int], None] | None, total: int) -> None:
+    """Sustained capacity of the candidates in `queue` order, in waves, skipping what cannot reach the leader."""
+    fractions: list[float] = []
+    done = 0
+    while queue:
+        wave, queue = queue[:runner.workers], queue[runner.workers:]
+        # each search starts at 0.85 x its own estimate: a candidate's answer never depends on which others were
+        # simulated before it, or on the number of workers
+        items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, 1.0)
+                 for c in wave]
+        for c, r in zip(wave, runner.map(partial(_evaluate_job, ctx), items)):
+            if isinstance(r, Evaluation):
+                evaluated[c.label] = r
+                fractions.append(r.max_rate / bound_of[c.label].max_rate_estimate)
+            else:
+                infeasible.append(r)
+        done += len(wave)
+        m = _margin(fractions)
+        axis.update({c.label: _ceiling_axis(objective, c, bound_of[c.label], mean_out, m) for c in queue})
+        queue = _prune(queue, evaluated, objective, axis, pruned)
+        if progress:
+            progress(done + len(pruned), total)
+
+
+def _latency_pass(runner: _Runner, ctx: _Context, live: list[tuple[Candidate, Bounds]],
+                  evaluated: dict[str, Evaluation], infeasible: list[Infeasible], pruned: list[tuple[Candidate, str]],
+                  bound_of: dict[str, Bounds], user_ceiling: dict[str, float], rate: float | None) -> float | None:
+    """The latency objective: every candidate at one offered load (module docstring), in order of its per-user
+    ceiling (batch-1 decode speed), skipping what cannot reach the leader's interval. Without a rate the load
+    is half the goodput leader's sustained rate per GPU. Returns that stated load (per GPU), or None."""
+    leader = max(evaluated.values(), key=lambda e: e.goodput_per_gpu)
+    per_gpu = 0.5 * leader.max_rate / leader.gpus if rate is None else None
+    pruned[:] = [(c, why) for c, why in pruned if not why.startswith("bound")]  # reconsidered on this axis
+    queue = [c for c, _ in sorted(live, key=lambda t: (-user_ceiling[t[0].label], t[0].label))
+             if c.label not in {i.candidate.label for i in infeasible}]
+    best: Evaluation | None = None
+    scored: dict[str, Evaluation] = {}
+    while queue:
+        wave, queue = queue[:runner.workers], queue[runner.workers:]
+        items = [(c, evaluated.get(c.label), bound_of[c.label].max_rate_ceiling,
+                  _START * bound_of[c.label].max_rate_estimate, per_gpu, rate) for c in wave]
+        for c, r in zip(wave, runner.map(partial(_latency_job, ctx), items)):
+            if isinstance(r, Evaluation) and r.at_load is not None and r.at_load.sustained:
+                scored[c.label] = r
+            elif isinstance(r, Evaluation):
+                infeasible.append(Infeasible(c, f"cannot sustain {r.at_load.rate_per_replica:.3g} req/s per replica, "
+                                                "the load the latency objective compares at" if r.at_load else
+                                             "no load measured"))
+            else:
+                infeasible.append(r)
+        if scored:
+            best = max(scored.values(), key=lambda e: e.value("latency")[0])
+            floor = best.value("latency")[1]
+            kept = []
+            for c in queue:
+                if user_ceiling[c.label] < floor:
+                    pruned.append((c, f"bound: its per-user ceiling cannot reach the interval of {best.candidate.label}"))
+                else:
+                    kept.append(c)
+            queue = kept
+    evaluated.clear()
+    evaluated.update(scored)
+    return per_gpu
+
+
+def _latency_job(ctx: _Context, item: tuple[Candidate, Evaluation | None, float, float, float | None, float | None]
+                 ) -> Evaluation | Infeasible:
+    """A candidate's capacity (unless known) and its latency at the load: `per_gpu` x its GPUs, or `rate` split
+    over the replicas it needs."""
+    cand, e, ceiling, start, per_gpu, rate = item
+    if e is None:
+        r = _evaluate_job(ctx, (cand, ceiling, start, 0.5))
+        if not isinstance(r, Evaluation):
+            return r
+        e = r
+    if per_gpu is not None:
+        load, reps = per_gpu * e.gpus, 1
+    else:
+        reps = e.replicas_for(rate)
+        load = rate / reps
+    return replace(e, at_load=_load_job(ctx, (e, load, reps)))
 
 
 def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: str, ceil_axis: dict[str, float],
@@ -433,9 +515,11 @@ def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: 
 
 def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], objective: str,
             bound_of: dict[str, Bounds], max_effort: float, ceil_axis: dict[str, float],
-            pruned: list[tuple[Candidate, str]]) -> None:
-    """Adaptive effort: simulate the leader and whatever overlaps it again with a longer window. A candidate
-    skipped earlier whose reach is no longer below the (new) leader's interval is simulated after all."""
+            pruned: list[tuple[Candidate, str]], tie_axis: dict[str, float]) -> None:
+    """Adaptive effort: simulate the leader and whatever overlaps it again with a longer window, when the
+    overlap can change the first choice (the tie's sample-free order would put another config first). A
+    candidate skipped earlier whose reach is no longer below the (new) leader's interval is simulated after
+    all."""
     effort = 1.0
     last: set[str] | None = None
     while effort * 2 <= max_effort + 1e-9:
@@ -446,6 +530,8 @@ def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], ob
         group = {e.candidate.label for e in close}
         if len(close) < 2 or group == last:  # nothing overlaps, or the last doubling separated nothing
             break
+        if min(close, key=lambda e: _tie_key(e, tie_axis)) is leader:
+            break  # the leader also heads the tie's order: more requests cannot change the first choice
         last = group
         items = [(e.candidate, bound_of[e.candidate.label].max_rate_ceiling, e.max_rate, effort) for e in close]
         for e, r in zip(close, runner.map(partial(_evaluate_job, ctx), items)):
@@ -467,24 +553,6 @@ def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], ob
         for c, r in zip(revive, runner.map(partial(_evaluate_job, ctx), items)):
             if isinstance(r, Evaluation):
                 evaluated[c.label] = r
-
-
-def _at_load(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], rate: float | None) -> float | None:
-    """The latency objective: every candidate at one offered load (module docstring). Returns the stated load per
-    GPU when no rate was given."""
-    evs = list(evaluated.values())
-    per_gpu = None
-    if rate is None:
-        per_gpu = min(e.max_rate / e.gpus for e in evs)
-        items = [(e, per_gpu * e.gpus, 1) for e in evs]
-    else:
-        items = []
-        for e in evs:
-            reps = e.replicas_for(rate)
-            items.append((e, rate / reps, reps))
-    for (e, _, _), point in zip(items, runner.map(partial(_load_job, ctx), items)):
-        evaluated[e.candidate.label] = replace(e, at_load=point)
-    return per_gpu
 
 
 def _infeasible_message(req: PlanRequest, sla: SLA, model: ModelSpec, infeasible: list[Infeasible]) -> str:
