@@ -17,6 +17,8 @@ NOT_RUN = {  # prefix -> why it is not run here
     "flopwise profile": "microbenchmarks this machine for minutes (tests/test_profile.py runs a quick profile)",
     "flopwise calibrate": "reads the files `flopwise profile` and `flopwise bench` write",
     "flopwise estimate --hardware-file my-host.toml": "reads the file `flopwise profile` writes",
+    "flopwise plan --model qwen3-32b": "simulates a 32B model on up to 8 GPUs of two kinds for minutes; "
+                                       "benchmarks/plan_stability.py runs its Qwen3-32B case",
 }
 
 

@@ -172,7 +172,7 @@ def simulate_cmd(
         with err_console.status("searching the sustained request rate", spinner="dots") if not json_out else nullcontext():
             found = find_max_rate(dep, workload_at, objectives, config, rule=rule)
         result = found.result
-        summary = result.summary()
+        summary = found.summary()  # latencies and SLA over the measured window
         summary["max_rate"] = found.to_dict()
     else:
         wl = workload_at(rate)

@@ -30,7 +30,7 @@ from flopwise.cost.memory import memory_plan
 from flopwise.errors import InfeasibleError
 from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
-from flopwise.sim.max_rate import MaxRate, find_max_rate, probe_rate
+from flopwise.sim.max_rate import find_max_rate, probe_rate
 from flopwise.sim.steady import ProbeSize, SteadyRule
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
@@ -167,19 +167,6 @@ class Evaluation:
         return max(ratios, key=ratios.__getitem__)
 
 
-def _summary(mr: MaxRate) -> dict[str, Any]:
-    """The whole run's engine state and breakdown, with latencies and SLA figures from the measured window."""
-    out = mr.result.summary()
-    if mr.probe is not None:
-        w = mr.probe.summary
-        for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput",
-                  "sla_attainment", "sla_objectives_met", "sla_met"):
-            if k in w:
-                out[k] = w[k]
-        out["window"] = {"num_requests": mr.probe.num_window_requests, "arrivals_s": list(mr.probe.window_s)}
-    return out
-
-
 def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
              ceiling: float, e2e_s: float, start: float | None = None, seed: int = 0,
              max_probes: int = 9) -> Evaluation | Infeasible:
@@ -194,7 +181,7 @@ def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: Steady
         misses = {k: v / o.limit_ms for o in sla.objectives if (v := low.values.get(k := str(o))) is not None}
         return Infeasible(cand, str(e), misses)
     reqs = mr.result.workload.requests
-    return Evaluation(cand, mr.rate, mr.upper_bound, _summary(mr), sum(r.output_tokens for r in reqs) / len(reqs),
+    return Evaluation(cand, mr.rate, mr.upper_bound, mr.summary(), sum(r.output_tokens for r in reqs) / len(reqs),
                       rate_interval=mr.interval, effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
                       num_simulated_requests=sum(p.num_requests for p in mr.trail),
                       trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))

@@ -18,10 +18,10 @@ Search (branch and bound over `cost.capacity` with statistics):
    intervals separate, a doubling separates none of them, or the effort is spent. What still overlaps is a
    statistical tie.
 5. Rank by the objective's point value, but never on a difference smaller than the noise: candidates whose
-   intervals overlap the best one form its tie group, ordered by what does not depend on the sample (fewer
-   GPUs per replica, then lower accuracy risk of the formats, then the higher closed-form ceiling, then the
-   label). The first choice is the head of that order, so it is the same for every seed whenever the
-   intervals separate, and whenever the same candidates tie.
+   intervals overlap the best one form its tie group, ordered by what does not depend on the sample (the
+   closed-form capacity estimate on the objective's axis, then fewer GPUs per replica, lower accuracy risk of
+   the formats, the label). The first choice is the head of that order, so it is the same for every seed
+   whenever the intervals separate, and whenever the candidate the estimate favours is in the tie.
 Objectives: goodput (requests/s per GPU within the SLA), throughput (output tokens/s per GPU), cost (output
 tokens per dollar) and latency: tokens/s per user at the same offered load for everyone, never at each
 config's own maximum rate: the user's --rate split over the replicas each config needs, or, without --rate, a
@@ -191,9 +191,10 @@ def _risk(e: Evaluation) -> int:
 
 
 def _tie_key(e: Evaluation, tie_axis: dict[str, float]) -> tuple:
-    """The order inside a tie, none of it from the sample: GPUs per replica, accuracy risk, the closed-form
-    estimate on the objective's axis (higher first), the label."""
-    return (e.gpus, _risk(e), -tie_axis.get(e.candidate.label, 0.0), e.candidate.label)
+    """The order inside a tie, none of it from the sample: the closed-form capacity estimate on the objective's
+    axis (higher first: what the cost model predicts where the simulation cannot tell them apart), then fewer
+    GPUs per replica, lower accuracy risk, the label."""
+    return (-round(tie_axis.get(e.candidate.label, 0.0), 9), e.gpus, _risk(e), e.candidate.label)
 
 
 def _overlap(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:

@@ -151,7 +151,7 @@ def plan_html(r: PlanResult, d: dict[str, Any]) -> str:
         for t in d["tradeoffs"])
     st = d.get("steady_state") or {}
     ties = (f"<p class='tie'>Statistical tie for first: {html.escape(', '.join(d['ties']))} (overlapping intervals); "
-            "the first choice has fewer GPUs per replica, then lower accuracy risk, then the higher ceiling.</p>"
+            "the first choice is the one the closed-form capacity estimate favours, then fewer GPUs, lower accuracy risk.</p>"
             if len(d.get("ties", [])) > 1 else "")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>flopwise plan: {html.escape(d['model'])}</title>

@@ -92,8 +92,8 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     console.print("* on the Pareto frontier of goodput per GPU vs tokens/s per user")
     if len(d.get("ties", [])) > 1:
         console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): the intervals overlap, so the "
-                      "first choice is the one with fewer GPUs per replica, then lower accuracy risk, then the higher "
-                      "closed-form ceiling; simulate more (--max-effort, --num-requests) to separate them")
+                      "first choice is the one the closed-form capacity estimate favours, then fewer GPUs per replica "
+                      "and lower accuracy risk; simulate more (--max-effort, --num-requests) to separate them")
     if d["tradeoffs"]:
         console.print("[bold]What the first choice protects and gives up[/]")
         for tr in d["tradeoffs"]:

@@ -47,6 +47,8 @@ from flopwise.workload.spec import Workload
 __all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate"]
 
 WorkloadAt = Callable[[float, int], Workload]
+_WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
+                "sla_objectives_met", "sla_met")
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
 
 
@@ -60,6 +62,18 @@ class MaxRate:
     capped: bool = False  # the rule still held at the ceiling: the answer is the ceiling
     probe: Probe | None = field(default=None, repr=False)  # the accepted probe (window statistics)
     trail: tuple[Probe, ...] = field(default=(), repr=False)  # every probe, in order
+
+    def summary(self) -> dict[str, object]:
+        """The run at the sustained rate as users of it see it: engine state and time breakdown over the whole run,
+        latencies, goodput and SLA figures over the measured window (after the warm-up, before the drain)."""
+        out = self.result.summary()
+        if self.probe is not None:
+            w = self.probe.summary
+            for k in _WINDOW_KEYS:
+                if k in w:
+                    out[k] = w[k]
+            out["window"] = {"num_requests": self.probe.num_window_requests, "arrivals_s": list(self.probe.window_s)}
+        return out
 
     def to_dict(self) -> dict[str, object]:
         """The `max_rate` block of `simulate --find-max-rate --json`."""
