@@ -2,22 +2,30 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test venv clean
+.PHONY: run test venv test-venv clean
 
-$(BIN)/flopwise: pyproject.toml
+# The package and its runtime dependencies only (typer, rich, pyyaml, numpy, httpx, plotly): what `flopwise plan`
+# needs. No torch, no test tools.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# Test tools and the profiling extra (torch's CPU wheel) on top, for `make test`.
+$(VENV)/.test: $(VENV)/.runtime
 	$(BIN)/pip install -q -e '.[test]'
-	touch $(BIN)/flopwise
+	touch $@
 
-venv: $(BIN)/flopwise
+venv: $(VENV)/.runtime
+test-venv: $(VENV)/.test
 
-## The main job on built-in defaults: plan Llama-3.1-8B chat serving under a chat SLA on common GPUs.
+## The main job on built-in defaults: plan Llama-3.1-8B chat serving under the chat SLA on common GPUs.
 run: venv
 	$(BIN)/flopwise plan
 
 ## The whole test suite.
-test: venv
+test: test-venv
 	$(BIN)/python -m pytest
 
 clean:

@@ -1,4 +1,6 @@
-"""The planner: a toy space with a known answer, Pareto correctness, infeasible SLAs, launch flags, HTML."""
+"""The planner: toy spaces whose answer and ties are known by hand, the same first choice across seeds,
+the latency objective at one load, workload defaults, checkpoints, traces, Pareto correctness, infeasible
+SLAs, JSON keys, HTML."""
 
 import json
 import shutil
@@ -7,16 +9,24 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from flopwise.api import deployment
 from flopwise.cli import app
+from flopwise.cost.capacity import bounds
 from flopwise.errors import DoesNotFitError, InfeasibleError
-from flopwise.plan.launch import Speculative, launch_commands
+from flopwise.launch import plan_launch
+from flopwise.plan.evaluate import evaluate, measure_at_load
 from flopwise.plan.pareto import dominates, pareto_front
-from flopwise.plan.search import PlanRequest, plan, plan_to_dict
-from flopwise.plan.space import SearchSpace
+from flopwise.plan.search import PlanRequest, _Stream, plan, plan_to_dict
+from flopwise.plan.space import SearchSpace, enumerate_candidates, weight_formats
+from flopwise.sim.steady import SteadyRule
+from flopwise.specs.hardware import get_hardware
+from flopwise.specs.model_catalog import get_model
+from flopwise.specs.sla import parse_sla
 
 runner = CliRunner()
-SMALL = dict(workload="chat", num_requests=60, workers=1)
+# a short window: these tests check the search's logic, not its precision
+QUICK = SteadyRule(min_window_s=2, window_e2e=0.5, min_window_requests=100, min_warmup_s=1, warmup_e2e=0.5,
+                   tail_e2e=0.3, num_bootstrap=100)
+SMALL = dict(workers=1, rule=QUICK, max_effort=1.0)
 
 
 def test_pareto_front_by_hand():
@@ -28,26 +38,83 @@ def test_pareto_front_by_hand():
             assert any(dominates(f, p) for f in front)
 
 
-def test_toy_space_best_is_the_faster_gpu():
-    """Same model, format and knobs on an H100 and an A100: the H100 has 1.6x the bandwidth and 3x the FLOP/s,
-    so it must serve more requests per GPU within the same SLA and rank first."""
-    space = SearchSpace(gpus=("h100-sxm", "a100-sxm-80gb"), tps=(1,), weights=("bf16",), kvs=("bf16",))
-    r = plan(PlanRequest(model="llama-3.1-8b", sla="p95_ttft<=2000ms,p95_tpot<=100ms", space=space, **SMALL))
+def test_toy_space_best_answer_and_its_tie():
+    """H100 with prefix caching on and off, on a stream with no shared prefix: the two simulations are the same
+    run, so they tie exactly (one interval), and the tie is broken by the label (same GPUs, same formats, same
+    ceiling); the A100 has 1.6x less bandwidth and 3x less FLOP/s, so its interval lies below and it ranks
+    third, not tied."""
+    space = SearchSpace(gpus=("h100-sxm", "a100-sxm-80gb"), tps=(1,), weights=("bf16",), kvs=("bf16",),
+                        prefix_caching=(True, False))
+    r = plan(PlanRequest(model="llama-3.1-8b", workload=None, input_len=512, output_len=128,
+                         sla="p95_ttft<=2000ms,p95_tpot<=100ms", space=space, **SMALL))
     d = plan_to_dict(r)
-    assert d["best"]["gpu"] == "h100-sxm"
-    # the A100 is either simulated and ranked lower, or its capacity ceiling already loses to the H100's result
+    assert d["ties"] == ["h100-sxm tp1 bf16/kv:bf16", "h100-sxm tp1 bf16/kv:bf16 no-pc"]
+    on, off = d["ranked"][0], d["ranked"][1]
+    assert on["max_rate_per_replica"] == off["max_rate_per_replica"]
+    assert on["goodput_per_gpu_interval"] == off["goodput_per_gpu_interval"]
+    assert on["rank"] == off["rank"] == 1 and on["tied_with_first"] and off["tied_with_first"]
     a100 = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
-    if a100:
-        assert d["best"]["goodput_per_gpu"] > 1.3 * a100[0]["goodput_per_gpu"]
+    if a100:  # simulated, or its ceiling already below the H100's interval
+        assert all(row["rank"] == 3 and not row["tied_with_first"] for row in a100)
+        assert a100[0]["goodput_per_gpu_interval"][1] < on["goodput_per_gpu_interval"][0]
     else:
-        assert any(p["config"].startswith("a100") and "cannot beat h100-sxm" in p["reason"] for p in d["pruned"])
-    # no dominated config is ranked above one that dominates it
-    rows = d["ranked"]
+        assert any(p["config"].startswith("a100") and "cannot reach" in p["reason"] for p in d["pruned"])
+    for row in d["ranked"]:
+        lo, hi = row["goodput_per_gpu_interval"]
+        assert lo <= row["goodput_per_gpu"] <= hi
+        assert row["max_rate_per_replica"] <= row["ceiling_rate_per_replica"]
+    rows = d["ranked"]  # no dominated config above one that dominates it, unless tied
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:
-            assert not dominates((b["goodput_per_gpu"], b["tokens_per_s_per_user"]),
-                                 (a["goodput_per_gpu"], a["tokens_per_s_per_user"]))
-    assert d["launch"]["vllm"].startswith("vllm serve meta-llama/Llama-3.1-8B")
+            if a["rank"] != b["rank"]:
+                assert not dominates((b["goodput_per_gpu"], b["tokens_per_s_per_user"]),
+                                     (a["goodput_per_gpu"], a["tokens_per_s_per_user"]))
+
+
+def test_same_first_choice_across_seeds_when_intervals_separate():
+    space = SearchSpace(gpus=("h100-sxm", "a100-sxm-80gb"), tps=(1,), weights=("bf16",), kvs=("bf16",))
+    firsts = set()
+    for seed in (0, 1):
+        d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", workload=None, input_len=512, output_len=128, seed=seed,
+                                          sla="p95_ttft<=2000ms,p95_tpot<=100ms", space=space, **SMALL)))
+        firsts.add(d["best"]["config"])
+        assert d["ties"] == [d["best"]["config"]]
+    assert firsts == {"h100-sxm tp1 bf16/kv:bf16"}
+
+
+def test_latency_objective_compares_at_the_same_load():
+    """A100 tp2 int4-awq sustains ~8 req/s, H200 tp2 int4-awq ~40: at their own maximum rates the A100's users
+    see ~3x the tokens/s of the H200's (a light load), but at the same offered load (6 req/s on one replica
+    each) the H200 is faster, and that is how the latency objective ranks them (the A100 is simulated, or
+    skipped because its batch-1 speed cannot reach the H200's interval)."""
+    space = SearchSpace(gpus=("h200", "a100-sxm-80gb"), tps=(2,), weights=("int4-awq",), kvs=("fp8",))
+    sla = "p95_ttft<=1000ms,p95_tpot<=50ms"
+    r = plan(PlanRequest(model="llama-3.1-8b", objective="latency", rate=6.0, sla=sla, space=space, **SMALL))
+    d = plan_to_dict(r)
+    assert d["best"]["gpu"] == "h200"
+    assert d["best"]["at_load"]["replicas"] == 1 and d["best"]["at_load"]["request_rate_per_replica"] == 6.0
+    a100_rows = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
+    assert a100_rows or any(p["config"].startswith("a100") and "per-user ceiling" in p["reason"] for p in d["pruned"])
+    # the flip, measured directly under chat's SLA (TTFT-bound on the A100: it can only take a light load):
+    # each at its own max rate vs both at 3 req/s (within the A100's capacity)
+    cands, _ = enumerate_candidates(get_model("llama-3.1-8b"), [get_hardware("h200"), get_hardware("a100-sxm-80gb")],
+                                    space, r.max_len)
+    chat, rule, stream = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), SteadyRule(), _Stream("chat", None, None, 0)
+    own, same = {}, {}
+    for c in cands:
+        b = bounds(c.deployment, chat, 1681, 193, 0.25)
+        size = rule.size(b.max_rate_estimate, b.e2e_estimate_s, 0.3)
+        e = evaluate(c, stream, chat, rule=rule, size=size, ceiling=b.max_rate_ceiling, e2e_s=b.e2e_estimate_s,
+                     start=0.85 * b.max_rate_estimate)
+        own[c.deployment.hardware.id] = e.tokens_per_s_per_user
+        same[c.deployment.hardware.id] = measure_at_load(e, stream, chat, rule=rule, size=size, rate_per_replica=3.0,
+                                                         replicas=1)
+    assert own["a100-sxm-80gb"] > 2 * own["h200"]
+    assert same["h200"].interval[0] > same["a100-sxm-80gb"].interval[1] and same["a100-sxm-80gb"].sustained
+    # without --rate: a stated load, half the goodput leader's sustained rate per GPU
+    d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", sla=sla, space=space, **SMALL)))
+    assert d["best"]["gpu"] == "h200"
+    assert d["reference_load_per_gpu"] == pytest.approx(d["best"]["at_load"]["request_rate_per_replica"] / 2)
 
 
 def test_rate_sizes_replicas():
@@ -56,6 +123,52 @@ def test_rate_sizes_replicas():
     best = d["best"]
     assert best["replicas"] == -(-100 // best["max_rate_per_replica"])  # ceil
     assert best["total_gpus"] == best["replicas"] * best["gpus_per_replica"]
+    assert best["replicas_at_interval_low"] >= best["replicas"]
+
+
+def test_workload_defaults_batch_has_no_latency_bound():
+    space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("fp8",), kvs=("fp8",))
+    d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", workload="batch", space=space, **SMALL)))
+    assert d["sla"] == "none" and d["sla_source"] == "batch workload default"
+    assert d["objective"] == "throughput" and d["objective_source"] == "batch workload default"
+    assert d["max_model_len"] == 2048 + 512  # the batch workload's caps
+    b = d["best"]
+    assert b["objective_value"] == pytest.approx(b["output_tokens_per_s_per_gpu"])
+
+
+def test_every_tp_degree_by_default_and_max_model_len_is_the_workload_cap():
+    model = get_model("qwen3-32b")
+    cands, _ = enumerate_candidates(model, [get_hardware("h200")], SearchSpace(gpus=("h200",), max_gpus=8,
+                                                                               weights=("bf16",), kvs=("bf16",)), 10240)
+    assert sorted({c.deployment.tp for c in cands}) == [1, 2, 4, 8]
+    space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("fp8",), kvs=("fp8",))
+    r = plan(PlanRequest(model="llama-3.1-8b", space=space, **SMALL))
+    assert r.max_len == 8192 + 2048  # chat's prompt and output caps
+    launch = plan_launch(r)
+    assert "--max-model-len 10240" in launch["vllm"] and "--context-length 10240" in launch["sglang"]
+    assert "--max_seq_len 10240" in launch["trtllm"]
+
+
+def test_checkpoint_format_is_planned_not_a_wider_one():
+    """gpt-oss ships MXFP4 experts (quantization_config): planned as MXFP4, even on Hopper (weight-only
+    kernels), so gpt-oss-120b fits one H100; DeepSeek-V3 ships FP8 and is never planned at bf16."""
+    gpt = get_model("gpt-oss-120b")
+    assert weight_formats(gpt, SearchSpace())[0] == ("mxfp4",)
+    cands, _ = enumerate_candidates(gpt, [get_hardware("h100-sxm")], SearchSpace(gpus=("h100-sxm",), kvs=("bf16",)),
+                                    8192)
+    assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4"}
+    formats, native = weight_formats(get_model("deepseek-v3"), SearchSpace())
+    assert native == "fp8" and formats == ("fp8", "int4-awq")
+
+
+def test_plan_for_a_trace(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": i * 0.1, "input_tokens": 300 + 7 * (i % 9),
+                                         "output_tokens": 60 + (i % 5)}) + "\n" for i in range(80)))
+    space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("fp8",), kvs=("fp8",))
+    d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", trace=str(trace), space=space, **SMALL)))
+    assert d["workload"] == "trace" and d["rate"] == pytest.approx(10.0)  # the trace's mean rate
+    assert d["max_model_len"] == 356 + 64 and d["best"]["replicas"] >= 1
 
 
 def test_infeasible_sla_names_the_closest_and_the_miss():
@@ -70,52 +183,43 @@ def test_model_that_fits_nowhere_says_what_would():
         plan(PlanRequest(model="llama-3.1-70b", space=space, **SMALL))
 
 
-def test_launch_flags_per_engine():
-    dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, weights="fp8", kv="fp8", max_num_seqs=128,
-                     max_num_batched_tokens=4096)
-    cmds = launch_commands(dep, max_model_len=8192, prefix_caching=False,
-                           speculative=Speculative("eagle", 3, "yuhuili/EAGLE-LLaMA3.1-Instruct-70B"))
-    v = cmds.vllm
-    for flag in ("--tensor-parallel-size 4", "--max-num-seqs 128", "--max-num-batched-tokens 4096",
-                 "--max-model-len 8192", "--quantization fp8", "--kv-cache-dtype fp8", "--no-enable-prefix-caching",
-                 "--speculative-config", '"method": "eagle"', '"num_speculative_tokens": 3'):
-        assert flag in v, flag
-    s = cmds.sglang
-    for flag in ("python -m sglang.launch_server --model-path", "--tp-size 4", "--max-running-requests 128",
-                 "--chunked-prefill-size 4096", "--kv-cache-dtype fp8_e4m3", "--quantization fp8",
-                 "--disable-radix-cache", "--speculative-algorithm EAGLE", "--speculative-num-steps 3"):
-        assert flag in s, flag
-    t = cmds.trtllm
-    for flag in ("trtllm-serve", "--tp_size 4", "--max_batch_size 128", "--max_num_tokens 4096", "--max_seq_len 8192",
-                 "--kv_cache_free_gpu_memory_fraction 0.9", "--extra_llm_api_options"):
-        assert flag in t, flag
-    y = cmds.trtllm_extra_options_yaml
-    assert "enable_block_reuse: false" in y and "dtype: fp8" in y and "decoding_type: Eagle" in y
-
-
-def test_cli_plan_json(tmp_path):
+def test_cli_plan_json_keys_and_header(tmp_path):
     res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights", "fp8",
-                              "--kv", "fp8", "--num-requests", "60", "--json"])
+                              "--kv", "fp8", "--num-requests", "100", "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["best"]["gpu"] == "h100-sxm"
-    for key in ("ranked", "pareto_frontier", "launch", "tradeoffs", "latency_vs_rate", "infeasible", "pruned"):
+    for key in ("ranked", "pareto_frontier", "launch", "tradeoffs", "latency_vs_rate", "infeasible", "pruned", "ties",
+                "steady_state", "sla_source", "objective_source", "max_model_len"):
         assert key in d
+    for key in ("vllm", "sglang", "trtllm", "trtllm_extra_llm_api_options", "commands"):
+        assert key in d["launch"]
+    row = d["best"]
+    for key in ("goodput_per_gpu", "goodput_per_gpu_interval", "max_rate_interval", "rank", "tied_with_first",
+                "output_tokens_per_s_per_gpu", "cost_per_1m_tokens", "p95_ttft_ms", "binds", "replicas"):
+        assert key in row
+    text = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights",
+                               "fp8", "--kv", "fp8", "--num-requests", "100"]).output
+    assert "(chat workload default)" in text and "SLA p95_ttft<=300ms,p95_tpot<=50ms" in text
+    assert "vllm serve" in text and " \\ \n" not in text  # no space after a line continuation
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed (.ci/run installs it)")
 def test_html_report_renders_in_headless_chromium(tmp_path):
     out = tmp_path / "plan.html"
     res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm,a100-sxm-80gb", "--tp", "1",
-                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "60", "--html", str(out), "--json"])
+                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--html", str(out), "--json"])
     assert res.exit_code == 0, res.output
     dom = subprocess.run(
         ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", out.as_uri()],
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--window-size=1280,900",
+         "--dump-dom", out.as_uri()],
         capture_output=True, text=True, timeout=120).stdout
     assert dom.count('class="main-svg"') >= 4  # every chart was drawn by plotly.js, offline
     assert "Ranked deployments" in dom and "vllm serve" in dom
+    assert "Goodput per GPU (req/s)" in dom and "goodput_per_gpu" not in dom.split("<script")[0]
+    assert "SLA P95 TTFT" in dom  # the SLA's limits are drawn on the latency chart
 
 
 def test_cli_plan_bad_list_value_is_one_error():

@@ -14,6 +14,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.cost.speculative import proposer_deployment, spec_round
 from flopwise.errors import SpecError
+from flopwise.launch import plan_launch
 from flopwise.plan.search import PlanRequest, plan, plan_to_dict
 from flopwise.plan.space import SearchSpace
 from flopwise.sim import SimConfig, simulate
@@ -180,13 +181,13 @@ def test_plan_searches_speculative_and_launches_it():
     eagle = parse_speculative("eagle,k=3,accepted=2.6")
     space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",), speculative=(None, eagle))
     r = plan(PlanRequest(model="llama-3.1-8b", sla="p95_ttft<=300ms,p95_tpot<=12ms", space=space, workload="chat",
-                         num_requests=60, workers=1))
-    d = plan_to_dict(r)
+                         num_requests=60, workers=1, max_effort=1.0))
+    d = plan_to_dict(r, launch=plan_launch(r))
     assert d["best"]["speculative"] == "eagle,k=3,accepted=2.6"
     assert d["best"]["config"].endswith("spec=eagle,k=3,accepted=2.6")
     assert {row["speculative"] for row in d["ranked"]} == {None, "eagle,k=3,accepted=2.6"}
     v = d["launch"]["vllm"]
-    assert "--speculative-config" in v and '"method": "eagle"' in v and '"num_speculative_tokens": 3' in v
+    assert "--speculative-config" in v and '"method":"eagle"' in v and '"num_speculative_tokens":3' in v
     assert "--speculative-algorithm EAGLE" in d["launch"]["sglang"]
 
 

@@ -43,8 +43,7 @@ from flopwise.results import BenchRun, Calibrated, Plan, Simulation
 from flopwise.specs.defaults import (
     BENCH_INPUT_LEN, BENCH_NUM_REQUESTS, BENCH_OUTPUT_LEN, BENCH_TIMEOUT_S, COMPARE_NUM_REQUESTS, COMPARE_SLA,
     DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN,
-    DEFAULT_SLA, FRONTEND_ESTIMATE, FRONTEND_SERVING, MAX_NUM_REQUESTS, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS,
-    PLAN_NUM_REQUESTS, PLAN_WEIGHTS, PLAN_WORKLOAD)
+    FRONTEND_ESTIMATE, FRONTEND_SERVING, MAX_NUM_REQUESTS, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS, PLAN_WORKLOAD)
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec, get_hardware
@@ -291,6 +290,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
     request rate meeting `sla`. `progress(n)`: called as n more requests complete."""
     from flopwise.sim import SimConfig, find_max_rate as search_max_rate, simulate as run  # the simulator
+    from flopwise.sim.steady import SteadyRule
     from flopwise.sim.sglang_knobs import SglangKnobs
     from flopwise.specs.sla import parse_sla
     from flopwise.workload import build_workload
@@ -315,18 +315,20 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                        sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,
                                           schedule_policy, schedule_conservativeness, enable_mixed_chunk), seed=seed)
 
-    def workload_at(r: float | None) -> Any:
-        return build_workload(num_requests=num_requests, workload=workload, input_len=input_len,
+    def workload_at(r: float | None, n: int | None = num_requests) -> Any:
+        return build_workload(num_requests=n, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
 
     if find_max_rate:
         workload_at(None)  # a bad workload is an error before the first probe
-        found = search_max_rate(dep, workload_at, objectives, config)  # type: ignore[arg-type]
+        # --num-requests here sets the smallest measured window (the rule sizes each probe from it)
+        rule = SteadyRule(seed=seed) if num_requests is None else SteadyRule(
+            seed=seed, min_window_requests=max(20, num_requests), max_window_requests=max(3000, num_requests))
+        found = search_max_rate(dep, workload_at, objectives, config, rule=rule)  # type: ignore[arg-type]
         result = found.result
-        summary = result.summary()
-        summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
-                               "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes]}
+        summary = found.summary()  # latencies and SLA over the measured window
+        summary["max_rate"] = found.to_dict()
     else:
         result = run(dep, workload_at(rate), config, sla=objectives, progress=progress)
         summary = result.summary()
@@ -395,18 +397,22 @@ def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DE
             max_num_batched_tokens="plan_knob", speculative="plan_speculative", num_requests="plan_num_requests",
             input_len="input_len", output_len="output_len")
 def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, max_gpus: int = PLAN_MAX_GPUS,
-         workload: str = PLAN_WORKLOAD, input_len: int | None = None, output_len: int | None = None,
-         rate: float | None = None, sla: str = DEFAULT_SLA, objective: str = "goodput",
-         tp: str | Sequence[int] | None = None, weights: str | Sequence[str] = PLAN_WEIGHTS,
-         kv: str | Sequence[str] = PLAN_KV, max_num_seqs: str | Sequence[int] | None = None,
-         max_num_batched_tokens: str | Sequence[int] | None = None, engine: str = DEFAULT_ENGINE,
-         prefix_caching: str = "on", speculative: str | Sequence[str] | None = None,
-         num_requests: int = PLAN_NUM_REQUESTS, seed: int = 0, hardware_file: PathLike | None = None,
-         html: PathLike | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
-    """The SLA-driven deployment search (`flopwise plan`): the deployments that meet `sla` with the most goodput
-    per GPU (or per dollar, `objective="cost"`), ranked, with the Pareto frontier, trade-offs and launch commands.
-    Every value is checked before the search starts. `progress(done, total)`: called as candidates finish."""
-    from flopwise.plan.search import PlanRequest, plan as run, plan_to_dict
+         workload: str = PLAN_WORKLOAD, trace: PathLike | None = None, input_len: int | None = None,
+         output_len: int | None = None, rate: float | None = None, sla: str | None = None,
+         objective: str | None = None, tp: str | Sequence[int] | None = None,
+         weights: str | Sequence[str] | None = None, kv: str | Sequence[str] = PLAN_KV,
+         max_num_seqs: str | Sequence[int] | None = None, max_num_batched_tokens: str | Sequence[int] | None = None,
+         engine: str = DEFAULT_ENGINE, prefix_caching: str = "on", speculative: str | Sequence[str] | None = None,
+         num_requests: int | None = None, max_effort: float = 2.0, seed: int = 0,
+         hardware_file: PathLike | None = None, html: PathLike | None = None,
+         progress: Callable[[int, int], None] | None = None) -> Plan:
+    """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
+    the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
+    `objective`, None: the workload's), each at its sustained rate with a 90% interval, ties shown as ties, with
+    the Pareto frontier, trade-offs and launch commands. Every value is checked before the search starts.
+    `progress(done, total)`: called as candidates finish."""
+    from flopwise.launch import plan_launch
+    from flopwise.plan.search import OBJECTIVES, PlanRequest, plan as run, plan_to_dict
     from flopwise.plan.space import SearchSpace
     from flopwise.specs.precision import kv_format, weight_format
     from flopwise.specs.sla import parse_sla
@@ -431,12 +437,17 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                                 f"a divisor of {spec.num_heads}")
     if rate is not None:
         number(rate, "--rate (requests/s)", lo=0, lo_open=True)
-    integer(num_requests, "--num-requests", lo=20, hi=MAX_NUM_REQUESTS)
+    if num_requests is not None:
+        integer(num_requests, "--num-requests", lo=40, hi=MAX_NUM_REQUESTS)
+    number(max_effort, "--max-effort", lo=1.0)
     integer(seed, "--seed", lo=0, hi=2**63 - 1)
     for name, v in (("--input-len", input_len), ("--output-len", output_len)):
         if v is not None:
             integer(v, name, lo=1)
-    parse_sla(sla)
+    if sla is not None:
+        parse_sla(sla)
+    if objective is not None and objective not in OBJECTIVES:
+        raise WorkloadError(f"unknown --objective '{objective}'; choose one of {', '.join(OBJECTIVES)}")
     pc = {"on": (True,), "off": (False,), "both": (True, False)}.get(prefix_caching)
     if pc is None:
         raise WorkloadError(f"--prefix-caching must be on, off or both, got {prefix_caching!r}")
@@ -448,13 +459,14 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,))
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
-                      hardware_file=str(hardware_file) if hardware_file else None)
+                      hardware_file=str(hardware_file) if hardware_file else None,
+                      trace=str(trace) if trace else None, max_effort=max_effort)
     result = run(req, progress=progress)
-    d = plan_to_dict(result)
+    d = plan_to_dict(result, launch=plan_launch(result))
     if html_path is not None:
-        from flopwise.report.plan_html import plan_html
+        from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 
-        html_path.write_text(plan_html(result))
+        html_path.write_text(plan_html(result, d))
         d["html"] = str(html_path)
     return Plan(summary=d, result=result)
 

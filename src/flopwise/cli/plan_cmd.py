@@ -1,4 +1,5 @@
-"""`flopwise plan`: the cheapest deployments that meet an SLA, why, and how to launch them."""
+"""`flopwise plan`: the deployments that serve a workload within an SLA with the most goodput per GPU (or
+throughput, or per dollar, or per-user speed at one load), with intervals, why, and how to launch them."""
 
 from __future__ import annotations
 
@@ -9,73 +10,54 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.plan.search import OBJECTIVES, PlanRequest, plan, plan_to_dict
-from flopwise.plan.space import DEFAULT_GPUS, SearchSpace
+from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
-from flopwise.specs.defaults import DEFAULT_ENGINE
-from flopwise.specs.speculative import parse_speculative
+from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_MODEL, DEFAULT_WORKLOAD, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
 
-
-def _csv(text: str | None, cast=str) -> tuple | None:
-    """A comma-separated option as a tuple; a value that is not of the option's type is one clear error."""
-    if not text:
-        return None
-    try:
-        return tuple(cast(x.strip()) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated {cast.__name__} values, got '{text}'") from None
 
 
 @app.command("plan")
 def plan_cmd(
-    model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = "meta-llama/Llama-3.1-8B",
-    gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(DEFAULT_GPUS),
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = 8,
-    workload: Annotated[str, typer.Option(help="Named workload: chat, rag, code, summarize, batch.")] = "chat",
+    model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = DEFAULT_MODEL,
+    gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(PLAN_GPUS),
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = PLAN_MAX_GPUS,
+    workload: Annotated[str, typer.Option(help="Named workload: chat, rag, code, summarize, batch (sets the default SLA and objective).")] = DEFAULT_WORKLOAD,
+    trace: Annotated[Path | None, typer.Option(help="Plan for a recorded trace (.jsonl, Azure .csv, ShareGPT .json): its lengths, and its mean rate as --rate.")] = None,
     input_len: Annotated[int | None, typer.Option("--input-len", help="Fixed prompt tokens (overrides the workload).")] = None,
     output_len: Annotated[int | None, typer.Option("--output-len", help="Fixed output tokens (overrides the workload).")] = None,
-    rate: Annotated[float | None, typer.Option(help="Total requests/s to serve (sizes the replicas).")] = None,
-    sla: Annotated[str, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = "p95_ttft<=300ms,p95_tpot<=50ms",
-    objective: Annotated[str, typer.Option(help=f"One of {', '.join(OBJECTIVES)}.")] = "goodput",
-    tp: Annotated[str | None, typer.Option(help="Pin TP degrees, e.g. 1,2,4 (default: smallest that fits and 2x).")] = None,
-    weights: Annotated[str, typer.Option(help="Weight formats to try.")] = "bf16,fp8,int4-awq",
-    kv: Annotated[str, typer.Option(help="KV formats to try.")] = "bf16,fp8",
+    rate: Annotated[float | None, typer.Option(help="Total requests/s to serve (sizes the replicas; the latency objective's load).")] = None,
+    sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms", or none (default: the workload\'s).')] = None,
+    objective: Annotated[str | None, typer.Option(help=f"One of {', '.join(OBJECTIVES)} (default: the workload's).")] = None,
+    tp: Annotated[str | None, typer.Option(help="Pin TP degrees, e.g. 1,2,4 (default: every degree up to --max-gpus).")] = None,
+    weights: Annotated[str | None, typer.Option(help="Weight formats to try (default: bf16,fp8,int4-awq, or a pre-quantized checkpoint's format and narrower).")] = None,
+    kv: Annotated[str, typer.Option(help="KV formats to try.")] = PLAN_KV,
     max_num_seqs: Annotated[str | None, typer.Option("--max-num-seqs", help="Values to try (default: the engine's for each GPU).")] = None,
     max_num_batched_tokens: Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Values to try (default: the engine's).")] = None,
     engine: Annotated[str, typer.Option(help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see `flopwise engines`).")] = DEFAULT_ENGINE,
     prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
-    speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a stated acceptance: 'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
-    num_requests: Annotated[int, typer.Option("--num-requests", help="Simulated requests per probe.")] = 200,
-    seed: Annotated[int, typer.Option(help="Random seed of the request sample.")] = 0,
+    speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a stated acceptance: 'eagle3,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
+    num_requests: Annotated[int | None, typer.Option("--num-requests", help="Smallest measured window per probe, in requests (default: the sustained-rate rule's, 400 or more).")] = None,
+    max_effort: Annotated[float, typer.Option("--max-effort", help="Largest window multiple spent on candidates whose intervals overlap the leader's (2, 4, ...).")] = 2.0,
+    seed: Annotated[int, typer.Option(help="Random seed of the request stream (common to every candidate).")] = 0,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Search GPUs, parallelism, formats, engine knobs and speculative decoding for the most goodput per GPU (or
-    dollar) inside an SLA."""
-    pc = {"on": (True,), "off": (False,), "both": (True, False)}.get(prefix_caching)
-    if pc is None:
-        raise typer.BadParameter("--prefix-caching must be on, off or both")
-    space = SearchSpace(gpus=_csv(gpus), max_gpus=max_gpus, tps=_csv(tp, int), weights=_csv(weights), kvs=_csv(kv),
-                        max_num_seqs=_csv(max_num_seqs, int) or (None,),
-                        max_num_batched_tokens=_csv(max_num_batched_tokens, int) or (None,), engine=engine,
-                        prefix_caching=pc,
-                        speculative=tuple(parse_speculative(t) for t in speculative) if speculative else (None,))
-    req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
-                      objective=objective, space=space, num_requests=num_requests, seed=seed,
-                      hardware_file=str(hardware_file) if hardware_file else None)
+    throughput, dollar, or per-user speed at one load) inside an SLA, with intervals and ties."""
+    from flopwise.api import plan  # checks every value before the search (flopwise.validate)
+
+    kw = dict(gpus=gpus, max_gpus=max_gpus, workload=workload, trace=trace, input_len=input_len, output_len=output_len,
+              rate=rate, sla=sla, objective=objective, tp=tp, weights=weights, kv=kv, max_num_seqs=max_num_seqs,
+              max_num_batched_tokens=max_num_batched_tokens, engine=engine, prefix_caching=prefix_caching,
+              speculative=speculative, num_requests=num_requests, max_effort=max_effort, seed=seed,
+              hardware_file=hardware_file, html=html_out)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)
-            result = plan(req, progress=lambda done, total: bar.update(task, completed=done, total=total))
+            d = plan(model, progress=lambda done, total: bar.update(task, completed=done, total=total), **kw).summary
     else:
-        result = plan(req)
-    d = plan_to_dict(result)
-    if html_out:
-        from flopwise.report.plan_html import plan_html
-
-        html_out.write_text(plan_html(result))
-        d["html"] = str(html_out)
+        d = plan(model, **kw).summary
     if json_out:
         print_json(d)
     else:

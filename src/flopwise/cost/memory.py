@@ -46,7 +46,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import GIB
 
 __all__ = ["MemoryPlan", "memory_plan", "blocks_counter", "blocks_per_sequence", "kv_bytes_for_sequences",
-           "max_sequences"]
+           "max_sequences", "memory_fraction_for_pool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,3 +181,21 @@ def max_sequences(dep: Deployment, length: int) -> int:
     beyond each sequence's last partial block), with their speculative look-ahead slots."""
     plan = memory_plan(dep)
     return plan.num_blocks // blocks_per_sequence(dep, length + plan.lookahead_tokens)
+
+
+def memory_fraction_for_pool(dep: Deployment, kv_pool_bytes: float) -> float:
+    """The memory fraction `dep`'s engine needs for a KV pool of `kv_pool_bytes`: the policies of
+    `memory_plan` solved for f (weights include a speculative proposer's):
+        share_of_device   f = (weights + activations + runtime + pool) / device
+        static_share      f = (weights + pool) / device
+        share_of_free     f = pool / (device - weights - activations - runtime)
+    Launch commands use it to give each engine the pool the plan sized, in the engine's own terms."""
+    p = memory_plan(dep)
+    weights = p.weight_bytes + p.proposer_weight_bytes
+    policy = dep.engine.memory_policy
+    if policy == "static_share":
+        return (weights + kv_pool_bytes) / p.device_bytes
+    if policy == "share_of_free":
+        free = p.device_bytes - weights - p.activation_bytes - p.runtime_bytes
+        return kv_pool_bytes / free if free > 0 else 1.0
+    return (weights + p.activation_bytes + p.runtime_bytes + kv_pool_bytes) / p.device_bytes

@@ -1,17 +1,20 @@
-"""Evaluate one candidate: its capacity under the SLA (simulated), cost, and what binds.
+"""Evaluate one candidate: its sustained capacity under the SLA (simulated), with an interval, its cost, and
+what binds.
 
-    max_rate            highest request rate per replica whose simulated percentiles meet the SLA
-                        (`flopwise.sim.find_max_rate`)
-    goodput_per_gpu     max_rate * SLA attainment at that rate / GPUs of the replica: requests per second that
-                        meet every per-request bound, at the offered load (a finite run's own
-                        completions-over-wall-time would count its drain tail against it)
+    max_rate            the highest request rate per replica that the sustained-rate rule accepts
+                        (`flopwise.sim.find_max_rate`: steady state after a warm-up, no growing backlog, never
+                        above the closed-form ceiling), with `rate_interval` (a block bootstrap over the
+                        measured window, `sim/steady.py`)
+    goodput_per_gpu     max_rate * SLA attainment over the window / GPUs of the replica: requests per second that
+                        meet every per-request bound, at the offered load
     output tok/s / GPU  max_rate * mean output tokens / GPUs
     replicas            ceil(target_rate / max_rate), for the requested total rate
     cost_per_1m_tokens  price_per_hour * gpus_per_replica / 3600 / output_tokens_per_s_per_replica * 1e6 (USD)
-    binds               "KV capacity" if the run preempted or filled the KV cache (> 95%), "compute" if the SLA
-                        still held at an unbounded rate (throughput-bound), else the SLA objective nearest to its
-                        limit at the operating point (TTFT or TPOT); "compute" when every objective keeps
+    binds               "KV capacity" if the run preempted or filled the KV cache (> 95%), else the SLA objective
+                        nearest to its limit on the window (TTFT or TPOT); "compute" when every objective keeps
                         more than 20% headroom (the engine saturates before latency does)
+    at_load             the latency objective: tokens/s per user at a stated offered load (`LoadPoint`)
+Every figure that scales with the rate carries the rate's interval (`value`).
 """
 
 from __future__ import annotations
@@ -21,17 +24,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import InfeasibleError
 from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
-from flopwise.sim.max_rate import find_max_rate
-from flopwise.sim.simulate import simulate
+from flopwise.sim.max_rate import find_max_rate, probe_rate
+from flopwise.sim.steady import ProbeSize, SteadyRule
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["Evaluation", "evaluate", "Infeasible"]
+__all__ = ["Evaluation", "evaluate", "Infeasible", "LoadPoint", "measure_at_load", "latency_point", "OBJECTIVES"]
+
+OBJECTIVES = ("goodput", "throughput", "cost", "latency")
+WorkloadAt = Callable[[float, int], Workload]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,21 +50,51 @@ class Infeasible:
     misses: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadPoint:
+    """One candidate at a stated offered load, per replica (the latency objective)."""
+
+    rate_per_replica: float
+    replicas: int
+    tokens_per_s_per_user: float
+    interval: tuple[float, float]  # of tokens_per_s_per_user
+    p95_ttft_ms: float | None
+    p95_tpot_ms: float | None
+    sustained: bool  # the rule accepted the load (else the replica cannot carry it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request_rate_per_replica": self.rate_per_replica, "replicas": self.replicas,
+                "tokens_per_s_per_user": self.tokens_per_s_per_user,
+                "tokens_per_s_per_user_interval": list(self.interval), "p95_ttft_ms": self.p95_ttft_ms,
+                "p95_tpot_ms": self.p95_tpot_ms, "sustained": self.sustained}
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     candidate: Candidate
     max_rate: float
     upper_bound_rate: float
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # the run at max_rate: engine state over the run, latencies over the window
     mean_output_tokens: float
+    rate_interval: tuple[float, float] = (0.0, 0.0)
+    effort: float = 1.0
+    capped: bool = False  # the rule still held at the closed-form ceiling
+    num_probes: int = 0
+    num_simulated_requests: int = 0
+    at_load: LoadPoint | None = None
+    trail: tuple[dict[str, Any], ...] = ()  # each probe of the search: rate, latency percentiles, sustained
 
     @property
     def gpus(self) -> int:
         return self.candidate.deployment.gpus_per_replica
 
     @property
+    def attainment(self) -> float:
+        return float(self.summary["sla_attainment"])
+
+    @property
     def goodput_per_gpu(self) -> float:
-        return self.max_rate * self.summary["sla_attainment"] / self.gpus
+        return self.max_rate * self.attainment / self.gpus
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -73,15 +111,41 @@ class Evaluation:
         return 1e3 / tpot if tpot else 0.0
 
     @property
+    def price_per_hour(self) -> float | None:
+        return self.candidate.deployment.hardware.price_per_hour_usd
+
+    @property
     def cost_per_1m_tokens(self) -> float | None:
-        price = self.candidate.deployment.hardware.price_per_hour_usd
-        tps = self.output_tokens_per_s
+        price, tps = self.price_per_hour, self.output_tokens_per_s
         if price is None or not tps:
             return None
         return price * self.gpus / 3600.0 / tps * 1e6
 
     def replicas_for(self, rate: float | None) -> int:
         return 1 if not rate else max(1, math.ceil(rate / self.max_rate - 1e-9))
+
+    def _per_rate(self, objective: str) -> float:
+        """The objective's axis per request/s of max_rate (every capacity axis is proportional to it)."""
+        if objective == "goodput":
+            return self.attainment / self.gpus
+        if objective == "throughput":
+            return self.mean_output_tokens / self.gpus
+        if objective == "cost":  # output tokens per dollar
+            price = self.price_per_hour
+            return self.mean_output_tokens * 3600.0 / (price * self.gpus) if price else 0.0
+        raise ValueError(objective)
+
+    def value(self, objective: str) -> tuple[float, float, float]:
+        """(point, low, high) on the objective's axis, higher is better: goodput per GPU (req/s), output tok/s
+        per GPU, output tokens per dollar, or tokens/s per user at the stated load (latency)."""
+        if objective == "latency":
+            if self.at_load is None:
+                return (0.0, 0.0, 0.0)
+            lo, hi = self.at_load.interval
+            return (self.at_load.tokens_per_s_per_user, lo, hi)
+        k = self._per_rate(objective)
+        lo, hi = self.rate_interval
+        return (self.max_rate * k, lo * k, hi * k)
 
     @property
     def memory_headroom_gib(self) -> float:
@@ -103,18 +167,53 @@ class Evaluation:
         return max(ratios, key=ratios.__getitem__)
 
 
-def evaluate(cand: Candidate, workload_at: Callable[[float], Workload], sla: SLA, low_rate: float,
-             iterations: int = 5, seed: int = 0) -> Evaluation | Infeasible:
-    """Simulated capacity of one candidate; when even a light load (`low_rate`) misses the SLA, how far each
-    objective is from its limit there (value / limit)."""
+def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
+             ceiling: float, e2e_s: float, start: float | None = None, seed: int = 0,
+             max_probes: int = 9) -> Evaluation | Infeasible:
+    """Sustained capacity of one candidate; when even a light load misses the SLA, how far each objective is
+    from its limit there (value / limit)."""
     config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     try:
-        mr = find_max_rate(cand.deployment, workload_at, sla, config, iterations=iterations)
+        mr = find_max_rate(cand.deployment, workload_at, sla, config, rule=rule, ceiling=ceiling, size=size,
+                           e2e_s=e2e_s, start=start, max_probes=max_probes)
     except InfeasibleError as e:
-        s = simulate(cand.deployment, workload_at(low_rate), config, sla=sla).summary()
-        misses = {str(o): s[f"{o.metric}_ms"].get(o.stat) / o.limit_ms for o in sla.objectives
-                  if s[f"{o.metric}_ms"].get(o.stat) is not None}
+        low = probe_rate(cand.deployment, workload_at, sla, config, rule, ceiling / 64, size)
+        misses = {k: v / o.limit_ms for o in sla.objectives if (v := low.values.get(k := str(o))) is not None}
         return Infeasible(cand, str(e), misses)
     reqs = mr.result.workload.requests
-    return Evaluation(cand, mr.rate, mr.upper_bound, mr.result.summary(),
-                      sum(r.output_tokens for r in reqs) / len(reqs))
+    return Evaluation(cand, mr.rate, mr.upper_bound, mr.summary(), sum(r.output_tokens for r in reqs) / len(reqs),
+                      rate_interval=mr.interval, effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
+                      num_simulated_requests=sum(p.num_requests for p in mr.trail),
+                      trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))
+
+
+def latency_point(rate: float, s: dict[str, Any], sustained: bool) -> dict[str, Any]:
+    """One point of a latency-vs-rate sweep: the window's TTFT and TPOT percentiles (ms) at `rate`."""
+    return {"rate": rate, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot") for st in ("p50", "p95", "p99")},
+            "sustained": sustained}
+
+
+def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
+                    rate_per_replica: float, replicas: int, seed: int = 0) -> LoadPoint:
+    """Tokens/s per user (1000 / mean TPOT over the window) at one offered load per replica, with a block
+    bootstrap interval of the mean TPOT."""
+    cand = e.candidate
+    config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
+    p = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica, size)
+    window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
+    tpots = [t for r in window if r.ok and (t := r.tpot_ms) is not None]
+    if not tpots:
+        return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
+                         interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None, sustained=p.ok)
+    k = min(rule.num_batches, max(1, len(tpots) // 2))
+    parts = np.array_split(np.asarray(tpots), k)
+    sums, counts = np.array([x.sum() for x in parts]), np.array([len(x) for x in parts], float)
+    picks = np.random.default_rng(rule.seed).integers(k, size=(rule.num_bootstrap, k))
+    boot = 1e3 * counts[picks].sum(axis=1) / sums[picks].sum(axis=1)
+    tail = (1 - rule.confidence) / 2 * 100
+    lo, hi = np.percentile(boot, [tail, 100 - tail])
+    point = 1e3 * counts.sum() / sums.sum()
+    return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=float(point),
+                     interval=(float(min(lo, point)), float(max(hi, point))),
+                     p95_ttft_ms=p.summary["ttft_ms"]["p95"], p95_tpot_ms=p.summary["tpot_ms"]["p95"],
+                     sustained=p.ok)

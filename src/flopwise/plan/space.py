@@ -1,11 +1,16 @@
 """The space of deployments the planner searches, and its enumeration.
 
-A candidate is one model replica: GPU type, TP degree (PP only where the model fits no other way),
-weight format, KV format, engine knobs (`max_num_seqs`, `max_num_batched_tokens`, prefix caching) and
-speculative decoding (none, or each `SpeculativeSpec` given, with its stated acceptance).
-Replicas come later, from the target rate. Formats the hardware cannot run natively are skipped (fp8 on
-Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), and every candidate
-must hold at least one full-length sequence in its KV cache.
+A candidate is one model replica: GPU type, TP degree (every degree up to `max_gpus` that divides the heads;
+PP only where the model fits no TP degree), weight format, KV format, engine knobs (`max_num_seqs`,
+`max_num_batched_tokens`, prefix caching) and speculative decoding (none, or each `SpeculativeSpec` given, with
+its stated acceptance). Replicas come later, from the target rate.
+
+Weight formats: by default 16-bit, fp8 and int4-awq, or, for a pre-quantized checkpoint (its config.json
+`quantization_config`: `specs/checkpoint.py`), the checkpoint's own format and the narrower defaults (never a
+wider one: gpt-oss is served as MXFP4, DeepSeek-V3 as FP8). Formats the hardware cannot run natively are
+skipped (fp8 on Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), except
+the checkpoint's own format, which the engines serve with weight-only kernels where the math is missing. Every
+candidate must hold at least one sequence of `max_len` tokens (the workload's longest) in its KV cache.
 """
 
 from __future__ import annotations
@@ -16,18 +21,22 @@ from dataclasses import dataclass, replace
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
-from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING
+from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
+from flopwise.specs.checkpoint import checkpoint_weights
+from flopwise.specs.precision import weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS"]
+__all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "DEFAULT_WEIGHTS", "DEFAULT_TPS",
+           "weight_formats"]
 
-DEFAULT_GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "l40s")
-_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
+DEFAULT_TPS = (1, 2, 4, 8, 16)
+_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +45,8 @@ class SearchSpace:
 
     gpus: tuple[str, ...] = DEFAULT_GPUS
     max_gpus: int = 8
-    tps: tuple[int, ...] | None = None  # None: the smallest TP that fits each (GPU, format), and twice it
-    weights: tuple[str, ...] = DEFAULT_WEIGHTS  # the default also tries the checkpoint's own format
+    tps: tuple[int, ...] | None = None  # None: every degree in DEFAULT_TPS up to max_gpus
+    weights: tuple[str, ...] | None = None  # None: DEFAULT_WEIGHTS, or the checkpoint's format and narrower
     kvs: tuple[str, ...] = ("bf16", "fp8")
     max_num_seqs: tuple[int | None, ...] = (None,)  # None: the engine's default for the GPU
     max_num_batched_tokens: tuple[int | None, ...] = (None,)
@@ -78,17 +87,29 @@ def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
     return need is None or hw.compute_dtype(need) == need
 
 
+def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...], str | None]:
+    """(formats to try, the checkpoint's own format or None). Given formats are kept as given."""
+    native = checkpoint_weights(model)
+    if space.weights is not None:
+        return space.weights, native
+    if native is None:
+        return DEFAULT_WEIGHTS, None
+    bits = weight_format(native).bits_per_weight
+    narrower = (w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits - 1 and w != native)
+    return (native, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
+
+
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
              max_len: int) -> tuple[list[Deployment], Deployment | None]:
-    """The (tp, pp) layouts to try for one GPU and format: TP alone first (all of `space.tps`, or the smallest
-    TP that fits and twice it); pipeline stages only when no TP degree within `max_gpus` fits."""
-    tps = sorted(t for t in (space.tps or (1, 2, 4, 8, 16)) if t <= space.max_gpus)
+    """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
+    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits."""
+    tps = sorted(t for t in (space.tps or DEFAULT_TPS) if t <= space.max_gpus)
     last: Deployment | None = None
     for pps in ((1,), (2, 4, 8)):
         found: list[Deployment] = []
         for tp in tps:
             for pp in pps:
-                if tp * pp > space.max_gpus or (space.tps is None and len(found) >= 2):
+                if tp * pp > space.max_gpus:
                     continue
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
@@ -109,12 +130,9 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
     """All candidates that fit, and for each (GPU, format) that fits nowhere, why."""
     out: list[Candidate] = []
     misses: list[str] = []
-    formats = space.weights
-    own = model.checkpoint_weights
-    if formats == DEFAULT_WEIGHTS and own and own not in formats:  # e.g. mxfp4-moe for gpt-oss, fp8-block for Kimi
-        formats = (*formats, own)
+    formats, native = weight_formats(model, space)
     for hw, weights, kv in itertools.product(hardware, formats, space.kvs):
-        if not _runs_natively(hw, weights):
+        if weights != native and not _runs_natively(hw, weights):
             continue
         layouts, last = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:

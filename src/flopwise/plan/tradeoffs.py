@@ -1,5 +1,10 @@
 """What the chosen config protects and what it gives up, against its nearest alternatives, in words a
-reviewer can accept or reject. Accuracy risk comes from `techniques.quantization` (published deltas)."""
+reviewer can accept or reject. Accuracy risk comes from `techniques.quantization` (published deltas).
+
+Differences in simulated figures are stated with the objective's intervals; an alternative tied with the first
+choice (overlapping intervals) is said to be tied, and the first choice was picked by what does not depend on
+the sample (GPUs per replica, accuracy risk, the closed-form ceiling): `search.py`. Every figure is per GPU, so
+a config with more GPUs per replica is compared by what each GPU delivers."""
 
 from __future__ import annotations
 
@@ -11,29 +16,46 @@ from flopwise.techniques.quantization import kv_risk, weight_risk
 __all__ = ["Tradeoff", "tradeoffs"]
 
 
+_AXIS = {"goodput": ("goodput per GPU", "req/s", 2), "throughput": ("output tokens/s per GPU", "tok/s", 0),
+         "cost": ("output tokens per dollar", "tok/$", 0), "latency": ("tokens/s per user at the same load", "tok/s", 0)}
+
+
 @dataclass(frozen=True, slots=True)
 class Tradeoff:
     alternative: str
     protects: tuple[str, ...]
     gives_up: tuple[str, ...]
+    tied: bool = False  # the objective's intervals overlap: a statistical tie
+    objective_note: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {"alternative": self.alternative, "protects": list(self.protects), "gives_up": list(self.gives_up)}
+        return {"alternative": self.alternative, "protects": list(self.protects), "gives_up": list(self.gives_up),
+                "tied": self.tied, "objective": self.objective_note}
 
 
 def _pct(a: float, b: float) -> float:
     return (a / b - 1.0) * 100.0 if b else 0.0
 
 
-def _compare(best: Evaluation, alt: Evaluation) -> Tradeoff:
+def _fmt(v: float, digits: int) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> Tradeoff:
     protects: list[str] = []
     gives_up: list[str] = []
 
     def side(good: bool, text: str) -> None:
         (protects if good else gives_up).append(text)
 
+    name, unit, dg = _AXIS[objective]
+    (bp, bl, bh), (ap, al, ah) = best.value(objective), alt.value(objective)
+    note = (f"{name}: {_fmt(bp, dg)} [{_fmt(bl, dg)}, {_fmt(bh, dg)}] vs {_fmt(ap, dg)} [{_fmt(al, dg)}, "
+            f"{_fmt(ah, dg)}] {unit}")
+    note += (" - tied (the intervals overlap): chosen by the closed-form capacity estimate, then fewer GPUs and "
+             "lower accuracy risk" if tied else "")
     g = _pct(best.goodput_per_gpu, alt.goodput_per_gpu)
-    if abs(g) >= 1:
+    if abs(g) >= 1 and not (tied and objective == "goodput"):
         side(g > 0, f"goodput per GPU {g:+.0f}% ({best.goodput_per_gpu:.2f} vs {alt.goodput_per_gpu:.2f} req/s)")
     u = _pct(best.tokens_per_s_per_user, alt.tokens_per_s_per_user)
     if abs(u) >= 1:
@@ -58,11 +80,12 @@ def _compare(best: Evaluation, alt: Evaluation) -> Tradeoff:
     if db.gpus_per_replica != da.gpus_per_replica:
         side(db.gpus_per_replica < da.gpus_per_replica,
              f"{db.gpus_per_replica} GPU(s) per replica vs {da.gpus_per_replica} (smaller failure and scaling unit)")
-    return Tradeoff(alt.candidate.label, tuple(protects), tuple(gives_up))
+    return Tradeoff(alt.candidate.label, tuple(protects), tuple(gives_up), tied, note)
 
 
-def tradeoffs(ranked: list[Evaluation], n: int = 3) -> list[Tradeoff]:
-    """The best config against the next `n` in the ranking."""
+def tradeoffs(ranked: list[Evaluation], objective: str = "goodput", tied: set[str] | frozenset[str] = frozenset(),
+              n: int = 3) -> list[Tradeoff]:
+    """The best config against the next `n` in the ranking; `tied`: the labels of the first choice's tie group."""
     if len(ranked) < 2:
         return []
-    return [_compare(ranked[0], alt) for alt in ranked[1:n + 1]]
+    return [_compare(ranked[0], alt, objective, alt.candidate.label in tied) for alt in ranked[1:n + 1]]

@@ -18,7 +18,7 @@ def _value(key: str, v: float) -> str:
         return fmt_flops(v)
     if key == "max_concurrent_seqs":
         return f"{v:,.0f}"
-    if key == "output_tokens_per_s_at_sla":
+    if key in ("output_tokens_per_s_at_sla", "output_tokens_per_s_per_gpu_at_sla"):
         return f"{v:,.0f}"
     if key == "memory_gib":
         return f"{v:.1f} GiB"
@@ -43,7 +43,7 @@ def ledger_table(ledger: Ledger) -> Table:
     t = Table(title="Trade-off ledger (change vs baseline: [green]better[/], [red]worse[/])", show_lines=True)
     t.add_column("technique", overflow="fold", max_width=28)
     for key, (label, _unit, _hb) in METRICS.items():
-        t.add_column(label + ("*" if key == "output_tokens_per_s_at_sla" else ""), justify="right")
+        t.add_column(label + ("*" if key.startswith("output_tokens_per_s") else ""), justify="right")
     t.add_column("accuracy risk")
     t.add_column("complexity")
     m = base.metrics

@@ -1,53 +1,130 @@
-"""Terminal report of a plan: ranked table, Pareto frontier, trade-offs, launch commands."""
+"""Terminal report of a plan: the header (workload, SLA and objective with where they came from, the
+sustained-rate window), the ranked table with intervals and ties, the Pareto frontier, trade-offs, and launch
+commands printed as plain text (no padding, no wrapping: each line pastes as it is printed)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.table import Table
+
+__all__ = ["render_plan", "fmt_interval"]
+
+_AXIS = {"goodput": ("goodput/GPU (req/s)", "goodput_per_gpu", 2),
+         "throughput": ("out tok/s/GPU", "output_tokens_per_s_per_gpu", 0),
+         "cost": ("$/1M tok", "cost_per_1m_tokens", 3),
+         "latency": ("tok/s/user @load", None, 0)}
 
 
 def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:.3f}"
 
 
-def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
+def fmt_interval(point: float | None, iv: list[float] | None, digits: int, money: bool = False) -> str:
+    """'34.9 [34.5-37.4]' (fixed precision)."""
+    if point is None:
+        return "-"
+    pre = "$" if money else ""
+    text = f"{pre}{point:,.{digits}f}"
+    if iv and iv[0] is not None and iv[1] is not None:
+        text += f" [{iv[0]:,.{digits}f}-{iv[1]:,.{digits}f}]"
+    return text
+
+
+def _header(console: Console, d: dict[str, Any]) -> None:
     rate = f", {d['rate']:g} req/s in all" if d["rate"] else ""
-    console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}, SLA {d['sla']}, "
-                  f"objective {d['objective']}; {d['num_candidates']} candidates, {d['num_simulated']} simulated, "
-                  f"{len(d['pruned'])} pruned by bounds, in {d['wall_s']:.1f} s")
-    t = Table(title="Ranked deployments (per replica, at the highest rate meeting the SLA)")
-    cols = ("#", "config", "goodput/GPU (req/s)", "out tok/s/GPU", "tok/s/user", "$/1M tok", "P95 TTFT", "P95 TPOT",
-            "KV headroom", "binds")
+    src = lambda s: "" if s == "given" else f" ({s})"  # noqa: E731
+    console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}; SLA {d['sla']}{src(d['sla_source'])}; "
+                  f"objective {d['objective']}{src(d['objective_source'])}")
+    st = d.get("steady_state") or {}
+    console.print(f"{d['num_candidates']} candidates, {d['num_simulated']} simulated "
+                  f"({d['num_simulated_requests']:,} requests), {len(d['pruned'])} pruned by closed-form bounds, "
+                  f"in {d['wall_s']:.1f} s. Each rate is judged on {st.get('window_requests', 0):,} requests after a "
+                  f"warm-up of {st.get('warmup_requests', 0):,} (no growing backlog, never above the capacity ceiling); "
+                  f"\\[brackets]: {st.get('confidence', 0.9):.0%} intervals, seed {st.get('seed', 0)}")
+    if d.get("checkpoint_weights"):
+        console.print(f"the checkpoint ships {d['checkpoint_weights']} weights (its quantization_config): planned in "
+                      "that format or narrower")
+    if d["objective"] == "latency":
+        if d.get("reference_load_per_gpu"):
+            console.print(f"latency compared at {d['reference_load_per_gpu']:.3g} req/s per GPU for every config (the "
+                          "highest load every simulated config sustains); pass --rate for your own load")
+        else:
+            console.print("latency compared at the --rate split over the replicas each config needs")
+
+
+def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
+    _header(console, d)
+    obj = d["objective"]
+    name, key, digits = _AXIS[obj]
+    t = Table(title="Ranked deployments (per replica, at the highest sustained rate within the SLA; '=' marks a "
+                    "statistical tie)")
+    cols = ["#", "config", name]
+    if obj != "goodput":
+        cols.append("goodput/GPU (req/s)")
+    cols += ["out tok/s/GPU", "tok/s/user", "$/1M tok", "P95 TTFT", "P95 TPOT", "KV headroom", "binds"]
     if d["rate"]:
-        cols += ("replicas", "GPUs")
+        cols += ["replicas", "GPUs"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("config", "binds") else "right")
     front = {r["config"] for r in d["pareto_frontier"]}
-    for i, r in enumerate(d["ranked"][:top], 1):
-        cells = [str(i), r["config"] + (" *" if r["config"] in front else ""), f"{r['goodput_per_gpu']:.2f}",
-                 f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
-                 _money(r["cost_per_1m_tokens"]), f"{r['p95_ttft_ms']:.0f} ms", f"{r['p95_tpot_ms']:.1f} ms",
-                 f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
+    ranks = [r["rank"] for r in d["ranked"]]
+    for r in d["ranked"][:top]:
+        tied = ranks.count(r["rank"]) > 1
+        if obj == "latency":
+            al = r.get("at_load") or {}
+            lead = fmt_interval(al.get("tokens_per_s_per_user"), al.get("tokens_per_s_per_user_interval"), 0)
+        elif obj == "cost":
+            lead = fmt_interval(r["cost_per_1m_tokens"], r["cost_per_1m_tokens_interval"], 3, money=True)
+        else:
+            lead = fmt_interval(r[key], r[f"{key}_interval"], digits)
+        cells = [f"{r['rank']}{'=' if tied else ''}", r["config"] + (" *" if r["config"] in front else ""), lead]
+        if obj != "goodput":
+            cells.append(f"{r['goodput_per_gpu']:.2f}")
+        cells += [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
+                  _money(r["cost_per_1m_tokens"]), f"{r['p95_ttft_ms']:,.0f} ms", f"{r['p95_tpot_ms']:.1f} ms",
+                  f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
         if d["rate"]:
             cells += [str(r["replicas"]), str(r["total_gpus"])]
         t.add_row(*cells)
     console.print(t)
-    console.print("* on the Pareto frontier of throughput per GPU vs tokens/s per user")
+    console.print("* on the Pareto frontier of goodput per GPU vs tokens/s per user")
+    if len(d.get("ties", [])) > 1:
+        console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): the intervals overlap, so the "
+                      "first choice is the one the closed-form capacity estimate favours, then fewer GPUs per replica "
+                      "and lower accuracy risk; simulate more (--max-effort, --num-requests) to separate them")
     if d["tradeoffs"]:
         console.print("[bold]What the first choice protects and gives up[/]")
         for tr in d["tradeoffs"]:
-            console.print(f"  vs {tr['alternative']}:")
+            console.print(f"  vs {tr['alternative']}: {tr.get('objective', '')}", markup=False)
             for p in tr["protects"]:
                 console.print(f"    [green]+ protects[/] {p}")
             for g in tr["gives_up"]:
                 console.print(f"    [red]- gives up[/] {g}")
     if d["launch"]:
-        console.print("[bold]Launch the first choice[/]")
-        for key in ("vllm", "sglang", "trtllm"):
-            console.print(Syntax(d["launch"][key], "bash", word_wrap=True))
-        console.print(Syntax("# extra-llm-api-options.yml\n" + d["launch"]["trtllm_extra_llm_api_options"], "yaml"))
+        _launch(console, d["launch"])
     if d["not_fitting"]:
         console.print("Did not fit: " + "; ".join(d["not_fitting"][:5]))
+
+
+def _plain(console: Console, text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _launch(console: Console, launch: dict[str, Any]) -> None:
+    console.print(f"[bold]Launch the first choice[/] (simulated on {launch['engine']}; the other engines get the "
+                  "same knobs, and each memory fraction is computed for what that engine means by it)")
+    for c in launch["commands"]:
+        if c["command"] is None:
+            console.print(f"  {c['engine']}: not rendered ({c['reason']})", markup=False)
+            continue
+        console.print(f"[bold]# {c['engine']}[/]")
+        for note in c["notes"]:
+            _plain(console, f"# {note}")
+        if c["prepare"]:
+            _plain(console, "# make the checkpoint first:")
+            _plain(console, c["prepare"])
+        for name, text in c["files"].items():
+            _plain(console, f"cat > {name} <<'EOF'\n{text}EOF")
+        _plain(console, c["command"])

@@ -55,5 +55,10 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
         console.print(f"SLA {s['sla']}: {ok} " + ", ".join(f"{k} {'ok' if v else 'FAIL'}"
                                                           for k, v in s["sla_objectives_met"].items()))
     if s.get("max_rate"):
-        console.print(f"[bold]max rate meeting the SLA: {s['max_rate']['request_rate']:.3g} req/s[/] "
-                      f"(throughput bound {s['max_rate']['upper_bound']:.3g} req/s)")
+        mr = s["max_rate"]
+        lo, hi = mr["request_rate_interval"]
+        w = mr["window_summary"]
+        console.print(f"[bold]sustained rate meeting the SLA: {mr['request_rate']:.3g} req/s[/] "
+                      f"({lo:.3g}-{hi:.3g} at 90% confidence; closed-form ceiling {mr['upper_bound']:.3g} req/s"
+                      f"{', reached' if mr['capped_by_ceiling'] else ''}), measured on {w['num_requests']} requests "
+                      f"after the warm-up: P95 TTFT {w['ttft_ms']['p95']:,.0f} ms, P95 TPOT {w['tpot_ms']['p95']:,.1f} ms")

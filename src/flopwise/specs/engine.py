@@ -26,12 +26,17 @@ below the version asked (a changelog: each release states only what changed). `v
 the 0.6.0 release; a version above the newest takes the newest; below the oldest, the base.
 `offline` (`--frontend none`) removes the frontend: the engine's own benchmark (trtllm-bench, llama-bench,
 vLLM's LLM class) with no HTTP server in front.
+
+Launch data: a family's `[launch]` table (flag names, what its memory fraction is called, version-dependent
+spellings in `[[launch.release]]`, merged by version like the profile) is read into `EngineProfile.launch`;
+`flopwise.launch` renders commands from it. It never changes what is simulated.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
@@ -41,7 +46,7 @@ from typing import Any
 from flopwise.errors import SpecError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text as check_text
 
-__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "MEMORY_POLICIES",
+__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "LaunchTable", "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
            "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
@@ -206,6 +211,30 @@ class MemoryReserve:
         return round(max(0.05, (mb - reserve) / mb), 3)
 
 
+class LaunchTable(Mapping[str, Any]):
+    """A read-only view of an engine's resolved [launch] table (picklable, unlike MappingProxyType, so that
+    profiles can travel to the planner's worker processes)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]):
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def table(self, key: str) -> dict[str, Any]:
+        """A sub-table ({} when absent)."""
+        v = self._data.get(key, {})
+        return dict(v) if isinstance(v, Mapping) else {}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineKnobs:
     """The knobs an engine resolves for one deployment when the user gives none (its defaults)."""
@@ -242,6 +271,7 @@ class EngineProfile:
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.memory_policy not in MEMORY_POLICIES:
@@ -326,9 +356,10 @@ class _Family:
     base: dict[str, Any]
     releases: tuple[tuple[tuple[int, int, int], str, dict[str, Any]], ...]  # (key, since text, table)
     default_version: str
+    launch: dict[str, Any] = field(default_factory=dict)  # [launch], its `release` list included
 
 
-_FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release"}
+_FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch"}
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "memory_fraction_by_tp", "memory_reserve", "sources", "since", "source"}
@@ -354,7 +385,7 @@ def _families() -> dict[str, _Family]:
             releases.append((_version_key(rel["since"]), rel["since"], rel))
         releases.sort(key=lambda r: r[0])
         fam = _Family(data["name"], tuple(data.get("aliases", ())), data["base"], tuple(releases),
-                      data["default_version"])
+                      data["default_version"], data.get("launch", {}))
         for key in (fam.name, *fam.aliases):
             out[key.lower()] = fam
     return out
@@ -417,6 +448,16 @@ def _toml_value(v: Any) -> str:
     return repr(v)
 
 
+def _launch_table(fam: _Family, key: tuple[int, int, int]) -> LaunchTable:
+    """The family's [launch] table at a version: the base merged with every [[launch.release]] at or below it."""
+    table = {k: v for k, v in fam.launch.items() if k != "release"}
+    rels = sorted(fam.launch.get("release", []), key=lambda r: _version_key(r["since"]))
+    for rel in rels:
+        if _version_key(rel["since"]) <= key:
+            table = _merge(table, {k: v for k, v in rel.items() if k not in ("since", "source")})
+    return LaunchTable(table)
+
+
 def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = ()) -> EngineProfile:
     key = _version_key(version)
     table = dict(fam.base)
@@ -443,7 +484,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             activation_reserve_gib=float(table.get("activation_reserve_gib", 0.0)),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
-            sources=tuple(sources))
+            sources=tuple(sources), launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 

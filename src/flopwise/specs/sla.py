@@ -1,7 +1,8 @@
 """Service-level objectives such as "p95_ttft<=300ms,p95_tpot<=50ms".
 
 Grammar: comma-separated `<stat>_<metric><op><number><unit>`, stat in mean, p50, p90, p95, p99;
-metric in ttft, tpot, itl, e2e; op `<=` or `<`; unit ms or s (ms when omitted).
+metric in ttft, tpot, itl, e2e; op `<=` or `<`; unit ms or s (ms when omitted). "none" is the SLA with no
+latency bound (an offline batch job: only throughput or cost matters, and a rate counts when it is sustained).
 A request meets the SLA when each of its own latencies meets every per-request bound (goodput, as in
 DistServe, Zhong et al. 2024); the percentile objectives apply to the whole run.
 """
@@ -42,7 +43,11 @@ class SLA:
     objectives: tuple[Objective, ...]
 
     def __str__(self) -> str:
-        return ",".join(str(o) for o in self.objectives)
+        return ",".join(str(o) for o in self.objectives) or "none"
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.objectives
 
     def limit(self, metric: str) -> float | None:
         """The tightest per-request bound on `metric` (ms), or None."""
@@ -53,9 +58,11 @@ class SLA:
 def parse_sla(text: str) -> SLA:
     if not isinstance(text, str):
         raise WorkloadError(f"an SLA must be text such as \"p95_ttft<=300ms,p95_tpot<=50ms\", got {text!r}")
+    if text.strip().lower() == "none":
+        return SLA(())
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
-        raise WorkloadError("empty SLA; write e.g. \"p95_ttft<=300ms,p95_tpot<=50ms\"")
+        raise WorkloadError("empty SLA; write e.g. \"p95_ttft<=300ms,p95_tpot<=50ms\", or none for no latency bound")
     objs = []
     for p in parts:
         m = _RE.match(p)

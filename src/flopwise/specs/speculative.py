@@ -18,8 +18,9 @@ length"), which is E[tokens] itself: give it instead of alpha, and alpha follows
 
 Proposers (`method`):
 - `draft`: a separate (smaller) model on the same GPUs (vLLM's draft-model speculation; Spec-Bench "SpS");
-- `eagle` / `mtp`: a one-layer head on the target's features (EAGLE, Li et al. 2024; DeepSeek-V3 multi-token
-  prediction);
+- `eagle` / `eagle3` / `mtp`: a one-layer head on the target's features (EAGLE-1/2 heads, Li et al. 2024; EAGLE-3
+  heads, Li et al. 2025, which fuse features of three layers and need their own checkpoints; DeepSeek-V3
+  multi-token prediction). Priced alike; the launch commands name the engine's method for each (`launch/`);
 - `medusa`: k extra heads on the target's last hidden state, run once per round (Cai et al. 2024);
 - `ngram`: prompt lookup (n-gram matching in the context, Saxena 2023; vLLM `[ngram]`): no model at all.
 Tree drafts (EAGLE, Medusa) verify more than k+1 positions: `verify_tokens` sets that width (EAGLE-1's default
@@ -42,8 +43,8 @@ from flopwise.specs.model_catalog import get_model
 __all__ = ["METHODS", "HEAD_METHODS", "SpeculativeSpec", "expected_tokens", "acceptance_rate",
            "parse_speculative", "SPECULATIVE_EXAMPLES"]
 
-METHODS = ("draft", "eagle", "mtp", "medusa", "ngram")
-HEAD_METHODS = ("eagle", "mtp", "medusa")
+METHODS = ("draft", "eagle", "eagle3", "mtp", "medusa", "ngram")
+HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")
 SPECULATIVE_EXAMPLES = "'eagle,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', 'ngram,k=4,alpha=0.5'"
 _EPS = 1e-12
 

@@ -59,6 +59,8 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "itl_tail_ms": ("ITL tail", "ms", False),
     "max_concurrent_seqs": ("max seqs", "", True),
     "output_tokens_per_s_at_sla": ("tok/s @SLA", "tok/s", True),
+    # the same figure per GPU, so that a technique that adds GPUs (tp=2) is judged by what each GPU delivers
+    "output_tokens_per_s_per_gpu_at_sla": ("tok/s/GPU @SLA", "tok/s", True),
     "memory_gib": ("memory/GPU", "GiB", False),
 }
 
@@ -71,6 +73,7 @@ class Metrics:
     itl_tail_ms: float
     max_concurrent_seqs: int
     output_tokens_per_s_at_sla: float
+    output_tokens_per_s_per_gpu_at_sla: float
     batch_at_sla: int  # static: the largest batch meeting the SLA; 0 when not met even one request at a time
     memory_gib: float
     decode_flops_per_output_token: float
@@ -184,6 +187,7 @@ def measure(scn: Scenario, sla: SLA, sim: SimWorkload | None = None) -> Metrics:
         itl_tail_ms=tail.itl_tail_s * 1e3,
         max_concurrent_seqs=max_seqs,
         output_tokens_per_s_at_sla=tput if simulated is None else simulated,
+        output_tokens_per_s_per_gpu_at_sla=(tput if simulated is None else simulated) / dep.num_gpus,
         batch_at_sla=batch_sla,
         memory_gib=(plan.weight_bytes + plan.proposer_weight_bytes + held_bytes(scn)) / GIB,
         decode_flops_per_output_token=point.decode_flops_per_output_token(),
@@ -261,7 +265,8 @@ class Ledger:
             d = r.scenario.deployment
             return {
                 "technique": r.label,
-                "deployment": {"model": d.model.name, "gpu": d.hardware.id, "tp": d.tp, "weights": d.weights.name,
+                "deployment": {"model": d.model.name, "gpu": d.hardware.id, "tp": d.tp, "num_gpus": d.num_gpus,
+                               "weights": d.weights.name,
                                "kv": d.kv.name, "max_num_batched_tokens": d.max_num_batched_tokens},
                 "metrics": {k: c.to_dict() for k, c in r.changes(b.metrics).items()},
                 "batch_at_sla": r.metrics.batch_at_sla,

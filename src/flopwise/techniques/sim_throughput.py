@@ -1,5 +1,5 @@
 """Throughput at an SLA from the serving simulator (`flopwise.sim.find_max_rate`): the highest request rate
-whose latency percentiles meet the SLA, served by the vLLM v1 scheduler (continuous batching, chunked
+sustained within the SLA (steady state after a warm-up, no growing backlog: `sim/steady.py`), served by the vLLM v1 scheduler (continuous batching, chunked
 prefill, paged KV), and the output tokens/s at that rate.
 
 The request stream is the named workload's length distributions (or fixed lengths), Poisson arrivals, a
@@ -34,21 +34,24 @@ class SimWorkload:
 def simulated_throughput(scn: Scenario, sla: SLA, wl: SimWorkload) -> float:
     """Output tokens/s at the highest rate meeting `sla`; 0 if even a low rate misses it."""
     from flopwise.sim import SimConfig, find_max_rate
+    from flopwise.sim.steady import SteadyRule
     from flopwise.workload import build_workload
     from flopwise.workload.spec import Workload
 
     hit = scn.prefix_hit
 
-    def workload_at(rate: float) -> Workload:
+    def workload_at(rate: float, n: int) -> Workload:
         lengths = {} if wl.name else {"input_len": scn.input_len, "output_len": scn.output_len}
-        w = build_workload(num_requests=wl.num_requests, workload=wl.name, request_rate=rate, seed=wl.seed,
-                           **lengths)
+        w = build_workload(num_requests=n, workload=wl.name, request_rate=rate, seed=wl.seed, **lengths)
         reqs = tuple(replace(r, prefix_id=0 if hit else None, prefix_tokens=int(hit * r.input_tokens))
                      for r in w.requests)
         return Workload(reqs, w.concurrency, w.name)
 
+    rule = SteadyRule(seed=wl.seed, min_window_requests=wl.num_requests)
     try:
-        found = find_max_rate(scn.deployment, workload_at, sla, SimConfig(enable_prefix_caching=hit > 0, seed=wl.seed))
+        found = find_max_rate(scn.deployment, workload_at, sla, SimConfig(enable_prefix_caching=hit > 0, seed=wl.seed),
+                              rule=rule)
     except InfeasibleError:
         return 0.0
-    return float(found.result.summary()["output_tokens_per_s"])
+    reqs = found.result.workload.requests
+    return found.rate * sum(r.output_tokens for r in reqs) / len(reqs)  # at the sustained rate, not the drain

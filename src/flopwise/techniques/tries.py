@@ -45,6 +45,7 @@ _WEIGHT_CX = {
 _SPEC_CX = {
     "draft": Rating("medium", "a draft model sharing the tokenizer, tuning k, extra memory on every GPU"),
     "eagle": Rating("medium", "heads trained for this exact model (EAGLE checkpoints); engine support"),
+    "eagle3": Rating("medium", "EAGLE-3 heads trained for this exact model; vLLM >= 0.9, SGLang, TensorRT-LLM"),
     "mtp": Rating("medium", "needs a model trained with multi-token-prediction modules (DeepSeek-V3 style)"),
     "medusa": Rating("medium", "heads trained for this exact model (Medusa checkpoints); tree-attention support"),
     "ngram": Rating("low", "one engine flag; pays only when outputs copy the prompt (code edits, RAG, summaries)"),

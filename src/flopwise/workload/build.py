@@ -26,7 +26,7 @@ from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
 from flopwise.workload.spec import RequestSpec, Workload
 from flopwise.workload.traces import load_trace
 
-__all__ = ["build_workload", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
+__all__ = ["build_workload", "workload_max_len", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
 
 
 def _named(name: str) -> NamedWorkload:
@@ -41,8 +41,9 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    input_len: str | int | LengthDist | None = None, output_len: str | int | LengthDist | None = None,
                    request_rate: float | None = None, arrival: str = "poisson", burstiness: float = 1.0,
                    concurrency: int | None = None, trace: str | Path | None = None,
-                   tokenizer: str | Path | None = None, seed: int = 0) -> Workload:
-    """A deterministic request stream (see the module docstring for precedence)."""
+                   tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False) -> Workload:
+    """A deterministic request stream (see the module docstring for precedence). `cycle_trace`: a trace shorter
+    than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate)."""
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if concurrency is not None:
@@ -57,6 +58,8 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     if trace is not None:
         tr = load_trace(trace, tokenizer)
         specs = list(tr.requests[:num_requests] if num_requests else tr.requests)
+        if cycle_trace and num_requests and len(specs) < num_requests:
+            specs = [tr.requests[i % len(tr.requests)] for i in range(num_requests)]
         name = Path(trace).name
         timed = tr.timed
     else:
@@ -94,3 +97,28 @@ def _dist(given: str | int | LengthDist | None, named: LengthDist | None, defaul
     if given is not None:
         return parse_length(given)
     return named if named is not None else LengthDist("fixed", default)
+
+
+def _cap(d: LengthDist) -> int | None:
+    if d.kind == "fixed":
+        return int(d.a)
+    if d.kind == "uniform":
+        return int(d.b)
+    if d.kind == "file":
+        return max(d.values)
+    return d.max_len
+
+
+def workload_max_len(*, workload: str | None = None, input_len: str | int | LengthDist | None = None,
+                     output_len: str | int | LengthDist | None = None, trace: str | Path | None = None,
+                     tokenizer: str | Path | None = None) -> int | None:
+    """The longest request (prompt + output tokens) the workload can send: the caps of its length laws, or a
+    trace's longest request; None where a law is unbounded. A server for the workload needs this context."""
+    if trace is not None:
+        return max(r.input_tokens + r.output_tokens for r in load_trace(trace, tokenizer).requests)
+    named = _named(workload) if workload else None
+    if named is None and input_len is None and output_len is None:
+        named = _named("chat")
+    caps = (_cap(_dist(input_len, named.input_len if named else None, DEFAULT_INPUT_LEN)),
+            _cap(_dist(output_len, named.output_len if named else None, DEFAULT_OUTPUT_LEN)))
+    return None if None in caps else sum(caps)  # type: ignore[arg-type]

@@ -8,7 +8,9 @@ Lengths are lognormal (median, sigma) unless stated, clipped to the given maximu
 - rag: retrieved passages plus a question: prompt ~3500 (5 passages of ~600 tokens + instructions),
   answers ~200 (assumption, typical of LlamaIndex/LangChain defaults); a 10% instruction template, 4 variants.
 - summarize: long documents (~6000 tokens, arXiv/CNN-DM-style), summaries ~300; one 2% instruction prefix.
-- batch: offline jobs, normal(1024, 256) in and normal(256, 64) out, no shared prefix, all sent at once.
+- batch: offline jobs, normal(1024, 256) in and normal(256, 64) out (clipped at 4 sigma: 2048 and 512, so that
+  a server's --max-model-len can be set), no shared prefix, all sent at once.
+Every length is clipped to a cap (`max_len`): a server launched for the workload sets its context to the sum.
 Real traffic differs: pass a trace (--trace) or explicit --input-len / --output-len to override.
 """
 
@@ -53,6 +55,7 @@ NAMED_WORKLOADS: dict[str, NamedWorkload] = {w.name: w for w in (
                   "retrieval-augmented QA: 5 passages + question in, a short answer out"),
     NamedWorkload("summarize", _logn(6000, 0.5, 32768), _logn(300, 0.4, 1024), 0.02, 1,
                   ArrivalProcess("poisson", 1.0), "long document in, summary out"),
-    NamedWorkload("batch", LengthDist("normal", 1024, 256), LengthDist("normal", 256, 64), 0.0, 1,
+    NamedWorkload("batch", LengthDist("normal", 1024, 256, max_len=2048), LengthDist("normal", 256, 64, max_len=512),
+                  0.0, 1,
                   ArrivalProcess("poisson", math.inf), "offline batch job, all requests at once"),
 )}

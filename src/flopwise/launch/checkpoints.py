@@ -1,0 +1,74 @@
+"""Published pre-quantized checkpoints, speculative heads and quantization recipes (`catalog/checkpoints.toml`).
+
+`find_checkpoint(model, weights, engine)` names a repository that `engine` loads as published for `model`'s
+16-bit checkpoint in `weights`; `find_head(model, method)` an EAGLE head trained for it; `recipe_for` the
+command that makes a checkpoint where none is published (llm-compressor, AutoAWQ, ModelOpt, llama.cpp's
+converter), with its output name.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+__all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    base: str
+    weights: str
+    repo: str
+    engines: tuple[str, ...]
+    file: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    tool: str
+    command: str
+    out: str  # what the command writes: a directory, or a GGUF file
+
+
+@cache
+def _catalog() -> dict[str, Any]:
+    return tomllib.loads(resources.files("flopwise.catalog").joinpath("checkpoints.toml").read_text())
+
+
+def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
+    """The first listed checkpoint of `model` (a 16-bit Hugging Face id, case-insensitive) in `weights` that
+    `engine` (a family) loads."""
+    for c in _catalog().get("checkpoint", []):
+        if c["base"].lower() == model.lower() and c["weights"] == weights and engine in c["engines"]:
+            return Checkpoint(c["base"], c["weights"], c["repo"], tuple(c["engines"]), c.get("file"), c.get("source"))
+    return None
+
+
+def find_head(model: str, method: str) -> str | None:
+    """A published speculative head (`eagle`, `eagle3`) for `model`, or None."""
+    for h in _catalog().get("head", []):
+        if h["base"].lower() == model.lower() and h["method"] == method:
+            return h["repo"]
+    return None
+
+
+def recipe_for(weights: str, engine: str, model: str) -> Recipe | None:
+    """The command that makes `model` in `weights` for `engine`, or None where no recipe is listed."""
+    recipes = _catalog().get("recipe", {})
+    name = model.rstrip("/").rsplit("/", 1)[-1]
+    key = "gguf" if weights in recipes.get("gguf", {}).get("gguf_type", {}) else weights
+    r = recipes.get(key)
+    if r is None or engine not in r["engines"]:
+        mo = recipes.get("modelopt", {})
+        if weights in mo.get("qformat", {}) and engine in mo.get("engines", []):
+            r = mo
+        else:
+            return None
+    fill = {"model": model, "name": name, "qformat": r.get("qformat", {}).get(weights, weights),
+            "gguf_type": r.get("gguf_type", {}).get(weights, weights)}
+    out = r["out"].format(**fill)
+    return Recipe(r["tool"], r["command"].format(out=out, **fill), out)

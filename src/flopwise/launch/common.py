@@ -1,0 +1,158 @@
+"""What every engine dialect shares: the target to render, the rendered command, a line builder whose
+continuations paste cleanly, the memory fraction in each engine's own terms, and the checkpoint to load.
+
+A command is one program line and one flag per continuation line:
+
+    vllm serve RedHatAI/Meta-Llama-3.1-8B-FP8 \\
+        --tensor-parallel-size 1 \\
+        ...
+        --enable-prefix-caching
+
+Every line but the last ends in exactly " \\" (no trailing space after the backslash, so a pasted command
+is one command), values are shell-quoted, and a command that needs a file (TensorRT-LLM's YAML) says so
+through `files`.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, replace
+from typing import Any
+
+from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
+from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import EngineProfile, get_engine
+
+__all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "engine_memory_fraction", "ModelSource", "model_source",
+           "on_engine", "GGUF_FORMATS"]
+
+GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchTarget:
+    """A planned replica to launch. `model_id`: the 16-bit checkpoint the plan was made for (Hugging Face id or
+    path); `max_model_len`: the context every request needs (the workload's caps within the model's context);
+    `max_prompt_len`: its longest prompt; `expert_parallel`: the EP degree over the TP group (1: experts
+    sharded by TP, as the cost model prices them); `checkpoint_weights`: the format the checkpoint ships in."""
+
+    deployment: Deployment
+    model_id: str
+    max_model_len: int
+    max_prompt_len: int | None = None
+    prefix_caching: bool = True
+    expert_parallel: int = 1
+    checkpoint_weights: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchCommand:
+    """One engine's command for a target. `command` is None when the engine cannot serve it (`reason`);
+    `prepare`: the command that makes the checkpoint `command` loads (none is published); `files`: (name,
+    contents) the command reads."""
+
+    engine: str
+    command: str | None
+    files: tuple[tuple[str, str], ...] = ()
+    prepare: str | None = None
+    checkpoint: str | None = None
+    notes: tuple[str, ...] = ()
+    reason: str | None = None
+
+    @property
+    def family(self) -> str:
+        return self.engine.partition("@")[0]
+
+    def argv(self) -> list[str]:
+        """The command as the shell splits it (for argument-parser checks)."""
+        return shlex.split(self.command.replace("\\\n", " "), comments=True) if self.command else []
+
+    def file(self, name: str) -> str | None:
+        return next((text for n, text in self.files if n == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "command": self.command, "files": dict(self.files), "prepare": self.prepare,
+                "checkpoint": self.checkpoint, "notes": list(self.notes), "reason": self.reason}
+
+
+class CommandLine:
+    """Builds a command one flag per line (see the module docstring)."""
+
+    __slots__ = ("head", "parts")
+
+    def __init__(self, *words: str):
+        self.head = " ".join(words)
+        self.parts: list[str] = []
+
+    def flag(self, name: str | None, value: object = None) -> CommandLine:
+        """`--name value` (value shell-quoted), or a bare switch; nothing when the engine has no such flag."""
+        if name:
+            self.parts.append(name if value is None else f"{name} {shlex.quote(_text(value))}")
+        return self
+
+    def render(self) -> str:
+        return " \\\n    ".join([self.head, *self.parts])
+
+
+def _text(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def on_engine(dep: Deployment, engine: EngineProfile) -> Deployment:
+    """The same deployment served by another engine (same knobs), to price that engine's memory terms."""
+    return dep if dep.engine == engine else replace(dep, engine=engine)
+
+
+def engine_memory_fraction(dep: Deployment, engine: EngineProfile) -> float:
+    """The memory fraction that gives `engine` the KV pool the plan sized for `dep`, in what that engine means by
+    it (`cost.memory.memory_fraction_for_pool`), rounded down to 3 decimals and kept within (0, 0.99]."""
+    pool = memory_plan(dep).kv_pool_bytes
+    f = memory_fraction_for_pool(on_engine(dep, engine), pool)
+    return min(0.99, max(0.05, math.floor(f * 1000) / 1000))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSource:
+    """Where an engine's weights come from: `model` (what the command loads), `quantization` (a flag value for an
+    engine that quantizes a 16-bit checkpoint at load; None: the checkpoint's quantization_config decides),
+    `prepare` (the command that makes `model`), `checkpoint` (a published repository, when one is used),
+    `file` (a GGUF file inside the repository)."""
+
+    model: str
+    quantization: str | None = None
+    prepare: str | None = None
+    checkpoint: str | None = None
+    file: str | None = None
+    note: str | None = None
+
+
+def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | None:
+    """The weights `engine` loads for the target's format: the checkpoint itself when it ships in that format;
+    else a published pre-quantized checkpoint; else the 16-bit one quantized at load (where the engine does
+    that); else the output of a recipe (`prepare`). None: no way is known."""
+    dep = target.deployment
+    w = dep.weights.name
+    family = engine.family
+    if w in ("bf16", "fp16", "fp32") or w == target.checkpoint_weights:
+        return ModelSource(model=target.model_id)
+    ck: Checkpoint | None = find_checkpoint(target.model_id, w, family)
+    if ck is not None:
+        return ModelSource(model=ck.repo, checkpoint=ck.repo, file=ck.file,
+                           note=f"{w} weights from the pre-quantized checkpoint {ck.repo}" + (f" ({ck.note})" if ck.note else ""))
+    if w in engine.launch.get("online_quantization", []):
+        return ModelSource(model=target.model_id, quantization=w,
+                           note=f"{w} weights quantized at load from the 16-bit checkpoint")
+    recipe = recipe_for(w, family, target.model_id)
+    if recipe is None:
+        return None
+    return ModelSource(model=recipe.out, prepare=recipe.command,
+                       note=f"no published {w} checkpoint for {target.model_id} is known: make one with {recipe.tool}")
+
+
+def engine_profile(family: str, like: EngineProfile) -> EngineProfile:
+    """`family`'s profile at its default version (`like` itself when it is that family)."""
+    return like if like.family == family else get_engine(family)

@@ -1,0 +1,74 @@
+"""`python -m sglang.launch_server` for a planned deployment, from the SGLang profile's [launch] table
+(`catalog/engines/sglang.toml`).
+
+- `--mem-fraction-static`: weights plus the KV pool the plan sized, as a share of the device (activations and
+  CUDA graphs are outside it in SGLang's accounting, so the number is lower than vLLM's for the same pool);
+- `--context-length`: the workload's longest request within the model's context;
+- `--enable-metrics`: Prometheus /metrics, which `flopwise bench` scrapes;
+- speculative decoding: `--speculative-algorithm` EAGLE (EAGLE-2 decoding over EAGLE-1/2 heads), EAGLE3,
+  NEXTN (MTP), STANDALONE (a draft model) or NGRAM, with steps = k, top-k 1 (a chain; wider for a tree) and
+  k + 1 draft tokens;
+- expert parallelism: `--ep-size` when the target uses it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from flopwise.launch.checkpoints import find_head
+from flopwise.launch.common import (GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, engine_memory_fraction,
+                                    model_source)
+from flopwise.specs.engine import EngineProfile
+
+__all__ = ["render"]
+
+
+def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
+    dep = target.deployment
+    la, flags = engine.launch, engine.launch.table("flags")
+    if dep.weights.name in GGUF_FORMATS:
+        return LaunchCommand(engine=engine.name, command=None,
+                             reason="GGUF is planned for llama.cpp (llama-server); SGLang's GGUF loader is not modelled")
+    src = model_source(target, engine)
+    if src is None:
+        return LaunchCommand(engine=engine.name, command=None,
+                             reason=f"no {dep.weights.name} checkpoint or recipe for SGLang is known")
+    notes = [src.note] if src.note else []
+    line = CommandLine(la["command"]).flag(la["model_flag"], src.model)
+    line.flag(flags["tp"], dep.tp)
+    if dep.pp > 1:
+        line.flag(flags["pp"], dep.pp)
+    if target.expert_parallel > 1:
+        line.flag(flags["ep"], target.expert_parallel)
+    line.flag(flags["max_num_seqs"], dep.max_num_seqs)
+    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_model_len"], target.max_model_len)
+    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    if src.quantization:
+        line.flag(flags["quantization"], src.quantization)
+    if dep.kv.name == "fp8":
+        line.flag(flags["kv_cache_dtype"], la["kv_fp8"])
+    if not target.prefix_caching:
+        line.flag(flags["prefix_caching_off"])
+    spec = dep.speculative
+    if spec is not None:
+        algo = engine.launch.table("speculative").get(spec.method)
+        if algo is None:
+            notes.append(f"SGLang {engine.version} has no '{spec.method}' speculation; served without it")
+        else:
+            line.flag(flags["speculative_algorithm"], algo)
+            if spec.method != "ngram":
+                topk = 1 if spec.verify_tokens is None else max(1, math.ceil((spec.positions - 1) / spec.k))
+                line.flag(flags["speculative_steps"], spec.k).flag(flags["speculative_topk"], topk)
+            line.flag(flags["speculative_draft_tokens"], spec.positions)
+            if spec.method == "draft" and spec.draft_model is not None:
+                line.flag(flags["speculative_draft_model"], spec.draft_model.name)
+            elif spec.method in ("eagle", "eagle3"):
+                head = find_head(target.model_id, spec.method)
+                if head is None:
+                    head = f"<{spec.method.upper()} head for {target.model_id}>"
+                    notes.append(f"no published {spec.method} head for {target.model_id} is known")
+                line.flag(flags["speculative_draft_model"], head)
+    line.flag(la.get("metrics_flag"))
+    return LaunchCommand(engine=engine.name, command=line.render(), prepare=src.prepare, checkpoint=src.checkpoint,
+                         notes=tuple(notes))

