@@ -96,10 +96,10 @@ def test_compare_and_explain_match_the_cli():
 
 
 def test_plan_matches_the_cli_and_has_figures(tmp_path):
-    args = dict(gpus="h100-sxm", tp="1", weights="fp8", kv="fp8", num_requests=20, workload="chat")
+    args = dict(gpus="h100-sxm", tp="1", weights="fp8", kv="fp8", num_requests=40, workload="chat")
     p = flopwise.plan("llama-3.1-8b", **args, html=tmp_path / "plan.html")
     cli = cli_json(["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights", "fp8", "--kv",
-                    "fp8", "--num-requests", "20", "--workload", "chat", "--html", str(tmp_path / "cli.html")])
+                    "fp8", "--num-requests", "40", "--workload", "chat", "--html", str(tmp_path / "cli.html")])
     d = p.to_dict()
     assert d.pop("html").endswith("plan.html") and cli.pop("html").endswith("cli.html")
     same(d, cli)
@@ -113,7 +113,7 @@ def test_plan_names_bad_values_before_searching():
                      (dict(gpus="h100-sxm,nope"), "nope"), (dict(rate=math.inf), "--rate"),
                      (dict(num_requests=5), "--num-requests")):
         try:
-            flopwise.plan("llama-3.1-8b", **{"num_requests": 20, **kw})
+            flopwise.plan("llama-3.1-8b", **{"num_requests": 40, **kw})
         except FlopwiseError as e:
             assert text is None or text in str(e), (kw, e)
             assert "fits nowhere in the search space: ." not in str(e)

@@ -222,8 +222,10 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     assert "SLA P95 TTFT" in dom  # the SLA's limits are drawn on the latency chart
 
 
-def test_cli_plan_bad_list_value_is_one_error():
-    res = runner.invoke(app, ["plan", "--tp", "x"])
-    assert res.exit_code == 2
-    assert "expected comma-separated int values, got 'x'" in res.output
-    assert "Traceback" not in res.output
+def test_cli_plan_bad_list_value_is_one_error(capsys):
+    from flopwise.cli import run
+
+    assert run(["plan", "--tp", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "--tp must be comma-separated integers, got 'x'" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

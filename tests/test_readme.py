@@ -56,10 +56,3 @@ def test_readme_shell_example_runs_as_printed(cmd, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # --html and friends write here, not into the checkout
     res = CliRunner().invoke(app, shlex.split(cmd)[1:])
     assert res.exit_code == 0, f"{cmd}\n{res.output[-3000:]}"
-
-
-def test_readme_python_example_runs():
-    code = [body for lang, body in _blocks(README.read_text()) if lang == "python"]
-    assert code
-    for body in code:
-        exec(compile(body, "README.md", "exec"), {})

@@ -234,6 +234,13 @@ class LaunchTable(Mapping[str, Any]):
         v = self._data.get(key, {})
         return dict(v) if isinstance(v, Mapping) else {}
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """A user's engine file never sets [launch]: validation keeps whatever table it is given."""
+        from pydantic_core import core_schema  # only when a user's file is validated
+
+        return core_schema.no_info_plain_validator_function(lambda v: v if isinstance(v, LaunchTable) else cls(v or {}))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineKnobs:
@@ -499,10 +506,10 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     rules = table.get("batch_defaults")
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         raise SpecError(f"{where}: batch_defaults must be a list of tables, got {rules!r}")
-    kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources")}
+    kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources", "launch")}
     kwargs.update(family=fam.name, version=version, display=table.get("display", fam.name),
                   frontend=table.get("frontend") or None, sources=[list(s) for s in sources])
-    return from_table(EngineProfile, kwargs, where)
+    return replace(from_table(EngineProfile, kwargs, where), launch=_launch_table(fam, _version_key(version)))
 
 
 @cache
