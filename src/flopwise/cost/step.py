@@ -233,7 +233,10 @@ class _Acc:
                                    count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
 
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
+        """A collective (one kernel each, counted for eager launches)."""
         self.total += count * seconds
+        if seconds > 0:
+            self.kernels += count
         if self.detail and seconds > 0:
             self.ops.append(OpCost(name, count, 0.0, 0.0, 0.0, 0.0, count * sent, 0.0, 0.0, 0.0, 0.0,
                                    count * seconds, 0.0, count * seconds))
