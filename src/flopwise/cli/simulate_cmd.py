@@ -13,9 +13,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flopwise.api import deployment
+from flopwise.cluster import ROUTERS, simulate_fleet
+from flopwise.cluster.build import build_cluster
 from flopwise.cli._app import FAMILY_HELP, app, console, err_console, print_json, warn_model_notes
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, find_max_rate, simulate
+from flopwise.sim.max_rate import bisect_max_rate
 from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
 from flopwise.specs.hardware import get_hardware
@@ -91,10 +94,41 @@ def _render(s: dict[str, Any]) -> None:
                   f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
                   f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
                   f"{s['time_in_decode_s']:.1f} s; {s['num_steps']:,} steps simulated in {s['sim_wall_s']:.2f} s")
+    if s.get("fleet"):
+        _render_fleet(s["fleet"])
     if s.get("sla"):
         ok = "[green]met[/]" if s["sla_met"] else "[red]missed[/]"
         console.print(f"SLA {s['sla']}: {ok} " + ", ".join(f"{k} {'ok' if v else 'FAIL'}"
                                                           for k, v in s["sla_objectives_met"].items()))
+
+
+def _render_fleet(f: dict[str, Any]) -> None:
+    pools = "; ".join(f"{p['role']} {p['replicas']}x {p['gpu']} tp{p['tp']}" for p in f["pools"])
+    console.print(f"fleet ({f['serving']}, router {f['router']}): {pools}; {f['gpu_hours']:.2f} GPU-hours"
+                  + ("" if not f["cost_usd"] else f", ${f['cost_usd']:.2f}")
+                  + ("" if f["cost_per_million_output_tokens_usd"] is None
+                     else f" (${f['cost_per_million_output_tokens_usd']:.2f} per million output tokens)"))
+    kv = f.get("kv_transfer")
+    if kv:
+        console.print(f"KV hand-off over {kv['link']}: {kv['num_transfers']} transfers of "
+                      f"{kv['bytes_mean'] / 1e6:,.1f} MB mean, {_fmt(kv['ms_mean'])} ms mean, "
+                      f"p95 {_fmt(kv['ms_p95'])} ms{' (layer-wise overlap)' if kv['layerwise'] else ''}")
+    if f.get("autoscale"):
+        a = f["autoscale"]
+        console.print(f"autoscale {a['min_replicas']}..{a['max_replicas']}: {a['replicas_started']} started, "
+                      f"{a['replicas_drained']} drained, at most {a['max_replicas_used']} replicas; cold start "
+                      f"{a['cold_start_s']:.0f} s")
+    if f.get("expert_parallel"):
+        e = f["expert_parallel"]
+        console.print(f"expert parallelism: ep={e['ep']} over {e['nodes']} node(s), all-to-all "
+                      f"{e['all_to_all_ms_per_step_decode']:.2f} ms per decode step, skew {e['skew']}")
+    t = Table(title="replicas")
+    for c in ("#", "pool", "state", "requests", "busy", "KV mean", "TTFT mean ms", "TTFT p95 ms"):
+        t.add_column(c, justify="right")
+    for r in f["replicas"][:64]:
+        t.add_row(str(r["index"]), r["pool"], r["state"], str(r["num_requests"]), f"{r['busy_fraction']:.0%}",
+                  f"{r['kv_utilization_mean']:.0%}", _fmt(r["ttft_ms_mean"]), _fmt(r["ttft_ms_p95"]))
+    console.print(t)
 
 
 @app.command("simulate")
@@ -138,6 +172,17 @@ def simulate_cmd(
     trace: Annotated[Path | None, typer.Option(help="Trace: .jsonl, Azure .csv, or ShareGPT .json.")] = None,
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to count ShareGPT tokens (default ~4 chars/token).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (lengths, prefixes, arrivals, speculative acceptance).")] = 0,
+    replicas: Annotated[int | None, typer.Option("--replicas", help="A fleet of this many replicas (each tp*pp GPUs) behind --router, in one event loop.")] = None,
+    router: Annotated[str | None, typer.Option("--router", help=f"Fleet router: {', '.join(ROUTERS)} (default round-robin).")] = None,
+    disaggregate: Annotated[str | None, typer.Option("--disaggregate", help='Disaggregated prefill/decode pools, e.g. "prefill=2xtp2,decode=1xtp4" (replicas x TP each).')] = None,
+    kv_link: Annotated[str, typer.Option("--kv-link", help="KV hand-off link between pools: auto (NVLink within a node, the catalog's network between nodes), nvlink, network, infinite.")] = "auto",
+    layerwise: Annotated[bool, typer.Option("--layerwise/--no-layerwise", help="Send each layer's KV as it is computed (overlapping the prefill).")] = True,
+    replica_events: Annotated[str | None, typer.Option("--replica-events", help='Replicas going down, draining or coming up, e.g. "down:3@120,drain:0@60,up:3@300".')] = None,
+    autoscale: Annotated[str | None, typer.Option("--autoscale", help="Autoscale the (mixed or decode) pool between MIN..MAX replicas on outstanding requests per replica.")] = None,
+    cold_start: Annotated[str, typer.Option("--cold-start", help="Seconds until a new replica serves, or auto: weight bytes / --storage-gbs + --engine-start-s.")] = "auto",
+    storage_gbs: Annotated[float, typer.Option("--storage-gbs", help="Where a cold start reads the weights from (GB/s).")] = 2.0,
+    engine_start_s: Annotated[float, typer.Option("--engine-start-s", help="Engine start-up beyond reading the weights (s).")] = 30.0,
+    target_outstanding: Annotated[float, typer.Option("--target-outstanding", help="Autoscaler target: outstanding requests per replica.")] = 32.0,
     sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = None,
     find_max_rate_: Annotated[bool, typer.Option("--find-max-rate", help="Bisect for the highest rate meeting --sla.")] = False,
     output: Annotated[Path | None, typer.Option("--output", help="Write per-request rows (.csv or .parquet).")] = None,
@@ -163,13 +208,37 @@ def simulate_cmd(
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
 
+    fleet = None
+    if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
+        if num_gpus is not None and replicas is not None:
+            raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
+        n = replicas or (dep.replicas if num_gpus is not None else 1)
+
+        def make(t: int, count: int):
+            return deployment(model, hw, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
+                              gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                              engine_file=engine_file, family=family)
+
+        fleet = build_cluster(make, tp=tp, replicas=n, router=router or "round-robin", disaggregate=disaggregate,
+                              kv_link=kv_link, layerwise=layerwise, replica_events=replica_events,
+                              autoscale=autoscale, cold_start=cold_start, storage_gbs=storage_gbs,
+                              engine_start_s=engine_start_s, target_outstanding=target_outstanding)
+
+    def run(wl, progress=None):
+        if fleet is not None:
+            return simulate_fleet(fleet, wl, config, sla=objectives, progress=progress)
+        return simulate(dep, wl, config, sla=objectives, progress=progress)
+
     if find_max_rate_:
         if objectives is None:
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
         with err_console.status("bisecting the request rate", spinner="dots") if not json_out else nullcontext():
-            found = find_max_rate(dep, workload_at, objectives, config)
+            found = bisect_max_rate(lambda r: run(workload_at(r))) if fleet is not None else \
+                find_max_rate(dep, workload_at, objectives, config)
         result = found.result
         summary = result.summary()
         summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
@@ -179,7 +248,7 @@ def simulate_cmd(
         with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
             task = bar.add_task("requests", total=wl.num_requests)
-            result = simulate(dep, wl, config, sla=objectives, progress=lambda n: bar.advance(task, n))
+            result = run(wl, progress=lambda n: bar.advance(task, n))
         summary = result.summary()
     if output is not None:
         _write_rows(output, result.rows())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flopwise.errors import InfeasibleError
 from flopwise.sim.config import SimConfig
@@ -22,13 +23,13 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["MaxRate", "find_max_rate"]
+__all__ = ["MaxRate", "find_max_rate", "bisect_max_rate"]
 
 
 @dataclass(frozen=True, slots=True)
 class MaxRate:
     rate: float  # requests/s
-    result: SimResult  # the run at that rate
+    result: SimResult  # the run at that rate (a fleet's result for `bisect_max_rate` over a fleet)
     upper_bound: float  # throughput at an infinite rate (a capacity estimate)
     probes: tuple[tuple[float, bool], ...]
 
@@ -36,11 +37,17 @@ class MaxRate:
 def find_max_rate(dep: Deployment, workload_at: Callable[[float], Workload], sla: SLA,
                   config: SimConfig | None = None, *, iterations: int = 8) -> MaxRate:
     """`workload_at(rate)` builds the request stream at a rate (math.inf for the bound)."""
-    bound = simulate(dep, workload_at(math.inf), config, sla=sla).summary()["request_throughput"]
+    return bisect_max_rate(lambda rate: simulate(dep, workload_at(rate), config, sla=sla), iterations=iterations)
+
+
+def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> MaxRate:
+    """The search above over any simulation: `run_at(rate)` returns a result whose `summary()` has
+    `request_throughput`, `sla_met` and `sla_objectives_met` (a SimResult, or a fleet's result)."""
+    bound = run_at(math.inf).summary()["request_throughput"]
     probes: list[tuple[float, bool]] = []
 
-    def probe(rate: float) -> tuple[bool, SimResult]:
-        res = simulate(dep, workload_at(rate), config, sla=sla)
+    def probe(rate: float) -> tuple[bool, Any]:
+        res = run_at(rate)
         ok = bool(res.summary()["sla_met"])
         probes.append((rate, ok))
         return ok, res
