@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from flopwise.cluster.autoscale import Autoscaler, cold_start_s
-from flopwise.cluster.events import ARRIVAL, CONTROL, SCHEDULE, STEP_END, EventHeap
+from flopwise.cluster.events import ARRIVAL, CONTROL, EventHeap
+from flopwise.cluster.metrics import BoundedRecords
 from flopwise.cluster.router import Router, make_router
 from flopwise.cost.fit import require_fit
 from flopwise.cost.transfer import KvLink, LinkSpec, kv_transfer_bytes, link_between
@@ -47,15 +48,17 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request
-from flopwise.sim.simulate import SimResult
+from flopwise.sim.simulate import SimResult, run_summary
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.cluster import ClusterSpec, PoolSpec
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import RequestSpec, Workload
 
-__all__ = ["Member", "Fleet", "FleetResult", "simulate_fleet"]
+__all__ = ["Member", "Fleet", "FleetResult", "simulate_fleet", "METRICS_MODES", "BOUNDED_FROM"]
 
 _REPLICA, _HANDOFF, _CONTROL = 0, 1, 2
+METRICS_MODES = ("auto", "exact", "bounded")
+BOUNDED_FROM = 100_000  # "auto": runs of at least this many requests keep per-request rows, not token times
 
 
 @dataclass(slots=True, eq=False)
@@ -107,7 +110,14 @@ class _Leg:
 class Fleet:
     """Build with a ClusterSpec and a SimConfig; `run(workload)` serves it once."""
 
-    def __init__(self, spec: ClusterSpec, config: SimConfig | None = None):
+    def __init__(self, spec: ClusterSpec, config: SimConfig | None = None, metrics: str = "auto"):
+        """`metrics`: "exact" keeps every request's token times (summaries as `simulate`'s, bit for bit),
+        "bounded" one row per request as it completes (`metrics.py`), "auto" bounded from BOUNDED_FROM
+        requests."""
+        if metrics not in METRICS_MODES:
+            raise WorkloadError(f"unknown metrics mode '{metrics}'; use one of {', '.join(METRICS_MODES)}")
+        self.metrics = metrics
+        self.bounded: BoundedRecords | None = None
         self.spec = spec
         self.config = config or SimConfig()
         for p in spec.pools:
@@ -132,7 +142,7 @@ class Fleet:
         self.transfer_ms: list[float] = []
         self.transfer_bytes = 0.0
         self.failed: dict[int, str] = {}
-        self.specs: dict[int, RequestSpec] = {}
+        self.specs: Sequence[RequestSpec] = ()
         self.now = 0.0
         self.autoscaler: Autoscaler | None = None
         if spec.autoscale is not None:
@@ -188,7 +198,10 @@ class Fleet:
             sla: SLA | None = None) -> FleetResult:
         t0 = time.perf_counter()
         items = list(enumerate(workload.requests))
-        self.specs = dict(items)
+        self.specs = workload.requests
+        n = workload.num_requests
+        if self.metrics == "bounded" or (self.metrics == "auto" and n >= BOUNDED_FROM):
+            self.bounded = BoundedRecords(n)
         first = self.spec.pools[0]
         for p in self.spec.pools:
             reps = [m.replica for m in self.members if m.pool is p]
@@ -241,8 +254,28 @@ class Fleet:
                 raise InfeasibleError(STUCK)
         for role, q in self.pending.items():
             for req in q:
-                self.failed[req.request_id] = "unavailable"
+                self._fail(req.request_id, "unavailable")
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
+
+    def _fail(self, rid: int, kind: str) -> None:
+        b = self.bounded
+        if b is None:
+            self.failed[rid] = kind
+            return
+        rs = self.specs[rid]
+        legs = self.legs.pop(rid, None)
+        head = legs[0].req if legs else None
+        b.fail(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens, kind,
+               head.first_scheduled_at if head is not None else None, head.num_preemptions if head else 0)
+        self.handoff_at.pop(rid, None)
+
+    def _complete(self, rid: int) -> None:
+        """Bounded metrics: keep the request's row and drop its objects."""
+        legs = self.legs.pop(rid)
+        head, tail = legs[0], (legs[1] if len(legs) > 1 else None)
+        assert self.bounded is not None
+        self.bounded.add(rid, head.req, head.replica.tl, tail.req if tail else None,
+                         tail.replica.tl if tail else None, self.handoff_at.pop(rid, None), legs[-1].member)
 
     def _live(self) -> bool:
         """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
@@ -283,6 +316,9 @@ class Fleet:
             for req in finished:
                 self._hand_off(m, req)
         else:
+            if self.bounded is not None:
+                for req in finished:
+                    self._complete(req.request_id)
             self.source.on_finished(len(finished), m.replica.last_delivery_at)
             if self.progress is not None:
                 self.progress(len(finished))
@@ -296,13 +332,15 @@ class Fleet:
         end = req.finished_at
         assert end is not None
         if spec.output_tokens == 1:  # nothing left to decode: the prefill's token is the answer
+            if self.bounded is not None:
+                self._complete(rid)
             self.source.on_finished(1, m.replica.last_delivery_at)
             if self.progress is not None:
                 self.progress(1)
             return
         d = self._route("decode", req)
         if d is None:
-            self.failed[rid] = "unavailable"
+            self._fail(rid, "unavailable")
             self.source.on_finished(1, end)
             return
         link = self._link(m, d)
@@ -338,7 +376,7 @@ class Fleet:
         if d.state != "up":  # it left while the KV was on its way: pick another
             other = self._route("decode", leg)
             if other is None:
-                self.failed[rid] = "unavailable"
+                self._fail(rid, "unavailable")
                 self.source.on_finished(1, done)
                 return
             d = other
@@ -361,7 +399,7 @@ class Fleet:
         elif kind == "down":
             if m.state in ("up", "draining", "cold"):
                 for rid in list(m.inflight):
-                    self.failed[rid] = "replica_down"
+                    self._fail(rid, "replica_down")
                     self.source.on_finished(1, at)
                 m.inflight.clear()
                 self._stop(m, "down")
@@ -416,10 +454,11 @@ class FleetResult:
         self.workload = workload
         self.wall_s = wall_s
         spec = fleet.spec
+        self.bounded = fleet.bounded
         records: list[RequestRecord] = []
         firsts: list[Request] = []
         phases = np.full((workload.num_requests, len(PHASES)), np.nan)
-        for rid, rs in enumerate(workload.requests):
+        for rid, rs in enumerate(workload.requests if fleet.bounded is None else ()):
             legs = fleet.legs.get(rid)
             error = fleet.failed.get(rid)
             if legs is None:
@@ -476,9 +515,17 @@ class FleetResult:
     def summary(self) -> dict[str, Any]:
         fleet, spec, sla = self.fleet, self.fleet.spec, self.sla
         main = spec.pool("decode") if spec.is_disaggregated else spec.pools[0]
-        base = SimResult(main.deployment, self.workload, fleet.config.resolved(main.deployment), self.records,
-                         self.timelines(), self.requests, self.phases, sla, self.wall_s)
-        out = base.summary()
+        config = fleet.config.resolved(main.deployment)
+        b = self.bounded
+        if b is None:
+            out = SimResult(main.deployment, self.workload, config, self.records, self.timelines(), self.requests,
+                            self.phases, sla, self.wall_s).summary()
+        else:
+            out = b.summarize(sla)
+            hit = b.num_cached_tokens / b.num_prompt_tokens if b.num_prompt_tokens else 0.0
+            out.update(run_summary(main.deployment, self.workload, config, self.timelines(), b.phases,
+                                   out["duration_s"], hit))
+            out["sim_wall_s"] = self.wall_s
         end = self.workload.requests[0].arrival_at + out["duration_s"] if self.records else 0.0
         end = max(end, fleet.now)
         gpu_s = sum(m.gpu_seconds(end) for m in fleet.members)
@@ -497,10 +544,13 @@ class FleetResult:
             if out["output_tokens_per_s"] else None,
             "kv_transfer": _transfer_summary(fleet) if spec.is_disaggregated else None,
             "autoscale": fleet.autoscaler.summary() if fleet.autoscaler is not None else None,
+            "metrics": "exact" if b is None else "bounded",
         }
         return out
 
     def rows(self) -> list[dict[str, Any]]:
+        if self.bounded is not None:
+            return self.bounded.rows()
         rows = []
         for rec, req in zip(self.records, self.requests):
             row = rec.to_row()
@@ -527,15 +577,20 @@ def _member_summary(m: Member, res: FleetResult, end: float) -> dict[str, Any]:
     kv = [np.frombuffer(r.tl.kv_usage, dtype=float) for r in reps]
     w = [np.frombuffer(r.tl.sample_s, dtype=float) for r in reps]
     kvv, ww = np.concatenate(kv), np.concatenate(w)
-    ttft = [rec.ttft_ms for rec in res.records if rec.ok and (legs := res.fleet.legs.get(rec.request_id))
-            and legs[-1].member == m.index]
+    if res.bounded is not None:
+        pct = res.bounded.replica_percentiles(m.index)
+        ttft_mean, ttft_p95 = None, pct["ttft_ms_p95"]
+    else:
+        ttft = [rec.ttft_ms for rec in res.records if rec.ok and (legs := res.fleet.legs.get(rec.request_id))
+                and legs[-1].member == m.index]
+        ttft_mean = float(np.mean(ttft)) if ttft else None
+        ttft_p95 = float(np.percentile(ttft, 95)) if ttft else None
     return {"index": m.index, "pool": m.pool.role, "state": m.state, "num_requests": m.num_routed,
             "started_at": m.started_at, "stopped_at": m.stopped_at,
             "busy_fraction": busy / up if up else 0.0,
             "kv_utilization_mean": float((kvv * ww).sum() / ww.sum()) if ww.sum() else 0.0,
             "num_steps": sum(r.tl.num_steps for r in reps),
-            "ttft_ms_mean": float(np.mean(ttft)) if ttft else None,
-            "ttft_ms_p95": float(np.percentile(ttft, 95)) if ttft else None}
+            "ttft_ms_mean": ttft_mean, "ttft_ms_p95": ttft_p95}
 
 
 def _transfer_summary(fleet: Fleet) -> dict[str, Any]:
@@ -549,7 +604,8 @@ def _transfer_summary(fleet: Fleet) -> dict[str, Any]:
 
 
 def simulate_fleet(spec: ClusterSpec, workload: Workload, config: SimConfig | None = None, *,
-                   sla: SLA | None = None, progress: Callable[[int], None] | None = None) -> FleetResult:
-    """Serve `workload` on the fleet `spec` (one run)."""
-    return Fleet(spec, config).run(workload, progress, sla)
+                   sla: SLA | None = None, progress: Callable[[int], None] | None = None,
+                   metrics: str = "auto") -> FleetResult:
+    """Serve `workload` on the fleet `spec` (one run); `metrics` as `Fleet`'s."""
+    return Fleet(spec, config, metrics).run(workload, progress, sla)
 
