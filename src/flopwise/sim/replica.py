@@ -23,9 +23,11 @@ results are applied (and after any closed-loop client, released by a completion,
 
 A decode run is planned whole but applied at its end, so a request admitted during the run cuts it at the first
 step ending at or after its arrival when the scheduler could admit it (`admission_open` when planned), exactly
-as a loop that knew the next arrival would have. Behind an API server a run advances one step per STEP_END
-(each step's tokens pass the server's FIFO queue), and ends at the first step by whose end a request has left
-the server. Queries read the state at the last step boundary (a run's KV growth shows at its end), as a
+as a loop that knew the next arrival would have. Behind an API server each step's tokens pass the server's
+FIFO queue in time order with the arrivals: they are streamed lazily, the steps that ended before an arrival
+when it is admitted and the rest at the run's end, and the run ends at the first step by whose end a request
+has left the server. Only where the server shares the engine's CPU (vLLM V0), whose queued work delays each
+step, does a run advance one step per STEP_END. Queries read the state at the last step boundary (a run's KV growth shows at its end), as a
 router's scrape of an engine's metrics would.
 """
 
@@ -58,7 +60,7 @@ __all__ = ["Replica", "make_scheduler", "ARRIVAL", "STEP_END", "SCHEDULE"]
 
 ARRIVAL, STEP_END, SCHEDULE = 0, 1, 2  # ranks of simultaneous events (see the module docstring)
 
-_IDLE, _STEP, _RUN, _FE_RUN = 0, 1, 2, 3  # what the pending STEP_END ends
+_IDLE, _STEP, _RUN, _FE_RUN, _SHARED_RUN = 0, 1, 2, 3, 4  # what the pending STEP_END ends
 
 
 def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
@@ -173,9 +175,20 @@ class Replica:
         self.num_outstanding += 1
         fe = self.fe
         if fe is not None:
+            if self._phase == _FE_RUN:  # stream the run's steps that ended before this arrival first
+                self._deliver_run(req.arrival_at, strictly_before=True)
             fe.admit(req)
             if self.next_at is None:
                 self.next_at, self.next_rank = fe.next_ready_at(), SCHEDULE
+            elif self._run_cut and self._phase == _FE_RUN:  # the run ends at the first step by whose end a
+                ready = fe.next_ready_at()  # request has left the API server
+                assert ready is not None
+                ends = self._run_ends
+                k = max(bisect_left(ends, ready), self._run_j) + 1
+                if k < self._run_k:
+                    self._run_k = k
+                    self.next_at = ends[k - 1]
+                self._run_cut = False
             return
         self.inbox.append(req)
         if self.next_at is None:
@@ -248,9 +261,23 @@ class Replica:
             batch = len(sched.running)
             self._run_k, self._run_durations, self._run_j, self._run_batch = k, durations, 0, batch
             self._run_cut = sched.admission_open()
-            self._run_host = dep.engine.host.seconds(batch, dep.gpus_per_replica) if self.shared_cpu else None
-            self._phase = _FE_RUN
-            self._start_run_step(now)
+            if self.shared_cpu:  # each step waits for the API server's queued work: one event per step
+                self._run_host = dep.engine.host.seconds(batch, dep.gpus_per_replica)
+                self._phase = _SHARED_RUN
+                self._start_run_step(now)
+                return
+            ends = []
+            t = now
+            for d in durations:
+                t += d
+                ends.append(t)
+            if self._run_cut:  # a request already on its way through the API server may cut the run
+                ready = fe.next_ready_at()
+                if ready is not None:
+                    k = min(k, bisect_left(ends, ready) + 1)
+                    self._run_k, self._run_cut = k, False
+            self._run_ends = ends
+            self._phase, self.next_at, self.next_rank = _FE_RUN, ends[k - 1], STEP_END
             return
         out = sched.schedule(now, more_coming or bool(fe and fe.pending))
         if out.is_empty:
@@ -286,6 +313,16 @@ class Replica:
         self.next_at = t + self._run_durations[self._run_j]
         self.next_rank = STEP_END
 
+    def _deliver_run(self, until: float, strictly_before: bool) -> None:
+        """Stream the tokens of the pending run's steps that end before `until` (or at it), in order."""
+        fe, ends, delivered = self.fe, self._run_ends, self.tl.delivered_at
+        assert fe is not None
+        j, k, batch = self._run_j, self._run_k, self._run_batch
+        while j < k and (ends[j] < until or (not strictly_before and ends[j] == until)):
+            delivered.append(fe.deliver(ends[j], batch))
+            j += 1
+        self._run_j = j
+
     def _end_step(self) -> list[Request]:
         t = self.next_at
         assert t is not None
@@ -298,6 +335,13 @@ class Replica:
                 tl.delivered_at.append(fe.deliver(t, sched.num_emitted))
         elif phase == _RUN:
             k = self._run_k
+            tl.step_end_at.extend(self._run_ends[:k])
+            finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
+            self._run_ends = []
+            self._run_cut = False
+        elif phase == _FE_RUN:
+            k = self._run_k
+            self._deliver_run(t, strictly_before=False)
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
