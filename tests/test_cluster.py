@@ -296,3 +296,33 @@ def test_weighted_percentiles_equal_numpy_on_the_expanded_values():
     s = weighted_stats(v, w)
     assert [s.p50, s.p90, s.p95, s.p99] == list(np.percentile(expanded, [50, 90, 95, 99]))
     assert s.mean == pytest.approx(expanded.mean())
+
+
+def test_fleet_plan_layouts_by_hand():
+    from flopwise.plan.fleet import candidate_layouts
+
+    assert candidate_layouts(4, ("aggregated",)) == [("aggregated", "4xtp1"), ("aggregated", "2xtp2"),
+                                                      ("aggregated", "1xtp4")]
+    dis = [t for _, t in candidate_layouts(4, ("disaggregated",), max_disaggregated=100)]
+    # every GPU used, prefill TP at most twice decode TP
+    assert "prefill=1xtp2,decode=1xtp2" in dis and "prefill=3xtp1,decode=1xtp1" in dis
+    assert "prefill=1xtp4,decode=0xtp1" not in dis and all("tp4,decode=1xtp1" not in t for t in dis)
+    assert len(dis) == len(set(dis))
+
+
+def test_fleet_plan_ranks_aggregated_and_disaggregated():
+    from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
+    from flopwise.specs.sla import parse_sla
+
+    def make(t, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
+
+    cands = plan_fleet(make, 2, lambda r: build_workload(num_requests=40, input_len=1024, output_len=64,
+                                                          request_rate=r, seed=0),
+                       parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), tps=(1, 2), iterations=2)
+    d = fleet_plan_to_dict(cands, rate=100.0)
+    assert {c["serving"] for c in d["candidates"]} == {"aggregated", "disaggregated"}
+    rates = [c["output_tokens_per_s_per_gpu"] for c in d["candidates"]]
+    assert rates == sorted(rates, reverse=True) and d["winner"] in ("aggregated", "disaggregated")
+    best = d["candidates"][0]
+    assert best["gpus_for_rate"] == math.ceil(100.0 / best["max_request_rate"]) * 2

@@ -8,12 +8,19 @@ from typing import Annotated
 import typer
 from rich.progress import Progress
 
+from rich.table import Table
+
+from flopwise.api import deployment
 from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.plan.fleet import SERVING_MODES, fleet_plan_to_dict, plan_fleet
 from flopwise.plan.search import OBJECTIVES, PlanRequest, plan, plan_to_dict
 from flopwise.plan.space import DEFAULT_GPUS, SearchSpace
 from flopwise.report.plan_report import render_plan
 from flopwise.specs.defaults import DEFAULT_ENGINE
+from flopwise.specs.hardware import get_hardware
+from flopwise.specs.sla import parse_sla
 from flopwise.specs.speculative import parse_speculative
+from flopwise.workload import build_workload
 
 
 def _csv(text: str | None, cast=str) -> tuple | None:
@@ -48,6 +55,7 @@ def plan_cmd(
     num_requests: Annotated[int, typer.Option("--num-requests", help="Simulated requests per probe.")] = 200,
     seed: Annotated[int, typer.Option(help="Random seed of the request sample.")] = 0,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    serving: Annotated[str, typer.Option("--serving", help="aggregated (the search above), or aggregated,disaggregated: also compare fleets of --max-gpus GPUs of the first --gpus type, aggregated replicas vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -71,6 +79,13 @@ def plan_cmd(
     else:
         result = plan(req)
     d = plan_to_dict(result)
+    modes = _csv(serving) or ("aggregated",)
+    bad = [m for m in modes if m not in SERVING_MODES]
+    if bad:
+        raise typer.BadParameter(f"--serving takes {', '.join(SERVING_MODES)}, got {', '.join(bad)}")
+    if "disaggregated" in modes:
+        d["serving"] = _fleet_plan(model, (_csv(gpus) or DEFAULT_GPUS)[0], max_gpus, modes, req, engine,
+                                   hardware_file, _csv(weights), _csv(kv))
     if html_out:
         from flopwise.report.plan_html import plan_html
 
@@ -80,5 +95,41 @@ def plan_cmd(
         print_json(d)
     else:
         render_plan(console, d)
+        if "serving" in d:
+            _render_serving(d["serving"])
         if html_out:
             console.print(f"HTML report: {html_out}")
+
+
+def _fleet_plan(model: str, gpu: str, total: int, modes: tuple, req: PlanRequest, engine: str,
+                hardware_file: Path | None, weights: tuple | None, kvs: tuple | None) -> dict:
+    """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format."""
+    hw = get_hardware(gpu, hardware_file)
+    w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
+
+    def make(t: int, n: int):
+        return deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
+
+    def workload_at(r: float):
+        return build_workload(num_requests=req.num_requests, workload=req.workload, input_len=req.input_len,
+                              output_len=req.output_len, request_rate=r, seed=req.seed)
+
+    out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, parse_sla(req.sla), modes), req.rate)
+    out.update({"gpu": gpu, "total_gpus": total, "weights": w, "kv": k})
+    return out
+
+
+def _render_serving(s: dict) -> None:
+    t = Table(title=f"fleets of {s['total_gpus']}x {s['gpu']} ({s['weights']}/{s['kv']} KV), each at its highest "
+                    "rate meeting the SLA")
+    for c in ("serving", "layout", "req/s", "out tok/s/GPU", "tok/s/user", "p95 TTFT ms", "p95 TPOT ms", "binds"):
+        t.add_column(c)
+    for r in s["candidates"]:
+        t.add_row(r["serving"], r["layout"], f"{r['max_request_rate']:.2f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}",
+                  "-" if r["tokens_per_s_per_user"] is None else f"{r['tokens_per_s_per_user']:.0f}",
+                  "-" if r["p95_ttft_ms"] is None else f"{r['p95_ttft_ms']:.0f}",
+                  "-" if r["p95_tpot_ms"] is None else f"{r['p95_tpot_ms']:.1f}", r["binding"] or "-")
+    console.print(t)
+    if s.get("disaggregated_over_aggregated") is not None:
+        console.print(f"[bold]{s['winner']} wins[/]: best disaggregated / best aggregated output tokens/s per GPU = "
+                      f"{s['disaggregated_over_aggregated']:.2f}")
