@@ -71,12 +71,16 @@ def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int,
 
 def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
                sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
-               iterations: int = 5, max_disaggregated: int = 12) -> list[FleetCandidate]:
-    """Rank the layouts of `total_gpus` GPUs; `make(tp, replicas)` builds a pool's deployment."""
+               iterations: int = 5, max_disaggregated: int = 12,
+               layouts: list[tuple[str, str]] | None = None) -> list[FleetCandidate]:
+    """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
+    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment."""
     out = []
     sample = workload_at(1.0).requests
     mean_out = sum(r.output_tokens for r in sample) / len(sample)
-    for mode, text in candidate_layouts(total_gpus, serving, tps, max_disaggregated):
+    if layouts is None:
+        layouts = candidate_layouts(total_gpus, serving, tps, max_disaggregated)
+    for mode, text in layouts:
         try:
             if mode == "aggregated":
                 n, t = (int(x) for x in text.split("xtp"))
