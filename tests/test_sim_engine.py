@@ -10,7 +10,7 @@ from flopwise.api import deployment, estimate
 from flopwise.cost import batch_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.sim import SimConfig, simulate
-from flopwise.sim import engine as engine_mod
+from flopwise.sim import replica as engine_mod
 from flopwise.workload import RequestSpec, Workload, build_workload
 
 

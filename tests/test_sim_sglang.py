@@ -13,7 +13,7 @@ from flopwise.cost import batch_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, simulate
-from flopwise.sim import engine as engine_mod
+from flopwise.sim import replica as engine_mod
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.request import Request
 from flopwise.sim.sglang_knobs import SglangKnobs, sglang_chunked_prefill_size, sglang_max_running_requests

@@ -284,11 +284,16 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              concurrency: int | None = None, num_requests: int | None = None, workload: str | None = None,
              input_len: str | int | None = None, output_len: str | int | None = None, trace: PathLike | None = None,
              tokenizer: PathLike | None = None, seed: int = 0, sla: str | None = None,
-             find_max_rate: bool = False, output: PathLike | None = None,
-             progress: Callable[[int], None] | None = None) -> Simulation:
+             find_max_rate: bool = False, output: PathLike | None = None, replicas: int | None = None,
+             router: str | None = None, disaggregate: str | None = None, kv_link: str = "auto",
+             layerwise: bool = True, replica_events: str | None = None, autoscale: str | None = None,
+             cold_start: str | float = "auto", storage_gbs: float = 2.0, engine_start_s: float = 30.0,
+             target_outstanding: float = 32.0, progress: Callable[[int], None] | None = None) -> Simulation:
     """Serve a request stream on a deployment (`flopwise simulate`): TTFT/TPOT/ITL/E2E percentiles (ms), request
     and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
-    request rate meeting `sla`. `progress(n)`: called as n more requests complete."""
+    request rate meeting `sla`. Any fleet option (`replicas`, `router`, `disaggregate`, `replica_events`,
+    `autoscale`) runs a fleet of replicas in one event loop (`flopwise.cluster`) and adds a "fleet" block.
+    `progress(n)`: called as n more requests complete."""
     from flopwise.sim import SimConfig, find_max_rate as search_max_rate, simulate as run  # the simulator
     from flopwise.sim.steady import SteadyRule
     from flopwise.sim.sglang_knobs import SglangKnobs
@@ -320,7 +325,39 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
 
-    if find_max_rate:
+    if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
+        if num_gpus is not None and replicas is not None:
+            raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
+        if replicas is not None:
+            integer(replicas, "--replicas", lo=1, hi=4096)
+        from flopwise.cluster import simulate_fleet
+        from flopwise.cluster.build import build_cluster
+        from flopwise.sim.max_rate import bisect_max_rate
+
+        def make(t: int, count: int) -> Deployment:
+            return deployment(model, gpu, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
+                              gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                              engine_file=engine_file, family=family, hardware_file=hardware_file)
+
+        fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
+                              router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
+                              layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
+                              cold_start=str(cold_start), storage_gbs=storage_gbs, engine_start_s=engine_start_s,
+                              target_outstanding=target_outstanding)
+        if find_max_rate:
+            workload_at(None)
+            found = bisect_max_rate(lambda r: simulate_fleet(fleet, workload_at(r), config, sla=objectives))
+            result = found.result
+            summary = result.summary()
+            summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
+                                   "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes],
+                                   "search": "bisection (fleets do not yet use the sustained-rate rule)"}
+        else:
+            result = simulate_fleet(fleet, workload_at(rate), config, sla=objectives, progress=progress)
+            summary = result.summary()
+    elif find_max_rate:
         workload_at(None)  # a bad workload is an error before the first probe
         # --num-requests here sets the smallest measured window (the rule sizes each probe from it)
         rule = SteadyRule(seed=seed) if num_requests is None else SteadyRule(
@@ -405,19 +442,26 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          engine: str = DEFAULT_ENGINE, prefix_caching: str = "on", speculative: str | Sequence[str] | None = None,
          num_requests: int | None = None, max_effort: float = 2.0, seed: int = 0,
          hardware_file: PathLike | None = None, html: PathLike | None = None,
-         progress: Callable[[int, int], None] | None = None) -> Plan:
+         serving: str | Sequence[str] = "aggregated", progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
     `objective`, None: the workload's), each at its sustained rate with a 90% interval, ties shown as ties, with
     the Pareto frontier, trade-offs and launch commands. Every value is checked before the search starts.
+    With `serving` "aggregated,disaggregated" it also compares fleets of `max_gpus` GPUs of the first GPU type:
+    aggregated replicas against prefill/decode pools, each at its highest rate meeting the SLA ("serving" block).
     `progress(done, total)`: called as candidates finish."""
     from flopwise.launch import plan_launch
+    from flopwise.plan.fleet import SERVING_MODES
     from flopwise.plan.search import OBJECTIVES, PlanRequest, plan as run, plan_to_dict
     from flopwise.plan.space import SearchSpace
     from flopwise.specs.precision import kv_format, weight_format
     from flopwise.specs.sla import parse_sla
 
     html_path = output_path(html, "--html", suffixes=(".html", ".htm")) if html is not None else None
+    modes = tuple(_text_list([serving] if isinstance(serving, str) else serving, "--serving") or ("aggregated",))
+    bad = [m for m in modes if m not in SERVING_MODES]
+    if bad:
+        raise WorkloadError(f"--serving takes {', '.join(SERVING_MODES)}, got {', '.join(bad)}")
     gpu_ids = _text_list(gpus, "--gpus")
     for g in gpu_ids or ():
         get_hardware(g, hardware_file)  # an unknown id is named here, not as "fits nowhere"
@@ -463,12 +507,38 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                       trace=str(trace) if trace else None, max_effort=max_effort)
     result = run(req, progress=progress)
     d = plan_to_dict(result, launch=plan_launch(result))
+    if "disaggregated" in modes:
+        d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, engine,
+                                   hardware_file, weight_names, kv_names)
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 
         html_path.write_text(plan_html(result, d))
         d["html"] = str(html_path)
     return Plan(summary=d, result=result)
+
+
+def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, engine: str,
+                hardware_file: PathLike | None, weights: Sequence[str] | None,
+                kvs: Sequence[str] | None) -> dict[str, Any]:
+    """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format."""
+    from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
+    from flopwise.workload import build_workload
+
+    hw = get_hardware(gpu, hardware_file)
+    w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
+
+    def make(t: int, n: int) -> Deployment:
+        return deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
+
+    def workload_at(r: float) -> Any:
+        return build_workload(num_requests=req.num_requests, workload=req.workload if req.trace is None else None,
+                              input_len=req.input_len, output_len=req.output_len, trace=req.trace,
+                              request_rate=r, seed=req.seed)
+
+    out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, sla, modes), req.rate)
+    out.update({"gpu": gpu, "total_gpus": total, "weights": w, "kv": k})
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ bench

@@ -76,6 +76,21 @@ HELP: dict[str, str] = {
     "sla": 'Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms" (stat mean/p50/p90/p95/p99 of ttft, tpot, itl or '
            "e2e; ms or s).",
     "find_max_rate": "Bisect for the highest request rate meeting the SLA.",
+    # fleets (simulate --replicas / --disaggregate / --autoscale)
+    "replicas": "A fleet of this many replicas (each tp*pp GPUs) behind the router, in one event loop.",
+    "router": "Fleet router: round-robin, least-outstanding, least-kv, prefix-aware, session (default "
+              "round-robin).",
+    "disaggregate": 'Disaggregated prefill/decode pools, e.g. "prefill=2xtp2,decode=1xtp4" (replicas x TP each).',
+    "kv_link": "KV hand-off link between pools: auto (NVLink within a node, the catalog's network between "
+               "nodes), nvlink, network, infinite.",
+    "layerwise": "Send each layer's KV as it is computed (overlapping the prefill).",
+    "replica_events": 'Replicas going down, draining or coming up, e.g. "down:3@120,drain:0@60,up:3@300" (s).',
+    "autoscale": "Autoscale the (mixed or decode) pool between MIN..MAX replicas on outstanding requests per "
+                 "replica, e.g. 1..8.",
+    "cold_start": "Seconds until a new replica serves, or auto: weight bytes / storage GB/s + engine start-up.",
+    "storage_gbs": "Where a cold start reads the weights from (GB/s).",
+    "engine_start_s": "Engine start-up beyond reading the weights (s).",
+    "target_outstanding": "Autoscaler target: outstanding requests per replica.",
     "output": "Write per-request rows here (.csv or .parquet); the folder must exist.",
     # compare and explain
     "tries": "Techniques to compare, e.g. weights=int8, kv=fp8, spec=draft:llama-3.2-1b,k=4,alpha=0.7, "

@@ -15,7 +15,6 @@ from flopwise.report.plan_report import render_plan
 from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_MODEL, DEFAULT_WORKLOAD, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
 
 
-
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = DEFAULT_MODEL,
@@ -40,6 +39,7 @@ def plan_cmd(
     max_effort: Annotated[float, typer.Option("--max-effort", help="Largest window multiple spent on candidates whose intervals overlap the leader's (2, 4, ...).")] = 2.0,
     seed: Annotated[int, typer.Option(help="Random seed of the request stream (common to every candidate).")] = 0,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    serving: Annotated[str, typer.Option("--serving", help="aggregated (the search above), or aggregated,disaggregated: also compare fleets of --max-gpus GPUs of the first --gpus type, aggregated replicas vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -51,7 +51,7 @@ def plan_cmd(
               rate=rate, sla=sla, objective=objective, tp=tp, weights=weights, kv=kv, max_num_seqs=max_num_seqs,
               max_num_batched_tokens=max_num_batched_tokens, engine=engine, prefix_caching=prefix_caching,
               speculative=speculative, num_requests=num_requests, max_effort=max_effort, seed=seed,
-              hardware_file=hardware_file, html=html_out)
+              hardware_file=hardware_file, html=html_out, serving=serving)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)
@@ -64,3 +64,4 @@ def plan_cmd(
         render_plan(console, d)
         if html_out:
             console.print(f"HTML report: {html_out}")
+

@@ -63,6 +63,18 @@ def simulate_cmd(
     trace: Annotated[Path | None, typer.Option(help=HELP["trace"])] = None,
     tokenizer: Annotated[Path | None, typer.Option(help=HELP["tokenizer"])] = None,
     seed: Annotated[int, typer.Option(help=HELP["seed"])] = 0,
+    replicas: Annotated[int | None, typer.Option("--replicas", help=HELP["replicas"])] = None,
+    router: Annotated[str | None, typer.Option("--router", help=HELP["router"])] = None,
+    disaggregate: Annotated[str | None, typer.Option("--disaggregate", help=HELP["disaggregate"])] = None,
+    kv_link: Annotated[str, typer.Option("--kv-link", help=HELP["kv_link"])] = "auto",
+    layerwise: Annotated[bool, typer.Option("--layerwise/--no-layerwise", help=HELP["layerwise"])] = True,
+    replica_events: Annotated[str | None, typer.Option("--replica-events", help=HELP["replica_events"])] = None,
+    autoscale: Annotated[str | None, typer.Option("--autoscale", help=HELP["autoscale"])] = None,
+    cold_start: Annotated[str, typer.Option("--cold-start", help=HELP["cold_start"])] = "auto",
+    storage_gbs: Annotated[float, typer.Option("--storage-gbs", help=HELP["storage_gbs"])] = 2.0,
+    engine_start_s: Annotated[float, typer.Option("--engine-start-s", help=HELP["engine_start_s"])] = 30.0,
+    target_outstanding: Annotated[float, typer.Option("--target-outstanding",
+                                                      help=HELP["target_outstanding"])] = 32.0,
     sla: Annotated[str | None, typer.Option(help=HELP["sla"])] = None,
     find_max_rate: Annotated[bool, typer.Option("--find-max-rate", help=HELP["find_max_rate"])] = False,
     output: Annotated[Path | None, typer.Option("--output", help=HELP["output"])] = None,
@@ -97,7 +109,10 @@ def simulate_cmd(
                           request_rate=request_rate, arrival=arrival, burstiness=burstiness, concurrency=concurrency,
                           num_requests=num_requests, workload=workload, input_len=input_len, output_len=output_len,
                           trace=trace, tokenizer=tokenizer, seed=seed, sla=sla, find_max_rate=find_max_rate,
-                          output=output, progress=advance)
+                          output=output, replicas=replicas, router=router, disaggregate=disaggregate,
+                          kv_link=kv_link, layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
+                          cold_start=cold_start, storage_gbs=storage_gbs, engine_start_s=engine_start_s,
+                          target_outstanding=target_outstanding, progress=advance)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

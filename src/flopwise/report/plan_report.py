@@ -106,6 +106,8 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         _launch(console, d["launch"])
     if d["not_fitting"]:
         console.print("Did not fit: " + "; ".join(d["not_fitting"][:5]))
+    if d.get("serving"):
+        _render_serving(console, d["serving"])
 
 
 def _plain(console: Console, text: str) -> None:
@@ -128,3 +130,20 @@ def _launch(console: Console, launch: dict[str, Any]) -> None:
         for name, text in c["files"].items():
             _plain(console, f"cat > {name} <<'EOF'\n{text}EOF")
         _plain(console, c["command"])
+
+
+def _render_serving(console: Console, s: dict[str, Any]) -> None:
+    """The aggregated-vs-disaggregated fleet comparison (`plan --serving aggregated,disaggregated`)."""
+    t = Table(title=f"fleets of {s['total_gpus']}x {s['gpu']} ({s['weights']}/{s['kv']} KV), each at its highest "
+                    "rate meeting the SLA")
+    for c in ("serving", "layout", "req/s", "out tok/s/GPU", "tok/s/user", "p95 TTFT ms", "p95 TPOT ms", "binds"):
+        t.add_column(c)
+    for r in s["candidates"]:
+        t.add_row(r["serving"], r["layout"], f"{r['max_request_rate']:.2f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}",
+                  "-" if r["tokens_per_s_per_user"] is None else f"{r['tokens_per_s_per_user']:.0f}",
+                  "-" if r["p95_ttft_ms"] is None else f"{r['p95_ttft_ms']:.0f}",
+                  "-" if r["p95_tpot_ms"] is None else f"{r['p95_tpot_ms']:.1f}", r["binding"] or "-")
+    console.print(t)
+    if s.get("disaggregated_over_aggregated") is not None:
+        console.print(f"[bold]{s['winner']} wins[/]: best disaggregated / best aggregated output tokens/s per GPU = "
+                      f"{s['disaggregated_over_aggregated']:.2f}")

@@ -50,6 +50,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                   f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
                   f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
                   f"{s['time_in_decode_s']:.1f} s; {s['num_steps']:,} steps simulated in {s['sim_wall_s']:.2f} s")
+    if s.get("fleet"):
+        render_fleet(console, s["fleet"])
     if s.get("sla"):
         ok = "[green]met[/]" if s["sla_met"] else "[red]missed[/]"
         console.print(f"SLA {s['sla']}: {ok} " + ", ".join(f"{k} {'ok' if v else 'FAIL'}"
@@ -62,3 +64,29 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                       f"({lo:.3g}-{hi:.3g} at 90% confidence; closed-form ceiling {mr['upper_bound']:.3g} req/s"
                       f"{', reached' if mr['capped_by_ceiling'] else ''}), measured on {w['num_requests']} requests "
                       f"after the warm-up: P95 TTFT {w['ttft_ms']['p95']:,.0f} ms, P95 TPOT {w['tpot_ms']['p95']:,.1f} ms")
+
+
+def render_fleet(console: Console, f: dict[str, Any]) -> None:
+    """A fleet's pools, cost, KV hand-off, autoscaling and per-replica table (`summary["fleet"]`)."""
+    pools = "; ".join(f"{p['role']} {p['replicas']}x {p['gpu']} tp{p['tp']}" for p in f["pools"])
+    console.print(f"fleet ({f['serving']}, router {f['router']}): {pools}; {f['gpu_hours']:.2f} GPU-hours"
+                  + ("" if not f["cost_usd"] else f", ${f['cost_usd']:.2f}")
+                  + ("" if f["cost_per_million_output_tokens_usd"] is None
+                     else f" (${f['cost_per_million_output_tokens_usd']:.2f} per million output tokens)"))
+    kv = f.get("kv_transfer")
+    if kv:
+        console.print(f"KV hand-off over {kv['link']}: {kv['num_transfers']} transfers of "
+                      f"{kv['bytes_mean'] / 1e6:,.1f} MB mean, {_fmt(kv['ms_mean'])} ms mean, "
+                      f"p95 {_fmt(kv['ms_p95'])} ms{' (layer-wise overlap)' if kv['layerwise'] else ''}")
+    if f.get("autoscale"):
+        a = f["autoscale"]
+        console.print(f"autoscale {a['min_replicas']}..{a['max_replicas']}: {a['replicas_started']} started, "
+                      f"{a['replicas_drained']} drained, at most {a['max_replicas_used']} replicas; cold start "
+                      f"{a['cold_start_s']:.0f} s")
+    t = Table(title="replicas")
+    for c in ("#", "pool", "state", "requests", "busy", "KV mean", "TTFT mean ms", "TTFT p95 ms"):
+        t.add_column(c, justify="right")
+    for r in f["replicas"][:64]:
+        t.add_row(str(r["index"]), r["pool"], r["state"], str(r["num_requests"]), f"{r['busy_fraction']:.0%}",
+                  f"{r['kv_utilization_mean']:.0%}", _fmt(r["ttft_ms_mean"]), _fmt(r["ttft_ms_p95"]))
+    console.print(t)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate"]
+__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "bisect_max_rate"]
 
 WorkloadAt = Callable[[float, int], Workload]
 _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
@@ -256,3 +257,44 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
     cross = np.clip(mid - level / slope, lo.rate / 2, min(ceiling, 2 * hi.rate))
     q_lo, q_hi = np.percentile(cross, [tail, 100 - tail])
     return (float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
+
+
+def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> MaxRate:
+    """The highest rate meeting the SLA over any simulation by plain bisection between bound / 64 and the rate
+    the system completes at an infinite offered load: `run_at(rate)` returns a result whose `summary()` has
+    `request_throughput`, `sla_met` and `sla_objectives_met` (a fleet's result). Fleets (`plan/fleet.py`,
+    `simulate --replicas/--disaggregate --find-max-rate`) still search this way: the sustained-rate rule
+    (`steady.py`) is not yet applied to them, so their short probes can pass a rate a long run would not."""
+    bound = run_at(math.inf).summary()["request_throughput"]
+    probes: list[tuple[float, bool]] = []
+
+    def probe(rate: float) -> tuple[bool, Any]:
+        res = run_at(rate)
+        ok = bool(res.summary()["sla_met"])
+        probes.append((rate, ok))
+        return ok, res
+
+    lo = bound / 64
+    ok, best = probe(lo)
+    if not ok:
+        s = best.summary()
+        failed = ", ".join(k for k, v in s["sla_objectives_met"].items() if not v)
+        raise InfeasibleError(f"the SLA fails even at {lo:.3g} req/s ({failed}); relax it or use a faster "
+                              "deployment (more GPUs, a smaller weight format)")
+    lo_res, hi = best, bound
+    for _ in range(6):
+        ok, res = probe(hi)
+        if not ok:
+            break
+        lo, lo_res, hi = hi, res, 2 * hi
+    else:
+        return MaxRate(lo, lo_res, bound, tuple(probes))
+    best = lo_res
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        ok, res = probe(mid)
+        if ok:
+            lo, best = mid, res
+        else:
+            hi = mid
+    return MaxRate(lo, best, bound, tuple(probes))

@@ -12,6 +12,9 @@ the difference. A step that brings `num_computed_tokens` up to `num_tokens` samp
 Preemption by recompute sets `num_computed_tokens` to 0: the request later prefills prompt + output again
 (minus prefix-cache hits) and then samples its next token.
 
+A request handed over from a disaggregated prefill replica arrives with its prompt's KV
+(`num_external_tokens`) and its first token already sampled: it is decoding from its first step here.
+
 Token instants are kept as ranges of global step indices (`token_steps` = [start0, end0, start1, end1, ...]):
 a running request emits one token per step, so a whole decode run costs one update, and the instants are
 looked up in the engine's step timeline once, at the end. A speculative step emits several tokens at once
@@ -43,6 +46,9 @@ class Request:
     max_tokens: int  # output tokens to generate (ignore_eos)
     prefix_id: int | None = None
     num_prefix_tokens: int = 0
+    # KV computed elsewhere (a disaggregated prefill replica) that arrives with the request: the scheduler
+    # takes these tokens as computed at its first admission (vLLM's KV connector, num_external_computed_tokens)
+    num_external_tokens: int = 0
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
     num_output_tokens: int = 0

@@ -14,6 +14,8 @@ lacks (`num_tokens - num_computed_tokens`):
    the budget lasts and fewer than `max_num_seqs` run. Each first looks up its prefix-cache hit, then asks for
    min(uncached tokens, budget) tokens (chunked prefill) and stops the loop at the first that cannot get its
    blocks. With chunked prefill off, a prompt larger than the remaining budget waits (the loop stops).
+   A request with KV computed elsewhere (`num_external_tokens`, disaggregated serving) counts those tokens as
+   computed (and allocates their blocks) at its first admission, as vLLM's KV connector does.
 
 Planning (`schedule`) allocates blocks and preempts, as vLLM does; applying a finished step (`postprocess`,
 in `base.py`) advances computed tokens, samples tokens and frees finished requests.
@@ -87,16 +89,21 @@ class VllmScheduler(BaseScheduler):
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             req = waiting[0]
             hit = kv.get_computed_blocks(req)
-            n = req.num_tokens - hit.num_tokens
+            computed = hit.num_tokens
+            if req.num_external_tokens:  # KV that came with the request (disaggregated prefill)
+                computed = max(computed, min(req.num_external_tokens, req.num_tokens - 1))
+            n = req.num_tokens - computed
             if n > budget:
                 if not self.enable_chunked_prefill:
                     return
                 n = budget
-            if not kv.can_allocate(req, n, hit):
+            held = n + computed - hit.num_tokens  # the external tokens need blocks too
+            if not kv.can_allocate(req, held, hit):
                 return
             waiting.popleft()
-            kv.allocate(req, n, hit)
-            req.num_computed_tokens = hit.num_tokens
+            kv.allocate(req, held, hit)
+            req.num_computed_tokens = computed
+            req.num_external_tokens = 0  # a preempted request recomputes here
             self._start(req, now)
             out.add(req, n)
             budget -= n
@@ -119,9 +126,12 @@ class VllmScheduler(BaseScheduler):
             return True
         head = self.waiting[0]
         hit = self.kv.get_computed_blocks(head) if head.num_computed_tokens == 0 else NO_HIT
-        n = head.num_tokens - hit.num_tokens
+        computed = hit.num_tokens
+        if head.num_external_tokens:
+            computed = max(computed, min(head.num_external_tokens, head.num_tokens - 1))
+        n = head.num_tokens - computed
         if n > budget:
             if not self.enable_chunked_prefill:
                 return False
             n = budget
-        return self.kv.can_allocate(head, n, hit)
+        return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit)

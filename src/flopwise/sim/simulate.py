@@ -27,7 +27,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SimResult", "simulate"]
+__all__ = ["SimResult", "simulate", "run_summary"]
 
 
 @dataclass(slots=True)
@@ -45,29 +45,10 @@ class SimResult:
     def summary(self) -> dict[str, Any]:
         """`metrics.summarize` keys, then engine state over time and the run's setup."""
         out = summarize(self.records, self.sla)
-        out.update(timeline_summary(self.timelines, out["duration_s"]))
         prompt = sum(r.num_prompt_tokens for r in self.requests)
-        out["prefix_cache_hit_rate"] = sum(r.num_cached_tokens for r in self.requests) / prompt if prompt else 0.0
-        out.update(time_breakdown(self.phases, self.timelines, self.deployment, out["duration_s"],
-                                  out["busy_fraction"]))
-        d, plan = self.deployment, memory_plan(self.deployment)
-        out["setup"] = {
-            "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
-            "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": self.workload.name,
-            "concurrency": self.workload.concurrency, "scheduler": self.config.scheduler,
-            "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
-            "endpoint": None if d.engine.frontend is None else d.engine.frontend.endpoint,
-            "gpu_memory_utilization": d.gpu_memory_utilization,
-            "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
-            "block_size": d.block_size, "enable_prefix_caching": self.config.enable_prefix_caching,
-            "enable_chunked_prefill": self.config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
-            "kv_capacity_tokens": plan.kv_capacity_tokens,
-            "speculative": d.speculative.text() if d.speculative else None,
-        }
-        if d.speculative is not None:
-            out["speculative"] = _speculative_summary(self.timelines, d)
-        if self.config.scheduler == "sglang":  # its own knobs stand in for max_num_seqs / max_num_batched_tokens
-            out["setup"]["sglang"] = sglang_settings(d, self.config)
+        cached = sum(r.num_cached_tokens for r in self.requests)
+        out.update(run_summary(self.deployment, self.workload, self.config, self.timelines, self.phases,
+                               out["duration_s"], cached / prompt if prompt else 0.0))
         out["sim_wall_s"] = self.wall_s
         return out
 
@@ -79,6 +60,34 @@ class SimResult:
             row["cached_tokens"] = req.num_cached_tokens
             rows.append(row)
         return rows
+
+
+def run_summary(d: Deployment, workload: Workload, config: SimConfig, timelines: list[Timeline], phases: np.ndarray,
+                duration_s: float, prefix_cache_hit_rate: float) -> dict[str, Any]:
+    """Everything a summary has beyond the latency keys of `metrics.summarize`: engine state over time, the
+    prefix-cache hit rate, where the time went, the setup (shared with `cluster/`)."""
+    out = timeline_summary(timelines, duration_s)
+    out["prefix_cache_hit_rate"] = prefix_cache_hit_rate
+    out.update(time_breakdown(phases, timelines, d, duration_s, out["busy_fraction"]))
+    plan = memory_plan(d)
+    out["setup"] = {
+        "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
+        "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": workload.name,
+        "concurrency": workload.concurrency, "scheduler": config.scheduler,
+        "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
+        "endpoint": None if d.engine.frontend is None else d.engine.frontend.endpoint,
+        "gpu_memory_utilization": d.gpu_memory_utilization,
+        "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
+        "block_size": d.block_size, "enable_prefix_caching": config.enable_prefix_caching,
+        "enable_chunked_prefill": config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
+        "kv_capacity_tokens": plan.kv_capacity_tokens,
+        "speculative": d.speculative.text() if d.speculative else None,
+    }
+    if d.speculative is not None:
+        out["speculative"] = _speculative_summary(timelines, d)
+    if config.scheduler == "sglang":  # its own knobs stand in for max_num_seqs / max_num_batched_tokens
+        out["setup"]["sglang"] = sglang_settings(d, config)
+    return out
 
 
 def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str, Any]:

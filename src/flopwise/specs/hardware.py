@@ -115,6 +115,9 @@ class HardwareSpec:
     peak_tflops: dict[str, float]
     interconnect: str = "none"
     interconnect_gbs: float = 0.0
+    gpus_per_node: int = 1  # GPUs in one server's peer fabric (NVLink / Infinity Fabric domain)
+    network: str = "none"  # the scale-out NIC of each GPU (ib-ndr400, roce-400, ...)
+    network_gbs: float = 0.0  # its per-direction bandwidth, GB/s
     tdp_w: float | None = None
     price_per_hour_usd: float | None = None
     released: int | None = None

@@ -1,0 +1,611 @@
+"""A fleet of replicas in one event loop: routing, disaggregated prefill/decode, replicas leaving, autoscaling.
+
+The fleet drives each replica only through its public interface (`sim.Replica`: admit, next event, step and
+read-only queries); it never touches a scheduler. One heap (`events.py`) orders every replica's events, the
+arrivals, KV hand-offs and control events.
+
+Aggregated (one "mixed" pool): each arriving request goes to the replica its router picks. With round-robin,
+an open loop and every replica up, replica i serves requests i, i + R, ... exactly as `sim.simulate` splits them,
+and since the replicas are independent the summary is `simulate`'s, bit for bit.
+
+Disaggregated (a "prefill" and a "decode" pool, as DistServe, Splitwise, SGLang, vLLM's KV connectors, NVIDIA
+Dynamo and llm-d run them): a request is first served on a prefill replica as a one-token request (vLLM's
+proxy sets max_tokens=1): its prompt is computed and its first token sampled there. When that step ends, the
+decode router picks a decode replica and the KV moves over the link between them (`cost/transfer.py`: NVLink
+within a node, the network between nodes, queued on the sender's links, layer-wise overlap). The request then
+reaches the decode replica (through its API server, if any) carrying its prompt's KV and its first token, which
+the client receives at that instant (SGLang's and DistServe's hand-off: TTFT includes the transfer); the
+decode replica allocates the KV and decodes the rest. Replicas are placed in order, prefill pool first, on
+nodes of `hardware.gpus_per_node` GPUs; two replicas share a node when both lie wholly on it.
+
+Replica events (`specs/cluster.py`): `down` fails the requests it holds (errors_by_kind "replica_down");
+`drain` takes it out of routing and switches it off when it is empty; `up` brings a fresh replica (empty
+cache) into the slot. Requests that find no replica up wait at the router until one is (scale from zero).
+GPU time counts from a replica's start (cold start included) to its stop or the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flopwise.cluster.autoscale import Autoscaler, cold_start_s
+from flopwise.cluster.events import ARRIVAL, CONTROL, EventHeap
+from flopwise.cluster.metrics import BoundedRecords
+from flopwise.cluster.router import Router, make_router
+from flopwise.cost.fit import require_fit
+from flopwise.cost.transfer import KvLink, LinkSpec, kv_transfer_bytes, link_between
+from flopwise.errors import InfeasibleError, WorkloadError
+from flopwise.metrics.summary import RequestRecord
+from flopwise.sim.arrivals import ClosedLoop, OpenLoop
+from flopwise.sim.breakdown import PHASES
+from flopwise.sim.config import SimConfig
+from flopwise.sim.engine import STUCK
+from flopwise.sim.replica import Replica
+from flopwise.sim.request import Request
+from flopwise.sim.simulate import SimResult, run_summary
+from flopwise.sim.timeline import Timeline
+from flopwise.specs.cluster import ClusterSpec, PoolSpec
+from flopwise.specs.sla import SLA
+from flopwise.workload.spec import RequestSpec, Workload
+
+__all__ = ["Member", "Fleet", "FleetResult", "simulate_fleet", "METRICS_MODES", "BOUNDED_FROM"]
+
+_REPLICA, _HANDOFF, _CONTROL = 0, 1, 2
+METRICS_MODES = ("auto", "exact", "bounded")
+BOUNDED_FROM = 100_000  # "auto": runs of at least this many requests keep per-request rows, not token times
+
+
+@dataclass(slots=True, eq=False)
+class Member:
+    """The fleet's bookkeeping of one replica slot: which pool, its state, what it was sent. Routers read
+    `num_outstanding`, `kv_usage` and `cached_tokens`, which include requests on their way to it."""
+
+    index: int
+    pool: PoolSpec
+    replica: Replica
+    state: str  # "cold" (starting), "up", "draining", "off", "down"
+    started_at: float
+    node: int  # the node of its first GPU
+    spans_nodes: bool
+    stopped_at: float | None = None
+    version: int = 0
+    pushed: tuple[float, int] | None = None
+    inflight: dict[int, Request] = field(default_factory=dict)
+    num_in_transit: int = 0  # disaggregated requests whose KV is on its way here
+    num_routed: int = 0
+    link: KvLink = field(default_factory=KvLink)
+    past: list[Replica] = field(default_factory=list)  # earlier incarnations (before a down / up)
+
+    @property
+    def num_outstanding(self) -> int:
+        return self.replica.num_outstanding + self.num_in_transit
+
+    @property
+    def kv_usage(self) -> float:
+        return self.replica.kv_usage
+
+    def cached_tokens(self, req: Request) -> int:
+        return self.replica.cached_tokens(req)
+
+    def gpu_seconds(self, end_at: float) -> float:
+        stop = self.stopped_at if self.stopped_at is not None else end_at
+        return max(0.0, stop - self.started_at) * self.pool.deployment.gpus_per_replica
+
+
+@dataclass(slots=True)
+class _Leg:
+    """One request's passage through one replica (aggregated: the only one; disaggregated: prefill, decode)."""
+
+    req: Request
+    replica: Replica
+    member: int
+
+
+class Fleet:
+    """Build with a ClusterSpec and a SimConfig; `run(workload)` serves it once."""
+
+    def __init__(self, spec: ClusterSpec, config: SimConfig | None = None, metrics: str = "auto"):
+        """`metrics`: "exact" keeps every request's token times (summaries as `simulate`'s, bit for bit),
+        "bounded" one row per request as it completes (`metrics.py`), "auto" bounded from BOUNDED_FROM
+        requests."""
+        if metrics not in METRICS_MODES:
+            raise WorkloadError(f"unknown metrics mode '{metrics}'; use one of {', '.join(METRICS_MODES)}")
+        self.metrics = metrics
+        self.bounded: BoundedRecords | None = None
+        self.spec = spec
+        self.config = config or SimConfig()
+        for p in spec.pools:
+            require_fit(p.deployment)
+            if p.role == "decode" and self.config.resolved(p.deployment).scheduler != "vllm":
+                raise WorkloadError("a disaggregated decode pool runs the vLLM scheduler (it takes KV computed "
+                                    "elsewhere); drop --scheduler or use --scheduler vllm")
+        self.heap = EventHeap()
+        self.members: list[Member] = []
+        self.routers: dict[str, Router] = {}
+        self.pending: dict[str, deque[Request]] = {}
+        gpu = 0
+        for p in spec.pools:
+            self.routers[p.role] = make_router(spec.router)
+            self.pending[p.role] = deque()
+            for _ in range(p.num_replicas):
+                gpu = self._add_member(p, 0.0, "up", gpu)
+        self._next_gpu = gpu
+        self.links: dict[tuple[int, int], LinkSpec] = {}
+        self.legs: dict[int, list[_Leg]] = {}
+        self.handoff_at: dict[int, float] = {}
+        self.transfer_ms: list[float] = []
+        self.transfer_bytes = 0.0
+        self.failed: dict[int, str] = {}
+        self.specs: Sequence[RequestSpec] = ()
+        self.now = 0.0
+        self.autoscaler: Autoscaler | None = None
+        if spec.autoscale is not None:
+            role = "decode" if spec.is_disaggregated else "mixed"
+            pool = spec.pool(role)
+            cold = spec.autoscale.cold_start_s
+            if cold is None:
+                cold = cold_start_s(pool.deployment, spec.autoscale.storage_gbs, spec.autoscale.engine_start_s)
+            self.autoscaler = Autoscaler(spec.autoscale, role, cold)
+            self.heap.push(spec.autoscale.interval_s, CONTROL, -1, (_CONTROL, "tick", None))
+        for ev in spec.events:
+            if ev.replica >= len(self.members):
+                raise WorkloadError(f"replica event for replica {ev.replica}, but the fleet has "
+                                    f"{len(self.members)} (0..{len(self.members) - 1})")
+            self.heap.push(ev.at, CONTROL, ev.replica, (_CONTROL, ev.kind, ev.replica))
+
+    # ---- membership ----------------------------------------------------------------------------------
+    def _add_member(self, pool: PoolSpec, at: float, state: str, gpu: int) -> int:
+        dep = pool.deployment
+        per = dep.gpus_per_replica
+        per_node = max(1, dep.hardware.gpus_per_node)
+        node, spans = gpu // per_node, (gpu % per_node) + per > per_node
+        rep = Replica(dep, self.config, index=len(self.members))
+        self.members.append(Member(len(self.members), pool, rep, state, at, node, spans))
+        return gpu + per
+
+    def scale_up(self, role: str, at: float, ready_in_s: float) -> Member:
+        """A new replica of `role`'s pool, taking traffic after `ready_in_s` (its cold start)."""
+        pool = self.spec.pool(role)
+        self._next_gpu = self._add_member(pool, at, "cold", self._next_gpu)
+        m = self.members[-1]
+        self.heap.push(at + ready_in_s, CONTROL, m.index, (_CONTROL, "ready", m.index))
+        return m
+
+    def _sync(self, m: Member) -> None:
+        """Push the replica's next event if it moved (entries of an older version are skipped)."""
+        if m.state in ("down", "off"):
+            return
+        rep = m.replica
+        at = rep.next_at
+        key = None if at is None else (at, rep.next_rank)
+        if key != m.pushed:
+            m.version += 1
+            m.pushed = key
+            if key is not None:
+                self.heap.push(at, rep.next_rank, m.index, (_REPLICA, m, m.version))
+
+    def candidates(self, role: str) -> list[Member]:
+        return [m for m in self.members if m.state == "up" and m.pool.role == role]
+
+    # ---- the loop ------------------------------------------------------------------------------------
+    def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
+            sla: SLA | None = None) -> FleetResult:
+        t0 = time.perf_counter()
+        items = list(enumerate(workload.requests))
+        self.specs = workload.requests
+        n = workload.num_requests
+        if self.metrics == "bounded" or (self.metrics == "auto" and n >= BOUNDED_FROM):
+            self.bounded = BoundedRecords(n)
+        first = self.spec.pools[0]
+        for p in self.spec.pools:
+            reps = [m.replica for m in self.members if m.pool is p]
+            if p.role == "prefill":
+                reps[0].check(RequestSpec(0.0, s.input_tokens, 1) for _, s in items)
+            elif reps:
+                reps[0].check(s for _, s in items)
+        source = OpenLoop(items) if workload.concurrency is None else \
+            ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
+        self.source = source
+        self.progress = progress
+        heap = self.heap
+        woken = False
+        for m in self.members:
+            self._sync(m)
+        while True:
+            a = source.next_at()
+            top = heap.peek()
+            if a is not None and (top is None or (a, ARRIVAL, -1) < top):
+                self.now = a
+                for req in source.pop_due(a):
+                    self._arrive(first.role, req)
+                if not source.more_coming and not woken:
+                    woken = True
+                    for m in self.members:
+                        m.replica.wake(a)
+                        self._sync(m)
+                continue
+            if top is None:
+                break
+            at, rank, ev = heap.pop()
+            self.now = at
+            kind = ev[0]
+            if kind == _REPLICA:
+                _, m, version = ev
+                if version != m.version:
+                    continue
+                m.pushed = None
+                m.version += 1
+                finished = m.replica.step(source.more_coming)
+                self._sync(m)
+                if finished:
+                    self._finished(m, finished)
+            elif kind == _HANDOFF:
+                self._arrive_decode(ev[1], ev[2])
+            else:
+                self._control(ev[1], ev[2], at)
+        for m in self.members:
+            if m.state in ("up", "draining") and m.replica.has_work:
+                raise InfeasibleError(STUCK)
+        for role, q in self.pending.items():
+            for req in q:
+                self._fail(req.request_id, "unavailable")
+        return FleetResult(self, workload, sla, time.perf_counter() - t0)
+
+    def _fail(self, rid: int, kind: str) -> None:
+        b = self.bounded
+        if b is None:
+            self.failed[rid] = kind
+            return
+        rs = self.specs[rid]
+        legs = self.legs.pop(rid, None)
+        head = legs[0].req if legs else None
+        b.fail(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens, kind,
+               head.first_scheduled_at if head is not None else None, head.num_preemptions if head else 0)
+        self.handoff_at.pop(rid, None)
+
+    def _complete(self, rid: int) -> None:
+        """Bounded metrics: keep the request's row and drop its objects."""
+        legs = self.legs.pop(rid)
+        head, tail = legs[0], (legs[1] if len(legs) > 1 else None)
+        assert self.bounded is not None
+        self.bounded.add(rid, head.req, head.replica.tl, tail.req if tail else None,
+                         tail.replica.tl if tail else None, self.handoff_at.pop(rid, None), legs[-1].member)
+
+    def _live(self) -> bool:
+        """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
+        return (self.source.next_at() is not None or any(self.pending.values())
+                or any(m.num_outstanding for m in self.members if m.state not in ("down", "off")))
+
+    def _route(self, role: str, req: Request) -> Member | None:
+        cands = self.candidates(role)
+        if not cands:
+            return None
+        return self.routers[role].choose(req, cands)
+
+    def _admit(self, m: Member, req: Request) -> None:
+        m.replica.admit(req)
+        m.inflight[req.request_id] = req
+        m.num_routed += 1
+        self._sync(m)
+
+    def _arrive(self, role: str, req: Request) -> None:
+        """A client's request reaches the first pool."""
+        if role == "prefill":
+            leg = Request(req.request_id, req.arrival_at, req.num_prompt_tokens, 1, req.prefix_id,
+                          req.num_prefix_tokens)
+        else:
+            leg = req
+        m = self._route(role, leg)
+        if m is None:
+            self.pending[role].append(leg)
+            return
+        self.legs[req.request_id] = [_Leg(leg, m.replica, m.index)]
+        self._admit(m, leg)
+
+    def _finished(self, m: Member, finished: list[Request]) -> None:
+        role = m.pool.role
+        for req in finished:
+            del m.inflight[req.request_id]
+        if role == "prefill":
+            for req in finished:
+                self._hand_off(m, req)
+        else:
+            if self.bounded is not None:
+                for req in finished:
+                    self._complete(req.request_id)
+            self.source.on_finished(len(finished), m.replica.last_delivery_at)
+            if self.progress is not None:
+                self.progress(len(finished))
+        if m.state == "draining" and not m.replica.has_work:
+            self._stop(m, "off")
+
+    def _hand_off(self, m: Member, req: Request) -> None:
+        """A prefill leg finished: move its KV to a decode replica."""
+        rid = req.request_id
+        spec = self.specs[rid]
+        end = req.finished_at
+        assert end is not None
+        if spec.output_tokens == 1:  # nothing left to decode: the prefill's token is the answer
+            if self.bounded is not None:
+                self._complete(rid)
+            self.source.on_finished(1, m.replica.last_delivery_at)
+            if self.progress is not None:
+                self.progress(1)
+            return
+        d = self._route("decode", req)
+        if d is None:
+            self._fail(rid, "unavailable")
+            self.source.on_finished(1, end)
+            return
+        link = self._link(m, d)
+        dep = m.pool.deployment
+        nbytes = kv_transfer_bytes(dep, req.num_prompt_tokens)
+        gpus = min(dep.gpus_per_replica, d.pool.deployment.gpus_per_replica)
+        first = req.first_scheduled_at if req.first_scheduled_at is not None else end
+        done = m.link.transfer(link, gpus, dep.model.num_layers, nbytes, first, end)
+        self.transfer_ms.append((done - end) * 1e3)
+        self.transfer_bytes += nbytes
+        d.num_in_transit += 1
+        self.handoff_at[rid] = done
+        self.heap.push(done, ARRIVAL, rid, (_HANDOFF, rid, d))
+
+    def _link(self, p: Member, d: Member) -> LinkSpec:
+        key = (p.index, d.index)
+        spec = self.links.get(key)
+        if spec is None:
+            same = p.node == d.node and not p.spans_nodes and not d.spans_nodes
+            spec = link_between(self.spec.kv_link, p.pool.deployment.hardware, d.pool.deployment.hardware, same,
+                                self.spec.layerwise)
+            self.links[key] = spec
+        return spec
+
+    def _arrive_decode(self, rid: int, d: Member) -> None:
+        d.num_in_transit -= 1
+        spec = self.specs[rid]
+        done = self.handoff_at[rid]
+        leg = Request(rid, done, spec.input_tokens, spec.output_tokens, spec.prefix_id, spec.prefix_tokens)
+        leg.num_output_tokens = 1  # sampled on the prefill replica
+        leg.num_tokens = spec.input_tokens + 1
+        leg.num_external_tokens = spec.input_tokens
+        if d.state != "up":  # it left while the KV was on its way: pick another
+            other = self._route("decode", leg)
+            if other is None:
+                self._fail(rid, "unavailable")
+                self.source.on_finished(1, done)
+                return
+            d = other
+        self.legs[rid].append(_Leg(leg, d.replica, d.index))
+        self._admit(d, leg)
+
+    def _control(self, kind: str, index: int | None, at: float) -> None:
+        if kind == "tick":
+            assert self.autoscaler is not None
+            self.autoscaler.tick(self, at)
+            if self._live():  # ticks stop with the run: nothing left to arrive or to serve
+                self.heap.push(at + self.autoscaler.spec.interval_s, CONTROL, -1, (_CONTROL, "tick", None))
+            return
+        assert index is not None
+        m = self.members[index]
+        if kind == "ready":
+            if m.state == "cold":
+                m.state = "up"
+                self._drain_pending(m.pool.role)
+        elif kind == "down":
+            if m.state in ("up", "draining", "cold"):
+                for rid in list(m.inflight):
+                    self._fail(rid, "replica_down")
+                    self.source.on_finished(1, at)
+                m.inflight.clear()
+                self._stop(m, "down")
+        elif kind == "drain":
+            self.drain(m)
+        elif kind == "up":
+            if m.state in ("down", "off"):
+                m.past.append(m.replica)
+                m.replica = Replica(m.pool.deployment, self.config, index=m.index)
+                m.state, m.started_at, m.stopped_at, m.pushed = "up", at, None, None
+                self._drain_pending(m.pool.role)
+
+    def drain(self, m: Member) -> None:
+        """Take `m` out of routing; it stops when its last request finishes."""
+        if m.state == "up":
+            m.state = "draining"
+            if not m.replica.has_work:
+                self._stop(m, "off")
+
+    def _stop(self, m: Member, state: str) -> None:
+        m.state = state
+        m.stopped_at = self.now
+        m.version += 1  # its pending events are void
+        m.pushed = None
+
+    def _drain_pending(self, role: str) -> None:
+        q = self.pending[role]
+        while q:
+            m = self._route(role, q[0])
+            if m is None:
+                return
+            req = q.popleft()
+            self.legs[req.request_id] = [_Leg(req, m.replica, m.index)]
+            self._admit(m, req)
+
+
+def _token_times(req: Request, tl: Timeline) -> list[float]:
+    ends = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
+    s = req.token_steps
+    out: list[float] = []
+    for a, b in zip(s[::2], s[1::2]):
+        out.extend(ends[a:b])
+    return out
+
+
+class FleetResult:
+    """What a fleet run produced: `summary()` has every `simulate` key (over the whole fleet) plus `fleet`."""
+
+    def __init__(self, fleet: Fleet, workload: Workload, sla: SLA | None, wall_s: float):
+        self.fleet = fleet
+        self.sla = sla
+        self.workload = workload
+        self.wall_s = wall_s
+        spec = fleet.spec
+        self.bounded = fleet.bounded
+        records: list[RequestRecord] = []
+        firsts: list[Request] = []
+        phases = np.full((workload.num_requests, len(PHASES)), np.nan)
+        for rid, rs in enumerate(workload.requests if fleet.bounded is None else ()):
+            legs = fleet.legs.get(rid)
+            error = fleet.failed.get(rid)
+            if legs is None:
+                req = Request(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens, rs.prefix_id, rs.prefix_tokens)
+                firsts.append(req)
+                records.append(RequestRecord(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens,
+                                             error=error or "unavailable", error_kind=error or "unavailable"))
+                continue
+            head = legs[0].req
+            firsts.append(head)
+            if error is not None:
+                records.append(RequestRecord(rid, head.arrival_at, rs.input_tokens, rs.output_tokens,
+                                             head.first_scheduled_at, [], head.num_preemptions, error=error,
+                                             error_kind=error))
+                continue
+            tl0 = legs[0].replica.tl
+            times = _token_times(head, tl0)
+            pre = head.num_preemptions
+            if spec.is_disaggregated and rs.output_tokens > 1:
+                dec = legs[1].req
+                times = [fleet.handoff_at[rid]] + _token_times(dec, legs[1].replica.tl)
+                pre += dec.num_preemptions
+                last = dec.token_steps[-1] - 1
+                tl1 = legs[1].replica.tl
+                delivered = tl1.delivered_at if len(tl1.delivered_at) else tl1.step_end_at
+                phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
+                                        head.first_scheduled_at - head.engine_arrival_at,
+                                        times[0] - head.first_scheduled_at,
+                                        tl1.step_end_at[last] - times[0],
+                                        delivered[last] - tl1.step_end_at[last])) * 1e3
+            elif head.token_steps and head.first_scheduled_at is not None:
+                tl = tl0
+                ends = tl.step_end_at
+                delivered = tl.delivered_at if len(tl.delivered_at) else ends
+                s = head.token_steps
+                first, last = s[0], s[-1] - 1
+                phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
+                                        head.first_scheduled_at - head.engine_arrival_at,
+                                        ends[first] - head.first_scheduled_at, ends[last] - ends[first],
+                                        delivered[last] - ends[last])) * 1e3
+            records.append(RequestRecord(rid, head.arrival_at, head.num_prompt_tokens, rs.output_tokens,
+                                         head.first_scheduled_at, times, pre))
+        self.records = records
+        self.requests = firsts
+        self.phases = phases
+
+    def timelines(self) -> list[Timeline]:
+        out = []
+        for m in self.fleet.members:
+            for rep in (*m.past, m.replica):
+                out.append(rep.timeline())
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        fleet, spec, sla = self.fleet, self.fleet.spec, self.sla
+        main = spec.pool("decode") if spec.is_disaggregated else spec.pools[0]
+        config = fleet.config.resolved(main.deployment)
+        b = self.bounded
+        if b is None:
+            out = SimResult(main.deployment, self.workload, config, self.records, self.timelines(), self.requests,
+                            self.phases, sla, self.wall_s).summary()
+        else:
+            out = b.summarize(sla)
+            hit = b.num_cached_tokens / b.num_prompt_tokens if b.num_prompt_tokens else 0.0
+            out.update(run_summary(main.deployment, self.workload, config, self.timelines(), b.phases,
+                                   out["duration_s"], hit))
+            out["sim_wall_s"] = self.wall_s
+        end = self.workload.requests[0].arrival_at + out["duration_s"] if self.records else 0.0
+        end = max(end, fleet.now)
+        gpu_s = sum(m.gpu_seconds(end) for m in fleet.members)
+        cost = sum(m.gpu_seconds(end) / 3600 * (m.pool.deployment.hardware.price_per_hour_usd or 0.0)
+                   for m in fleet.members)
+        out["setup"]["num_gpus"] = spec.num_gpus
+        out["setup"]["replicas"] = spec.num_replicas
+        out["fleet"] = {
+            "router": spec.router,
+            "serving": "disaggregated" if spec.is_disaggregated else "aggregated",
+            "pools": [_pool_summary(p, fleet, end) for p in spec.pools],
+            "replicas": [_member_summary(m, self, end) for m in fleet.members],
+            "gpu_hours": gpu_s / 3600,
+            "cost_usd": cost,
+            "cost_per_million_output_tokens_usd": cost / (out["output_tokens_per_s"] * out["duration_s"]) * 1e6
+            if out["output_tokens_per_s"] else None,
+            "kv_transfer": _transfer_summary(fleet) if spec.is_disaggregated else None,
+            "autoscale": fleet.autoscaler.summary() if fleet.autoscaler is not None else None,
+            "metrics": "exact" if b is None else "bounded",
+        }
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self.bounded is not None:
+            return self.bounded.rows()
+        rows = []
+        for rec, req in zip(self.records, self.requests):
+            row = rec.to_row()
+            row["cached_tokens"] = req.num_cached_tokens
+            legs = self.fleet.legs.get(rec.request_id)
+            row["replica"] = legs[-1].member if legs else None
+            rows.append(row)
+        return rows
+
+
+def _pool_summary(p: PoolSpec, fleet: Fleet, end: float) -> dict[str, Any]:
+    d = p.deployment
+    members = [m for m in fleet.members if m.pool is p]
+    return {"name": p.name, "role": p.role, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp,
+            "replicas": len(members), "gpus_per_replica": d.gpus_per_replica,
+            "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
+            "gpu_hours": sum(m.gpu_seconds(end) for m in members) / 3600}
+
+
+def _member_summary(m: Member, res: FleetResult, end: float) -> dict[str, Any]:
+    reps = (*m.past, m.replica)
+    busy = sum(float(np.frombuffer(r.tl.sample_s, dtype=float).sum()) for r in reps)
+    up = max(0.0, (m.stopped_at if m.stopped_at is not None else end) - m.started_at)
+    kv = [np.frombuffer(r.tl.kv_usage, dtype=float) for r in reps]
+    w = [np.frombuffer(r.tl.sample_s, dtype=float) for r in reps]
+    kvv, ww = np.concatenate(kv), np.concatenate(w)
+    if res.bounded is not None:
+        pct = res.bounded.replica_percentiles(m.index)
+        ttft_mean, ttft_p95 = None, pct["ttft_ms_p95"]
+    else:
+        ttft = [rec.ttft_ms for rec in res.records if rec.ok and (legs := res.fleet.legs.get(rec.request_id))
+                and legs[-1].member == m.index]
+        ttft_mean = float(np.mean(ttft)) if ttft else None
+        ttft_p95 = float(np.percentile(ttft, 95)) if ttft else None
+    return {"index": m.index, "pool": m.pool.role, "state": m.state, "num_requests": m.num_routed,
+            "started_at": m.started_at, "stopped_at": m.stopped_at,
+            "busy_fraction": busy / up if up else 0.0,
+            "kv_utilization_mean": float((kvv * ww).sum() / ww.sum()) if ww.sum() else 0.0,
+            "num_steps": sum(r.tl.num_steps for r in reps),
+            "ttft_ms_mean": ttft_mean, "ttft_ms_p95": ttft_p95}
+
+
+def _transfer_summary(fleet: Fleet) -> dict[str, Any]:
+    t = np.asarray(fleet.transfer_ms)
+    kinds = sorted({s.kind for s in fleet.links.values()})
+    return {"link": ",".join(kinds) or None, "num_transfers": int(t.size),
+            "bytes_mean": fleet.transfer_bytes / t.size if t.size else 0.0,
+            "ms_mean": float(t.mean()) if t.size else None,
+            "ms_p95": float(np.percentile(t, 95)) if t.size else None,
+            "layerwise": fleet.spec.layerwise}
+
+
+def simulate_fleet(spec: ClusterSpec, workload: Workload, config: SimConfig | None = None, *,
+                   sla: SLA | None = None, progress: Callable[[int], None] | None = None,
+                   metrics: str = "auto") -> FleetResult:
+    """Serve `workload` on the fleet `spec` (one run); `metrics` as `Fleet`'s."""
+    return Fleet(spec, config, metrics).run(workload, progress, sla)
+

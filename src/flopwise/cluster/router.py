@@ -1,0 +1,120 @@
+"""Routers: which replica of a pool gets a request, from what the replicas report (`sim.Replica` queries).
+
+Each router sees the replicas that take traffic (not down, not draining, not cold), in pool order, and returns
+one of them. Ties always go to the first in pool order, so every choice is deterministic.
+
+    round-robin        request i of the pool to candidate i mod n (with every replica up: simulate's split)
+    least-outstanding  the fewest requests admitted and not finished (vLLM production-stack, llm-d's "queue")
+    least-kv           the lowest KV-pool usage at the last step boundary, then the fewest outstanding
+    prefix-aware       SGLang router's cache-aware policy over the engines' real caches (as NVIDIA Dynamo's KV
+                       router and llm-d's prefix scorer learn them from KV events): when the load is balanced,
+                       the replica whose prefix cache holds the longest run of the request's prompt, if that
+                       covers more than `cache_threshold` (0.5) of it; otherwise (no such hit, or the load
+                       imbalanced: max - min outstanding > 32 and max > 1.0001 x min, SGLang's
+                       balance_abs/rel thresholds) the least outstanding
+    session            session affinity: a session (the request's prefix group, e.g. a conversation) sticks to
+                       the replica that served it first (least outstanding at first sight); requests without a
+                       session, and sessions whose replica left, go to the least outstanding
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from flopwise.errors import WorkloadError
+from flopwise.sim.replica import Replica
+from flopwise.sim.request import Request
+
+__all__ = ["ROUTERS", "Router", "make_router"]
+
+ROUTERS = ("round-robin", "least-outstanding", "least-kv", "prefix-aware", "session")
+CACHE_THRESHOLD = 0.5
+BALANCE_ABS = 32
+BALANCE_REL = 1.0001
+
+
+def _least_outstanding(cands: Sequence[Replica]) -> Replica:
+    best = cands[0]
+    for r in cands:
+        if r.num_outstanding < best.num_outstanding:
+            best = r
+    return best
+
+
+class Router:
+    """Base: `choose(req, candidates)` returns one of the candidates (a non-empty sequence)."""
+
+    name = "base"
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:  # pragma: no cover
+        raise NotImplementedError
+
+
+class RoundRobin(Router):
+    name = "round-robin"
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+        r = cands[self.i % len(cands)]
+        self.i += 1
+        return r
+
+
+class LeastOutstanding(Router):
+    name = "least-outstanding"
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+        return _least_outstanding(cands)
+
+
+class LeastKv(Router):
+    name = "least-kv"
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+        return min(cands, key=lambda r: (r.kv_usage, r.num_outstanding))
+
+
+class PrefixAware(Router):
+    name = "prefix-aware"
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+        loads = [r.num_outstanding for r in cands]
+        lo, hi = min(loads), max(loads)
+        if hi - lo > BALANCE_ABS and hi > lo * BALANCE_REL:
+            return _least_outstanding(cands)
+        if req.prefix_id is None:
+            return _least_outstanding(cands)
+        best, hit = cands[0], -1
+        for r in cands:
+            h = r.cached_tokens(req)
+            if h > hit:
+                best, hit = r, h
+        if hit > CACHE_THRESHOLD * req.num_prompt_tokens:
+            return best
+        return _least_outstanding(cands)
+
+
+class SessionAffinity(Router):
+    name = "session"
+
+    def __init__(self) -> None:
+        self.home: dict[int, Replica] = {}
+
+    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+        key = req.prefix_id
+        if key is None:
+            return _least_outstanding(cands)
+        r = self.home.get(key)
+        if r is None or r not in cands:
+            r = self.home[key] = _least_outstanding(cands)
+        return r
+
+
+def make_router(name: str) -> Router:
+    classes = {c.name: c for c in (RoundRobin, LeastOutstanding, LeastKv, PrefixAware, SessionAffinity)}
+    try:
+        return classes[name]()
+    except KeyError:
+        raise WorkloadError(f"unknown router '{name}'; use one of {', '.join(ROUTERS)}") from None

@@ -1,0 +1,133 @@
+"""Aggregated vs disaggregated serving for a GPU budget: which layout of replicas serves the most within an SLA.
+
+For one GPU type and `total_gpus`, the candidates are
+    aggregated      R replicas of TP t (R = total_gpus // t), one mixed pool behind a least-outstanding router;
+    disaggregated   a prefill pool of Np x TP tp and a decode pool of Nd x TP td using every GPU
+                    (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
+Each is simulated as a fleet (`cluster/`) and its highest request rate meeting the SLA found by bisection
+(`sim.max_rate.bisect_max_rate`, the same search `simulate --find-max-rate` runs); candidates are ranked by
+output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica planner's goodput). Which constraint binds is read off the run at the rate just above.
+
+This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
+aggregated,disaggregated` calls it after that planner, for the first GPU given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flopwise.cluster import simulate_fleet
+from flopwise.cluster.build import build_cluster
+from flopwise.cost.memory import memory_plan
+from flopwise.errors import FlopwiseError
+from flopwise.sim.max_rate import bisect_max_rate
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.sla import SLA
+from flopwise.workload.spec import Workload
+
+__all__ = ["SERVING_MODES", "FleetCandidate", "candidate_layouts", "plan_fleet", "fleet_plan_to_dict"]
+
+SERVING_MODES = ("aggregated", "disaggregated")
+TPS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCandidate:
+    serving: str
+    layout: str  # "4xtp2" or "prefill=2xtp2,decode=1xtp4"
+    num_gpus: int
+    max_rate: float  # requests/s meeting the SLA (0: none)
+    output_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float | None
+    p95_ttft_ms: float | None
+    p95_tpot_ms: float | None
+    binding: str  # the SLA objective that fails first above max_rate ("" if none failed)
+
+
+def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int, ...] = TPS,
+                      max_disaggregated: int = 12) -> list[tuple[str, str]]:
+    """(serving, layout text) pairs: aggregated TPs that divide the budget; disaggregated splits using every GPU,
+    prefill pools no wider than decode pools' TP x 2, at most `max_disaggregated` (fewest replicas first)."""
+    out: list[tuple[str, str]] = []
+    if "aggregated" in serving:
+        out += [("aggregated", f"{total_gpus // t}xtp{t}") for t in tps if t <= total_gpus and total_gpus % t == 0]
+    if "disaggregated" in serving:
+        dis = []
+        for tp_p in tps:
+            for tp_d in tps:
+                if tp_p > 2 * tp_d:
+                    continue
+                for n_p in range(1, total_gpus // tp_p + 1):
+                    rest = total_gpus - n_p * tp_p
+                    if rest > 0 and rest % tp_d == 0:
+                        dis.append((n_p + rest // tp_d, f"prefill={n_p}xtp{tp_p},decode={rest // tp_d}xtp{tp_d}"))
+        dis.sort()
+        out += [("disaggregated", text) for _, text in dis[:max_disaggregated]]
+    return out
+
+
+def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
+               sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
+               iterations: int = 5, max_disaggregated: int = 12,
+               layouts: list[tuple[str, str]] | None = None) -> list[FleetCandidate]:
+    """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
+    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment."""
+    out = []
+    sample = workload_at(1.0).requests
+    mean_out = sum(r.output_tokens for r in sample) / len(sample)
+    if layouts is None:
+        layouts = candidate_layouts(total_gpus, serving, tps, max_disaggregated)
+    for mode, text in layouts:
+        try:
+            if mode == "aggregated":
+                n, t = (int(x) for x in text.split("xtp"))
+                if not memory_plan(make(t, 1)).fits:
+                    continue
+                spec = build_cluster(make, tp=t, replicas=n, router="least-outstanding")
+            else:
+                spec = build_cluster(make, tp=1, replicas=1, disaggregate=text, router="least-outstanding")
+                if not all(memory_plan(p.deployment).fits for p in spec.pools):
+                    continue
+            found = bisect_max_rate(lambda r: simulate_fleet(spec, workload_at(r), sla=sla, metrics="exact"),
+                                    iterations=iterations)
+        except FlopwiseError:
+            out.append(FleetCandidate(serving=mode, layout=text, num_gpus=total_gpus, max_rate=0.0,
+                                      output_tokens_per_s_per_gpu=0.0, tokens_per_s_per_user=None, p95_ttft_ms=None,
+                                      p95_tpot_ms=None, binding="infeasible"))
+            continue
+        s = found.result.summary()
+        above = [r for r, ok in found.probes if not ok and r > found.rate]
+        binding = ""
+        if above:
+            fail = simulate_fleet(spec, workload_at(min(above)), sla=sla, metrics="exact").summary()
+            binding = ",".join(k for k, v in fail["sla_objectives_met"].items() if not v)
+        tpot = s["tpot_ms"]["mean"]
+        out.append(FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
+                                  output_tokens_per_s_per_gpu=found.rate * mean_out / spec.num_gpus,
+                                  tokens_per_s_per_user=1e3 / tpot if tpot else None,
+                                  p95_ttft_ms=s["ttft_ms"]["p95"], p95_tpot_ms=s["tpot_ms"]["p95"], binding=binding))
+    out.sort(key=lambda c: -c.output_tokens_per_s_per_gpu)
+    return out
+
+
+def fleet_plan_to_dict(cands: list[FleetCandidate], rate: float | None) -> dict[str, Any]:
+    """JSON form: the ranked candidates and, per serving mode, its best and the GPUs it needs for `rate`."""
+    rows = [{"serving": c.serving, "layout": c.layout, "num_gpus": c.num_gpus, "max_request_rate": c.max_rate,
+             "output_tokens_per_s_per_gpu": c.output_tokens_per_s_per_gpu,
+             "tokens_per_s_per_user": c.tokens_per_s_per_user, "p95_ttft_ms": c.p95_ttft_ms,
+             "p95_tpot_ms": c.p95_tpot_ms, "binding": c.binding,
+             "gpus_for_rate": (math.ceil(rate / c.max_rate) * c.num_gpus if rate and c.max_rate > 0 else None)}
+            for c in cands]
+    best = {}
+    for mode in SERVING_MODES:
+        ok = [r for r in rows if r["serving"] == mode and r["max_request_rate"] > 0]
+        if ok:
+            best[mode] = ok[0]
+    winner = rows[0]["serving"] if rows and rows[0]["max_request_rate"] > 0 else None
+    ratio = None
+    if len(best) == 2 and best["aggregated"]["output_tokens_per_s_per_gpu"]:
+        ratio = best["disaggregated"]["output_tokens_per_s_per_gpu"] / best["aggregated"]["output_tokens_per_s_per_gpu"]
+    return {"candidates": rows, "best": best, "winner": winner, "disaggregated_over_aggregated": ratio}

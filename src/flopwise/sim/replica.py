@@ -1,0 +1,374 @@
+"""One replica as a steppable engine: admit a request, report its next event, handle that event.
+
+A driver (`engine.run_engine` for one replica, `cluster/` for a fleet) owns the clock and the arrivals; the
+replica owns its scheduler, KV pool, API server and timeline, and is driven only through this interface:
+
+    admit(req)       a request reaches the replica at req.arrival_at (no earlier than any event handled so far)
+    next_at          the instant of its next event (None: it waits for an arrival), with `next_rank`
+    step(more)       handle that event; returns the requests that finished there
+    has_work, num_outstanding, num_waiting, num_running, kv_usage, cached_tokens(req)   (queries, no side effects)
+
+Events and their order. An instant can hold arrivals, step ends and scheduling decisions; a driver must
+handle them by (time, rank): ARRIVAL (0, the driver's) < STEP_END (1) < SCHEDULE (2). This is the order the
+single-replica loop always had: requests that arrive by the end of a step reach the API server before that
+step's tokens are streamed, and join the scheduling of the next step, which is planned after the step's
+results are applied (and after any closed-loop client, released by a completion, has sent its next request).
+
+    SCHEDULE at t   hand the requests that reached the engine by t to the scheduler, then plan: a run of
+                    identical decode steps (`decode_run.py`) or one general step, priced by `cost.step_time`;
+                    its end is the next STEP_END (nothing to run: the next request leaving the API server, or
+                    None)
+    STEP_END at t   apply the step (or the whole run): tokens sampled, completions freed; behind an API server,
+                    stream the step's tokens; then SCHEDULE at t
+
+A decode run is planned whole but applied at its end, so a request admitted during the run cuts it at the first
+step ending at or after its arrival when the scheduler could admit it (`admission_open` when planned), exactly
+as a loop that knew the next arrival would have. Behind an API server each step's tokens pass the server's
+FIFO queue in time order with the arrivals: they are streamed lazily, the steps that ended before an arrival
+when it is admitted and the rest at the run's end, and the run ends at the first step by whose end a request
+has left the server. Only where the server shares the engine's CPU (vLLM V0), whose queued work delays each
+step, does a run advance one step per STEP_END. Queries read the state at the last step boundary (a run's KV growth shows at its end), as a
+router's scrape of an engine's metrics would.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable
+
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import blocks_counter, memory_plan
+from flopwise.cost.speculative import proposer_deployment, round_time_s
+from flopwise.cost.step import host_s, step_time
+from flopwise.errors import WorkloadError
+from flopwise.sim.acceptance import Acceptance
+from flopwise.sim.base import BaseScheduler, SchedulerOutput
+from flopwise.sim.block_manager import BlockManager
+from flopwise.sim.config import SimConfig
+from flopwise.sim.decode_run import plan_decode_run, run_durations
+from flopwise.sim.frontend import Frontend
+from flopwise.sim.request import Request
+from flopwise.sim.scheduler import VllmScheduler
+from flopwise.sim.sglang_scheduler import make_sglang_scheduler
+from flopwise.sim.shape import DraftShapes, ShapeBuilder
+from flopwise.sim.static_scheduler import StaticScheduler
+from flopwise.sim.timeline import Timeline
+from flopwise.specs.deployment import Deployment
+from flopwise.workload.spec import RequestSpec
+
+__all__ = ["Replica", "make_scheduler", "ARRIVAL", "STEP_END", "SCHEDULE"]
+
+ARRIVAL, STEP_END, SCHEDULE = 0, 1, 2  # ranks of simultaneous events (see the module docstring)
+
+_IDLE, _STEP, _RUN, _FE_RUN, _SHARED_RUN = 0, 1, 2, 3, 4  # what the pending STEP_END ends
+
+
+def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
+    """A scheduler over a block pool sized by the deployment's memory plan."""
+    if config.scheduler == "sglang":  # SGLang-like policy: sglang_scheduler.py
+        return make_sglang_scheduler(dep, config)
+    windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
+    caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
+    blocks_for = blocks_counter(dep) if windowed else None
+    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)
+    cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
+    return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,
+               enable_chunked_prefill=config.enable_chunked_prefill)
+
+
+class Replica:
+    """One engine (model replica) behind its API server when the engine profile has one."""
+
+    __slots__ = ("dep", "config", "index", "sched", "kv", "spec", "builder", "drafts", "max_decodes", "fe",
+                 "shared_cpu", "tl", "inbox", "next_at", "next_rank", "num_outstanding", "last_delivery_at",
+                 "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
+                 "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t")
+
+    def __init__(self, dep: Deployment, config: SimConfig, *, index: int = 0):
+        """`config` is resolved against the deployment here; `index` seeds the replica's own draws."""
+        config = config.resolved(dep)
+        self.dep, self.config, self.index = dep, config, index
+        self.sched = sched = make_scheduler(dep, config)
+        self.spec = spec = dep.speculative
+        if spec is not None:
+            sched.use_speculation(Acceptance(spec, (config.seed, index)))
+        self.kv = sched.kv
+        self.builder = ShapeBuilder(layout(dep).windows)
+        prop = proposer_deployment(dep, spec) if spec is not None else None
+        self.drafts = DraftShapes(layout(prop).windows if prop is not None else ())
+        self.max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
+        self.fe = Frontend(dep.engine.frontend) if dep.engine.frontend is not None else None
+        self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
+        self.tl = Timeline()
+        self.inbox: list[Request] = []  # without an API server: admitted, not yet handed to the scheduler
+        self.next_at: float | None = None
+        self.next_rank = SCHEDULE
+        self.num_outstanding = 0  # admitted and not finished
+        self.last_delivery_at = 0.0  # when the client received the last applied step's tokens
+        self._phase = _IDLE
+        self._out: SchedulerOutput | None = None
+        self._step = 0
+        self._run_k = 0
+        self._run_ends: list[float] = []
+        self._run_cut = False
+        self._run_start = self._run_t = 0.0
+        self._run_step0 = self._run_j = self._run_batch = 0
+        self._run_durations: list[float] = []
+        self._run_host: float | None = None
+
+    # ---- queries -------------------------------------------------------------------------------------
+    def check(self, specs: Iterable[RequestSpec]) -> None:
+        """Refuse requests this replica can never serve (longer than its KV pool or the model's context)."""
+        specs = list(specs)
+        if not specs:
+            return
+        dep, kv, config = self.dep, self.kv, self.config
+        longest = max(s.input_tokens + s.output_tokens - 1 for s in specs)
+        held = longest + self.sched.decode_tokens - 1  # speculative guesses hold slots beyond the last token
+        if kv.blocks_for(held) > kv.num_blocks:
+            raise WorkloadError(
+                f"a request of {held} tokens needs more KV cache than the pool holds "
+                f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
+                "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization")
+        dep.model.check_context(longest + 1, "shorten --input-len / --output-len or the trace's requests")
+        if config.scheduler == "vllm" and not config.enable_chunked_prefill:
+            prompt = max(s.input_tokens for s in specs)
+            if prompt > dep.max_num_batched_tokens:
+                raise WorkloadError(f"a {prompt}-token prompt can never be scheduled with chunked prefill off "
+                                    f"and --max-num-batched-tokens {dep.max_num_batched_tokens}; raise the budget "
+                                    "or enable chunked prefill")
+
+    @property
+    def has_work(self) -> bool:
+        """Anything admitted and not finished (queued at the API server, waiting, running or mid-step)."""
+        return self.num_outstanding > 0
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests not yet running: at the API server, in the inbox or in the scheduler's queue."""
+        fe = len(self.fe.pending) if self.fe is not None else 0
+        return fe + len(self.inbox) + len(self.sched.waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.sched.running)
+
+    @property
+    def kv_usage(self) -> float:
+        """Share of the KV pool's blocks held by requests (at the last step boundary)."""
+        return self.kv.usage
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.kv.num_blocks * self.kv.block_size
+
+    def cached_tokens(self, req: Request) -> int:
+        """Prompt tokens of `req` this replica's prefix cache would serve now (a KV-aware router's score)."""
+        return self.kv.get_computed_blocks(req).num_tokens
+
+    # ---- actions -------------------------------------------------------------------------------------
+    def admit(self, req: Request) -> None:
+        """`req` reaches this replica at `req.arrival_at`; every event before that instant has been handled."""
+        self.num_outstanding += 1
+        fe = self.fe
+        if fe is not None:
+            if self._phase == _FE_RUN:  # stream the run's steps that ended before this arrival first
+                self._deliver_run(req.arrival_at, strictly_before=True)
+            fe.admit(req)
+            if self.next_at is None:
+                self.next_at, self.next_rank = fe.next_ready_at(), SCHEDULE
+            elif self._run_cut and self._phase == _FE_RUN:  # the run ends at the first step by whose end a
+                ready = fe.next_ready_at()  # request has left the API server
+                assert ready is not None
+                ends = self._run_ends
+                k = max(bisect_left(ends, ready), self._run_j) + 1
+                if k < self._run_k:
+                    self._run_k = k
+                    self.next_at = ends[k - 1]
+                self._run_cut = False
+            return
+        self.inbox.append(req)
+        if self.next_at is None:
+            self.next_at, self.next_rank = req.arrival_at, SCHEDULE
+        elif self._run_cut:  # cut the pending decode run at the first step ending at or after the arrival
+            ends = self._run_ends
+            k = bisect_left(ends, req.arrival_at) + 1
+            if k < self._run_k:
+                self._run_k = k
+                self.next_at = ends[k - 1]
+            self._run_cut = False  # a later arrival cannot cut it shorter
+
+    def wake(self, at: float) -> None:
+        """Schedule at `at` if the replica waits with work (a driver whose arrivals have ended calls this, so a
+        static batch that waited for more requests starts)."""
+        if self.next_at is None and self.has_work:
+            self.next_at, self.next_rank = at, SCHEDULE
+
+    def step(self, more_coming: bool) -> list[Request]:
+        """Handle the event at `next_at`. `more_coming`: whether the driver may still send requests (a static
+        scheduler waits for a full batch while it is true). Returns the requests that finished."""
+        if self.next_rank == STEP_END:
+            finished = self._end_step()
+            self.num_outstanding -= len(finished)
+            return finished
+        self._schedule(more_coming)
+        return []
+
+    def timeline(self) -> Timeline:
+        """The replica's timeline with its end-of-run counters filled in."""
+        tl, sched = self.tl, self.sched
+        if sched.acceptance is not None:
+            tl.num_verified_decodes = sched.acceptance.num_rows
+            tl.num_verified_tokens = sched.acceptance.num_tokens
+        if self.fe is not None:
+            tl.frontend_cpu_s = self.fe.cpu_s
+        return tl
+
+    # ---- events --------------------------------------------------------------------------------------
+    def _schedule(self, more_coming: bool) -> None:
+        now = self.next_at
+        assert now is not None
+        sched, fe = self.sched, self.fe
+        if fe is None:
+            if self.inbox:
+                for req in self.inbox:
+                    sched.add_request(req)
+                self.inbox = []
+        else:
+            for req in fe.pop_ready(now):
+                sched.add_request(req)
+        if not sched.has_work:
+            self._wait(fe)
+            return
+        dep, tl = self.dep, self.tl
+        k = plan_decode_run(sched, self.max_decodes) if self.spec is None else 0
+        if k:
+            durations = run_durations(dep, self.builder, sched, k)
+            self._run_start = now
+            self._run_step0 = len(tl.step_end_at)
+            if fe is None:
+                ends = []
+                t = now
+                for d in durations:
+                    t += d
+                    ends.append(t)
+                self._run_k, self._run_ends, self._run_cut = k, ends, sched.admission_open()
+                self._phase, self.next_at, self.next_rank = _RUN, t, STEP_END
+                return
+            batch = len(sched.running)
+            self._run_k, self._run_durations, self._run_j, self._run_batch = k, durations, 0, batch
+            self._run_cut = sched.admission_open()
+            if self.shared_cpu:  # each step waits for the API server's queued work: one event per step
+                self._run_host = dep.engine.host.seconds(batch, dep.gpus_per_replica)
+                self._phase = _SHARED_RUN
+                self._start_run_step(now)
+                return
+            ends = []
+            t = now
+            for d in durations:
+                t += d
+                ends.append(t)
+            if self._run_cut:  # a request already on its way through the API server may cut the run
+                ready = fe.next_ready_at()
+                if ready is not None:
+                    k = min(k, bisect_left(ends, ready) + 1)
+                    self._run_k, self._run_cut = k, False
+            self._run_ends = ends
+            self._phase, self.next_at, self.next_rank = _FE_RUN, ends[k - 1], STEP_END
+            return
+        out = sched.schedule(now, more_coming or bool(fe and fe.pending))
+        if out.is_empty:
+            self._wait(fe)
+            return
+        shape, prompt = self.builder.step(out)
+        spec = self.spec
+        if spec is None:
+            dt = step_time(dep, shape)
+        elif out.decode_tokens == sched.decode_tokens:
+            dt = round_time_s(dep, spec, shape, self.drafts.passes(out))
+        else:  # a policy that builds its records without `new_output()` would silently decode plainly
+            raise WorkloadError(f"the '{self.config.scheduler}' scheduler does not serve speculative decoding; "
+                                "use --scheduler vllm or static, or drop --speculative")
+        if self.shared_cpu:
+            now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
+        ends = tl.step_end_at
+        self._step = len(ends)
+        ends.append(now + dt)
+        tl.add(now, dt, len(sched.running), len(sched.waiting), self.kv.usage, prompt)
+        self._out = out
+        self._phase, self.next_at, self.next_rank = _STEP, now + dt, STEP_END
+
+    def _wait(self, fe: Frontend | None) -> None:
+        """Nothing to run now: wake when the next request leaves the API server, or on an admission."""
+        self._phase = _IDLE
+        self.next_rank = SCHEDULE
+        self.next_at = fe.next_ready_at() if fe is not None else None
+
+    def _start_run_step(self, t: float) -> None:
+        if self._run_host is not None:
+            t = self.fe.claim_for_step(t, self._run_host)  # type: ignore[union-attr]
+        self.next_at = t + self._run_durations[self._run_j]
+        self.next_rank = STEP_END
+
+    def _deliver_run(self, until: float, strictly_before: bool) -> None:
+        """Stream the tokens of the pending run's steps that end before `until` (or at it), in order."""
+        fe, ends, delivered = self.fe, self._run_ends, self.tl.delivered_at
+        assert fe is not None
+        j, k, batch = self._run_j, self._run_k, self._run_batch
+        while j < k and (ends[j] < until or (not strictly_before and ends[j] == until)):
+            delivered.append(fe.deliver(ends[j], batch))
+            j += 1
+        self._run_j = j
+
+    def _end_step(self) -> list[Request]:
+        t = self.next_at
+        assert t is not None
+        sched, tl, fe, phase = self.sched, self.tl, self.fe, self._phase
+        if phase == _STEP:
+            out = self._out
+            self._out = None
+            finished = sched.postprocess(out, self._step, t)  # type: ignore[arg-type]
+            if fe is not None:
+                tl.delivered_at.append(fe.deliver(t, sched.num_emitted))
+        elif phase == _RUN:
+            k = self._run_k
+            tl.step_end_at.extend(self._run_ends[:k])
+            finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
+            self._run_ends = []
+            self._run_cut = False
+        elif phase == _FE_RUN:
+            k = self._run_k
+            self._deliver_run(t, strictly_before=False)
+            tl.step_end_at.extend(self._run_ends[:k])
+            finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
+            self._run_ends = []
+            self._run_cut = False
+        else:  # a decode run behind the API server, one step per event
+            assert fe is not None
+            tl.step_end_at.append(t)
+            tl.delivered_at.append(fe.deliver(t, self._run_batch))
+            self._run_j = j = self._run_j + 1
+            ready = fe.next_ready_at() if self._run_cut else None
+            if j < self._run_k and (ready is None or ready > t):
+                self._start_run_step(t)
+                return []
+            finished = _apply_run(sched, tl, j, self._run_step0, self._run_start, t)
+            self._run_durations = []
+        self.last_delivery_at = tl.delivered_at[-1] if fe is not None else t
+        self._phase, self.next_rank = _IDLE, SCHEDULE  # next_at stays t: plan the next step there
+        return finished
+
+
+def _apply_run(sched: BaseScheduler, tl: Timeline, k: int, step0: int, start: float,
+               end: float) -> list[Request]:
+    """Advance every running request by the run's k decode steps (their tokens at steps step0 .. step0+k-1)."""
+    kv, running = sched.kv, sched.running
+    kv.allocate_decode_run(running, k)
+    for r in running:
+        r.sample(step0, k)
+        r.num_computed_tokens += k
+    tl.add(start, end - start, len(running), len(sched.waiting), kv.usage, 0)
+    finished = [r for r in running if r.num_output_tokens == r.max_tokens]
+    if finished:
+        sched.finish(finished, end)
+    return finished

@@ -1,0 +1,350 @@
+"""Fleets: the replica's steppable interface, the event heap's tie-breaks, routers, disaggregation, replica
+events and cold starts, each against a hand-computed number or the one-replica simulator."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from flopwise.api import deployment, estimate
+from flopwise.cluster import simulate_fleet
+from flopwise.cluster.autoscale import cold_start_s
+from flopwise.cluster.build import build_cluster
+from flopwise.cluster.events import ARRIVAL, CONTROL, SCHEDULE, STEP_END, EventHeap
+from flopwise.cluster.router import make_router
+from flopwise.cost.layout import layout
+from flopwise.cost.transfer import KvLink, kv_transfer_bytes, link_between
+from flopwise.errors import WorkloadError
+from flopwise.sim import SimConfig, simulate
+from flopwise.sim.replica import Replica
+from flopwise.sim.request import Request
+from flopwise.specs.cluster import ClusterSpec, PoolSpec, parse_disaggregate
+from flopwise.specs.hardware import get_hardware
+from flopwise.workload import RequestSpec, Workload, build_workload
+
+
+def _fleet(dep, router="round-robin", **kw):
+    return ClusterSpec(pools=(PoolSpec(name="mixed", role="mixed", deployment=dep),), router=router, **kw)
+
+
+def _strip(s):
+    s = dict(s)
+    s.pop("sim_wall_s")
+    s.pop("fleet", None)
+    return json.dumps(s, sort_keys=True)
+
+
+@pytest.mark.parametrize("dep_kw, wl_kw, cfg", [
+    (dict(), dict(workload="chat", num_requests=200, request_rate=8), {}),
+    (dict(num_gpus=3), dict(workload="chat", num_requests=300, request_rate=30), {}),
+    (dict(frontend="none", num_gpus=2), dict(workload="rag", num_requests=150, request_rate=6), {}),
+    (dict(engine="sglang"), dict(workload="chat", num_requests=150, request_rate=10), {}),
+    (dict(engine="vllm@0.5"), dict(workload="chat", num_requests=150, request_rate=10), {}),
+    (dict(), dict(workload="chat", num_requests=150, request_rate=10), dict(scheduler="static")),
+    (dict(speculative="eagle,k=3,accepted=2.6"), dict(workload="chat", num_requests=100, request_rate=8), {}),
+])
+def test_round_robin_fleet_is_simulate_bit_for_bit(dep_kw, wl_kw, cfg):
+    # an open loop split round-robin over independent replicas is exactly simulate's static split
+    dep = deployment("llama-3.1-8b", "h100-sxm", **dep_kw)
+    wl = build_workload(seed=3, **wl_kw)
+    config = SimConfig(**cfg)
+    assert _strip(simulate_fleet(_fleet(dep), wl, config).summary()) == _strip(simulate(dep, wl, config).summary())
+
+
+def test_closed_loop_fleet_of_one_is_simulate_bit_for_bit():
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    wl = build_workload(workload="chat", num_requests=120, concurrency=12, seed=1)
+    config = SimConfig(client_stagger_s=0.001)
+    assert _strip(simulate_fleet(_fleet(dep), wl, config).summary()) == _strip(simulate(dep, wl, config).summary())
+
+
+def test_event_heap_orders_by_time_rank_then_order():
+    h = EventHeap()
+    h.push(1.0, SCHEDULE, 0, "schedule r0")
+    h.push(1.0, STEP_END, 1, "end r1")
+    h.push(1.0, STEP_END, 0, "end r0")
+    h.push(1.0, ARRIVAL, 7, "hand-off 7")
+    h.push(1.0, CONTROL, 2, "r2 down")
+    h.push(0.5, SCHEDULE, 9, "earlier")
+    h.push(1.0, STEP_END, 0, "end r0 again")  # same (time, rank, order): push order
+    assert [h.pop()[2] for _ in range(len(h))] == ["earlier", "r2 down", "hand-off 7", "end r0", "end r0 again",
+                                                   "end r1", "schedule r0"]
+
+
+def test_replica_interface_by_hand():
+    # one 512-token request on an idle replica: admit -> SCHEDULE at its arrival -> STEP_END after the prefill
+    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    rep = Replica(dep, SimConfig())
+    assert rep.next_at is None and not rep.has_work
+    req = Request(0, 2.0, 512, 3)
+    rep.admit(req)
+    assert (rep.next_at, rep.next_rank, rep.num_outstanding, rep.num_waiting) == (2.0, SCHEDULE, 1, 1)
+    assert rep.step(more_coming=False) == []
+    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=3)
+    assert rep.next_rank == STEP_END and rep.next_at == pytest.approx(2.0 + e.ttft_ms / 1e3, rel=1e-12)
+    assert rep.num_running == 1 and rep.kv_usage > 0
+    rep.step(False)  # the prefill's step ends: first token
+    assert rep.next_rank == SCHEDULE and req.num_output_tokens == 1
+    rep.step(False)  # plans a decode run of the 2 remaining tokens (one event)
+    finished = rep.step(False)
+    assert finished == [req] and not rep.has_work and req.num_output_tokens == 3
+
+
+def test_an_arrival_cuts_a_pending_decode_run_at_the_step_it_lands_in():
+    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    rep = Replica(dep, SimConfig())
+    rep.admit(Request(0, 0.0, 128, 100))
+    rep.step(False)
+    rep.step(False)  # prefill done
+    rep.step(False)  # a 99-step decode run planned
+    run_end = rep.next_at
+    late = Request(1, run_end / 2, 128, 4)
+    rep.admit(late)
+    assert rep.next_at < run_end and rep.next_at >= late.arrival_at  # the first step ending at or after it
+
+
+def test_identical_replicas_at_n_times_the_rate_match_one_replica():
+    # round-robin over 4 replicas hands each every 4th arrival of a Poisson stream: Erlang-4 gaps at a quarter
+    # of the rate (gamma, shape 4), smoother than Poisson; so one replica fed that stream is the reference
+    dep1 = deployment("llama-3.1-8b", "h100-sxm")
+    one = simulate(dep1, build_workload(workload="chat", num_requests=1500, request_rate=5, arrival="gamma",
+                                        burstiness=4, seed=4)).summary()
+    four = simulate_fleet(_fleet(deployment("llama-3.1-8b", "h100-sxm", num_gpus=4)),
+                          build_workload(workload="chat", num_requests=6000, request_rate=20, seed=4)).summary()
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        for stat in ("p50", "p90"):
+            assert four[key][stat] == pytest.approx(one[key][stat], rel=0.1), (key, stat)
+
+
+def _shared_prefix_workload():
+    # 12 requests 1 s apart (each done long before the next), prefix groups 0,1,2,0,1,2,...: 512 shared
+    # tokens (32 blocks) + 64 own
+    return Workload(tuple(RequestSpec(float(i), 576, 8, prefix_id=i % 3, prefix_tokens=512) for i in range(12)))
+
+
+def test_prefix_aware_routing_raises_the_hit_rate_by_hand():
+    dep = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, frontend="none")
+    wl = _shared_prefix_workload()
+    # round-robin: replica 0 sees groups 0,2,1,0,2,1, replica 1 sees 1,0,2,1,0,2: each misses 3 times -> 6 hits
+    rr = simulate_fleet(_fleet(dep), wl).summary()
+    assert rr["prefix_cache_hit_rate"] == pytest.approx(6 * 512 / (12 * 576))
+    # prefix-aware: a group's first request misses everywhere (ties: least outstanding, the first replica); every
+    # later one finds its 512 tokens there -> 9 hits
+    pa = simulate_fleet(_fleet(dep, "prefix-aware"), wl).summary()
+    assert pa["prefix_cache_hit_rate"] == pytest.approx(9 * 512 / (12 * 576))
+
+
+class _Stub:
+    def __init__(self, outstanding, kv=0.0, cached=0):
+        self.num_outstanding, self.kv_usage, self._cached = outstanding, kv, cached
+
+    def cached_tokens(self, req):
+        return self._cached
+
+
+def test_routers_choose_by_hand():
+    req = Request(0, 0.0, 100, 10, prefix_id=5, num_prefix_tokens=80)
+    a, b, c = _Stub(3, 0.5, 0), _Stub(1, 0.9, 60), _Stub(1, 0.2, 0)
+    assert make_router("least-outstanding").choose(req, [a, b, c]) is b  # ties: first in pool order
+    assert make_router("least-kv").choose(req, [a, b, c]) is c
+    assert make_router("prefix-aware").choose(req, [a, b, c]) is b  # 60 > 0.5 x 100 cached
+    assert make_router("prefix-aware").choose(req, [a, _Stub(1, 0.1, 40), c]).num_outstanding == 1
+    # imbalance (40 - 1 > 32): the least outstanding, whatever the cache says
+    assert make_router("prefix-aware").choose(req, [_Stub(40, 0, 90), c]) is c
+    rr = make_router("round-robin")
+    assert [rr.choose(req, [a, b, c]) for _ in range(4)] == [a, b, c, a]
+    s = make_router("session")
+    first = s.choose(req, [a, b, c])
+    assert first is b and s.choose(req, [a, _Stub(0), b, c]) is b  # sticks to its replica
+    assert s.choose(req, [a, c]) is c  # its replica left: the least outstanding of the rest
+
+
+def test_disaggregated_with_infinite_link_is_prefill_alone_then_decode_alone():
+    def make(tp, n):
+        return deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, frontend="none")
+
+    spec = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=2xtp2,decode=1xtp4", kv_link="infinite")
+    s = simulate_fleet(spec, Workload((RequestSpec(0.0, 4000, 50),))).summary()
+    assert s["ttft_ms"]["mean"] == estimate("qwen3-32b", "h200", tp=2, batch=1, input_len=4000).ttft_ms
+    tpot = estimate("qwen3-32b", "h200", tp=4, batch=1, input_len=4000, output_len=50).tpot_ms
+    assert s["tpot_ms"]["mean"] == pytest.approx(tpot, rel=1e-6)
+    assert s["fleet"]["kv_transfer"]["ms_mean"] == 0.0
+    assert s["setup"]["num_gpus"] == 8
+
+
+def test_kv_transfer_time_by_hand():
+    h200 = get_hardware("h200")
+    dep = deployment("qwen3-32b", "h200", tp=2, frontend="none")
+    # Qwen3-32B: 64 layers x 8 KV heads x 128 x (K, V) x 2 bytes = 262,144 B per token
+    assert kv_transfer_bytes(dep, 4000) == 4000 * 262_144
+    b = 4000 * 262_144
+    net = link_between("auto", h200, h200, same_node=False, layerwise=False)
+    assert net.kind == "network" and net.rate_gbs == 50
+    # two GPUs send in parallel at 50 GB/s x 0.85 each, after the prefill ends at 1.0 s, plus 50 us
+    assert KvLink().transfer(net, 2, 64, b, 0.8, 1.0) == pytest.approx(1.0 + b / (2 * 50e9 * 0.85) + 50e-6)
+    nv = link_between("auto", h200, h200, same_node=True)
+    assert nv.kind == "nvlink" and nv.layerwise
+    wire = b / (2 * 450e9 * 0.8)
+    # layer-wise from the first scheduled instant 0.8: only the last layer's share follows the prefill's end
+    assert KvLink().transfer(nv, 2, 64, b, 0.8, 1.0) == pytest.approx(1.0 + wire / 64 + 20e-6)
+    link = KvLink()  # the second transfer queues behind the first on the sender's links
+    link.transfer(net, 2, 64, b, 1.0, 1.0)
+    assert link.transfer(net, 2, 64, b, 1.0, 1.0) == pytest.approx(1.0 + 2 * b / (2 * 50e9 * 0.85) + 50e-6)
+
+
+def test_cold_start_of_a_140_gb_model_over_2_gbs():
+    dep = deployment("llama-3.1-70b", "h100-sxm", tp=2, weights="bf16")
+    weight_bytes = layout(dep).weight_bytes_per_gpu * 2
+    assert 140e9 < weight_bytes < 142e9  # 70.6B parameters in bf16
+    assert cold_start_s(dep, 2.0, 30.0) == pytest.approx(weight_bytes / 2e9 + 30.0)
+    assert 70.0 < cold_start_s(dep, 2.0, 0.0) < 71.0
+
+
+def test_a_replica_down_fails_its_requests_and_a_drained_one_gets_no_more():
+    dep = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, frontend="none")
+    wl = build_workload(input_len=256, output_len=64, num_requests=200, request_rate=20, seed=0)
+    s = simulate_fleet(_fleet(dep, events=_events("down:1@3")), wl).summary()
+    assert s["errors_by_kind"].get("replica_down", 0) > 0
+    assert s["num_completed"] + s["num_failed"] == 200
+    rep1 = s["fleet"]["replicas"][1]
+    assert rep1["state"] == "down" and rep1["stopped_at"] == 3.0
+    d = simulate_fleet(_fleet(dep, events=_events("drain:0@2")), wl).summary()
+    assert d["num_completed"] == 200
+    r0, r1 = d["fleet"]["replicas"]
+    assert r0["state"] == "off" and r0["num_requests"] < r1["num_requests"]
+    assert r0["num_requests"] == sum(1 for i, r in enumerate(wl.requests) if r.arrival_at < 2 and i % 2 == 0)
+
+
+def _events(text):
+    from flopwise.specs.cluster import parse_replica_events
+    return parse_replica_events(text)
+
+
+def test_autoscale_starts_replicas_after_a_cold_start():
+    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none"),
+                         tp=1, replicas=1, autoscale="1..4", cold_start="20", target_outstanding=8,
+                         autoscale_interval_s=5)
+    wl = build_workload(workload="chat", num_requests=1500, request_rate=25, seed=0)
+    s = simulate_fleet(spec, wl).summary()
+    a = s["fleet"]["autoscale"]
+    assert a["replicas_started"] >= 1 and a["max_replicas_used"] <= 4
+    started = [r for r in s["fleet"]["replicas"][1:]]
+    assert started and all(r["started_at"] % 5 == 0 for r in started)
+    # each new replica takes its first request no earlier than its cold start allows
+    assert s["fleet"]["gpu_hours"] > dep.num_gpus * s["duration_s"] / 3600
+    assert s["num_completed"] == 1500
+
+
+def test_parse_disaggregate():
+    assert parse_disaggregate("prefill=2xtp2,decode=1xtp4") == {"prefill": (2, 2), "decode": (1, 4)}
+    with pytest.raises(WorkloadError):
+        parse_disaggregate("prefill=2xtp2")
+    with pytest.raises(WorkloadError):
+        parse_disaggregate("prefill=2tp2,decode=1xtp4")
+
+
+def test_cli_fleet_and_num_gpus(tmp_path):
+    from typer.testing import CliRunner
+
+    from flopwise.cli import app
+
+    r = CliRunner().invoke(app, ["simulate", "--replicas", "2", "--router", "least-outstanding", "--num-requests",
+                                 "60", "--request-rate", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["fleet"]["router"] == "least-outstanding" and len(out["fleet"]["replicas"]) == 2
+    assert out["setup"]["num_gpus"] == 2
+    r = CliRunner().invoke(app, ["simulate", "--num-gpus", "2", "--num-requests", "60", "--request-rate", "8",
+                                 "--json"])
+    assert r.exit_code == 0 and "fleet" not in json.loads(r.output)
+    r = CliRunner().invoke(app, ["simulate", "--router", "nope", "--num-requests", "10", "--json"])
+    assert isinstance(r.exception, WorkloadError) and "unknown router" in str(r.exception)
+    assert math.isfinite(out["ttft_ms"]["p95"])
+
+
+@pytest.mark.parametrize("kw", [dict(tp=1, replicas=3, router="least-outstanding"),
+                                dict(tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")])
+def test_bounded_metrics_give_the_exact_summary(kw):
+    from flopwise.specs.sla import parse_sla
+
+    sla = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms,p99_itl<=100ms")
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n), **kw)
+    wl = build_workload(workload="chat", num_requests=400, request_rate=12, seed=5)
+    a = simulate_fleet(spec, wl, sla=sla, metrics="exact").summary()
+    b = simulate_fleet(spec, wl, sla=sla, metrics="bounded").summary()
+    assert b["fleet"]["metrics"] == "bounded"
+    for key in a:
+        if key in ("sim_wall_s", "fleet"):
+            continue
+        if key in ("itl_ms", "itl_per_token_ms"):  # pooled by step weights: the mean's summation order differs
+            assert b[key] == pytest.approx(a[key], rel=1e-12)
+            continue
+        assert b[key] == a[key], key
+
+
+def test_weighted_percentiles_equal_numpy_on_the_expanded_values():
+    import numpy as np
+
+    from flopwise.cluster.metrics import weighted_stats
+
+    v = np.array([5.0, 1.0, 3.0, 2.0])
+    w = np.array([2, 0, 3, 1])
+    expanded = np.repeat(v, w)
+    s = weighted_stats(v, w)
+    assert [s.p50, s.p90, s.p95, s.p99] == list(np.percentile(expanded, [50, 90, 95, 99]))
+    assert s.mean == pytest.approx(expanded.mean())
+
+
+def test_fleet_plan_layouts_by_hand():
+    from flopwise.plan.fleet import candidate_layouts
+
+    assert candidate_layouts(4, ("aggregated",)) == [("aggregated", "4xtp1"), ("aggregated", "2xtp2"),
+                                                      ("aggregated", "1xtp4")]
+    dis = [t for _, t in candidate_layouts(4, ("disaggregated",), max_disaggregated=100)]
+    # every GPU used, prefill TP at most twice decode TP
+    assert "prefill=1xtp2,decode=1xtp2" in dis and "prefill=3xtp1,decode=1xtp1" in dis
+    assert "prefill=1xtp4,decode=0xtp1" not in dis and all("tp4,decode=1xtp1" not in t for t in dis)
+    assert len(dis) == len(set(dis))
+
+
+def test_fleet_plan_ranks_aggregated_and_disaggregated():
+    from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
+    from flopwise.specs.sla import parse_sla
+
+    def make(t, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
+
+    cands = plan_fleet(make, 2, lambda r: build_workload(num_requests=40, input_len=1024, output_len=64,
+                                                          request_rate=r, seed=0),
+                       parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), tps=(1, 2), iterations=2)
+    d = fleet_plan_to_dict(cands, rate=100.0)
+    assert {c["serving"] for c in d["candidates"]} == {"aggregated", "disaggregated"}
+    rates = [c["output_tokens_per_s_per_gpu"] for c in d["candidates"]]
+    assert rates == sorted(rates, reverse=True) and d["winner"] in ("aggregated", "disaggregated")
+    best = d["candidates"][0]
+    assert best["gpus_for_rate"] == math.ceil(100.0 / best["max_request_rate"]) * 2
+
+
+def test_router_help_names_every_router():
+    """The CLI help lists the routers (params.py imports nothing heavy, so it restates them): the lists agree."""
+    from flopwise.cluster import ROUTERS
+    from flopwise.params import HELP
+
+    assert all(name in HELP["router"] for name in ROUTERS)
+
+
+def test_api_simulate_fleet_and_bad_serving():
+    import flopwise
+    from flopwise.errors import WorkloadError
+
+    sim = flopwise.simulate("llama-3.1-8b", "h100-sxm", replicas=2, router="least-outstanding", request_rate=8,
+                            num_requests=200, seed=1)
+    fleet = sim.to_dict()["fleet"]
+    assert [r["num_requests"] for r in fleet["replicas"]] and sum(r["num_requests"] for r in fleet["replicas"]) == 200
+    with pytest.raises(WorkloadError, match="not both"):
+        flopwise.simulate("llama-3.1-8b", "h100-sxm", replicas=2, num_gpus=2)
+    with pytest.raises(WorkloadError, match="--serving takes"):
+        flopwise.plan(serving="colocated")
