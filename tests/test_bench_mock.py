@@ -98,11 +98,16 @@ def test_error_kinds(mock_url, tmp_path, fault, kind):
     assert bad[0].error and bad[0].request_id == 1
 
 
-def test_missing_usage_falls_back_to_chunk_count(mock_url, tmp_path):
-    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=jsonl_prompts(
-        tmp_path, ["x [[mock:no_usage]]"], output_len=5)))
+def test_missing_usage_falls_back_to_a_tokenizer_or_the_chunk_count(mock_url, tmp_path):
+    data = jsonl_prompts(tmp_path, ["x [[mock:no_usage]]"], output_len=5)
+    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=data, server_tokenizer=False))
     s = run_bench(c, tmp_path / "run").summary
     assert s["num_completed"] == 1 and s["output_tokens_source"] == {"chunks": 1}
+    # with the server's /tokenize the output text is counted by the server's tokenizer
+    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=data))
+    s = run_bench(c, tmp_path / "run2").summary
+    assert s["num_completed"] == 1 and s["output_tokens_source"] == {"tokenizer": 1}
+    assert s["prompt_token_counter"] == "server:/tokenize"
 
 
 def test_connect_error(tmp_path):
