@@ -217,13 +217,22 @@ def test_sweep_finds_max_rate(mock_url, tmp_path):
 
 
 def test_cli_unreachable_server_is_one_error_line_and_exit_2(tmp_path):
-    """Nothing completed: the failures are still counted and saved, then one error line and exit code 2."""
-    from typer.testing import CliRunner
+    """Nothing listens: checked before any measurement, one error line, exit code 2, in seconds."""
+    t = time.perf_counter()
+    r = run_cli("bench", "--url", "http://127.0.0.1:1", "--model", "x", "--num-requests", "2",
+                "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert "nothing answers at http://127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert time.perf_counter() - t < 60  # (seconds; never 2 min 20 s)
+    assert not (tmp_path / "run").exists()
 
-    from flopwise.cli import app
 
-    res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:1", "--model", "x", "--num-requests", "2",
-                                   "--out", str(tmp_path / "run")])
-    assert res.exit_code == 2
-    assert "no request to http://127.0.0.1:1 completed (connect 2)" in res.output.replace("\n", " ")
+def test_cli_every_request_failing_is_one_error_line_and_exit_2(mock_url, tmp_path):
+    """The server answers but every request fails: the failures are counted and saved, no table, exit 2."""
+    r = run_cli("bench", "--url", mock_url, "--model", "mock", "--num-requests", "2", "--input-len", "4",
+                "--output-len", "4", "--dataset", jsonl_prompts(tmp_path, ["a [[mock:500]]"]),
+                "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "no request to" in r.stderr and "(http_500 2)" in r.stderr
+    assert "diagnosis" not in r.stdout
     assert (tmp_path / "run" / "requests.jsonl").read_text().count("\n") == 2

@@ -36,7 +36,8 @@ from flopwise.bench.prometheus import ServerView, scrape, server_view
 from flopwise.bench.prompts import PromptSource, load_dataset
 from flopwise.bench.redact import MASK, redact_url, split_userinfo
 from flopwise.bench.scheduler import Slot, run_load
-from flopwise.bench.store import RunStore, SavedRun, load_run, write_summary
+from flopwise.bench.export import request_rows, to_vllm_result, write_rows
+from flopwise.bench.store import ROWS_FILE, VLLM_RESULT_FILE, RunStore, SavedRun, load_run, write_json, write_summary
 from flopwise.bench.tokenize import HFTokenizer, ServerTokenizer, TokenCounter, load_counter
 from flopwise.bench.transport import BenchClient, Endpoint, RequestSpec
 from flopwise.errors import WorkloadError
@@ -122,8 +123,10 @@ class BenchConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
+        """From run.json (non-finite numbers are saved as strings: "inf")."""
         d = dict(d)
-        return cls(**{**d, "load": Load(**d["load"]), "prompts": PromptConfig(**d["prompts"])})
+        load = {k: float(v) if k in ("rate", "burstiness") and isinstance(v, str) else v for k, v in d["load"].items()}
+        return cls(**{**d, "load": Load(**load), "prompts": PromptConfig(**d["prompts"])})
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,11 @@ def report_run(root: str | Path, *, interrupted: bool | None = None) -> RunRepor
     rep = RunReport(Path(root), cfg, summary, view, diagnose(summary, view), interrupted,
                     tuple(_warnings(summary, cfg, saved)))
     write_summary(root, rep.to_dict())
+    write_rows(Path(root) / ROWS_FILE, request_rows(saved.records))
+    write_json(Path(root) / VLLM_RESULT_FILE, to_vllm_result(
+        saved.records, summary, model=cfg.model, request_rate=cfg.load.rate if not cfg.load.is_closed else math.inf,
+        burstiness=cfg.load.burstiness, max_concurrency=cfg.load.concurrency or cfg.load.max_concurrency,
+        endpoint=cfg.endpoint))
     return rep
 
 

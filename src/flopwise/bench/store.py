@@ -7,6 +7,8 @@ A run directory holds
                            complete file up to the last finished request
     server_metrics.jsonl   Prometheus scrapes (before, during and after each session)
     summary.json           the summary, rewritten at the end and by `flopwise bench report`
+    requests.csv           per-request latencies as columns (`bench.export`), rewritten with summary.json
+    vllm_result.json       the run as `vllm bench serve --save-result` writes one (`bench.export`), likewise
 
 Instants in a session are seconds since that session's start (one monotonic clock). A resumed run adds a
 session; its duration is the sum of the sessions' own durations (first arrival to last completion in each), so
@@ -31,6 +33,8 @@ RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"
 SERVER_FILE = "server_metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+ROWS_FILE = "requests.csv"
+VLLM_RESULT_FILE = "vllm_result.json"
 
 
 class RunStore:
@@ -190,7 +194,38 @@ def write_summary(root: str | Path, summary: dict[str, Any]) -> None:
     _write_json(Path(root) / SUMMARY_FILE, summary)
 
 
+def write_json(path: str | Path, obj: Any) -> None:
+    """`obj` as JSON at `path`, atomically (a temporary file renamed)."""
+    _write_json(Path(path), obj)
+
+
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    tmp.write_text(json.dumps(obj, indent=2, default=_json_default, allow_nan=False) if _finite(obj)
+                   else json.dumps(_finite_copy(obj), indent=2, default=_json_default, allow_nan=False))
     tmp.replace(path)
+
+
+def _json_default(o: Any) -> Any:
+    return str(o)
+
+
+def _finite(obj: Any) -> bool:
+    if isinstance(obj, float):
+        return obj == obj and obj not in (float("inf"), float("-inf"))
+    if isinstance(obj, dict):
+        return all(_finite(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return all(_finite(v) for v in obj)
+    return True
+
+
+def _finite_copy(obj: Any) -> Any:
+    """`obj` with every non-finite float as a string ("inf", "nan"): the files stay valid JSON."""
+    if isinstance(obj, float) and not _finite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_copy(v) for v in obj]
+    return obj

@@ -13,6 +13,7 @@ Each random choice (input lengths, output lengths, prefix groups, arrival gaps) 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,9 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    input_len: str | int | LengthDist | None = None, output_len: str | int | LengthDist | None = None,
                    request_rate: float | None = None, arrival: str = "poisson", burstiness: float = 1.0,
                    concurrency: int | None = None, trace: str | Path | None = None,
-                   tokenizer: str | Path | None = None, seed: int = 0) -> Workload:
-    """A deterministic request stream (see the module docstring for precedence)."""
+                   tokenizer: str | Path | None = None, seed: int = 0, rescale_arrivals: bool = False) -> Workload:
+    """A deterministic request stream (see the module docstring for precedence). `rescale_arrivals`: the
+    schedule of `vllm bench serve` (request N of N at exactly N / rate; `workload.arrivals`)."""
     if num_requests is not None and num_requests < 1:
         raise WorkloadError(f"--num-requests must be >= 1, got {num_requests}")
     if concurrency is not None and request_rate is not None and not math.isinf(request_rate):
@@ -75,8 +77,9 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         return Workload(tuple(specs), name=name)
     if request_rate is None:
         proc = named.arrivals if named else ArrivalProcess("poisson", math.inf)
+        proc = replace(proc, rescale=rescale_arrivals)
     else:
-        proc = ArrivalProcess(arrival, request_rate, burstiness)
+        proc = ArrivalProcess(arrival, request_rate, burstiness, rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
     specs = [RequestSpec(float(t), s.input_tokens, s.output_tokens, s.prefix_id, s.prefix_tokens)
              for t, s in zip(times, specs, strict=True)]
