@@ -37,8 +37,10 @@ kind `flopwise bench` records for it (`FAULTS`):
                                                                                           request on it too)
     empty_I_J_...     tokens I, J, ... (0-based) stream with empty text                  (success)
     all_empty         every token streams with empty text                               (success)
-`MockConfig.log_path`: one JSON line per generation request, {"fault": KIND or null, "outcome": "done" | "fault"
-| "aborted"}, written when the request ends: the server's own log for exact fault counts.
+`MockConfig.reject_extensions`: answer HTTP 400 to a body with ignore_eos or min_tokens (as OpenAI's API does).
+`MockConfig.log_path`: the server's own log, for exact fault counts: two JSON lines per generation request,
+{"prompt": a hash of its prompt, "fault": KIND or null, "event": "received"} when it is parsed and the same with
+"event": "done" | "fault" | "aborted" (the server stopped mid-request) when it ends.
 
 Usage counts: prompt_tokens is the number of whitespace-separated words in the prompt plus
 `special_tokens` (the mock's tokenizer, which /tokenize shares), completion_tokens the tokens streamed. Run as a
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import re
 import socket
@@ -98,6 +101,7 @@ class MockConfig:
     tokenize: bool = True
     slow_first_ms: float = 500.0
     log_path: str | None = None
+    reject_extensions: bool = False  # answer 400 to ignore_eos / min_tokens, as OpenAI's own API does
 
 
 @dataclass(slots=True)
@@ -183,23 +187,26 @@ class MockServer:
             if path == "/detokenize" and self.config.tokenize:
                 return await self._detokenize(payload, writer)
             if path.startswith("/v1/"):
-                fault = self._fault(payload, path.endswith("chat/completions"))
+                is_chat = path.endswith("chat/completions")
+                fault = self._fault(payload, is_chat)
+                key = hashlib.sha1(_prompt_text(payload, is_chat).encode()).hexdigest()[:12]
+                self._log(key, fault, "received")
                 outcome = "aborted"
                 try:
-                    keep, outcome = await self._generate(payload, path.endswith("chat/completions"), writer, fault)
+                    keep, outcome = await self._generate(payload, is_chat, writer, fault)
                     return keep
                 finally:
-                    self._log(fault, outcome)
+                    self._log(key, fault, outcome)
         return await _respond(writer, 404, b'{"error": {"message": "not found"}}')
 
     def _fault(self, payload: dict, is_chat: bool) -> str | None:
         m = _FAULT_RE.search(_prompt_text(payload, is_chat))
         return m.group(1) if m else self.config.fault
 
-    def _log(self, fault: str | None, outcome: str) -> None:
+    def _log(self, prompt: str, fault: str | None, event: str) -> None:
         if self.config.log_path:
             with open(self.config.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"fault": fault, "outcome": outcome}) + "\n")
+                f.write(json.dumps({"prompt": prompt, "fault": fault, "event": event}) + "\n")
 
     async def _tokenize(self, payload: dict, writer: asyncio.StreamWriter) -> bool:
         """vLLM's /tokenize: {"prompt", "add_special_tokens" (default true)} -> {"count", "tokens", ...}."""
@@ -234,6 +241,9 @@ class MockServer:
         if fault is not None and fault.isdigit():
             body = json.dumps({"error": {"message": f"mock fault {fault}"}}).encode()
             return await _respond(writer, int(fault), body), "fault"
+        if cfg.reject_extensions and ("ignore_eos" in payload or "min_tokens" in payload):
+            body = b'{"error": {"message": "Unrecognized request argument supplied: ignore_eos"}}'
+            return await _respond(writer, 400, body), "rejected"
         if fault in ("hang", "silence"):
             await asyncio.sleep(3600)
             return False, "fault"
