@@ -116,6 +116,7 @@ def simulate_cmd(
     request_rate: Annotated[str | None, typer.Option("--request-rate", help="Requests/s, or inf (all at once).")] = None,
     arrival: Annotated[str, typer.Option(help="Arrival process at --request-rate: poisson, gamma, constant.")] = "poisson",
     burstiness: Annotated[float, typer.Option(help="Gamma shape for --arrival gamma (1 = Poisson; CV = 1/sqrt).")] = 1.0,
+    rescale_arrivals: Annotated[bool, typer.Option("--rescale-arrivals", help="vllm bench serve's schedule: request N of N arrives at exactly N / rate.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: this many clients, each sending on completion.")] = None,
     num_requests: Annotated[int | None, typer.Option("--num-requests", help="Requests to simulate (default 1000, or the whole trace).")] = None,
     workload: Annotated[str | None, typer.Option(help="Named workload: chat, rag, code, summarize, batch.")] = None,
@@ -145,7 +146,8 @@ def simulate_cmd(
     def workload_at(r: float | None):
         return build_workload(num_requests=num_requests, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
-                              concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed)
+                              concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed,
+                              rescale_arrivals=rescale_arrivals)
 
     if find_max_rate_:
         if objectives is None:
