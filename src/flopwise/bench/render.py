@@ -62,12 +62,13 @@ def render_run(console: Console, rep: RunReport) -> None:
 
 def render_levels(console: Console, reps: Sequence[RunReport], max_rate: float | None = None) -> None:
     t = Table(title="load levels")
-    for c in ("level", "ok/all", "req/s", "out tok/s", "p50 ttft ms", "p95 ttft ms", "p50 tpot ms", "p95 tpot ms",
-              "goodput", "SLA", "bottleneck"):
+    for c in ("level", "ok/all", "sent req/s", "req/s", "out tok/s", "p50 ttft ms", "p95 ttft ms", "p50 tpot ms",
+              "p95 tpot ms", "goodput", "SLA", "bottleneck"):
         t.add_column(c, justify="right" if c not in ("level", "bottleneck") else "left")
     for r in reps:
         s = r.summary
-        t.add_row(r.config.load.label, f"{s['num_completed']}/{s['num_requests']}", _f(s["request_throughput"], ".2f"),
+        t.add_row(r.config.load.label, f"{s['num_completed']}/{s['num_requests']}",
+                  _f(s.get("delivered_request_rate"), ".2f"), _f(s["request_throughput"], ".2f"),
                   _f(s["output_tokens_per_s"]), _f(s["ttft_ms"]["p50"]), _f(s["ttft_ms"]["p95"]),
                   _f(s["tpot_ms"]["p50"]), _f(s["tpot_ms"]["p95"]), _f(s["goodput"], ".2f"),
                   "-" if s.get("sla") is None else ("met" if s.get("sla_met") else "missed"),
