@@ -205,11 +205,14 @@ def main() -> None:
     load_before = wait_quiet(a.wait_quiet)
     print(f"load average {load_before:.2f}; starting vLLM", flush=True)
     proc = start_server(model_dir, a.port, CACHE / "server.log")
+    loads_seen: list[float] = []
     results: dict[str, dict[str, list[dict]]] = {lab: {"vllm": [], "flopwise": [], "server_vllm": [],
                                                        "server_flopwise": []} for lab, *_ in loads}
     try:
         wait_healthy(url, proc)
+        loads_seen = []
         for pair in range(pairs):
+            loads_seen.append(wait_quiet(a.wait_quiet))  # other jobs on the 2 cores would time themselves
             for k, (label, f_load, v_load, n) in enumerate(loads):
                 seed = 1000 + 10 * pair + k
                 order = ("flopwise", "vllm") if pair % 2 == 0 else ("vllm", "flopwise")
@@ -233,8 +236,10 @@ def main() -> None:
             proc.wait(60)
     load_after = os.getloadavg()[0]
     lines = ["# `flopwise bench` beside `vllm bench serve` on one vLLM CPU server", "",
-             f"Produced by `benchmarks/bench_vs_vllm.py` ({pairs} interleaved pairs per load; load average "
-             f"{load_before:.2f} before, {load_after:.2f} after). vLLM CPU 0.32.0 (`.venv-vllm`) serving a "
+             f"Produced by `benchmarks/bench_vs_vllm.py` ({pairs} interleaved pairs per load; 1-minute load "
+             f"average {load_before:.2f} before the server started, "
+             + ", ".join(f"{x:.2f}" for x in loads_seen) + f" before each pair, {load_after:.2f} at the end). "
+             "vLLM CPU 0.32.0 (`.venv-vllm`) serving a "
              "56M-parameter random-weight Llama (hidden 512, 8 layers, vocab 32000) on 2 vCPUs; completions endpoint, "
              f"{INPUT_LEN} prompt tokens, {OUTPUT_LEN} output tokens with ignore_eos, {WARMUP} warm-up requests. "
              "Cells: median over pairs [min, max]. TTFT and E2E from the send for both clients; the server's from "
