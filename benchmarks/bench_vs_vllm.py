@@ -210,7 +210,6 @@ def main() -> None:
                                                        "server_flopwise": []} for lab, *_ in loads}
     try:
         wait_healthy(url, proc)
-        loads_seen = []
         for pair in range(pairs):
             loads_seen.append(wait_quiet(a.wait_quiet))  # other jobs on the 2 cores would time themselves
             for k, (label, f_load, v_load, n) in enumerate(loads):
