@@ -189,7 +189,8 @@ class MockServer:
             if path.startswith("/v1/"):
                 is_chat = path.endswith("chat/completions")
                 fault = self._fault(payload, is_chat)
-                key = hashlib.sha1(_prompt_text(payload, is_chat).encode()).hexdigest()[:12]
+                key = hashlib.sha1(_prompt_text(payload, is_chat).encode()).hexdigest()[:12] \
+                    if self.config.log_path else ""
                 self._log(key, fault, "received")
                 outcome = "aborted"
                 try:
@@ -312,16 +313,10 @@ class MockServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 writer.transport.abort()
                 return False, "fault"
-            bad = {"garbage": b"data: {this is not json\n\n", "garbage_line": b"<html>oops</html>\n\n",
-                   "choices_str": _event({"object": obj, "choices": "abc"}),
-                   "choices_null": _event({"object": obj, "choices": [None]}),
-                   "delta_str": _event({"object": obj, "choices": [{"index": 0, "delta": "tok"} if is_chat
-                                                                   else {"index": 0, "text": ["tok"]}]}),
-                   "error_event": _event({"error": {"message": ERROR_EVENT_MESSAGE, "code": 500}}),
-                   "giant_chunk": _event({"object": obj, "choices": [{"index": 0, "text": "x" * (2 << 20)}]}),
-                   }.get(fault or "")
-            if bad is not None:
-                _write_chunk(writer, bad)
+            if fault is not None:
+                bad = _bad_event(fault, obj, is_chat)
+                if bad is not None:
+                    _write_chunk(writer, bad)
             include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
             if include_usage and fault != "no_usage":
                 usage = {"prompt_tokens": n_prompt, "completion_tokens": sent, "total_tokens": n_prompt + sent}
@@ -345,6 +340,25 @@ class MockServer:
                 f'vllm:prompt_tokens_total{{model_name="{self.config.model}"}} {s.prompt_tokens}\n'
                 f'vllm:generation_tokens_total{{model_name="{self.config.model}"}} {s.generation_tokens}\n'
                 f'vllm:request_success_total{{model_name="{self.config.model}"}} {s.requests}\n')
+
+
+def _bad_event(fault: str, obj: str, is_chat: bool) -> bytes | None:
+    """The faulty event of a fault mode (built only for that mode: giant_chunk's is 2 MiB)."""
+    if fault == "garbage":
+        return b"data: {this is not json\n\n"
+    if fault == "garbage_line":
+        return b"<html>oops</html>\n\n"
+    if fault == "choices_str":
+        return _event({"object": obj, "choices": "abc"})
+    if fault == "choices_null":
+        return _event({"object": obj, "choices": [None]})
+    if fault == "delta_str":
+        return _event({"object": obj, "choices": [{"index": 0, "delta": "tok"} if is_chat else {"index": 0, "text": ["tok"]}]})
+    if fault == "error_event":
+        return _event({"error": {"message": ERROR_EVENT_MESSAGE, "code": 500}})
+    if fault == "giant_chunk":
+        return _event({"object": obj, "choices": [{"index": 0, "text": "x" * (2 << 20)}]})
+    return None
 
 
 def _empty_positions(fault: str | None, n: int) -> set[int] | None:
