@@ -234,7 +234,7 @@ def test_client_monitor_measures_loop_lag():
         return m.stats()
 
     st = asyncio.run(go())
-    assert st["loop_lag_ms_max"] >= 100 and st["saturated"] and st["cpu_util"] > 0.3
+    assert st["loop_lag_ms_max"] >= 100 and st["saturated"] and st["cpu_s"] > 0
 
 
 def test_ignore_eos_dropped_when_the_server_rejects_it(tmp_path):

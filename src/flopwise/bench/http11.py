@@ -326,7 +326,7 @@ def _request_head(request: httpx.Request, body: bytes) -> bytes:
 def _chunk_size(line: bytes) -> int:
     """The size of a chunk from its size line (`1a;ext=1`): hex digits only, no sign."""
     size = line.split(b";", 1)[0].strip()
-    if not size or not all(c in b"0123456789abcdefABCDEF" for c in size) or len(size) > 16:
+    if not size or size.strip(b"0123456789abcdefABCDEF") or len(size) > 16:  # hex digits only (strip: C speed)
         raise ValueError(f"bad chunk size {line[:40]!r}")
     return int(size, 16)
 

@@ -347,6 +347,25 @@ def _on_event(data: bytes, now: float, st: _Stream, rec: RequestRecord, chat: bo
         raise MalformedSSE(f"choices is not a list: {str(choices)[:80]!r}")
     if not choices:
         return False  # the usage-only chunk
+    if not chat and len(choices) == 1 and type(ch0 := choices[0]) is dict and "delta" not in ch0:
+        # the common completions chunk, handled without the general loop below (the client's hot path)
+        text = ch0.get("text")
+        if text is None:
+            text = ""
+        elif type(text) is not str:
+            raise MalformedSSE(f"text is not a string: {str(text)[:80]!r}")
+        fin = ch0.get("finish_reason")
+        if fin is not None:
+            st.finish_reason = str(fin)
+        lp = ch0.get("logprobs")
+        lp = lp.get("tokens") if type(lp) is dict else None
+        if len(st.chunk_times) >= st.max_chunks:
+            raise Oversized(f"more than {st.max_chunks} chunks for max_tokens {(st.max_chunks - 64) // 2}")
+        st.chunk_times.append(now)
+        st.chunk_texts.append(text)
+        st.chunk_logprob_tokens.append(len(lp) if type(lp) is list else None)
+        st.chunk_finishes.append(fin is not None)
+        return False
     text_parts: list[str] = []
     n_lp: int | None = 0
     finish = False
