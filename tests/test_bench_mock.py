@@ -98,11 +98,16 @@ def test_error_kinds(mock_url, tmp_path, fault, kind):
     assert bad[0].error and bad[0].request_id == 1
 
 
-def test_missing_usage_falls_back_to_chunk_count(mock_url, tmp_path):
-    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=jsonl_prompts(
-        tmp_path, ["x [[mock:no_usage]]"], output_len=5)))
+def test_missing_usage_falls_back_to_a_tokenizer_or_the_chunk_count(mock_url, tmp_path):
+    data = jsonl_prompts(tmp_path, ["x [[mock:no_usage]]"], output_len=5)
+    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=data, server_tokenizer=False))
     s = run_bench(c, tmp_path / "run").summary
     assert s["num_completed"] == 1 and s["output_tokens_source"] == {"chunks": 1}
+    # with the server's /tokenize the output text is counted by the server's tokenizer
+    c = cfg(mock_url, num_requests=1, prompts=PromptConfig(output_len=5, dataset=data))
+    s = run_bench(c, tmp_path / "run2").summary
+    assert s["num_completed"] == 1 and s["output_tokens_source"] == {"tokenizer": 1}
+    assert s["prompt_token_counter"] == "server:/tokenize"
 
 
 def test_connect_error(tmp_path):
@@ -212,13 +217,22 @@ def test_sweep_finds_max_rate(mock_url, tmp_path):
 
 
 def test_cli_unreachable_server_is_one_error_line_and_exit_2(tmp_path):
-    """Nothing completed: the failures are still counted and saved, then one error line and exit code 2."""
-    from typer.testing import CliRunner
+    """Nothing listens: checked before any measurement, one error line, exit code 2, in seconds."""
+    t = time.perf_counter()
+    r = run_cli("bench", "--url", "http://127.0.0.1:1", "--model", "x", "--num-requests", "2",
+                "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert "nothing answers at http://127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert time.perf_counter() - t < 60  # (seconds; never 2 min 20 s)
+    assert not (tmp_path / "run").exists()
 
-    from flopwise.cli import app
 
-    res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:1", "--model", "x", "--num-requests", "2",
-                                   "--out", str(tmp_path / "run")])
-    assert res.exit_code == 2
-    assert "no request to http://127.0.0.1:1 completed (connect 2)" in res.output.replace("\n", " ")
+def test_cli_every_request_failing_is_one_error_line_and_exit_2(mock_url, tmp_path):
+    """The server answers but every request fails: the failures are counted and saved, no table, exit 2."""
+    r = run_cli("bench", "--url", mock_url, "--model", "mock", "--num-requests", "2", "--input-len", "4",
+                "--output-len", "4", "--dataset", jsonl_prompts(tmp_path, ["a [[mock:500]]"]),
+                "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "no request to" in r.stderr and "(http_500 2)" in r.stderr
+    assert "diagnosis" not in r.stdout
     assert (tmp_path / "run" / "requests.jsonl").read_text().count("\n") == 2

@@ -65,6 +65,8 @@ HELP: dict[str, str] = {
     "request_rate": "Requests/s (open loop), or inf (all at once).",
     "arrival": "Arrival process at the request rate: poisson, gamma, constant.",
     "burstiness": "Gamma shape for the gamma arrival process (1 = Poisson; CV = 1/sqrt(shape)).",
+    "rescale_arrivals": "vllm bench serve's schedule: the drawn gaps are rescaled so request N of N arrives at "
+                        "exactly N / rate.",
     "concurrency": "Closed loop: this many clients, each sending its next request on a completion.",
     "num_requests": "Requests to simulate (default 1000, or the whole trace; at most 1,000,000).",
     "workload": "Named workload: chat, rag, code, summarize, batch.",

@@ -8,7 +8,11 @@ Without server metrics the client splits E into TTFT (queue + prefill, inseparab
 E - TTFT (decode).
 
 Findings, each with its evidence and advice (a run can have several; the first is the main bottleneck):
-    errors        some requests failed                         -> read errors_by_kind
+    errors        some requests failed (cancelled ones are not   -> read errors_by_kind
+                  failures: an interrupted run is not a server fault)
+    client_bound  the client itself was saturated (CPU >= 85% of -> the measurement is the client's limit, not the
+                  a core, or its event loop >= 10 ms late at p99)  server's: run it elsewhere or split the load;
+                                                                  this is then the bottleneck
     client_lag    sends left later than scheduled              -> the client is overloaded; its TTFT is inflated
     kv_bound      preemptions, or KV cache >= 95 % full        -> KV quantization (fp8), more TP, shorter max length
     queueing      queue share >= 20 % or requests waiting      -> add replicas, raise max_num_seqs /
@@ -53,6 +57,10 @@ class Diagnosis:
                 return f.kind
         return None
 
+    @property
+    def is_client_bound(self) -> bool:
+        return any(f.kind == "client_bound" for f in self.findings)
+
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "bottleneck": self.bottleneck, "shares": self.shares,
                 "findings": [asdict(f) for f in self.findings]}
@@ -62,10 +70,18 @@ def diagnose(summary: dict[str, Any], server: ServerView | None = None) -> Diagn
     findings: list[Finding] = []
     n_fail = summary.get("num_failed", 0)
     if n_fail:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("errors_by_kind", {}).items()))
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("errors_by_kind", {}).items()) if k != "cancelled")
         findings.append(Finding("errors", n_fail / max(summary["num_requests"], 1),
                                 f"{n_fail} of {summary['num_requests']} requests failed ({kinds})",
                                 "check the server log; failed requests count against goodput and attainment"))
+    client = summary.get("client") or {}
+    if client.get("saturated"):
+        findings.append(Finding("client_bound", None,
+                                f"the client used {100 * client.get('cpu_util', 0):.0f}% of a core and its event loop "
+                                f"woke {client.get('loop_lag_ms_p99', 0):.1f} ms late at p99 (max "
+                                f"{client.get('loop_lag_ms_max', 0):.0f} ms)",
+                                "the client, not the server, limits this run: TTFT and ITL include client delay; "
+                                "run the client on another machine, lower the concurrency, or split the load"))
     lag = (summary.get("send_lag_ms") or {}).get("p99")
     if lag is not None and lag > SEND_LAG_MS:
         findings.append(Finding("client_lag", None, f"p99 send lag {lag:.1f} ms behind schedule",

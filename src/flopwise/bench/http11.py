@@ -8,7 +8,22 @@ Content-Length, or until close), so one network read is one iteration of `aiter_
 
 Semantics kept from httpx: connect/read/write timeouts from the request's `timeout` extension raise
 httpx.ConnectTimeout / ReadTimeout / WriteTimeout; a connection closed mid-body raises RemoteProtocolError;
-a stale idle connection that fails before any response byte is retried once on a new connection.
+a reused keep-alive connection that fails before any response byte (EOF, reset, broken pipe: the server closed
+it after its previous response) is retried on another idle connection or a new one, as httpcore does; a new
+connection is never retried.
+
+Framing (RFC 9112), each case tested byte by byte in tests/test_bench_http11.py:
+- status line `HTTP/1.x NNN reason`. Framing violations raise `FramingError` (an httpx.RemoteProtocolError).
+- interim 1xx responses (100 Continue, 103 Early Hints) are read and skipped before the final response;
+  101 Switching Protocols (never asked for) is a protocol error.
+- HEAD, 1xx, 204 and 304 have no body; `Transfer-Encoding: chunked` (as the last coding) wins over
+  Content-Length; otherwise Content-Length, which must be one non-negative decimal (repeated equal values are
+  accepted); otherwise the body runs to the end of the connection, which is then not reused.
+- a body is never read past its end: the reads of a Content-Length body ask for at most the bytes left, and a
+  chunked body followed by stray bytes makes the connection not reusable.
+- chunk sizes are hex with optional `;extensions`; trailers are read and dropped; a bad size, a missing CRLF
+  after a chunk's data, or EOF inside the body is a RemoteProtocolError.
+- `Connection: close` or HTTP/1.0 (without keep-alive) closes the connection after the body.
 """
 
 from __future__ import annotations
@@ -19,17 +34,24 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-__all__ = ["FastHTTP11Transport"]
+__all__ = ["FastHTTP11Transport", "FramingError"]
 
 _READ_SIZE = 1 << 16
 _MAX_HEAD_BYTES = 1 << 16
+_MAX_INTERIM = 16
+
+
+class FramingError(httpx.RemoteProtocolError):
+    """The response breaks HTTP/1.1 framing (status line, Content-Length, chunk sizes): a server bug, not a
+    connection lost."""
 
 
 class _Conn:
-    __slots__ = ("reader", "writer", "origin")
+    __slots__ = ("reader", "writer", "origin", "is_reused")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, origin: tuple[str, str, int]):
         self.reader, self.writer, self.origin = reader, writer, origin
+        self.is_reused = False  # True once it has carried a complete response
 
     @property
     def is_usable(self) -> bool:
@@ -40,12 +62,16 @@ class _Conn:
 
 
 class FastHTTP11Transport(httpx.AsyncBaseTransport):
-    """HTTP/1.1 only; no proxies. `verify=False` skips TLS certificate checks."""
+    """HTTP/1.1 only; no proxies. `verify=False` skips TLS certificate checks; `ca_bundle` is a PEM file of
+    certificate authorities to trust instead of the system's."""
 
-    def __init__(self, *, verify: bool = True) -> None:
+    def __init__(self, *, verify: bool = True, ca_bundle: str | None = None) -> None:
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._busy: set[_Conn] = set()
-        self._ssl = ssl.create_default_context()
+        try:
+            self._ssl = ssl.create_default_context(cafile=ca_bundle)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"cannot load the CA bundle {ca_bundle}: {e}") from e
         if not verify:
             self._ssl.check_hostname = False
             self._ssl.verify_mode = ssl.CERT_NONE
@@ -65,12 +91,12 @@ class FastHTTP11Transport(httpx.AsyncBaseTransport):
             try:
                 return await self._exchange(conn, request, head + body, timeouts)
             except _StaleConnection:
-                continue
+                continue  # the server had closed this idle connection: the request never reached it
         conn = await self._connect(origin, timeouts.get("connect"), request)
         try:
             return await self._exchange(conn, request, head + body, timeouts)
         except _StaleConnection as e:
-            raise httpx.RemoteProtocolError("server closed the connection without a response",
+            raise httpx.RemoteProtocolError(f"server closed the connection without a response ({e.__cause__!r})",
                                             request=request) from e
 
     async def _connect(self, origin: tuple[str, str, int], timeout: float | None, request: httpx.Request) -> _Conn:
@@ -97,40 +123,61 @@ class FastHTTP11Transport(httpx.AsyncBaseTransport):
             raise httpx.WriteTimeout("write timed out", request=request) from e
         except OSError as e:
             self._drop(conn)
-            raise _StaleConnection() from e
+            if conn.is_reused:
+                raise _StaleConnection() from e
+            raise httpx.WriteError(f"sending the request failed: {e}", request=request) from e
         read_t = timeouts.get("read")
+        for num_heads in range(_MAX_INTERIM + 2):  # interim 1xx responses come before the final one
+            if num_heads > _MAX_INTERIM:
+                self._drop(conn)
+                raise FramingError(f"more than {_MAX_INTERIM} interim 1xx responses", request=request)
+            raw_head = await self._read_head(conn, request, read_t, num_heads == 0)
+            try:
+                status, headers, version = _parse_head(raw_head, request)
+            except FramingError:
+                self._drop(conn)
+                raise
+            if status == 101:
+                self._drop(conn)
+                raise FramingError("unexpected 101 Switching Protocols", request=request)
+            if not 100 <= status < 200:
+                break
+        try:
+            mode, length, keep_alive = _framing(request.method, status, headers, version)
+        except ValueError as e:
+            self._drop(conn)
+            raise FramingError(str(e), request=request) from None
+        stream = _Body(self, conn, request, mode, length, keep_alive, read_t)
+        return httpx.Response(status, headers=headers, stream=stream, request=request,
+                              extensions={"http_version": version.encode()})
+
+    async def _read_head(self, conn: _Conn, request: httpx.Request, read_t: float | None, first: bool) -> bytes:
+        """One response head. On the first head of a reused connection, EOF or a reset before any byte means
+        the server had closed the connection: _StaleConnection (retried on another)."""
         try:
             async with asyncio.timeout(read_t):
-                raw_head = await conn.reader.readuntil(b"\r\n\r\n")
+                return await conn.reader.readuntil(b"\r\n\r\n")
         except TimeoutError as e:
             self._drop(conn)
             raise httpx.ReadTimeout("timed out waiting for the response", request=request) from e
         except asyncio.IncompleteReadError as e:
             self._drop(conn)
-            if not e.partial:
+            if not e.partial and first:
                 raise _StaleConnection() from e
             raise httpx.RemoteProtocolError("connection closed inside the response head", request=request) from e
-        except (asyncio.LimitOverrunError, OSError) as e:
+        except asyncio.LimitOverrunError as e:
             self._drop(conn)
+            raise FramingError(f"response head over {_MAX_HEAD_BYTES} bytes", request=request) from e
+        except OSError as e:
+            self._drop(conn)
+            if first and conn.is_reused:
+                raise _StaleConnection() from e
             raise httpx.ReadError(f"reading the response head failed: {e}", request=request) from e
-        status, headers, version = _parse_head(raw_head, request)
-        hmap = {k.lower(): v for k, v in headers}
-        keep_alive = version == "HTTP/1.1" and hmap.get(b"connection", b"").lower() != b"close"
-        if request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            mode, length = "length", 0
-        elif b"chunked" in hmap.get(b"transfer-encoding", b"").lower():
-            mode, length = "chunked", 0
-        elif b"content-length" in hmap:
-            mode, length = "length", int(hmap[b"content-length"])
-        else:
-            mode, length, keep_alive = "eof", 0, False
-        stream = _Body(self, conn, request, mode, length, keep_alive, read_t)
-        return httpx.Response(status, headers=headers, stream=stream, request=request,
-                              extensions={"http_version": version.encode()})
 
     def _release(self, conn: _Conn, reusable: bool) -> None:
         self._busy.discard(conn)
         if reusable and conn.is_usable:
+            conn.is_reused = True
             self._idle.setdefault(conn.origin, []).append(conn)
         else:
             conn.close()
@@ -161,11 +208,12 @@ class _Body(httpx.AsyncByteStream):
         self._mode, self._length, self._keep = mode, length, keep_alive
         self._read_timeout = read_timeout
         self._released = False
+        self._clean = True  # False when bytes followed the end of the body: the connection is not reused
 
-    async def _read(self) -> bytes:
+    async def _read(self, n: int = _READ_SIZE) -> bytes:
         try:
             async with asyncio.timeout(self._read_timeout):
-                return await self._conn.reader.read(_READ_SIZE)
+                return await self._conn.reader.read(n)
         except TimeoutError as e:
             raise httpx.ReadTimeout("timed out reading the response body", request=self._request) from e
         except OSError as e:
@@ -179,7 +227,7 @@ class _Body(httpx.AsyncByteStream):
             elif self._mode == "length":
                 left = self._length
                 while left > 0:
-                    data = await self._read()
+                    data = await self._read(min(left, _READ_SIZE))
                     if not data:
                         raise httpx.RemoteProtocolError(
                             f"connection closed with {left} body bytes missing", request=self._request)
@@ -188,7 +236,7 @@ class _Body(httpx.AsyncByteStream):
             else:
                 while data := await self._read():
                     yield data
-            self._finish(self._keep)
+            self._finish(self._keep and self._clean)
         finally:
             self._finish(False)
 
@@ -202,11 +250,13 @@ class _Body(httpx.AsyncByteStream):
                 if state == "size":
                     i = buf.find(b"\r\n")
                     if i < 0:
+                        if len(buf) > 1024:
+                            raise FramingError("chunk-size line over 1024 bytes", request=self._request)
                         break
                     try:
-                        size_left = int(bytes(buf[:i]).split(b";", 1)[0].strip(), 16)
+                        size_left = _chunk_size(bytes(buf[:i]))
                     except ValueError:
-                        raise httpx.RemoteProtocolError("bad chunk size in chunked body",
+                        raise FramingError("bad chunk size in chunked body",
                                                         request=self._request) from None
                     del buf[: i + 2]
                     state = "data" if size_left else "trailer"
@@ -222,6 +272,9 @@ class _Body(httpx.AsyncByteStream):
                 elif state == "crlf":
                     if len(buf) < 2:
                         break
+                    if buf[:2] != b"\r\n":
+                        raise FramingError("chunk data not followed by CRLF (wrong chunk size)",
+                                                        request=self._request)
                     del buf[:2]
                     state = "size"
                 else:  # trailer lines until an empty one
@@ -236,6 +289,7 @@ class _Body(httpx.AsyncByteStream):
             if out:
                 yield out[0] if len(out) == 1 else b"".join(out)
             if state == "done":
+                self._clean = not buf
                 return
             data = await self._read()
             if not data:
@@ -269,13 +323,51 @@ def _request_head(request: httpx.Request, body: bytes) -> bytes:
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
+def _chunk_size(line: bytes) -> int:
+    """The size of a chunk from its size line (`1a;ext=1`): hex digits only, no sign."""
+    size = line.split(b";", 1)[0].strip()
+    if not size or size.strip(b"0123456789abcdefABCDEF") or len(size) > 16:  # hex digits only (strip: C speed)
+        raise ValueError(f"bad chunk size {line[:40]!r}")
+    return int(size, 16)
+
+
+def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]], version: str) -> tuple[str, int, bool]:
+    """(mode, content length, keep-alive) of a final response; ValueError for an invalid Content-Length."""
+    keep_alive = version == "HTTP/1.1"
+    lengths: set[bytes] = set()
+    chunked = False
+    for k, v in headers:
+        lk = k.lower()
+        if lk == b"connection":
+            tokens = {t.strip().lower() for t in v.split(b",")}
+            if b"close" in tokens:
+                keep_alive = False
+            elif b"keep-alive" in tokens and version == "HTTP/1.0":
+                keep_alive = True
+        elif lk == b"transfer-encoding":
+            chunked = v.split(b",")[-1].strip().lower() == b"chunked"
+        elif lk == b"content-length":
+            lengths.update(p.strip() for p in v.split(b","))
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return "length", 0, keep_alive
+    if chunked:
+        return "chunked", 0, keep_alive
+    if lengths:
+        if len(lengths) > 1 or not all(x.isdigit() for x in lengths) or len(next(iter(lengths))) > 18:
+            raise ValueError(f"invalid Content-Length {b', '.join(sorted(lengths))[:60]!r}")
+        return "length", int(next(iter(lengths))), keep_alive
+    return "eof", 0, False
+
+
 def _parse_head(raw: bytes, request: httpx.Request) -> tuple[int, list[tuple[bytes, bytes]], str]:
     lines = raw[:-4].split(b"\r\n")
     parts = lines[0].split(b" ", 2)
     try:
         version, status = parts[0].decode("ascii"), int(parts[1])
+        if not version.startswith("HTTP/1.") or len(parts[1]) != 3 or not 100 <= status <= 999:
+            raise ValueError
     except (IndexError, ValueError, UnicodeDecodeError):
-        raise httpx.RemoteProtocolError(f"bad status line {lines[0][:80]!r}", request=request) from None
+        raise FramingError(f"bad status line {lines[0][:80]!r}", request=request) from None
     headers = []
     for ln in lines[1:]:
         k, sep, v = ln.partition(b":")

@@ -1,9 +1,11 @@
 """Measured beside predicted: replay a run's own requests through flopwise's simulator.
 
-The simulated workload is the measured one: the same requests in the same order with the server's own token
-counts (usage prompt and completion tokens), the same open-loop send times (scheduled, relative to the first) or
-the same closed-loop concurrency, and the shared prefix (if any). Rows compare mean / p50 / p99 of TTFT, TPOT,
-ITL and E2E and the throughputs; error_pct = 100 * (predicted - measured) / measured.
+The replay is the one `flopwise calibrate` fits on (`calibrate.bench_runs.measured_workload` and
+`replay_config`: one saved-run replay, not two copies): the same requests in the same order with the server's own
+token counts (usage prompt and completion tokens), the same open-loop send times (scheduled, relative to the first)
+or the same closed-loop concurrency with its sends a millisecond apart, the shared prefix (if any), and prompts cut
+to their uncached part where the server reports prefix-cache hits the prompts do not explain. Rows compare mean /
+p50 / p99 of TTFT, TPOT, ITL and E2E and the throughputs; error_pct = 100 * (predicted - measured) / measured.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from flopwise.bench.runner import RunReport
 from flopwise.bench.store import load_run
+from flopwise.errors import WorkloadError
 from flopwise.specs.sla import parse_sla
 
 __all__ = ["Comparison", "predict_run"]
@@ -35,27 +38,17 @@ class Comparison:
 def predict_run(report: RunReport, *, model: str, gpu: str, tp: int = 1,
                 hardware_file: str | Path | None = None, **knobs: Any) -> Comparison:
     """Simulate `report`'s run on (model config, gpu, tp) and compare with what was measured."""
-    from flopwise.api import deployment
+    from flopwise.api import deployment  # orchestration above bench: the simulator and the calibration replay
+    from flopwise.calibrate.bench_runs import measured_workload, replay_config
     from flopwise.sim import simulate
-    from flopwise.workload.spec import RequestSpec, Workload
 
     saved = load_run(report.root)
-    ok = [r for r in saved.records if r.ok]
-    if not ok:
-        from flopwise.errors import WorkloadError
+    if not any(r.ok for r in saved.records):
         raise WorkloadError(f"{report.root} has no completed request to compare with")
     cfg = report.config
-    t0 = min(r.arrival_at for r in ok)
-    pc = cfg.prompts
-    specs = []
-    for r in sorted(ok, key=lambda r: r.arrival_at):
-        prefix = pc.shared_prefix_len if pc.shared_prefix_len and pc.shared_prefix_len <= r.input_tokens else 0
-        specs.append(RequestSpec(0.0 if cfg.load.is_closed else r.arrival_at - t0, max(r.input_tokens, 1),
-                                 max(r.num_output_tokens, 1),
-                                 (r.request_id % pc.num_prefixes) if prefix else None, prefix))
-    wl = Workload(tuple(specs), concurrency=cfg.load.concurrency if cfg.load.is_closed else None, name="measured")
+    wl = measured_workload(saved, cfg)
     dep = deployment(model, gpu, tp=tp, hardware_file=hardware_file, **knobs)
-    sim = simulate(dep, wl, sla=parse_sla(cfg.sla) if cfg.sla else None).summary()
+    sim = simulate(dep, wl, replay_config(), sla=parse_sla(cfg.sla) if cfg.sla else None).summary()
     rows = []
     for metric, stat in _ROWS:
         a = report.summary[metric][stat] if stat else report.summary[metric]

@@ -12,7 +12,8 @@ from flopwise.bench.predict import Comparison
 from flopwise.bench.runner import RunReport
 from flopwise.bench.selftest import SelftestLevel
 
-__all__ = ["render_run", "render_levels", "render_selftest", "render_comparison", "write_sweep_chart"]
+__all__ = ["render_run", "render_levels", "render_selftest", "render_comparison", "render_vllm_result",
+           "write_sweep_chart"]
 
 
 def _f(v: float | None, fmt: str = ".1f") -> str:
@@ -26,14 +27,29 @@ def render_run(console: Console, rep: RunReport) -> None:
     t.add_column("metric")
     for c in ("mean", "p50", "p90", "p95", "p99"):
         t.add_column(c, justify="right")
-    for key in ("ttft_ms", "ttft_from_send_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2e_ms", "send_lag_ms"):
-        t.add_row(key, *(_f(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
+    for key in ("ttft_ms", "ttft_from_send_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2e_ms", "e2e_from_send_ms",
+                "send_lag_ms"):
+        if key in s:
+            t.add_row(key, *(_f(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
     console.print(t)
+    console.print("ttft_ms / e2e_ms run from the scheduled arrival (send lag included); *_from_send_ms from the "
+                  "send, as vllm bench serve measures")
+    asked = s.get("asked_request_rate")
+    console.print(f"request rate: {_f(s.get('delivered_request_rate'), '.3f')} req/s delivered"
+                  + (f" of {asked:g} asked" if asked else " (closed loop)" if rep.config.load.is_closed
+                     else " (asked: all at once)"))
     console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s, "
                   f"goodput {s['goodput']:.2f} req/s, SLA attainment {100 * s['sla_attainment']:.1f}%"
                   + (f", SLA {'met' if s.get('sla_met') else 'missed'} ({s['sla']})" if s.get("sla") else ""))
+    if s.get("sla"):
+        console.print(f"goodput as vllm bench serve defines it (TTFT, TPOT, E2E; no ITL): "
+                      f"{s['goodput_vllm']:.2f} req/s, attainment {100 * s['sla_attainment_vllm']:.1f}%")
     if s["errors_by_kind"]:
-        console.print("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s["errors_by_kind"].items())))
+        console.print("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s["errors_by_kind"].items()))
+                      + (f" ({s['num_cancelled']} cancelled by the interruption, not failures)"
+                         if s.get("num_cancelled") else ""))
+    for w in rep.warnings:
+        console.print(f"[bold yellow]warning:[/] {w}")
     if s["output_tokens_source"]:
         console.print("output token counts from: " + ", ".join(f"{k} ({v})" for k, v in s["output_tokens_source"].items()))
     d = rep.diagnosis
@@ -46,12 +62,13 @@ def render_run(console: Console, rep: RunReport) -> None:
 
 def render_levels(console: Console, reps: Sequence[RunReport], max_rate: float | None = None) -> None:
     t = Table(title="load levels")
-    for c in ("level", "ok/all", "req/s", "out tok/s", "p50 ttft ms", "p95 ttft ms", "p50 tpot ms", "p95 tpot ms",
-              "goodput", "SLA", "bottleneck"):
+    for c in ("level", "ok/all", "sent req/s", "req/s", "out tok/s", "p50 ttft ms", "p95 ttft ms", "p50 tpot ms",
+              "p95 tpot ms", "goodput", "SLA", "bottleneck"):
         t.add_column(c, justify="right" if c not in ("level", "bottleneck") else "left")
     for r in reps:
         s = r.summary
-        t.add_row(r.config.load.label, f"{s['num_completed']}/{s['num_requests']}", _f(s["request_throughput"], ".2f"),
+        t.add_row(r.config.load.label, f"{s['num_completed']}/{s['num_requests']}",
+                  _f(s.get("delivered_request_rate"), ".2f"), _f(s["request_throughput"], ".2f"),
                   _f(s["output_tokens_per_s"]), _f(s["ttft_ms"]["p50"]), _f(s["ttft_ms"]["p95"]),
                   _f(s["tpot_ms"]["p50"]), _f(s["tpot_ms"]["p95"]), _f(s["goodput"], ".2f"),
                   "-" if s.get("sla") is None else ("met" if s.get("sla_met") else "missed"),
@@ -71,6 +88,19 @@ def render_selftest(console: Console, levels: Sequence[SelftestLevel]) -> None:
                   f"{lv.added_ttft_ms_p99:.2f}", f"{lv.added_tpot_ms_mean:.2f}", f"{lv.achieved_rate_ratio:.3f}",
                   str(lv.num_failed))
     console.print(t)
+
+
+def render_vllm_result(console: Console, path: Path, vllm: dict, summary: dict) -> None:
+    """A `vllm bench serve` result beside flopwise's summary of the same requests."""
+    t = Table(title=f"{path.name}: {summary['num_completed']}/{summary['num_requests']} ok (vllm bench serve result)")
+    for c in ("metric", "vLLM mean", "vLLM p99", "flopwise mean", "flopwise p99"):
+        t.add_column(c, justify="right" if c != "metric" else "left")
+    for v_key, f_key in (("ttft", "ttft_from_send_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2e_ms")):
+        t.add_row(f_key, _f(vllm.get(f"mean_{v_key}_ms"), ".2f"), _f(vllm.get(f"p99_{v_key}_ms"), ".2f"),
+                  _f(summary[f_key]["mean"], ".2f"), _f(summary[f_key]["p99"], ".2f"))
+    console.print(t)
+    console.print(f"throughput {summary['request_throughput']:.2f} req/s (vLLM {vllm.get('request_throughput', 0):.2f}), "
+                  f"{summary['output_tokens_per_s']:.1f} output tok/s (vLLM {vllm.get('output_throughput', 0):.1f})")
 
 
 def render_comparison(console: Console, cmp: Comparison) -> None:

@@ -40,20 +40,26 @@ SendFn = Callable[[Slot], Awaitable[None]]
 
 async def run_load(load: Load, indices: Iterable[int], send: SendFn, *, num_warmup: int = 0,
                    duration_s: float | None = None, seed: int = 0,
-                   clock: Callable[[], float] = time.perf_counter) -> PhaseTimes:
+                   clock: Callable[[], float] = time.perf_counter, block: int = 1,
+                   on_measured_start: Callable[[float], None] | None = None) -> PhaseTimes:
+    """`block`: the number of requests a rescaled open loop spreads over block / rate (`arrivals`).
+    `on_measured_start(instant)` is called when the measured phase starts (after the warm-up)."""
     if num_warmup:
-        await _phase(load, range(num_warmup), send, None, seed + 1, clock, warmup=True)
-    return await _phase(load, indices, send, duration_s, seed, clock, warmup=False)
+        await _phase(load, range(num_warmup), send, None, seed + 1, clock, num_warmup, warmup=True)
+    start = clock()
+    if on_measured_start is not None:
+        on_measured_start(start)
+    return await _phase(load, indices, send, duration_s, seed, clock, block, warmup=False, start=start)
 
 
 async def _phase(load: Load, indices: Iterable[int], send: SendFn, duration_s: float | None, seed: int,
-                 clock: Callable[[], float], *, warmup: bool) -> PhaseTimes:
-    start = clock()
+                 clock: Callable[[], float], block: int, *, warmup: bool, start: float | None = None) -> PhaseTimes:
+    start = clock() if start is None else start
     if load.is_closed:
         n = await _closed(load.concurrency or 1, load.ramp_up_s, iter(indices), send, start, duration_s, clock,
                           warmup)
     else:
-        n = await _open(load, indices, send, start, duration_s, seed, clock, warmup)
+        n = await _open(load, indices, send, start, duration_s, seed, clock, warmup, block)
     return PhaseTimes(start, clock(), n)
 
 
@@ -83,7 +89,7 @@ async def _closed(concurrency: int, ramp_up_s: float, it: Iterable[int], send: S
 
 
 async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, duration_s: float | None,
-                seed: int, clock: Callable[[], float], warmup: bool) -> int:
+                seed: int, clock: Callable[[], float], warmup: bool, block: int) -> int:
     cap = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
     tasks: set[asyncio.Task] = set()
 
@@ -97,7 +103,7 @@ async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, 
     sent = 0
     at = start
     try:
-        for idx, gap in zip(indices, arrival_gaps(load, seed)):
+        for idx, gap in zip(indices, arrival_gaps(load, seed, block)):
             at += gap
             if duration_s is not None and at - start >= duration_s:
                 break

@@ -45,7 +45,8 @@ def selftest(concurrencies: tuple[int, ...] = (1, 64, 256), *, ttft_ms: float = 
             n = max(rounds * c, min_requests)
             load = Load("concurrency", concurrency=c, ramp_up_s=ideal_s)
             cfg = BenchConfig(url=url, model="mock", load=load, num_requests=n,
-                              num_warmup=c, prompts=PromptConfig(input_len=input_len, output_len=output_len),
+                              num_warmup=c, prompts=PromptConfig(input_len=input_len, output_len=output_len,
+                                                                 server_tokenizer=False),
                               scrape_metrics=False, timeout_s=60.0)
             with tempfile.TemporaryDirectory(prefix="flopwise-selftest-") as d:
                 s = run_bench(cfg, d).summary

@@ -7,6 +7,8 @@ A run directory holds
                            complete file up to the last finished request
     server_metrics.jsonl   Prometheus scrapes (before, during and after each session)
     summary.json           the summary, rewritten at the end and by `flopwise bench report`
+    requests.csv           per-request latencies as columns (`bench.export`), rewritten with summary.json
+    vllm_result.json       the run as `vllm bench serve --save-result` writes one (`bench.export`), likewise
 
 Instants in a session are seconds since that session's start (one monotonic clock). A resumed run adds a
 session; its duration is the sum of the sessions' own durations (first arrival to last completion in each), so
@@ -31,6 +33,8 @@ RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"
 SERVER_FILE = "server_metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+ROWS_FILE = "requests.csv"
+VLLM_RESULT_FILE = "vllm_result.json"
 
 
 class RunStore:
@@ -44,13 +48,19 @@ class RunStore:
             raise WorkloadError(f"{self.root} already holds a run; pass --resume to continue it, or another --out")
         if resume and not run_file.exists():
             raise WorkloadError(f"--resume: {self.root} holds no run ({RUN_FILE} missing)")
-        meta = json.loads(run_file.read_text()) if resume else {"config": config, "sessions": []}
+        meta = _read_meta(run_file) if resume else {"config": config, "sessions": []}
         self.config: dict[str, Any] = meta["config"]
         self.session = len(meta["sessions"])
         meta["sessions"].append({"session": self.session, "started_unix_s": time.time()})
+        self._meta = meta
         _write_json(run_file, meta)
         self._requests: IO[str] = open(self.root / REQUESTS_FILE, "a", encoding="utf-8")
         self._server: IO[str] = open(self.root / SERVER_FILE, "a", encoding="utf-8")
+
+    def update_session(self, **fields: Any) -> None:
+        """Add facts about this session to run.json (measured phase start, client CPU, prompt counter, ...)."""
+        self._meta["sessions"][-1].update(fields)
+        _write_json(self.root / RUN_FILE, self._meta)
 
     def append(self, rec: RequestRecord, *, is_warmup: bool = False) -> None:
         row = rec.to_dict()
@@ -77,6 +87,11 @@ class SavedRun:
     session_of: dict[int, int]
     scrapes: list[dict[str, Any]]
     num_bad_lines: int
+    session_meta: tuple[dict[str, Any], ...] = ()
+
+    def meta_of(self, session: int) -> dict[str, Any]:
+        """run.json's entry for `session` ({} when absent)."""
+        return next((m for m in self.session_meta if m.get("session") == session), {})
 
     def done_ids(self) -> set[int]:
         """Request ids already measured (anything but cancelled): a resume skips them."""
@@ -99,29 +114,69 @@ def load_run(root: str | Path) -> SavedRun:
     run_file = root / RUN_FILE
     if not run_file.exists():
         raise WorkloadError(f"{root} is not a bench run ({RUN_FILE} missing)")
-    meta = json.loads(run_file.read_text())
+    meta = _read_meta(run_file)
     latest: dict[int, tuple[RequestRecord, int]] = {}
     bad = 0
     req_file = root / REQUESTS_FILE
-    for line in req_file.read_text(encoding="utf-8").splitlines() if req_file.exists() else []:
+    for line in _lines(req_file):
         try:
             row = json.loads(line)
-        except ValueError:
+            if not isinstance(row, dict):
+                raise ValueError("not an object")
+            if row.get("is_warmup"):
+                continue
+            rec = RequestRecord.from_dict(row)
+            _check_record(rec)
+            latest[int(rec.request_id)] = (rec, int(row.get("session", 0)))
+        except (ValueError, TypeError, KeyError, OverflowError):
             bad += 1
-            continue
-        if row.get("is_warmup"):
-            continue
-        latest[row["request_id"]] = (RequestRecord.from_dict(row), int(row.get("session", 0)))
     scrapes = []
     srv = root / SERVER_FILE
-    for line in srv.read_text(encoding="utf-8").splitlines() if srv.exists() else []:
+    for line in _lines(srv):
         try:
-            scrapes.append(json.loads(line))
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("metrics"), dict) or \
+                    not isinstance(row.get("session"), int) or row.get("phase") not in ("before", "during", "after"):
+                raise ValueError("not a scrape")
+            scrapes.append(row)
         except ValueError:
             bad += 1
     ids = sorted(latest)
     return SavedRun(root, meta["config"], [latest[i][0] for i in ids], sorted({s for _, s in latest.values()}),
-                    {i: latest[i][1] for i in ids}, scrapes, bad)
+                    {i: latest[i][1] for i in ids}, scrapes, bad,
+                    tuple(m for m in meta["sessions"] if isinstance(m, dict)))
+
+
+def _read_meta(run_file: Path) -> dict[str, Any]:
+    """run.json, checked: an object with a "config" object and a "sessions" list."""
+    try:
+        meta = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise WorkloadError(f"{run_file} is damaged ({e}); it is not a readable bench run") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or \
+            not isinstance(meta.get("sessions"), list):
+        raise WorkloadError(f"{run_file} is damaged (expected an object with \"config\" and \"sessions\")")
+    return meta
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return path.read_bytes().decode("utf-8", "replace").splitlines()
+
+
+def _check_record(rec: RequestRecord) -> None:
+    """Raise ValueError for a stored record whose fields have the wrong type (a damaged or foreign file)."""
+    nums = (rec.arrival_at, *(t for t in rec.token_times))
+    if not isinstance(rec.token_times, list) or not all(isinstance(x, (int, float)) and x == x for x in nums):
+        raise ValueError("bad times")
+    if not isinstance(rec.input_tokens, int) or not isinstance(rec.output_tokens, int):
+        raise ValueError("bad token counts")
+    if rec.sent_at is not None and not isinstance(rec.sent_at, (int, float)):
+        raise ValueError("bad sent_at")
+    if rec.chunk_tokens is not None and (not isinstance(rec.chunk_tokens, list) or
+                                         len(rec.chunk_tokens) != len(rec.token_times)):
+        raise ValueError("bad chunk_tokens")
 
 
 def find_runs(root: str | Path) -> list[Path]:
@@ -139,7 +194,38 @@ def write_summary(root: str | Path, summary: dict[str, Any]) -> None:
     _write_json(Path(root) / SUMMARY_FILE, summary)
 
 
+def write_json(path: str | Path, obj: Any) -> None:
+    """`obj` as JSON at `path`, atomically (a temporary file renamed)."""
+    _write_json(Path(path), obj)
+
+
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    tmp.write_text(json.dumps(obj, indent=2, default=_json_default, allow_nan=False) if _finite(obj)
+                   else json.dumps(_finite_copy(obj), indent=2, default=_json_default, allow_nan=False))
     tmp.replace(path)
+
+
+def _json_default(o: Any) -> Any:
+    return str(o)
+
+
+def _finite(obj: Any) -> bool:
+    if isinstance(obj, float):
+        return obj == obj and obj not in (float("inf"), float("-inf"))
+    if isinstance(obj, dict):
+        return all(_finite(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return all(_finite(v) for v in obj)
+    return True
+
+
+def _finite_copy(obj: Any) -> Any:
+    """`obj` with every non-finite float as a string ("inf", "nan"): the files stay valid JSON."""
+    if isinstance(obj, float) and not _finite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_copy(v) for v in obj]
+    return obj

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.bench.arrivals import Load
-from flopwise.bench.runner import BenchConfig, RunReport, run_bench
+from flopwise.bench.runner import BenchConfig, Progress, RunReport, run_bench
 from flopwise.errors import WorkloadError
 
 __all__ = ["SweepResult", "run_levels", "find_max_rate"]
@@ -35,10 +35,11 @@ def _level_dir(out: Path, k: int, load: Load) -> Path:
 
 
 def run_levels(cfg: BenchConfig, loads: Sequence[Load], out: str | Path, *, api_key: str | None = None,
-               on_level: Callable[[RunReport], None] | None = None) -> SweepResult:
+               on_level: Callable[[RunReport], None] | None = None,
+               progress: Callable[[Progress], None] | None = None) -> SweepResult:
     reports = []
     for k, load in enumerate(loads):
-        rep = run_bench(replace(cfg, load=load), _level_dir(Path(out), k, load), api_key=api_key)
+        rep = run_bench(replace(cfg, load=load), _level_dir(Path(out), k, load), api_key=api_key, progress=progress)
         reports.append(rep)
         if on_level:
             on_level(rep)
@@ -46,7 +47,8 @@ def run_levels(cfg: BenchConfig, loads: Sequence[Load], out: str | Path, *, api_
 
 
 def find_max_rate(cfg: BenchConfig, out: str | Path, *, steps: int = 4, api_key: str | None = None,
-                  on_level: Callable[[RunReport], None] | None = None) -> SweepResult:
+                  on_level: Callable[[RunReport], None] | None = None,
+                  progress: Callable[[Progress], None] | None = None) -> SweepResult:
     if not cfg.sla:
         raise WorkloadError("--sweep searches for the highest rate meeting an SLA; pass --sla too")
     out = Path(out)
@@ -54,20 +56,21 @@ def find_max_rate(cfg: BenchConfig, out: str | Path, *, steps: int = 4, api_key:
     reports = []
 
     def run(k: int, load: Load) -> RunReport:
-        rep = run_bench(replace(cfg, load=load), _level_dir(out, k, load), api_key=api_key)
+        rep = run_bench(replace(cfg, load=load), _level_dir(out, k, load), api_key=api_key, progress=progress)
         reports.append(rep)
         if on_level:
             on_level(rep)
         return rep
 
-    burst = run(0, Load(kind, rate=math.inf, burstiness=cfg.load.burstiness))
+    rescale = cfg.load.rescale
+    burst = run(0, Load(kind, rate=math.inf, burstiness=cfg.load.burstiness, rescale=rescale))
     capacity = burst.summary["request_throughput"]
     if not capacity:
         raise WorkloadError("the burst run completed no request; check the server before sweeping")
     lo, hi, best = 0.0, capacity, None
     for k in range(1, steps + 1):
         rate = round((lo + hi) / 2, 4)
-        rep = run(k, Load(kind, rate=rate, burstiness=cfg.load.burstiness))
+        rep = run(k, Load(kind, rate=rate, burstiness=cfg.load.burstiness, rescale=rescale))
         if rep.summary.get("sla_met"):
             lo, best = rate, rate
         else:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import LatencyStats
+from flopwise.metrics.summary import LatencyStats, delivered_rate
 from flopwise.sim.request import Request
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.sla import SLA
@@ -241,7 +241,7 @@ class BoundedRecords:
         empty = LatencyStats(None, None, None, None, None)
         stats = {"ttft_ms": LatencyStats.of(ttft), "tpot_ms": LatencyStats.of(tpot), "itl_ms": itl,
                  "e2e_ms": LatencyStats.of(e2e), "queue_ms": LatencyStats.of(queue), "itl_per_token_ms": itl,
-                 "ttft_from_send_ms": empty, "send_lag_ms": empty}
+                 "ttft_from_send_ms": empty, "send_lag_ms": empty, "e2e_from_send_ms": empty}
         errors: dict[str, int] = {}
         for kind in self.error_kind.values():
             errors[kind] = errors.get(kind, 0) + 1
@@ -257,26 +257,40 @@ class BoundedRecords:
             "request_throughput": n_ok / duration if duration else 0.0,
             "output_tokens_per_s": out_tokens / duration if duration else 0.0,
             "total_tokens_per_s": (out_tokens + in_tokens) / duration if duration else 0.0,
-            "preemptions": int(self.preemptions.sum()), "errors_by_kind": errors, "output_tokens_source": {},
+            "num_cancelled": 0, "preemptions": int(self.preemptions.sum()), "errors_by_kind": errors,
+            "output_tokens_source": {},
+            "delivered_request_rate": delivered_rate([float(a) for a in arrival if not np.isnan(a)]),
+            "input_tokens_mean": in_tokens / n_ok if n_ok else None, "input_tokens_requested_mean": None,
+            "num_usage_rejected": 0,
         })
         if sla is not None:
             good = np.ones(n_ok, dtype=bool)
             tpot_all = np.full(n_ok, -np.inf)
             tpot_all[multi] = tpot
             values = {"ttft": ttft, "e2e": e2e, "tpot": tpot_all, "itl": c["max_gap_ms"][ok]}
+            tpot_vllm = np.zeros(n_ok)  # vLLM's goodput: TPOT 0 for one token, ITL gaps not checked
+            tpot_vllm[multi] = tpot
+            good_vllm = np.ones(n_ok, dtype=bool)
+            vllm_values = {"ttft": ttft, "e2e": e2e, "tpot": tpot_vllm}
             for o in sla.objectives:
                 good &= values[o.metric] <= o.limit_ms
-            g = int(good.sum())
+                if o.metric in vllm_values:
+                    good_vllm &= vllm_values[o.metric] <= o.limit_ms
+            g, gv = int(good.sum()), int(good_vllm.sum())
             met = {}
             for o in sla.objectives:
                 v = stats[f"{o.metric}_ms"].get(o.stat)
                 met[str(o)] = v is not None and v <= o.limit_ms
             summary.update({"sla": str(sla), "goodput": g / duration if duration else 0.0,
                             "sla_attainment": g / n_total if n_total else 0.0,
-                            "sla_objectives_met": met, "sla_met": all(met.values()) and bool(n_ok)})
+                            "sla_objectives_met": met, "sla_met": all(met.values()) and bool(n_ok),
+                            "goodput_vllm": gv / duration if duration else 0.0,
+                            "sla_attainment_vllm": gv / n_total if n_total else 0.0})
         else:
             summary.update({"sla": None, "goodput": summary["request_throughput"],
-                            "sla_attainment": n_ok / n_total if n_total else 0.0})
+                            "sla_attainment": n_ok / n_total if n_total else 0.0,
+                            "goodput_vllm": summary["request_throughput"],
+                            "sla_attainment_vllm": n_ok / n_total if n_total else 0.0})
         return summary
 
     def replica_percentiles(self, replica: int) -> dict[str, float | None]:

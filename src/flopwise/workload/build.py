@@ -13,6 +13,7 @@ Each random choice (input lengths, output lengths, prefix groups, arrival gaps) 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,12 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    input_len: str | int | LengthDist | None = None, output_len: str | int | LengthDist | None = None,
                    request_rate: float | None = None, arrival: str = "poisson", burstiness: float = 1.0,
                    concurrency: int | None = None, trace: str | Path | None = None,
-                   tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False) -> Workload:
+                   tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False,
+                   rescale_arrivals: bool = False) -> Workload:
     """A deterministic request stream (see the module docstring for precedence). `cycle_trace`: a trace shorter
-    than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate)."""
+    than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate).
+    `rescale_arrivals`: the schedule of `vllm bench serve` (request N of N at exactly N / rate;
+    `workload.arrivals`)."""
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if concurrency is not None:
@@ -83,8 +87,9 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         return Workload(tuple(specs), name=name)
     if request_rate is None:
         proc = named.arrivals if named else ArrivalProcess("poisson", math.inf)
+        proc = replace(proc, rescale=rescale_arrivals)
     else:
-        proc = ArrivalProcess(arrival, request_rate, burstiness)
+        proc = ArrivalProcess(arrival, request_rate, burstiness, rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
     specs = [RequestSpec(float(t), s.input_tokens, s.output_tokens, s.prefix_id, s.prefix_tokens)
              for t, s in zip(times, specs, strict=True)]
