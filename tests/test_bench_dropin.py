@@ -198,9 +198,9 @@ def test_cancelled_requests_are_not_failures():
 
 
 def test_burstiness_alone_gives_gamma_arrivals_like_vllm():
-    from flopwise.cli.bench_cmd import _loads
+    from flopwise.bench.options import loads
 
-    (load,) = _loads("4", None, "poisson", 0.5, None, True)
+    (load,) = loads("4", None, "poisson", 0.5, None, True)
     assert load.kind == "gamma" and load.burstiness == 0.5 and load.rescale
-    (load,) = _loads("4", None, "poisson", math.inf, None, False)
+    (load,) = loads("4", None, "poisson", math.inf, None, False)
     assert load.kind == "constant"

@@ -32,15 +32,17 @@ _EXPORTS = {
     "ModelSpec": "flopwise.specs.model", "get_model": "flopwise.specs.model_catalog",
     "get_hardware": "flopwise.specs.hardware",
     "FlopwiseError": "flopwise.errors", "ArgumentError": "flopwise.errors",
+    "FlopwiseWarning": "flopwise.errors",
 }
 
 __all__ = ["estimate", "simulate", "compare", "explain", "plan", "bench", "bench_async", "calibrate", "deployment",
            "Estimate", "Simulation", "Plan", "BenchRun", "Calibrated", "Ledger", "Explanation", "Deployment",
-           "HardwareSpec", "ModelSpec", "get_model", "get_hardware", "FlopwiseError", "ArgumentError", "__version__"]
+           "HardwareSpec", "ModelSpec", "get_model", "get_hardware", "FlopwiseError", "ArgumentError",
+           "FlopwiseWarning", "__version__"]
 
 if TYPE_CHECKING:
     from flopwise.api import bench, bench_async, calibrate, compare, deployment, estimate, explain, plan, simulate
-    from flopwise.errors import ArgumentError, FlopwiseError
+    from flopwise.errors import ArgumentError, FlopwiseError, FlopwiseWarning
     from flopwise.estimate import Estimate
     from flopwise.results import BenchRun, Calibrated, Plan, Simulation
     from flopwise.specs.deployment import Deployment

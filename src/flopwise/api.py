@@ -27,16 +27,16 @@ import asyncio
 import csv
 import functools
 import inspect
-import math
 import numbers
 import time
 import types
 import typing
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from flopwise.errors import ArgumentError, WorkloadError, suggest
+from flopwise.errors import ArgumentError, FlopwiseWarning, WorkloadError, suggest
 from flopwise.estimate import Estimate, estimate_deployment
 from flopwise.params import documented
 from flopwise.results import BenchRun, Calibrated, Plan, Simulation
@@ -72,6 +72,8 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(a) for a in typing.get_args(hint))
     if hint is type(None):
         return "None"
+    if origin in (dict, Mapping):
+        return "a mapping"
     if origin in (list, tuple, Sequence):
         return f"a list of {_describe(typing.get_args(hint)[0])}"
     if origin is typing.Literal:
@@ -94,6 +96,9 @@ def _matches(value: Any, hint: Any) -> bool:
         return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if origin in (dict, Mapping):
+        key, item = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, Mapping) and all(_matches(k, key) and _matches(v, item) for k, v in value.items())
     if origin in (list, tuple, Sequence):
         (item, *_rest) = typing.get_args(hint) or (Any,)
         return isinstance(value, list | tuple) and all(_matches(v, item) for v in value)
@@ -546,117 +551,118 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
 # ------------------------------------------------------------------------------------------------ bench
 
 
-def _floats(value: float | str | Sequence[float] | None, name: str) -> list[float]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [_rate(v, name) for v in _text_list(value.replace("max", "inf"), name) or ()]  # type: ignore[misc]
-    if isinstance(value, numbers.Real):
-        value = [value]
-    return [_rate(v, name) for v in value]  # type: ignore[misc]
-
-
-def _counts(value: int | str | Sequence[int] | None, name: str) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, int):
-        value = [value]
-    return list(_int_list(value, name) or ())
-
-
-def _served_model(url: str, api_key: str | None) -> str:
-    """The first model the server lists at /v1/models."""
-    import httpx  # the load generator's HTTP client
-
-    base = url.rstrip("/").removesuffix("/v1")
-    try:
-        r = httpx.get(base + "/v1/models", timeout=10,
-                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
-        return str(r.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
-        raise WorkloadError(f"--model not given and {base}/v1/models did not name one ({e}); pass --model") from None
-
-
 @_checked
 @documented(model="served_model", request_rate="bench_rate", concurrency="bench_concurrency",
             num_requests="bench_num_requests", out="out_dir")
 def bench(url: str | None = None, model: str | None = None, *, endpoint: str = DEFAULT_ENDPOINT,
           request_rate: float | str | Sequence[float] | None = None,
           concurrency: int | str | Sequence[int] | None = None, arrival: str = "poisson", burstiness: float = 1.0,
-          max_concurrency: int | None = None, num_requests: int | None = None, duration: float | None = None,
-          warmup: int = 0, input_len: int = BENCH_INPUT_LEN, output_len: int = BENCH_OUTPUT_LEN,
-          range_ratio: float = 0.0, dataset: PathLike | None = None, shared_prefix_len: int = 0,
-          num_prefixes: int = 1, tokenizer: str | None = None, sla: str | None = None, sweep: bool = False,
-          sweep_steps: int = 4, out: PathLike | None = None, resume: bool = False, api_key: str | None = None,
-          timeout: float = BENCH_TIMEOUT_S, ignore_eos: bool = True, scrape: bool = True, seed: int = 0,
-          predict: bool = False, gpu: str | None = None, tp: int = 1, model_config: str | None = None,
-          hardware_file: PathLike | None = None) -> BenchRun:
+          rescale_arrivals: bool = True, max_concurrency: int | None = None, num_requests: int | None = None,
+          duration: float | None = None, warmup: int = 0, input_len: int = BENCH_INPUT_LEN,
+          output_len: int = BENCH_OUTPUT_LEN, range_ratio: float = 0.0, dataset: PathLike | None = None,
+          shared_prefix_len: int = 0, num_prefixes: int = 1, tokenizer: str | None = None,
+          server_tokenizer: bool = True, sla: str | None = None, sweep: bool = False, sweep_steps: int = 4,
+          out: PathLike | None = None, resume: bool = False, api_key: str | None = None,
+          header: Sequence[str] | Mapping[str, str] | None = None, insecure: bool = False,
+          ca_bundle: PathLike | None = None, extra_body: str | Mapping[str, Any] | None = None,
+          temperature: float | None = None, top_p: float | None = None, timeout: float = BENCH_TIMEOUT_S,
+          ignore_eos: bool = True, scrape: bool = True, seed: int = 0, predict: bool = False,
+          gpu: str | None = None, tp: int = 1, model_config: str | None = None,
+          hardware_file: PathLike | None = None, parquet: bool = False,
+          progress: Callable[[Any], None] | None = None, on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
     closed loop at `concurrency`; several values sweep; `sweep=True` searches the highest rate meeting `sla`. Runs
-    are saved in `out`. Blocks until done: in a running event loop (Jupyter), `await flopwise.bench_async(...)`."""
-    from flopwise.bench.arrivals import Load
+    are saved in `out` (a sweep also gets latency_vs_throughput.svg). Credentials sent over plain HTTP to a remote
+    host draw a `FlopwiseWarning`. `progress(p)`: called with the runner's `Progress` as requests finish;
+    `on_level(report)`: as each level of a sweep ends. A run that is interrupted (SIGINT, SIGTERM) raises
+    `flopwise.bench.runner.BenchInterrupted` with every finished request saved. Blocks until done: in a running
+    event loop (Jupyter), `await flopwise.bench_async(...)`."""
+    from flopwise.bench import options
+    from flopwise.bench.export import request_rows, write_rows
     from flopwise.bench.predict import predict_run
+    from flopwise.bench.redact import plaintext_credentials_warning
+    from flopwise.bench.render import write_sweep_chart
     from flopwise.bench.runner import BenchConfig, PromptConfig, resume_bench, run_bench
+    from flopwise.bench.store import load_run
     from flopwise.bench.sweep import find_max_rate, run_levels
 
-    out_dir = Path(out) if out is not None else Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise WorkloadError(f"--out '{out_dir}' is a file; give a directory for the run")
-    if resume:
-        if out is None:
-            raise WorkloadError("--resume needs --out DIR (the run to continue)")
-        rep = resume_bench(out_dir, api_key=api_key)
-        return BenchRun(summary=rep.to_dict(), reports=(rep,))
-    if url is None:
-        raise WorkloadError("pass url='http://HOST:PORT' (the server's base URL)")
-    if not url.startswith(("http://", "https://")):
-        raise WorkloadError(f"--url must start with http:// or https://, got {url!r}")
-    if predict and not gpu:
-        raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
-    rates, counts = _floats(request_rate, "--request-rate"), _counts(concurrency, "--concurrency")
-    if rates and counts:
-        raise WorkloadError("give --request-rate (open loop) or --concurrency (closed loop), not both; "
-                            "use --max-concurrency to cap an open loop")
-    text(arrival, "--arrival", choices=("poisson", "gamma", "constant"))
+    text(endpoint, "--endpoint", choices=("completions", "chat"))
+    text(arrival, "--arrival", choices=options.ARRIVALS)
     number(timeout, "--timeout (s)", lo=0, lo_open=True)
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if duration is not None:
         number(duration, "--duration (s)", lo=0, lo_open=True)
+    if max_concurrency is not None:
+        integer(max_concurrency, "--max-concurrency", lo=1)
     number(range_ratio, "--range-ratio", lo=0, hi=1, hi_open=True)
     for name, v, lo in (("--warmup", warmup, 0), ("--input-len", input_len, 1), ("--output-len", output_len, 1),
                         ("--shared-prefix-len", shared_prefix_len, 0), ("--num-prefixes", num_prefixes, 1),
                         ("--sweep-steps", sweep_steps, 0), ("--seed", seed, 0)):
         integer(v, name, lo=lo)
-    if counts:
-        loads = [Load("concurrency", concurrency=c) for c in counts]
-    else:
-        loads = [Load(arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency)  # type: ignore[arg-type]
-                 for r in rates or [math.inf]]
-    if model is None:
-        model = _served_model(url, api_key)
-    cfg = BenchConfig(url=url, model=model, load=loads[0], endpoint=endpoint,  # type: ignore[arg-type]
-                      num_requests=num_requests if num_requests or duration else BENCH_NUM_REQUESTS,
-                      duration_s=duration, num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos,
-                      scrape_metrics=scrape, seed=seed,
-                      prompts=PromptConfig(input_len, output_len, range_ratio, str(dataset) if dataset else None,
-                                           shared_prefix_len, num_prefixes, tokenizer))
+    if predict and not gpu:
+        raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
+    if ca_bundle is not None and not Path(ca_bundle).is_file():
+        raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")
+    extra_headers = options.headers(header)
+    body = options.extra_body(extra_body, temperature, top_p)
+    out_dir = Path(out) if out is not None else Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise WorkloadError(f"--out '{out_dir}' is a file; give a directory for the run")
+    if url is None and not resume:
+        raise WorkloadError("pass --url http://HOST:PORT (or use `flopwise bench selftest` / `bench report DIR`)")
+    if resume and out is None:
+        raise WorkloadError("--resume needs --out DIR (the run to continue)")
+    loads = [] if resume else options.loads(request_rate, concurrency, arrival, burstiness, max_concurrency,
+                                            rescale_arrivals)
+    if url is not None:
+        options.check_url(url)
+        warning = plaintext_credentials_warning(url, bool(api_key or extra_headers))
+        if warning:
+            warnings.warn(warning, FlopwiseWarning, stacklevel=2)
+        options.preflight(url)
     max_rate = None
-    if sweep:
-        res = find_max_rate(cfg, out_dir, steps=sweep_steps, api_key=api_key)
-        reports, max_rate = list(res.levels), res.max_rate_meeting_sla
-    elif len(loads) > 1:
-        reports = list(run_levels(cfg, loads, out_dir, api_key=api_key).levels)
+    if resume:
+        reports = [resume_bench(out_dir, api_key=api_key, url=url, headers=extra_headers or None, progress=progress)]
+        model = reports[0].config.model
     else:
-        reports = [run_bench(cfg, out_dir, api_key=api_key)]
+        assert url is not None
+        if model is None:
+            model = options.served_model(url, options.http_kwargs(url, api_key, extra_headers, insecure, ca_bundle))
+        cfg = BenchConfig(url=url, model=model, load=loads[0], endpoint=endpoint,  # type: ignore[arg-type]
+                          num_requests=num_requests if num_requests or duration else BENCH_NUM_REQUESTS,
+                          duration_s=duration, num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos,
+                          scrape_metrics=scrape, seed=seed, headers=extra_headers, extra_body=body,
+                          verify_tls=not insecure, ca_bundle=str(ca_bundle) if ca_bundle else None,
+                          prompts=PromptConfig(input_len, output_len, range_ratio, str(dataset) if dataset else None,
+                                               shared_prefix_len, num_prefixes, tokenizer, server_tokenizer))
+        if sweep:
+            res = find_max_rate(cfg, out_dir, steps=sweep_steps, api_key=api_key, on_level=on_level,
+                                progress=progress)
+            reports, max_rate = list(res.levels), res.max_rate_meeting_sla
+        elif len(loads) > 1:
+            reports = list(run_levels(cfg, loads, out_dir, api_key=api_key, on_level=on_level,
+                                      progress=progress).levels)
+        else:
+            reports = [run_bench(cfg, out_dir, api_key=api_key, progress=progress)]
     dicts = [r.to_dict() for r in reports]
+    predictions = []
     if predict:
         for d, r in zip(dicts, reports, strict=True):
-            d["prediction"] = predict_run(r, model=model_config or model, gpu=gpu, tp=tp,  # type: ignore[arg-type]
-                                          hardware_file=hardware_file).to_dict()
+            if r.summary["num_completed"]:
+                p = predict_run(r, model=model_config or model, gpu=gpu, tp=tp,  # type: ignore[arg-type]
+                                hardware_file=hardware_file)
+                predictions.append(p)
+                d["prediction"] = p.to_dict()
+    if parquet:
+        for r in reports:
+            write_rows(r.root / "requests.parquet", request_rows(load_run(r.root).records))
+    if len(reports) > 1 and any(r.summary["num_completed"] for r in reports):
+        write_sweep_chart(reports, out_dir / "latency_vs_throughput.svg")
     as_levels = sweep or len(reports) > 1
     summary = {"levels": dicts, "max_rate_meeting_sla": max_rate} if as_levels else dicts[0]
-    return BenchRun(summary=summary, reports=tuple(reports), max_rate_meeting_sla=max_rate)
+    return BenchRun(summary=summary, reports=tuple(reports), max_rate_meeting_sla=max_rate,
+                    predictions=tuple(predictions))
 
 
 @functools.wraps(bench)

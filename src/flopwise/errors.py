@@ -11,6 +11,7 @@
     ├── DoesNotFitError         the deployment's weights (or one sequence) exceed memory
     ├── InfeasibleError         no configuration can meet the request (e.g. an impossible SLA)
     └── CalibrationError        no parameter could be fitted, or the measurements are unusable
+    FlopwiseWarning             (a UserWarning) something worth knowing that does not stop the work
 
 Every message says what was wrong and how to fix it; the CLI prints it as one line and exits non-zero.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "DoesNotFitError",
     "InfeasibleError",
     "CalibrationError",
+    "FlopwiseWarning",
     "suggest",
 ]
 
@@ -82,6 +84,10 @@ class InfeasibleError(FlopwiseError):
 
 class CalibrationError(FlopwiseError):
     pass
+
+
+class FlopwiseWarning(UserWarning):
+    """A warning from flopwise (e.g. credentials over plain HTTP); the CLI prints it as one line."""
 
 
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:

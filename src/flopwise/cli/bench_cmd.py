@@ -2,162 +2,32 @@
 
 from __future__ import annotations
 
-import json
 import math
-import socket
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
-import httpx
 import typer
 
-from flopwise.bench.arrivals import Load
 from flopwise.bench.export import load_vllm_result, records_from_vllm_result, request_rows, write_rows
-from flopwise.bench.predict import predict_run
-from flopwise.bench.redact import Redactor, plaintext_credentials_warning, redact_url, split_userinfo
+from flopwise.bench.options import whole_numbers
+from flopwise.bench.redact import redact_url
 from flopwise.bench.render import (render_comparison, render_levels, render_run, render_selftest,
                                    render_vllm_result, write_sweep_chart)
-from flopwise.bench.runner import (BenchConfig, BenchInterrupted, Progress, PromptConfig, RunReport, exit_code,
-                                   report_run, resume_bench, run_bench)
+from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_code, report_run
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, load_run
-from flopwise.bench.sweep import find_max_rate, run_levels
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.errors import WorkloadError
+from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
+from flopwise.results import BenchRun
 from flopwise.specs.sla import parse_sla
 
 bench_app = typer.Typer(help="Measure a real OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, ...).",
                         no_args_is_help=False)
 app.add_typer(bench_app, name="bench")
-
-_PREFLIGHT_TIMEOUT_S = 5.0
-
-
-def _floats(text: str | None) -> list[float]:
-    if not text:
-        return []
-    try:
-        vals = [math.inf if p.strip() in ("inf", "max") else float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise WorkloadError(f"cannot read '{text}'; write numbers separated by commas, e.g. 1,2,4 or inf") from None
-    if any(math.isnan(v) for v in vals):
-        raise WorkloadError(f"cannot read '{text}': nan is not a number of anything")
-    return vals
-
-
-def _ints(text: str, option: str) -> list[int]:
-    out = []
-    for v in _floats(text):
-        if not math.isfinite(v) or v != int(v) or v < 1:
-            raise WorkloadError(f"{option} takes whole numbers >= 1 (e.g. 1,4,16); got '{text}'")
-        out.append(int(v))
-    return out
-
-
-def _loads(rate: str | None, concurrency: str | None, arrival: str, burstiness: float,
-           max_concurrency: int | None, rescale: bool = False) -> list[Load]:
-    """The load levels asked for. As in `vllm bench serve`, --burstiness alone (with the default Poisson
-    arrivals) makes gamma arrivals of that shape, and an infinite burstiness constant gaps."""
-    if rate and concurrency:
-        raise WorkloadError("give --request-rate (open loop) or --concurrency (closed loop), not both; "
-                            "use --max-concurrency to cap an open loop")
-    if arrival not in ("poisson", "gamma", "constant"):
-        raise WorkloadError(f"unknown --arrival '{arrival}'; use poisson, gamma or constant")
-    if not burstiness > 0:
-        raise WorkloadError(f"--burstiness must be > 0 (1 = Poisson); got {burstiness}")
-    if concurrency:
-        return [Load("concurrency", concurrency=c) for c in _ints(concurrency, "--concurrency")]
-    if arrival == "poisson" and burstiness != 1.0:
-        arrival = "gamma"
-    if math.isinf(burstiness):
-        arrival, burstiness = "constant", 1.0
-    rates = _floats(rate) or [math.inf]
-    return [Load(arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency, rescale=rescale)  # type: ignore[arg-type]
-            for r in rates]
-
-
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise WorkloadError(f"--url {redact_url(url)}: give an http:// or https:// URL with a host, "
-                            "e.g. http://127.0.0.1:8000")
-    try:
-        parts.port  # noqa: B018 - raises for a bad port
-    except ValueError:
-        raise WorkloadError(f"--url {redact_url(url)}: the port is not a number in 0-65535") from None
-
-
-def _headers(values: list[str] | None) -> dict[str, str]:
-    out = {}
-    for v in values or []:
-        k, sep, val = v.partition(":")
-        if not sep or not k.strip() or any(c in k for c in " \r\n") or any(c in val for c in "\r\n"):
-            raise WorkloadError(f"--header '{v}': write NAME:VALUE, e.g. --header 'X-Team: infra'")
-        out[k.strip()] = val.strip()
-    return out
-
-
-def _extra_body(text: str | None, temperature: float | None, top_p: float | None) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    if text:
-        src = Path(text[1:]).read_text() if text.startswith("@") else text
-        try:
-            body = json.loads(src)
-        except (OSError, ValueError) as e:
-            raise WorkloadError(f"--extra-body: not a JSON object ({e}); e.g. --extra-body '{{\"top_k\": 20}}'") from None
-        if not isinstance(body, dict):
-            raise WorkloadError("--extra-body must be a JSON object, e.g. '{\"top_k\": 20}'")
-    if temperature is not None:
-        body["temperature"] = temperature
-    if top_p is not None:
-        body["top_p"] = top_p
-    return body
-
-
-def _http_kwargs(url: str, api_key: str | None, headers: dict[str, str], insecure: bool,
-                 ca_bundle: Path | None) -> dict[str, Any]:
-    clean, userinfo = split_userinfo(url)
-    h = dict(headers)
-    if api_key:
-        h["Authorization"] = f"Bearer {api_key}"
-    return {"headers": h, "auth": httpx.BasicAuth(*userinfo) if userinfo else None,
-            "verify": False if insecure else (str(ca_bundle) if ca_bundle else True), "trust_env": False}
-
-
-def _base(url: str) -> str:
-    base = split_userinfo(url.rstrip("/"))[0]
-    for suffix in ("/v1/completions", "/v1/chat/completions", "/v1"):
-        base = base.removesuffix(suffix)
-    return base
-
-
-def _preflight(url: str) -> None:
-    """Fail in seconds, before any measurement, when nothing listens at the URL."""
-    parts = urlsplit(split_userinfo(url)[0])
-    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=_PREFLIGHT_TIMEOUT_S):
-            pass
-    except OSError as e:
-        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
-        raise WorkloadError(f"nothing answers at {redact_url(url)} ({host}:{port}: {why}); start the server or "
-                            "fix --url") from None
-
-
-def _served_model(url: str, http: dict[str, Any]) -> str:
-    """The first model the server lists at /v1/models."""
-    base = _base(url)
-    try:
-        r = httpx.get(base + "/v1/models", timeout=10, **http)
-        return str(r.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
-        msg = Redactor([*(http["headers"].values())])(str(e))
-        raise WorkloadError(f"--model not given and {redact_url(base)}/v1/models did not name one ({msg}); "
-                            "pass --model") from e
 
 
 class _ProgressLine:
@@ -235,41 +105,10 @@ def bench_cmd(
     stop the run with every finished request and summary.json saved."""
     if ctx.invoked_subcommand is not None:
         return
-    if url is None and not resume:
-        raise WorkloadError("pass --url http://HOST:PORT (or use `flopwise bench selftest` / `bench report DIR`)")
-    if endpoint not in ("completions", "chat"):
-        raise WorkloadError(f"unknown --endpoint '{endpoint}'; use completions or chat")
-    if predict and not gpu:
-        raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
-    if ca_bundle is not None and not ca_bundle.is_file():
-        raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")
-    headers = _headers(header)
-    body = _extra_body(extra_body, temperature, top_p)
+    from flopwise.api import bench  # checks every value, then measures (the one implementation of a run)
+
     progress = _ProgressLine() if sys.stderr.isatty() and not json_out else None
     out_dir = out or Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")
-    if url is not None:
-        _check_url(url)
-        warning = plaintext_credentials_warning(url, bool(api_key or headers))
-        if warning:
-            err_console.print(f"[bold yellow]warning:[/] {warning}")
-        _preflight(url)
-    if resume:
-        if out is None:
-            raise WorkloadError("--resume needs --out DIR (the run to continue)")
-        reports = _interruptible(lambda: [resume_bench(out, api_key=api_key, url=url, headers=headers or None,
-                                                       progress=progress)], out, json_out, progress)
-        _finish(reports, None, json_out, None, False, url or str(out), out, parquet)
-        return
-    assert url is not None
-    loads = _loads(request_rate, concurrency, arrival, burstiness, max_concurrency, rescale_arrivals)
-    served = model or _served_model(url, _http_kwargs(url, api_key, headers, insecure, ca_bundle))
-    cfg = BenchConfig(url=url, model=served, load=loads[0], endpoint=endpoint,  # type: ignore[arg-type]
-                      num_requests=num_requests if num_requests or duration else 200, duration_s=duration,
-                      num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos, scrape_metrics=scrape,
-                      seed=seed, headers=headers, extra_body=body, verify_tls=not insecure,
-                      ca_bundle=str(ca_bundle) if ca_bundle else None,
-                      prompts=PromptConfig(input_len, output_len, range_ratio, str(dataset) if dataset else None,
-                                           shared_prefix_len, num_prefixes, tokenizer, server_tokenizer))
 
     def on_level(r: RunReport) -> None:
         if progress is not None:
@@ -279,37 +118,34 @@ def bench_cmd(
                               f"{r.summary['ttft_ms']['p50'] or 0:.0f} ms, SLA "
                               f"{'met' if r.summary.get('sla_met') else 'missed'}")
 
-    max_rate = None
-    if sweep:
-        res = _interruptible(lambda: find_max_rate(cfg, out_dir, steps=sweep_steps, api_key=api_key,
-                                                   on_level=on_level, progress=progress), out_dir, json_out, progress)
-        reports, max_rate = list(res.levels), res.max_rate_meeting_sla
-    elif len(loads) > 1:
-        reports = list(_interruptible(lambda: run_levels(cfg, loads, out_dir, api_key=api_key, on_level=on_level,
-                                                         progress=progress), out_dir, json_out, progress).levels)
-    else:
-        reports = [_interruptible(lambda: run_bench(cfg, out_dir, api_key=api_key, progress=progress), out_dir,
-                                  json_out, progress)]
-        if progress is not None:
-            progress.end()
-    predictions = None
-    if predict and any(r.summary["num_completed"] for r in reports):
-        predictions = [predict_run(r, model=model_config or served, gpu=gpu, tp=tp,  # type: ignore[arg-type]
-                                   hardware_file=hardware_file) for r in reports if r.summary["num_completed"]]
-    _finish(reports, max_rate, json_out, predictions, sweep or len(reports) > 1, url, out_dir, parquet)
+    def run() -> BenchRun:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FlopwiseWarning)
+            try:
+                return bench(url, model, endpoint=endpoint, request_rate=request_rate, concurrency=concurrency,
+                             arrival=arrival, burstiness=burstiness, rescale_arrivals=rescale_arrivals,
+                             max_concurrency=max_concurrency, num_requests=num_requests, duration=duration,
+                             warmup=warmup, input_len=input_len, output_len=output_len, range_ratio=range_ratio,
+                             dataset=dataset, shared_prefix_len=shared_prefix_len, num_prefixes=num_prefixes,
+                             tokenizer=tokenizer, server_tokenizer=server_tokenizer, sla=sla, sweep=sweep,
+                             sweep_steps=sweep_steps, out=out if resume else out_dir, resume=resume,
+                             api_key=api_key, header=header,
+                             insecure=insecure, ca_bundle=ca_bundle, extra_body=extra_body,
+                             temperature=temperature, top_p=top_p, timeout=timeout, ignore_eos=ignore_eos,
+                             scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, model_config=model_config,
+                             hardware_file=hardware_file, parquet=parquet, progress=progress, on_level=on_level)
+            finally:
+                for w in caught:
+                    err_console.print(f"[bold yellow]warning:[/] {w.message}")
 
-
-def _finish(reports: list[RunReport], max_rate: float | None, json_out: bool, predictions: list | None,
-            as_levels: bool, url: str, out_dir: Path, parquet: bool) -> None:
-    if parquet:
-        for r in reports:
-            write_rows(r.root / "requests.parquet", request_rows(load_run(r.root).records))
-    completed = any(r.summary["num_completed"] for r in reports)
-    if len(reports) > 1 and completed:
-        write_sweep_chart(reports, out_dir / "latency_vs_throughput.svg")
-    if completed or json_out:
-        _emit(reports, max_rate, json_out, predictions, as_levels)
-    _fail_if_nothing_completed(reports, url, out_dir)
+    result = _interruptible(run, out_dir, json_out, progress)
+    if progress is not None:
+        progress.end()
+    reports = list(result.reports)
+    as_levels = sweep or len(reports) > 1
+    if any(r.summary["num_completed"] for r in reports) or json_out:
+        _emit(reports, result.max_rate_meeting_sla, json_out, list(result.predictions), as_levels)
+    _fail_if_nothing_completed(reports, url or str(out_dir), out_dir)
 
 
 def _fail_if_nothing_completed(reports: list[RunReport], url: str, out_dir: Path) -> None:
@@ -382,7 +218,7 @@ def selftest_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the client's own overhead against the built-in mock server (in its own process)."""
-    levels = selftest(tuple(int(c) for c in _floats(concurrency)), ttft_ms=ttft_ms, itl_ms=itl_ms,
+    levels = selftest(tuple(whole_numbers(concurrency, "--concurrency")), ttft_ms=ttft_ms, itl_ms=itl_ms,
                       output_len=output_len)
     if json_out:
         print_json({"mock": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_len": output_len},
