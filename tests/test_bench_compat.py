@@ -211,3 +211,7 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     cmp = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm")
     rows = {m: (a, b) for m, a, b, _ in cmp.rows}
     assert rows["ttft_ms.mean"][1] > 0 and rows["request_throughput"][1] > 0
+    # the engine named for the prediction is the one simulated: SGLang's HTTP server and step costs differ
+    other = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", engine="sglang")
+    assert cmp.setup["engine"].startswith("vllm@") and other.setup["engine"].startswith("sglang@")
+    assert dict((m, b) for m, _, b, _ in other.rows)["ttft_ms.mean"] != rows["ttft_ms.mean"][1]

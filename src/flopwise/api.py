@@ -567,7 +567,8 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
           ca_bundle: PathLike | None = None, extra_body: str | Mapping[str, Any] | None = None,
           temperature: float | None = None, top_p: float | None = None, timeout: float = BENCH_TIMEOUT_S,
           ignore_eos: bool = True, scrape: bool = True, seed: int = 0, predict: bool = False,
-          gpu: str | None = None, tp: int = 1, model_config: str | None = None,
+          gpu: str | None = None, tp: int = 1, engine: str = DEFAULT_ENGINE, weights: str | None = None,
+          kv: str | None = None, model_config: str | None = None,
           hardware_file: PathLike | None = None, parquet: bool = False,
           progress: Callable[[Any], None] | None = None, on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
@@ -651,7 +652,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         for d, r in zip(dicts, reports, strict=True):
             if r.summary["num_completed"]:
                 p = predict_run(r, model=model_config or model, gpu=gpu, tp=tp,  # type: ignore[arg-type]
-                                hardware_file=hardware_file)
+                                hardware_file=hardware_file, engine=engine, weights=weights, kv=kv)
                 predictions.append(p)
                 d["prediction"] = p.to_dict()
     if parquet:

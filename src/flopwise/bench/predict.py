@@ -37,7 +37,9 @@ class Comparison:
 
 def predict_run(report: RunReport, *, model: str, gpu: str, tp: int = 1,
                 hardware_file: str | Path | None = None, **knobs: Any) -> Comparison:
-    """Simulate `report`'s run on (model config, gpu, tp) and compare with what was measured."""
+    """Simulate `report`'s run on (model config, gpu, tp, and `knobs`: engine, weights, kv, ... as
+    `flopwise.deployment` takes them) behind the engine's HTTP server at the run's endpoint, and compare with
+    what was measured."""
     from flopwise.api import deployment  # orchestration above bench: the simulator and the calibration replay
     from flopwise.calibrate.bench_runs import measured_workload, replay_config
     from flopwise.sim import simulate
@@ -47,7 +49,7 @@ def predict_run(report: RunReport, *, model: str, gpu: str, tp: int = 1,
         raise WorkloadError(f"{report.root} has no completed request to compare with")
     cfg = report.config
     wl = measured_workload(saved, cfg)
-    dep = deployment(model, gpu, tp=tp, hardware_file=hardware_file, **knobs)
+    dep = deployment(model, gpu, tp=tp, hardware_file=hardware_file, endpoint=cfg.endpoint, **knobs)
     sim = simulate(dep, wl, replay_config(), sla=parse_sla(cfg.sla) if cfg.sla else None).summary()
     rows = []
     for metric, stat in _ROWS:
@@ -55,5 +57,6 @@ def predict_run(report: RunReport, *, model: str, gpu: str, tp: int = 1,
         b = sim[metric][stat] if stat else sim[metric]
         err = 100.0 * (b - a) / a if a and b is not None else None
         rows.append((f"{metric}.{stat}" if stat else metric, a, b, err))
-    return Comparison({"model": model, "gpu": gpu, "tp": tp, "run_dir": str(report.root),
+    return Comparison({"model": model, "gpu": gpu, "tp": tp, "engine": f"{dep.engine.family}@{dep.engine.version}",
+                       "run_dir": str(report.root),
                        "load": cfg.load.label}, tuple(rows))

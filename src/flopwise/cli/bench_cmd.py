@@ -23,6 +23,7 @@ from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.results import BenchRun
+from flopwise.specs.defaults import DEFAULT_ENGINE
 from flopwise.specs.sla import parse_sla
 
 bench_app = typer.Typer(help="Measure a real OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, ...).",
@@ -93,6 +94,9 @@ def bench_cmd(
     predict: Annotated[bool, typer.Option(help="Also simulate the measured workload and compare.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Hardware id for --predict.")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree for --predict.")] = 1,
+    engine: Annotated[str, typer.Option(help="Engine and version serving the run, for --predict (vllm, vllm@0.11, sglang, trtllm, llamacpp; see `flopwise engines`).")] = DEFAULT_ENGINE,
+    weights: Annotated[str | None, typer.Option(help="Weight format the server runs, for --predict (default: the checkpoint's, else bf16).")] = None,
+    kv: Annotated[str | None, typer.Option(help="KV-cache format the server runs, for --predict.")] = None,
     model_config: Annotated[str | None, typer.Option("--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="Extra hardware TOML/YAML for --predict.")] = None,
     parquet: Annotated[bool, typer.Option("--parquet", help="Also write requests.parquet (needs pyarrow).")] = False,
@@ -132,7 +136,8 @@ def bench_cmd(
                              api_key=api_key, header=header,
                              insecure=insecure, ca_bundle=ca_bundle, extra_body=extra_body,
                              temperature=temperature, top_p=top_p, timeout=timeout, ignore_eos=ignore_eos,
-                             scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, model_config=model_config,
+                             scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
+                             kv=kv, model_config=model_config,
                              hardware_file=hardware_file, parquet=parquet, progress=progress, on_level=on_level)
             finally:
                 for w in caught:
