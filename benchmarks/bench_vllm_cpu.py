@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from flopwise.bench.arrivals import Load
-from flopwise.bench.predict import predict_run
+from flopwise.calibrate.predict import predict_run
 from flopwise.bench.runner import BenchConfig, PromptConfig, run_bench
 
 HERE = Path(__file__).parent

@@ -206,7 +206,7 @@ def test_predict_uses_the_calibration_replay(tmp_path):
         cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=2), num_requests=4,
                           prompts=PromptConfig(input_len=32, output_len=8), timeout_s=5.0, scrape_metrics=False)
         rep = run_bench(cfg, tmp_path / "run")
-    from flopwise.bench.predict import predict_run
+    from flopwise.calibrate.predict import predict_run
 
     cmp = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm")
     rows = {m: (a, b) for m, a, b, _ in cmp.rows}

@@ -30,7 +30,7 @@ def _steps(dep, true):
     td = with_profile(dep, true)
     shapes = [("prefill", f"prefill {n}", prefill_shape(1, n, w)) for n in (8, 32, 128, 512, 2048, 4096)]
     shapes += [("decode", f"decode {b}x{c}", decode_shape(b, c, w)) for b in (1, 4, 16, 64) for c in (128, 1024, 4096)]
-    return [StepPoint(dep, s, step_time(td, s), lab, desc) for lab, desc, s in shapes]
+    return [StepPoint(dep=dep, shape=s, seconds=step_time(td, s), label=lab, desc=desc) for lab, desc, s in shapes]
 
 
 def test_fit_recovers_known_profile_from_step_times(dep):
@@ -156,8 +156,8 @@ def test_prior_keeps_weakly_identified_parameters_near_the_start(dep):
     """Two noisy-looking points that disagree: without a prior the fit chases them; with one it stays closer."""
     hw = dep.hardware
     w = layout(dep).windows
-    pts = [StepPoint(dep, decode_shape(1, 128, w), 0.2, "decode", "a"),
-           StepPoint(dep, prefill_shape(1, 512, w), 0.5, "prefill", "b")]
+    pts = [StepPoint(dep=dep, shape=decode_shape(1, 128, w), seconds=0.2, label="decode", desc="a"),
+           StepPoint(dep=dep, shape=prefill_shape(1, 512, w), seconds=0.5, label="prefill", desc="b")]
     free = calibrate(hw, steps=pts, params=["compute_max", "bandwidth_max"], prior_weight=0.0)
     held = calibrate(hw, steps=pts, params=["compute_max", "bandwidth_max"], prior_weight=1.0)
     for n in ("compute_max", "bandwidth_max"):

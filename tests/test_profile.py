@@ -143,7 +143,8 @@ def test_step_points_round_trip_through_the_profile_table():
     dep = make_deployment(spec, hw, weights="bf16", kv="bf16")
     steps = (step_point(dep, "prefill", 1, 64, 0, 0.05), step_point(dep, "decode", 4, 1, 128, 0.01))
     host = parse_host(CPUINFO, 2, 24.0, 3.7)
-    table = profile_table(HostProfile(host, hw, (), steps, "llama-3.2-1b", 2, None, None, 1.0))
+    table = profile_table(HostProfile(host=host, hardware=hw, kernels=(), steps=steps, model="llama-3.2-1b",
+                                      num_layers=2, wall_s=1.0))
     back = step_points_from(json.loads(json.dumps(table)), hw)
     assert [(p.label, p.batch, p.new_tokens, p.context, p.seconds, p.shape) for p in back] == \
         [(p.label, p.batch, p.new_tokens, p.context, p.seconds, p.shape) for p in steps]

@@ -44,8 +44,9 @@ from flopwise.specs.defaults import (
     BENCH_INPUT_LEN, BENCH_NUM_REQUESTS, BENCH_OUTPUT_LEN, BENCH_TIMEOUT_S, COMPARE_NUM_REQUESTS, COMPARE_SLA,
     DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN,
     FRONTEND_ESTIMATE, FRONTEND_SERVING, MAX_NUM_REQUESTS, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS, PLAN_WORKLOAD)
-from flopwise.specs.deployment import Deployment, make_deployment
-from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.build import build_deployment, engine_profile
+from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import get_model
@@ -182,16 +183,6 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 # ------------------------------------------------------------------------------------------------ deployment
 
 
-def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
-                   endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None) -> EngineProfile:
-    """An engine profile from `family[@version]` text (or a profile, returned as given); `engine_file`: a
-    calibrated override (`flopwise calibrate --engine-out`)."""
-    if isinstance(engine, EngineProfile):
-        return engine
-    return get_engine(engine, frontend=frontend, endpoint=endpoint,
-                      engine_file=str(engine_file) if engine_file is not None else None)
-
-
 @_checked
 @documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
@@ -207,13 +198,11 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
     SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
     registered family's reader (the model's notes then say the mapping is assumed)."""
-    m = model if isinstance(model, ModelSpec) else get_model(model, family)
-    hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
-    spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
-    return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, num_gpus=num_gpus, speculative=spec,
-                           engine=engine_profile(engine, frontend, endpoint, engine_file), max_num_seqs=max_num_seqs,
-                           max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-                           gpu_memory_utilization=gpu_memory_utilization)
+    return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
+                            hardware_file=hardware_file, speculative=speculative, family=family, engine=engine,
+                            frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
+                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                            gpu_memory_utilization=gpu_memory_utilization)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -580,7 +569,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     event loop (Jupyter), `await flopwise.bench_async(...)`."""
     from flopwise.bench import options
     from flopwise.bench.export import request_rows, write_rows
-    from flopwise.bench.predict import predict_run
+    from flopwise.calibrate.predict import predict_run
     from flopwise.bench.redact import plaintext_credentials_warning
     from flopwise.bench.render import write_sweep_chart
     from flopwise.bench.runner import BenchConfig, PromptConfig, resume_bench, run_bench

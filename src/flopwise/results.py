@@ -141,7 +141,7 @@ class BenchRun:
     summary: Mapping[str, Any]
     reports: tuple[Any, ...]
     max_rate_meeting_sla: float | None = None
-    predictions: tuple[Any, ...] = ()  # with predict=True: one `bench.predict` comparison per completed level
+    predictions: tuple[Any, ...] = ()  # with predict=True: one `calibrate.predict` comparison per completed level
 
     def to_dict(self) -> dict[str, Any]:
         """The `flopwise bench --json` object: one run, or {"levels": [...], "max_rate_meeting_sla": ...}."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from flopwise.bench.predict import Comparison
+from flopwise.bench.comparison import Comparison
 from flopwise.bench.runner import RunReport
 from flopwise.bench.selftest import SelftestLevel
 

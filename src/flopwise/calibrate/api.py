@@ -10,6 +10,8 @@ from typing import Any
 from flopwise.calibrate.bench_runs import load_bench_runs
 from flopwise.calibrate.calibration import Calibration, calibrate
 from flopwise.calibrate.fit import CalibrationError
+from flopwise.specs.build import build_deployment
+from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import write_engine_file
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 
@@ -23,12 +25,10 @@ class CalibrationRun:
     engine_written: Path | None = None
 
 
-def served_deployment(model: str, hw: HardwareSpec, knobs: dict[str, Any]) -> Any:
+def served_deployment(model: str, hw: HardwareSpec, knobs: dict[str, Any]) -> Deployment:
     """The deployment a bench run measured: `model` on one `hw`, bf16, the engine's server knobs unless given
     (`knobs` may name `engine`, e.g. "vllm@0.32")."""
-    from flopwise.api import deployment
-
-    return deployment(model, hw, **{n: v for n, v in knobs.items() if v is not None})
+    return build_deployment(model, hw, **{n: v for n, v in knobs.items() if v is not None})
 
 
 def run_calibration(hardware: str, *, hw_id: str | None = None, runs: Sequence[str | Path] = (),

@@ -1,7 +1,7 @@
 """`flopwise bench` runs as calibration data: the measured workload, replayed through the simulator.
 
 A run directory (`bench.store`) holds each request's arrival, token counts and token times. The simulated
-workload is the measured one (as `bench.predict` builds it): the same requests in the same order with the
+workload is the measured one (as `calibrate.predict` builds it): the same requests in the same order with the
 server's own token counts, the same open-loop send times or closed-loop concurrency. Under a candidate profile
 the simulator gives the same summary keys as the run, and the fit compares:
 

@@ -24,53 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from flopwise.cost.batch import BatchShape
 from flopwise.cost.step import step_time
 from flopwise.specs.deployment import Deployment
 from flopwise.calibrate.fit import Tuning
+from flopwise.metrics.measurements import KernelPoint, StepPoint
 from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
 
 __all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile", "point_errors",
            "step_observations", "residual_function", "error_table", "ErrorRow"]
 
 _LOW_PRECISION = ("fp8", "int8", "fp4")
-
-
-@dataclass(frozen=True, slots=True)
-class KernelPoint:
-    """One timed kernel. `kind`: gemm | copy | attention. `m`: GEMM rows (attention: query rows per KV head),
-    bytes split as the cost model splits them (weights, KV cache, activations), `seconds`: the median time.
-    `shape` records the sizes that were run (for the hardware file and reports)."""
-
-    kind: str
-    dtype: str
-    flops: float
-    m: float
-    weight_bytes: float
-    kv_bytes: float
-    act_bytes: float
-    kernels: int
-    seconds: float
-    shape: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.dtype}" if self.kind != "copy" else "copy"
-
-    @property
-    def desc(self) -> str:
-        return f"{self.kind} {self.dtype} " + " ".join(f"{k}={v}" for k, v in self.shape.items())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "dtype": self.dtype, "flops": self.flops, "m": self.m,
-                "weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "act_bytes": self.act_bytes,
-                "kernels": self.kernels, "seconds": self.seconds, "shape": dict(self.shape)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KernelPoint:
-        return cls(str(d["kind"]), str(d["dtype"]), float(d["flops"]), float(d["m"]), float(d["weight_bytes"]),
-                   float(d["kv_bytes"]), float(d["act_bytes"]), int(d["kernels"]), float(d["seconds"]),
-                   dict(d.get("shape", {})))
 
 
 def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> float:
@@ -89,21 +52,6 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
     memory_s = nbytes / (hw.bandwidth_bytes_per_s * prof.bandwidth_eff(nbytes)) if nbytes > 0 else 0.0
     q = prof.overlap_exponent
     return (compute_s**q + memory_s**q) ** (1.0 / q) + p.kernels * prof.kernel_overhead_s
-
-
-@dataclass(frozen=True, slots=True)
-class StepPoint:
-    """One timed engine step: `dep` (its hardware's efficiency is replaced when predicting) on `shape`; for
-    a uniform step (every sequence alike) `batch` sequences of `new_tokens` after `context` cached ones."""
-
-    dep: Deployment
-    shape: BatchShape
-    seconds: float
-    label: str  # "prefill" or "decode"
-    desc: str
-    batch: int = 0
-    new_tokens: int = 0
-    context: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ def profile_cmd(
     """Microbenchmarks of this machine (GEMM, memory bandwidth, attention), optional model steps, and a fitted
     hardware entry that `estimate --hardware-file` reads."""
     # imported when the command runs: --help and other commands stay fast
+    from flopwise.calibrate.host import HostFit, fit_host
     from flopwise.calibrate.report import render_calibration, render_steps
     from flopwise.errors import SpecError
     from flopwise.profile import profile_host, profile_table
@@ -49,24 +50,26 @@ def profile_cmd(
     err = _app.err_console
     say = None if json_out else (lambda s: err.print(f"  {s}", highlight=False))
     prof = profile_host(hw_id=hid, base=base_hw, quick=quick, model=model, num_layers=num_layers,
-                        microbenchmarks=microbenchmarks, device=device, threads=threads, fit=fit, progress=say)
-    write_host_file(out, prof.hardware, profile_table(prof), others)
+                        microbenchmarks=microbenchmarks, device=device, threads=threads, progress=say)
+    fitted = fit_host(prof) if fit else HostFit(hardware=prof.hardware)
+    hw = fitted.hardware
+    write_host_file(out, hw, profile_table(prof, fitted.fit_rows), others)
     if json_out:
-        print_json({"hardware_file": str(out), "hardware": prof.hardware.id, "host": prof.host.to_dict(),
-                    "peak_tflops": prof.hardware.peak_tflops, "memory_bandwidth_gbs": prof.hardware.memory_bandwidth_gbs,
+        print_json({"hardware_file": str(out), "hardware": hw.id, "host": prof.host.to_dict(),
+                    "peak_tflops": hw.peak_tflops, "memory_bandwidth_gbs": hw.memory_bandwidth_gbs,
                     "num_kernels": len(prof.kernels), "num_steps": len(prof.steps), "wall_s": prof.wall_s,
-                    "refused": prof.refusal,
-                    "calibration": prof.calibration.to_dict() if prof.calibration else None})
+                    "refused": fitted.refusal,
+                    "calibration": fitted.calibration.to_dict() if fitted.calibration else None})
         return
     console = _app.console
-    console.print(f"[bold]{prof.hardware.id}[/]: {prof.host.summary()}")
-    peaks = ", ".join(f"{k} {v:g}" for k, v in prof.hardware.peak_tflops.items())
-    console.print(f"peaks (TFLOP/s): {peaks}; memory bandwidth {prof.hardware.memory_bandwidth_gbs:g} GB/s; "
+    console.print(f"[bold]{hw.id}[/]: {prof.host.summary()}")
+    peaks = ", ".join(f"{k} {v:g}" for k, v in hw.peak_tflops.items())
+    console.print(f"peaks (TFLOP/s): {peaks}; memory bandwidth {hw.memory_bandwidth_gbs:g} GB/s; "
                   f"{len(prof.kernels)} kernels, {len(prof.steps)} model steps in {prof.wall_s:.1f} s")
     if prof.steps:
-        render_steps(console, prof.steps, prof.calibration)
-    if prof.calibration is not None:
-        render_calibration(console, prof.calibration)
-    elif prof.refusal:
-        console.print(f"[yellow]not fitted:[/] {prof.refusal}")
-    console.print(f"wrote {out}: use it with `flopwise estimate --hardware-file {out} --gpu {prof.hardware.id}`")
+        render_steps(console, prof.steps, fitted.calibration)
+    if fitted.calibration is not None:
+        render_calibration(console, fitted.calibration)
+    elif fitted.refusal:
+        console.print(f"[yellow]not fitted:[/] {fitted.refusal}")
+    console.print(f"wrote {out}: use it with `flopwise estimate --hardware-file {out} --gpu {hw.id}`")

@@ -1,6 +1,6 @@
 """Measure this machine: discovery, microbenchmarks, model forward passes, and a hardware entry from them.
 
-    profile_host(...) -> HostProfile      what `flopwise profile` runs
+    profile_host(...) -> HostProfile      what `flopwise profile` measures (`calibrate.host.fit_host` fits it)
     step_points_from(profile_table, hw)   the model steps a saved `[profile]` table holds, as StepPoints
 
 Modules: `discover.py` (CPU/GPU facts), `timing.py` (repeats, medians), `microbench.py` (GEMM, bandwidth,
@@ -21,14 +21,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from flopwise.calibrate.calibration import Calibration, calibrate
-from flopwise.calibrate.fit import CalibrationError
-from flopwise.calibrate.observations import KernelPoint, StepPoint
 from flopwise.profile.discover import HostInfo, cpu_peak_tflops, discover
 from flopwise.profile.microbench import MicrobenchConfig, run_microbenchmarks
 from flopwise.profile.model_profile import ModelProfileConfig, profile_model, step_point, truncate_layers
-from flopwise.specs.deployment import make_deployment
 from flopwise.errors import SpecError
+from flopwise.metrics.measurements import KernelPoint, StepPoint
+from flopwise.specs.deployment import make_deployment
 from flopwise.specs.hardware import DEFAULT_EFFICIENCY, HardwareSpec
 from flopwise.validate import integer
 
@@ -36,16 +34,16 @@ __all__ = ["HostProfile", "profile_host", "build_hardware", "step_points_from", 
            "profile_table"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostProfile:
+    """What was measured: the host, its hardware entry before any fit, the kernels and model steps timed."""
+
     host: HostInfo
     hardware: HardwareSpec
     kernels: tuple[KernelPoint, ...]
     steps: tuple[StepPoint, ...]
     model: str | None
     num_layers: int | None
-    calibration: Calibration | None
-    refusal: str | None
     wall_s: float
 
 
@@ -112,9 +110,8 @@ def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str
 
 def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = False, model: str | None = None,
                  num_layers: int | None = None, microbenchmarks: bool = True, device: str | None = None,
-                 threads: int | None = None, fit: bool = True,
-                 progress: Callable[[str], None] | None = None) -> HostProfile:
-    """Discover, measure and (unless `fit=False`) fit this machine's efficiency profile."""
+                 threads: int | None = None, progress: Callable[[str], None] | None = None) -> HostProfile:
+    """Discover and measure this machine (the fit is `calibrate.host.fit_host`'s)."""
     from flopwise.specs.model_catalog import get_model
 
     if device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
@@ -145,19 +142,12 @@ def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = 
         spec = truncate_layers(get_model(model), num_layers)
         steps = profile_model(spec, hw, ModelProfileConfig.preset(quick), device=dev, threads=threads,
                               progress=say)
-    cal, refusal = None, None
-    if fit and (kernels or steps):
-        try:
-            cal = calibrate(hw, kernels=kernels, steps=steps)
-            hw = cal.after
-        except CalibrationError as e:
-            refusal = str(e)
-    return HostProfile(host, hw, tuple(kernels), tuple(steps), model, num_layers, cal, refusal,
-                       time.perf_counter() - t0)
+    return HostProfile(host=host, hardware=hw, kernels=tuple(kernels), steps=tuple(steps), model=model,
+                       num_layers=num_layers, wall_s=time.perf_counter() - t0)
 
 
-def profile_table(p: HostProfile) -> dict[str, Any]:
-    """The `[profile]` table of the host file."""
+def profile_table(p: HostProfile, fit: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The `[profile]` table of the host file; `fit`: the fit's error rows, where one was made."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -174,8 +164,8 @@ def profile_table(p: HostProfile) -> dict[str, Any]:
             table["num_layers"] = p.num_layers
     table["kernels"] = [k.to_dict() for k in p.kernels]
     table["steps"] = [step_row(s) for s in p.steps]
-    if p.calibration is not None:
-        table["fit"] = [e.to_dict() for e in p.calibration.errors]
+    if fit:
+        table["fit"] = list(fit)
     return {k: v for k, v in table.items() if v not in (None, [])}
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flopwise.calibrate.observations import KernelPoint
+from flopwise.metrics.measurements import KernelPoint
 from flopwise.profile.timing import Timing, measure
 
 __all__ = ["MicrobenchConfig", "run_microbenchmarks", "gemm_point", "copy_point", "attention_point"]
@@ -56,13 +56,15 @@ class MicrobenchConfig:
 
 def gemm_point(m: int, n: int, k: int, dtype: str, seconds: float, **extra: object) -> KernelPoint:
     b = _BYTES[dtype]
-    return KernelPoint("gemm", dtype, 2.0 * m * n * k, float(m), float(k * n * b), 0.0, float((m * k + m * n) * b),
-                       1, seconds, {"m": m, "n": n, "k": k, **extra})
+    return KernelPoint(kind="gemm", dtype=dtype, flops=2.0 * m * n * k, m=float(m), weight_bytes=float(k * n * b),
+                       kv_bytes=0.0, act_bytes=float((m * k + m * n) * b), kernels=1, seconds=seconds,
+                       shape={"m": m, "n": n, "k": k, **extra})
 
 
 def copy_point(nbytes: int, seconds: float, read_only: bool = False, **extra: object) -> KernelPoint:
-    return KernelPoint("read" if read_only else "copy", "fp32", 0.0, 1.0, 0.0, 0.0,
-                       float(nbytes if read_only else 2 * nbytes), 1, seconds, {"mib": nbytes / 2**20, **extra})
+    return KernelPoint(kind="read" if read_only else "copy", dtype="fp32", flops=0.0, m=1.0, weight_bytes=0.0,
+                       kv_bytes=0.0, act_bytes=float(nbytes if read_only else 2 * nbytes), kernels=1,
+                       seconds=seconds, shape={"mib": nbytes / 2**20, **extra})
 
 
 def attention_point(q_rows: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
@@ -70,10 +72,12 @@ def attention_point(q_rows: int, kv_len: int, heads: int, kv_heads: int, head_di
     """`q_rows` = 1: one decode row over kv_len cached keys; q_rows = kv_len: a causal prefill of kv_len."""
     b = _BYTES[dtype]
     pairs = kv_len if q_rows == 1 else kv_len * (kv_len + 1) // 2
-    return KernelPoint("attention", dtype, 4.0 * heads * head_dim * pairs, float(q_rows * heads / kv_heads), 0.0,
-                       float(2 * kv_heads * kv_len * head_dim * b), float(2 * q_rows * heads * head_dim * b), 1,
-                       seconds, {"q_rows": q_rows, "kv_len": kv_len, "heads": heads, "kv_heads": kv_heads,
-                                 "head_dim": head_dim})
+    return KernelPoint(kind="attention", dtype=dtype, flops=4.0 * heads * head_dim * pairs,
+                       m=float(q_rows * heads / kv_heads), weight_bytes=0.0,
+                       kv_bytes=float(2 * kv_heads * kv_len * head_dim * b),
+                       act_bytes=float(2 * q_rows * heads * head_dim * b), kernels=1, seconds=seconds,
+                       shape={"q_rows": q_rows, "kv_len": kv_len, "heads": heads, "kv_heads": kv_heads,
+                              "head_dim": head_dim})
 
 
 def _extra(t: Timing) -> dict[str, object]:
@@ -100,16 +104,16 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
                 w = torch.randn(k, n, device=dev).to(tdt[dtype])
                 for m in cfg.gemm_m:
                     a = torch.randn(m, k, device=dev).to(tdt[dtype])
-                    t = measure(lambda: a @ w, budget_s=cfg.budget_s, sync=sync)
+                    t = measure(lambda a=a, w=w: a @ w, budget_s=cfg.budget_s, sync=sync)
                     pts.append(gemm_point(m, n, k, dtype, t.median_s, **_extra(t)))
                     say(f"gemm {dtype} M={m} N={n} K={k}: {2 * m * n * k / t.median_s / 1e9:.1f} GFLOP/s")
                 del w
         for mib in cfg.copy_mib:
             x = torch.ones(mib * 2**20 // 4, device=dev)
             y = torch.empty_like(x)
-            t = measure(lambda: y.copy_(x), budget_s=cfg.budget_s, sync=sync)
+            t = measure(lambda x=x, y=y: y.copy_(x), budget_s=cfg.budget_s, sync=sync)
             pts.append(copy_point(mib * 2**20, t.median_s, **_extra(t)))
-            t = measure(lambda: x.sum(), budget_s=cfg.budget_s, sync=sync)
+            t = measure(lambda x=x: x.sum(), budget_s=cfg.budget_s, sync=sync)
             pts.append(copy_point(mib * 2**20, t.median_s, read_only=True, **_extra(t)))
             say(f"copy {mib} MiB: {2 * mib * 2**20 / pts[-2].seconds / 1e9:.1f} GB/s, "
                 f"read {mib * 2**20 / t.median_s / 1e9:.1f} GB/s")
@@ -147,13 +151,13 @@ def _numpy_microbenchmarks(cfg: MicrobenchConfig, progress: Callable[[str], None
         w = rng.standard_normal((k, n), dtype=np.float32)
         for m in cfg.gemm_m:
             a = rng.standard_normal((m, k), dtype=np.float32)
-            t = measure(lambda: a @ w, budget_s=cfg.budget_s)
+            t = measure(lambda a=a, w=w: a @ w, budget_s=cfg.budget_s)
             pts.append(gemm_point(m, n, k, "fp32", t.median_s, **_extra(t)))
     for mib in cfg.copy_mib:
         x = np.ones(mib * 2**20 // 4, dtype=np.float32)
         y = np.empty_like(x)
         t = measure(lambda: np.copyto(y, x), budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, **_extra(t)))
-        t = measure(lambda: x.sum(), budget_s=cfg.budget_s)
+        t = measure(lambda x=x: x.sum(), budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, read_only=True, **_extra(t)))
     return pts

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flopwise.calibrate.observations import StepPoint
+from flopwise.metrics.measurements import StepPoint
 from flopwise.cost.batch import batch_shape
 from flopwise.cost.layout import layout
 from flopwise.errors import SpecError
@@ -65,7 +65,8 @@ def step_point(dep: Deployment, kind: str, batch: int, new_tokens: int, context:
     shape = batch_shape([(new_tokens, context)] * batch, layout(dep).windows)
     desc = f"prefill {new_tokens} tok" + (f" after {context}" if context else "") if kind == "prefill" else \
         f"decode batch {batch} ctx {context}"
-    return StepPoint(dep, shape, seconds, kind, desc, batch, new_tokens, context)
+    return StepPoint(dep=dep, shape=shape, seconds=seconds, label=kind, desc=desc, batch=batch, new_tokens=new_tokens,
+                     context=context)
 
 
 def _build(model: ModelSpec, max_batch: int, max_ctx: int, device: str):  # pragma: no cover - needs torch

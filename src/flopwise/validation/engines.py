@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flopwise.api import deployment
+from flopwise.specs.build import build_deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.model_catalog import get_model
@@ -188,6 +188,6 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     ckpt = model.checkpoint_weights
     if weights and ckpt and ckpt != weights and ckpt.startswith(weights):
         weights = ckpt  # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4
-    dep = deployment(model, args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
+    dep = build_deployment(model, args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
                      weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce

@@ -1,0 +1,48 @@
+"""A Deployment from names: the one resolver every layer uses (the API's `flopwise.deployment` wraps it with
+argument checks). A model is a catalog id, alias, config path or ModelSpec; a GPU an id or HardwareSpec; an
+engine `family[@version]` text or an EngineProfile; knobs left None take the engine's defaults for the device
+(`make_deployment`)."""
+
+from __future__ import annotations
+
+from os import PathLike
+
+from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
+from flopwise.specs.deployment import Deployment, make_deployment
+from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.hardware import HardwareSpec, get_hardware
+from flopwise.specs.model import ModelSpec
+from flopwise.specs.model_catalog import get_model
+from flopwise.specs.speculative import SpeculativeSpec, parse_speculative
+
+__all__ = ["build_deployment", "engine_profile"]
+
+Path_ = str | PathLike[str]
+
+
+def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
+                   endpoint: str = DEFAULT_ENDPOINT, engine_file: Path_ | None = None) -> EngineProfile:
+    """An engine profile from `family[@version]` text (or a profile, returned as given); `engine_file`: a
+    calibrated override (`flopwise calibrate --engine-out`)."""
+    if isinstance(engine, EngineProfile):
+        return engine
+    return get_engine(engine, frontend=frontend, endpoint=endpoint,
+                      engine_file=str(engine_file) if engine_file is not None else None)
+
+
+def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
+                     tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
+                     kv: str | None = None, hardware_file: Path_ | None = None,
+                     speculative: SpeculativeSpec | str | None = None, family: str | None = None,
+                     engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
+                     endpoint: str = DEFAULT_ENDPOINT, engine_file: Path_ | None = None,
+                     max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                     block_size: int | None = None, gpu_memory_utilization: float | None = None) -> Deployment:
+    """See the module docstring and `flopwise.deployment`."""
+    m = model if isinstance(model, ModelSpec) else get_model(model, family)
+    hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
+    spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
+    return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, num_gpus=num_gpus, speculative=spec,
+                           engine=engine_profile(engine, frontend, endpoint, engine_file), max_num_seqs=max_num_seqs,
+                           max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                           gpu_memory_utilization=gpu_memory_utilization)
