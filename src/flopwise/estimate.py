@@ -95,7 +95,7 @@ class Estimate:
     def _repr_html_(self) -> str:
         """Jupyter: the report `flopwise estimate` prints."""
         from flopwise.report.estimate_report import render_estimate  # display only (report sits above this layer)
-        from flopwise.results import html_of
+        from flopwise.display import html_of
 
         return html_of(lambda c: render_estimate(c, self))
 

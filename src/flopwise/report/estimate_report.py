@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flopwise.estimate import Estimate
-from flopwise.report.units import fmt_bytes, fmt_flops, fmt_s
+from flopwise.units import fmt_bytes, fmt_flops, fmt_s
 
 
 def render_estimate(console: Console, r: Estimate) -> None:

@@ -20,7 +20,7 @@ from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
 from flopwise.cost.step import StepCost, step_cost
-from flopwise.report.units import fmt_bytes, fmt_flops, fmt_s
+from flopwise.units import fmt_bytes, fmt_flops, fmt_s
 from flopwise.specs.model import ModelSpec
 from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
 from flopwise.techniques.scenario import Scenario
@@ -53,7 +53,7 @@ class Explanation:
     def _repr_html_(self) -> str:
         """Jupyter: the report `flopwise explain` prints."""
         from flopwise.report.explain_report import render_explanation  # display only
-        from flopwise.results import html_of
+        from flopwise.display import html_of
 
         return html_of(lambda c: render_explanation(c, self))
 

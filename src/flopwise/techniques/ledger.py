@@ -293,7 +293,7 @@ class Ledger:
         """One row per technique (the baseline first): each metric's value and, for the techniques, its
         `<metric>_delta`, `<metric>_delta_pct` and `<metric>_change` (the verdict) against the baseline, then the
         accuracy risk and complexity levels."""
-        from flopwise.results import frame  # pandas is optional
+        from flopwise.display import frame  # pandas is optional
 
         d = self.to_dict()
         rows = [{"technique": "baseline", **{k: v for k, v in d["baseline"].items()}}]
@@ -309,7 +309,7 @@ class Ledger:
     def _repr_html_(self) -> str:
         """Jupyter: the ledger `flopwise compare` prints."""
         from flopwise.report.compare_report import render_ledger  # display only
-        from flopwise.results import html_of
+        from flopwise.display import html_of
 
         return html_of(lambda c: render_ledger(c, self))
 
