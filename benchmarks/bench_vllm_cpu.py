@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 
 from flopwise.bench.arrivals import Load
-from flopwise.calibrate.predict import predict_run
 from flopwise.bench.runner import BenchConfig, PromptConfig, run_bench
+from flopwise.calibrate.predict import predict_run
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

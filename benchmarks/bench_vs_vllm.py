@@ -248,7 +248,8 @@ def main() -> None:
              f"{SLA_MS['ttft']} ms, TPOT <= {SLA_MS['tpot']} ms, E2E <= {SLA_MS['e2el']} ms per request.", ""]
     for label, *_ in loads:
         r = results[label]
-        lines += [f"## {label}", "", "| metric | vllm bench serve | flopwise bench | server (vLLM runs / flopwise runs) "
+        lines += [f"## {label}", "", "| metric | vllm bench serve | flopwise bench | server (vLLM runs / flopwise "
+                                     "runs) "
                   "| vLLM - server | flopwise - server |", "|---|---:|---:|---:|---:|---:|"]
         for name, key, srv in ROWS:
             v = [x.get(key) for x in r["vllm"]]

@@ -32,8 +32,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from vllm_cpu import wait_healthy
 import numpy as np
+from vllm_cpu import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "vllm-frontend"
@@ -156,7 +156,8 @@ def main() -> None:
     fe = replace(eng.frontend, **costs, latency_s=eng.frontend.latency_s)
     override = OUT / "vllm-cpu-frontend-engine.toml"
     write_engine_file(override, replace(eng, frontend=fe),
-                      f"API-server CPU costs measured by benchmarks/vllm_cpu_frontend.py on {time.strftime('%Y-%m-%d')}")
+                      "API-server CPU costs measured by benchmarks/vllm_cpu_frontend.py on "
+                      f"{time.strftime('%Y-%m-%d')}")
     ceiling_fe = 1.0 / fe.ingress_s(8)
     dep = deployment(str(CACHE / "model"), "cpu-epyc-zen5-2c", engine="vllm@0.32", engine_file=override)
     sim = simulate(dep, Workload(tuple(RequestSpec(0.0, 8, 1) for _ in range(args.n)))).summary()
@@ -167,7 +168,8 @@ def main() -> None:
                         "predicted_simulated_throughput": sim["request_throughput"],
                         "simulated_bottleneck": sim["bottleneck"]}}
     (OUT / "vllm_cpu_frontend.json").write_text(json.dumps(result, indent=2))
-    print(f"\nAPI server per request: {costs['request_s'] * 1e3:.3f} ms + {costs['prompt_token_s'] * 1e6:.2f} us/prompt "
+    print(f"\nAPI server per request: {costs['request_s'] * 1e3:.3f} ms + {costs['prompt_token_s'] * 1e6:.2f} "
+          "us/prompt "
           f"token + {costs['output_token_s'] * 1e6:.1f} us/output token (+{costs['chat_request_s'] * 1e3:.3f} ms chat)")
     print("| burst of short requests | req/s |\n|---|---:|")
     print(f"| measured (API server CPU {util:.0%} busy on its core; engine core + worker {engine_util:.0%}) | "

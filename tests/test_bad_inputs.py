@@ -60,13 +60,15 @@ CASES = [
     ("traceback", "binary ShareGPT", lambda t: ["simulate", "--trace", file(t, "t.json", BINARY)], "not UTF-8"),
     ("traceback", "binary length file", lambda t: ["simulate", *FAST[:2], "--input-len",
                                                    "file:" + file(t, "l.txt", BINARY)], "not UTF-8"),
-    ("traceback", "YAML hardware: [1, 2]", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "hardware: [1, 2]")],
+    ("traceback", "YAML hardware: [1, 2]", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "hardware: [1, "
+                                                                                                       "2]")],
      "must be a table"),
     ("traceback", "YAML top-level list", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "- 1\n")],
      "list of [[hardware]] tables"),
     ("traceback", "efficiency = 5", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + "efficiency = 5\n")],
      "efficiency must be a table"),
-    ("traceback", "string memory", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + 'memory_gib = "lots"\n')],
+    ("traceback", "string memory", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + 'memory_gib = '
+                                                                                                    '"lots"\n')],
      "memory_gib"),
     ("traceback", "uniform:1:inf", lambda t: ["simulate", *FAST[:2], "--input-len", "uniform:1:inf"], "HI"),
     ("traceback", "--seed -1", lambda t: ["simulate", *FAST, "--seed", "-1"], "--seed"),
@@ -75,7 +77,8 @@ CASES = [
     ("traceback", "profile --out into a missing folder", lambda t: ["profile", "--no-microbench", "--out",
                                                                      str(t / "no" / "p.toml")], "does not exist"),
     ("traceback", "trace prefix_tokens 'x'", lambda t: ["simulate", "--trace", file(
-        t, "p.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5, "prefix_id": 1, "prefix_tokens": "x"}\n')],
+        t, "p.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5, "prefix_id": 1, "prefix_tokens": '
+                      '"x"}\n')],
      "prefix_tokens"),
     ("traceback", "trace prefix_id [1]", lambda t: ["simulate", "--trace", file(
         t, "p.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5, "prefix_id": [1]}\n')], "prefix_id"),

@@ -215,7 +215,8 @@ def test_body_until_close_and_connection_close_are_not_reused():
     t = FastHTTP11Transport()
     _, body, _ = run(exchange(t, conn([b"HTTP/1.1 200 OK\r\n\r\nall of it"])))
     assert body == b"all of it" and not t._idle.get(ORIGIN)
-    _, body, _ = run(exchange(t, conn([b"HTTP/1.1 200 OK\r\nconnection: keep-alive, close\r\ncontent-length: 2\r\n\r\nok"],
+    _, body, _ = run(exchange(t, conn([b"HTTP/1.1 200 OK\r\nconnection: keep-alive, close\r\ncontent-length: "
+                                       b"2\r\n\r\nok"],
                                       eof=False)))
     assert body == b"ok" and not t._idle.get(ORIGIN)
 

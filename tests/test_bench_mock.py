@@ -3,13 +3,10 @@
 Timing asserts are loose on purpose (a shared 2-core machine); definitions are checked exactly elsewhere."""
 
 import json
-import math
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

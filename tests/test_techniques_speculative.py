@@ -7,10 +7,18 @@ from flopwise.cost import batch_shape, step_cost
 from flopwise.cost.layout import layout
 from flopwise.errors import SpecError
 from flopwise.specs.model_catalog import get_model
-from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.ledger import request_latency_s
-from flopwise.techniques.speculative import (SpeculativeSpec, acceptance_rate, breakeven_batch, best_k,
-                                             expected_tokens, proposer_deployment, spec_round, with_speculation)
+from flopwise.techniques.scenario import Scenario
+from flopwise.techniques.speculative import (
+    SpeculativeSpec,
+    acceptance_rate,
+    best_k,
+    breakeven_batch,
+    expected_tokens,
+    proposer_deployment,
+    spec_round,
+    with_speculation,
+)
 
 
 def test_expected_tokens_at_alpha_0_1_and_0_7():

@@ -40,11 +40,28 @@ from flopwise.errors import ArgumentError, FlopwiseWarning, WorkloadError, sugge
 from flopwise.estimate import Estimate, estimate_deployment
 from flopwise.params import documented
 from flopwise.results import BenchRun, Calibrated, Plan, Simulation
-from flopwise.specs.defaults import (
-    BENCH_INPUT_LEN, BENCH_NUM_REQUESTS, BENCH_OUTPUT_LEN, BENCH_TIMEOUT_S, COMPARE_NUM_REQUESTS, COMPARE_SLA,
-    DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN,
-    FRONTEND_ESTIMATE, FRONTEND_SERVING, MAX_NUM_REQUESTS, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS, PLAN_WORKLOAD)
 from flopwise.specs.build import build_deployment, engine_profile
+from flopwise.specs.defaults import (
+    BENCH_INPUT_LEN,
+    BENCH_NUM_REQUESTS,
+    BENCH_OUTPUT_LEN,
+    BENCH_TIMEOUT_S,
+    COMPARE_NUM_REQUESTS,
+    COMPARE_SLA,
+    DEFAULT_ENDPOINT,
+    DEFAULT_ENGINE,
+    DEFAULT_GPU,
+    DEFAULT_INPUT_LEN,
+    DEFAULT_MODEL,
+    DEFAULT_OUTPUT_LEN,
+    FRONTEND_ESTIMATE,
+    FRONTEND_SERVING,
+    MAX_NUM_REQUESTS,
+    PLAN_GPUS,
+    PLAN_KV,
+    PLAN_MAX_GPUS,
+    PLAN_WORKLOAD,
+)
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec, get_hardware
@@ -289,9 +306,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     request rate meeting `sla`. Any fleet option (`replicas`, `router`, `disaggregate`, `replica_events`,
     `autoscale`) runs a fleet of replicas in one event loop (`flopwise.cluster`) and adds a "fleet" block.
     `progress(n)`: called as n more requests complete."""
-    from flopwise.sim import SimConfig, find_max_rate as search_max_rate, simulate as run  # the simulator
-    from flopwise.sim.steady import SteadyRule
+    from flopwise.sim import SimConfig  # the simulator
+    from flopwise.sim import find_max_rate as search_max_rate
+    from flopwise.sim import simulate as run
     from flopwise.sim.sglang_knobs import SglangKnobs
+    from flopwise.sim.steady import SteadyRule
     from flopwise.specs.sla import parse_sla
     from flopwise.workload import build_workload
 
@@ -386,7 +405,8 @@ def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, 
     concurrency, throughput at the SLA (tokens/s), memory (GiB), accuracy risk and complexity, next to the
     baseline. `input_len` / `output_len` default to the named workload's means, else 1024 / 256."""
     from flopwise.specs.sla import parse_sla
-    from flopwise.techniques.compare import compare as run, named_workload_shape
+    from flopwise.techniques.compare import compare as run
+    from flopwise.techniques.compare import named_workload_shape
     from flopwise.techniques.scenario import Scenario
     from flopwise.techniques.sim_throughput import SimWorkload
 
@@ -448,7 +468,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     `progress(done, total)`: called as candidates finish."""
     from flopwise.launch import plan_launch
     from flopwise.plan.fleet import SERVING_MODES
-    from flopwise.plan.search import OBJECTIVES, PlanRequest, plan as run, plan_to_dict
+    from flopwise.plan.search import OBJECTIVES, PlanRequest, plan_to_dict
+    from flopwise.plan.search import plan as run
     from flopwise.plan.space import SearchSpace
     from flopwise.specs.precision import kv_format, weight_format
     from flopwise.specs.sla import parse_sla
@@ -569,12 +590,12 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     event loop (Jupyter), `await flopwise.bench_async(...)`."""
     from flopwise.bench import options
     from flopwise.bench.export import request_rows, write_rows
-    from flopwise.calibrate.predict import predict_run
     from flopwise.bench.redact import plaintext_credentials_warning
     from flopwise.bench.render import write_sweep_chart
     from flopwise.bench.runner import BenchConfig, PromptConfig, resume_bench, run_bench
     from flopwise.bench.store import load_run
     from flopwise.bench.sweep import find_max_rate, run_levels
+    from flopwise.calibrate.predict import predict_run
 
     text(endpoint, "--endpoint", choices=("completions", "chat"))
     text(arrival, "--arrival", choices=options.ARRIVALS)

@@ -94,8 +94,8 @@ class Estimate:
 
     def _repr_html_(self) -> str:
         """Jupyter: the report `flopwise estimate` prints."""
-        from flopwise.report.estimate_report import render_estimate  # display only (report sits above this layer)
         from flopwise.display import html_of
+        from flopwise.report.estimate_report import render_estimate  # display only (report sits above this layer)
 
         return html_of(lambda c: render_estimate(c, self))
 

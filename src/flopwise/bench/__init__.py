@@ -18,8 +18,15 @@ Metric definitions live in `flopwise.metrics.summary` (shared with `flopwise sim
 
 from flopwise.bench.arrivals import Load
 from flopwise.bench.diagnosis import Diagnosis, Finding, diagnose
-from flopwise.bench.runner import (BenchConfig, BenchInterrupted, PromptConfig, RunReport, report_run, resume_bench,
-                                   run_bench)
+from flopwise.bench.runner import (
+                                   BenchConfig,
+                                   BenchInterrupted,
+                                   PromptConfig,
+                                   RunReport,
+                                   report_run,
+                                   resume_bench,
+                                   run_bench,
+)
 from flopwise.bench.sweep import SweepResult, find_max_rate, run_levels
 
 __all__ = ["Load", "Diagnosis", "Finding", "diagnose", "BenchConfig", "BenchInterrupted", "PromptConfig", "RunReport",

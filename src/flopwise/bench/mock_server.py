@@ -56,8 +56,8 @@ import json
 import re
 import socket
 import struct
-import sys
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager

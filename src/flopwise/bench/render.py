@@ -99,7 +99,8 @@ def render_vllm_result(console: Console, path: Path, vllm: dict, summary: dict) 
         t.add_row(f_key, _f(vllm.get(f"mean_{v_key}_ms"), ".2f"), _f(vllm.get(f"p99_{v_key}_ms"), ".2f"),
                   _f(summary[f_key]["mean"], ".2f"), _f(summary[f_key]["p99"], ".2f"))
     console.print(t)
-    console.print(f"throughput {summary['request_throughput']:.2f} req/s (vLLM {vllm.get('request_throughput', 0):.2f}), "
+    console.print(f"throughput {summary['request_throughput']:.2f} req/s (vLLM "
+                  f"{vllm.get('request_throughput', 0):.2f}), "
                   f"{summary['output_tokens_per_s']:.1f} output tok/s (vLLM {vllm.get('output_throughput', 0):.1f})")
 
 

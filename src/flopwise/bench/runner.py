@@ -32,11 +32,11 @@ import numpy as np
 
 from flopwise.bench.arrivals import Load
 from flopwise.bench.diagnosis import Diagnosis, diagnose
+from flopwise.bench.export import request_rows, to_vllm_result, write_rows
 from flopwise.bench.prometheus import ServerView, scrape, server_view
 from flopwise.bench.prompts import PromptSource, load_dataset
 from flopwise.bench.redact import MASK, redact_url, split_userinfo
 from flopwise.bench.scheduler import Slot, run_load
-from flopwise.bench.export import request_rows, to_vllm_result, write_rows
 from flopwise.bench.store import ROWS_FILE, VLLM_RESULT_FILE, RunStore, SavedRun, load_run, write_json, write_summary
 from flopwise.bench.tokenize import HFTokenizer, ServerTokenizer, TokenCounter, load_counter
 from flopwise.bench.transport import BenchClient, Endpoint, RequestSpec

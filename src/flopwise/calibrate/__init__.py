@@ -8,8 +8,15 @@ under a profile, by the cost model's own formulas), `bench_runs.py` (bench runs 
 
 from flopwise.calibrate.bench_runs import BenchRun, load_bench_runs
 from flopwise.calibrate.calibration import Calibration, calibrate
-from flopwise.calibrate.fit import (FITTABLE, CalibrationError, FitResult, Tuning, coordinate_descent, fit_profile,
-                                    identify)
+from flopwise.calibrate.fit import (
+                                    FITTABLE,
+                                    CalibrationError,
+                                    FitResult,
+                                    Tuning,
+                                    coordinate_descent,
+                                    fit_profile,
+                                    identify,
+)
 from flopwise.calibrate.observations import KernelPoint, StepPoint, kernel_time
 
 __all__ = ["BenchRun", "load_bench_runs", "Calibration", "calibrate", "FITTABLE", "CalibrationError", "FitResult",

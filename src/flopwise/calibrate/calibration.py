@@ -17,9 +17,17 @@ from typing import Any
 
 from flopwise.calibrate.bench_runs import BenchRun, bench_observations
 from flopwise.calibrate.fit import FITTABLE, CalibrationError, FitResult, Tuning, fit_profile
-from flopwise.calibrate.observations import (ErrorRow, KernelPoint, Observations, StepPoint, error_table,
-                                             kernel_observations, point_errors, residual_function,
-                                             step_observations)
+from flopwise.calibrate.observations import (
+    ErrorRow,
+    KernelPoint,
+    Observations,
+    StepPoint,
+    error_table,
+    kernel_observations,
+    point_errors,
+    residual_function,
+    step_observations,
+)
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from flopwise.cost.step import step_time
-from flopwise.specs.deployment import Deployment
 from flopwise.calibrate.fit import Tuning
+from flopwise.cost.step import step_time
 from flopwise.metrics.measurements import KernelPoint, StepPoint
+from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
 
 __all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile", "point_errors",

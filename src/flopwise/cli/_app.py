@@ -21,7 +21,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
-__all__ = ["app", "COMMANDS", "print_json", "warn_model_notes", "FAMILY_HELP", "console", "err_console"]
+__all__ = ["app", "COMMANDS", "print_json", "warn_model_notes", "FAMILY_HELP", "console", "err_console"]  # noqa: F822 - made by __getattr__
 
 # command -> (module that registers it, one line for `flopwise --help`; the command's docstring is its full help)
 COMMANDS: dict[str, tuple[str, str]] = {

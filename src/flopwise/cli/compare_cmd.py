@@ -10,8 +10,15 @@ import typer
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.params import HELP
-from flopwise.specs.defaults import (COMPARE_NUM_REQUESTS, COMPARE_SLA, DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU,
-                                     DEFAULT_MODEL, FRONTEND_SERVING)
+from flopwise.specs.defaults import (
+    COMPARE_NUM_REQUESTS,
+    COMPARE_SLA,
+    DEFAULT_ENDPOINT,
+    DEFAULT_ENGINE,
+    DEFAULT_GPU,
+    DEFAULT_MODEL,
+    FRONTEND_SERVING,
+)
 
 
 @app.command("compare")
@@ -31,7 +38,8 @@ def compare_cmd(
     sla: Annotated[str, typer.Option(help="Objectives for the throughput column.")] = COMPARE_SLA,
     simulate: Annotated[bool, typer.Option("--simulate/--static", help="Throughput at the SLA from the simulator "
                                            "(default) or from static batches only (fast).")] = True,
-    num_requests: Annotated[int, typer.Option("--num-requests", help=HELP["compare_num_requests"])] = COMPARE_NUM_REQUESTS,
+    num_requests: Annotated[int, typer.Option("--num-requests",
+                                              help=HELP["compare_num_requests"])] = COMPARE_NUM_REQUESTS,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
     engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
     frontend: Annotated[str, typer.Option(help=HELP["frontend"])] = FRONTEND_SERVING,

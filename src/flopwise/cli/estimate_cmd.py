@@ -10,8 +10,15 @@ import typer
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.params import HELP
-from flopwise.specs.defaults import (DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL,
-                                     DEFAULT_OUTPUT_LEN, FRONTEND_ESTIMATE)
+from flopwise.specs.defaults import (
+    DEFAULT_ENDPOINT,
+    DEFAULT_ENGINE,
+    DEFAULT_GPU,
+    DEFAULT_INPUT_LEN,
+    DEFAULT_MODEL,
+    DEFAULT_OUTPUT_LEN,
+    FRONTEND_ESTIMATE,
+)
 
 
 @app.command("estimate")

@@ -6,8 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopwise.errors import WorkloadError
-from flopwise.specs.cluster import (DEFAULT_ENGINE_START_S, DEFAULT_STORAGE_GBS, AutoscaleSpec, ClusterSpec,
-                                    PoolSpec, parse_autoscale, parse_disaggregate, parse_replica_events)
+from flopwise.specs.cluster import (
+    DEFAULT_ENGINE_START_S,
+    DEFAULT_STORAGE_GBS,
+    AutoscaleSpec,
+    ClusterSpec,
+    PoolSpec,
+    parse_autoscale,
+    parse_disaggregate,
+    parse_replica_events,
+)
 from flopwise.specs.deployment import Deployment
 
 __all__ = ["build_cluster"]

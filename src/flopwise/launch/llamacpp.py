@@ -24,7 +24,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     la, flags = engine.launch, engine.launch.table("flags")
     if dep.weights.name not in GGUF_FORMATS:
         return LaunchCommand(engine=engine.name, command=None,
-                             reason=f"llama.cpp serves GGUF formats ({', '.join(GGUF_FORMATS)}), not {dep.weights.name}")
+                             reason=f"llama.cpp serves GGUF formats ({', '.join(GGUF_FORMATS)}), not "
+                                    f"{dep.weights.name}")
     src = model_source(target, engine)
     if src is None:
         return LaunchCommand(engine=engine.name, command=None, reason="no GGUF file or recipe is known")

@@ -16,8 +16,14 @@ from __future__ import annotations
 import math
 
 from flopwise.launch.checkpoints import find_head
-from flopwise.launch.common import (GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, engine_memory_fraction,
-                                    model_source)
+from flopwise.launch.common import (
+    GGUF_FORMATS,
+    CommandLine,
+    LaunchCommand,
+    LaunchTarget,
+    engine_memory_fraction,
+    model_source,
+)
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]
@@ -28,7 +34,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     la, flags = engine.launch, engine.launch.table("flags")
     if dep.weights.name in GGUF_FORMATS:
         return LaunchCommand(engine=engine.name, command=None,
-                             reason="GGUF is planned for llama.cpp (llama-server); SGLang's GGUF loader is not modelled")
+                             reason="GGUF is planned for llama.cpp (llama-server); SGLang's GGUF loader is not "
+                                    "modelled")
     src = model_source(target, engine)
     if src is None:
         return LaunchCommand(engine=engine.name, command=None,

@@ -16,8 +16,14 @@
 from __future__ import annotations
 
 from flopwise.launch.checkpoints import find_head
-from flopwise.launch.common import (GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, engine_memory_fraction,
-                                    model_source)
+from flopwise.launch.common import (
+    GGUF_FORMATS,
+    CommandLine,
+    LaunchCommand,
+    LaunchTarget,
+    engine_memory_fraction,
+    model_source,
+)
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]

@@ -47,8 +47,15 @@ import numpy as np
 
 from flopwise.cost.capacity import Bounds, bounds
 from flopwise.errors import InfeasibleError, WorkloadError
-from flopwise.plan.evaluate import (OBJECTIVES, Evaluation, Infeasible, LoadPoint, evaluate, latency_point,
-                                    measure_at_load)
+from flopwise.plan.evaluate import (
+    OBJECTIVES,
+    Evaluation,
+    Infeasible,
+    LoadPoint,
+    evaluate,
+    latency_point,
+    measure_at_load,
+)
 from flopwise.plan.pareto import pareto_front
 from flopwise.plan.space import Candidate, SearchSpace, enumerate_candidates, require_candidates, weight_formats
 from flopwise.plan.tradeoffs import Tradeoff, tradeoffs
@@ -471,7 +478,8 @@ def _latency_pass(runner: _Runner, ctx: _Context, live: list[tuple[Candidate, Bo
             kept = []
             for c in queue:
                 if user_ceiling[c.label] < floor:
-                    pruned.append((c, f"bound: its per-user ceiling cannot reach the interval of {best.candidate.label}"))
+                    pruned.append((c, "bound: its per-user ceiling cannot reach the interval of "
+                                      f"{best.candidate.label}"))
                 else:
                     kept.append(c)
             queue = kept

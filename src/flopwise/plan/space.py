@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
+from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.precision import weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 

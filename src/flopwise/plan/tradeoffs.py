@@ -59,7 +59,8 @@ def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> T
         side(g > 0, f"goodput per GPU {g:+.0f}% ({best.goodput_per_gpu:.2f} vs {alt.goodput_per_gpu:.2f} req/s)")
     u = _pct(best.tokens_per_s_per_user, alt.tokens_per_s_per_user)
     if abs(u) >= 1:
-        side(u > 0, f"per-user speed {u:+.0f}% ({best.tokens_per_s_per_user:.0f} vs {alt.tokens_per_s_per_user:.0f} tok/s)")
+        side(u > 0, f"per-user speed {u:+.0f}% ({best.tokens_per_s_per_user:.0f} vs {alt.tokens_per_s_per_user:.0f} "
+                    "tok/s)")
     cb, ca = best.cost_per_1m_tokens, alt.cost_per_1m_tokens
     if cb and ca and abs(_pct(cb, ca)) >= 1:
         side(cb < ca, f"cost {_pct(cb, ca):+.0f}% (${cb:.3f} vs ${ca:.3f} per 1M output tokens)")
@@ -76,7 +77,8 @@ def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> T
         if rb.rank != ra.rank:
             name_b = db.weights.name if what == "weights" else db.kv.name
             name_a = da.weights.name if what == "weights" else da.kv.name
-            side(rb.rank < ra.rank, f"accuracy risk of {what}: {name_b} is {rb.level} vs {name_a} {ra.level} ({rb.note})")
+            side(rb.rank < ra.rank, f"accuracy risk of {what}: {name_b} is {rb.level} vs {name_a} {ra.level} "
+                                    f"({rb.note})")
     if db.gpus_per_replica != da.gpus_per_replica:
         side(db.gpus_per_replica < da.gpus_per_replica,
              f"{db.gpus_per_replica} GPU(s) per replica vs {da.gpus_per_replica} (smaller failure and scaling unit)")

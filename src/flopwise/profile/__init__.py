@@ -18,14 +18,14 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from flopwise.errors import SpecError
+from flopwise.metrics.measurements import KernelPoint, StepPoint
 from flopwise.profile.discover import HostInfo, cpu_peak_tflops, discover
 from flopwise.profile.microbench import MicrobenchConfig, run_microbenchmarks
 from flopwise.profile.model_profile import ModelProfileConfig, profile_model, step_point, truncate_layers
-from flopwise.errors import SpecError
-from flopwise.metrics.measurements import KernelPoint, StepPoint
 from flopwise.specs.deployment import make_deployment
 from flopwise.specs.hardware import DEFAULT_EFFICIENCY, HardwareSpec
 from flopwise.validate import integer
@@ -70,7 +70,7 @@ def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str
         host = replace(host, num_cores=threads)
     best_flops, best_bw = _best_rates(kernels)
     sources: dict[str, str] = dict(base.sources) if base else {}
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     if device.startswith("cuda") and host.cuda:
         gpu = host.cuda[int(device.split(":")[1]) if ":" in device else 0]
         name, vendor, kind, mem = gpu.name, "nvidia", "gpu", gpu.memory_gib
@@ -155,7 +155,7 @@ def profile_table(p: HostProfile, fit: Sequence[dict[str, Any]] = ()) -> dict[st
     except PackageNotFoundError:
         ver = "unknown"
     table: dict[str, Any] = {
-        "hardware": p.hardware.id, "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hardware": p.hardware.id, "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "flopwise_version": ver, "wall_s": round(p.wall_s, 2), "host": p.host.to_dict(),
     }
     if p.model:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flopwise.metrics.measurements import StepPoint
 from flopwise.cost.batch import batch_shape
 from flopwise.cost.layout import layout
 from flopwise.errors import SpecError
+from flopwise.metrics.measurements import StepPoint
 from flopwise.profile.timing import measure
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.hardware import HardwareSpec
@@ -57,7 +57,8 @@ def check_supported(model: ModelSpec) -> None:
     if (model.moe is not None or model.attention_kinds != ("full",) or not model.mlp_gated or model.qk_norm
             or model.extra_params or any(lay.extra_params for lay in model.layers)):
         raise SpecError(f"{model.name}: model profiling builds dense full-attention decoders (Llama, Qwen, "
-                        "Mistral shapes); MoE, MLA, sliding-window, chunked, linear-state, QK-norm and ungated-MLP models are not supported. Profile a dense "
+                        "Mistral shapes); MoE, MLA, sliding-window, chunked, linear-state, QK-norm and ungated-MLP "
+                        "models are not supported. Profile a dense "
                         "model, or calibrate from `flopwise bench` runs of a real server instead")
 
 

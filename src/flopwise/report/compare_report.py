@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from flopwise.units import fmt_flops
 from flopwise.techniques.ledger import METRICS, THROUGHPUT_METHOD, Change, Ledger, LedgerRow
 from flopwise.techniques.sim_throughput import SIM_METHOD
+from flopwise.units import fmt_flops
 
 _STYLE = {"better": "green", "worse": "red", "same": "dim"}
 

@@ -33,7 +33,8 @@ def render_estimate(console: Console, r: Estimate) -> None:
                   f"  [bold red](batch {r.batch} does not fit)[/]"))
     for e in d["encoders"]:
         per = (f", prefill {e['prefill_ms_per_item']:.1f} ms per {e['item']}" if e["prefill_ms_per_item"] is not None
-               else ", prefill per item not priced (dynamic resolution, or a tower flopwise does not count layer by layer)")
+               else ", prefill per item not priced (dynamic resolution, or a tower flopwise does not count layer by "
+                    "layer)")
         console.print(f"{e['modality']} encoder {e['name']}: {e['params'] / 1e9:.2f}B params"
                       + (" (approximate)" if e["approximate"] else "") + per, markup=False)
     for note in d["notes"]:

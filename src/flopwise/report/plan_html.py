@@ -159,7 +159,8 @@ def plan_html(r: PlanResult, d: dict[str, Any] | None = None) -> str:
         for t in d["tradeoffs"])
     st = d.get("steady_state") or {}
     ties = (f"<p class='tie'>Statistical tie for first: {html.escape(', '.join(d['ties']))} (overlapping intervals); "
-            "the first choice is the one the closed-form capacity estimate favours, then fewer GPUs, lower accuracy risk.</p>"
+            "the first choice is the one the closed-form capacity estimate favours, then fewer GPUs, lower accuracy "
+            "risk.</p>"
             if len(d.get("ties", [])) > 1 else "")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>flopwise plan: {html.escape(d['model'])}</title>

@@ -35,13 +35,15 @@ def fmt_interval(point: float | None, iv: list[float] | None, digits: int, money
 def _header(console: Console, d: dict[str, Any]) -> None:
     rate = f", {d['rate']:g} req/s in all" if d["rate"] else ""
     src = lambda s: "" if s == "given" else f" ({s})"  # noqa: E731
-    console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}; SLA {d['sla']}{src(d['sla_source'])}; "
+    console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}; SLA "
+                  f"{d['sla']}{src(d['sla_source'])}; "
                   f"objective {d['objective']}{src(d['objective_source'])}")
     st = d.get("steady_state") or {}
     console.print(f"{d['num_candidates']} candidates, {d['num_simulated']} simulated "
                   f"({d['num_simulated_requests']:,} requests), {len(d['pruned'])} pruned by closed-form bounds, "
                   f"in {d['wall_s']:.1f} s. Each rate is judged on {st.get('window_requests', 0):,} requests after a "
-                  f"warm-up of {st.get('warmup_requests', 0):,} (no growing backlog, never above the capacity ceiling); "
+                  f"warm-up of {st.get('warmup_requests', 0):,} (no growing backlog, never above the capacity "
+                  "ceiling); "
                   f"\\[brackets]: {st.get('confidence', 0.9):.0%} intervals, seed {st.get('seed', 0)}")
     if d.get("checkpoint_weights"):
         console.print(f"the checkpoint ships {d['checkpoint_weights']} weights (its quantization_config): planned in "

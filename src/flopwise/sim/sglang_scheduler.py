@@ -58,10 +58,17 @@ from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import BlockManager, CacheHit
 from flopwise.sim.config import SimConfig
 from flopwise.sim.request import Request, RequestStatus
-from flopwise.sim.sglang_knobs import (CLIP_MAX_NEW_TOKENS, IN_BATCH_PREFIX_TOKENS, INIT_NEW_TOKEN_RATIO,
-                                       LPM_MAX_QUEUE, MIN_NEW_TOKEN_RATIO_FACTOR, NEW_TOKEN_RATIO_DECAY_STEPS,
-                                       RETRACT_DECODE_STEPS, sglang_chunked_prefill_size,
-                                       sglang_max_running_requests)
+from flopwise.sim.sglang_knobs import (
+    CLIP_MAX_NEW_TOKENS,
+    IN_BATCH_PREFIX_TOKENS,
+    INIT_NEW_TOKEN_RATIO,
+    LPM_MAX_QUEUE,
+    MIN_NEW_TOKEN_RATIO_FACTOR,
+    NEW_TOKEN_RATIO_DECAY_STEPS,
+    RETRACT_DECODE_STEPS,
+    sglang_chunked_prefill_size,
+    sglang_max_running_requests,
+)
 from flopwise.specs.deployment import Deployment
 
 __all__ = ["SglangScheduler", "make_sglang_scheduler", "sglang_settings"]

@@ -17,11 +17,11 @@ import numpy as np
 from flopwise.cost.fit import require_fit
 from flopwise.cost.memory import memory_plan
 from flopwise.metrics.summary import RequestRecord, summarize
+from flopwise.sim.breakdown import PHASES, request_phases, time_breakdown
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import run_engine
 from flopwise.sim.request import Request
 from flopwise.sim.sglang_scheduler import sglang_settings
-from flopwise.sim.breakdown import PHASES, request_phases, time_breakdown
 from flopwise.sim.timeline import Timeline, timeline_summary
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA

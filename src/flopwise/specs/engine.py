@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text as check_text
+from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
+from flopwise.validate import text as check_text
 
 __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "LaunchTable", "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
@@ -146,7 +147,8 @@ class KernelFactors:
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
-            raise SpecError(f"engine kernels: quantized_gemm_dtype must be fp16 or int8, got {self.quantized_gemm_dtype!r}")
+            raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
+                            f"{self.quantized_gemm_dtype!r}")
         for name in ("moe_bandwidth", "quantized_gemm_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")

@@ -20,10 +20,10 @@ from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
 from flopwise.cost.step import StepCost, step_cost
-from flopwise.units import fmt_bytes, fmt_flops, fmt_s
 from flopwise.specs.model import ModelSpec
 from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
 from flopwise.techniques.scenario import Scenario
+from flopwise.units import fmt_bytes, fmt_flops, fmt_s
 
 __all__ = ["Section", "Explanation", "explain", "weight_bytes_excluding_lm_head"]
 
@@ -52,8 +52,8 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         """Jupyter: the report `flopwise explain` prints."""
-        from flopwise.report.explain_report import render_explanation  # display only
         from flopwise.display import html_of
+        from flopwise.report.explain_report import render_explanation  # display only
 
         return html_of(lambda c: render_explanation(c, self))
 
@@ -132,9 +132,12 @@ def _speculative(scn: Scenario, spec: speculative.SpeculativeSpec) -> Section:
     who = f"the {spec.draft_model.name} draft" if spec.draft_model else f"the {spec.method} proposer"
     best, best_s = speculative.best_k(dep, spec, scn.batch, ctx)
     stop = speculative.breakeven_batch(dep, spec, ctx, limit=max(1, max_sequences(dep, ctx + scn.output_len)))
-    text = (f"With {who} and k = {k}: plain decoding of {k} tokens costs {k} x {fmt_flops(r.baseline_flops / scn.batch)}"
-            f" = {fmt_flops(plain / scn.batch)} per sequence; one speculative round costs {fmt_flops(r.draft_flops / scn.batch)}"
-            f" (k draft steps) + {fmt_flops(r.verify_flops / scn.batch)} (verifying k+1 = {spec.positions} positions) = "
+    text = (f"With {who} and k = {k}: plain decoding of {k} tokens costs {k} x "
+            f"{fmt_flops(r.baseline_flops / scn.batch)}"
+            f" = {fmt_flops(plain / scn.batch)} per sequence; one speculative round costs "
+            f"{fmt_flops(r.draft_flops / scn.batch)}"
+            f" (k draft steps) + {fmt_flops(r.verify_flops / scn.batch)} (verifying k+1 = {spec.positions} positions) "
+            "= "
             f"{fmt_flops(r.flops / scn.batch)}, for {r.tokens_per_step:.2f} tokens expected at alpha {spec.rate:.2f}. "
             f"More FLOPs ({fmt_flops(r.flops_per_token)} vs {fmt_flops(r.baseline_flops_per_token)} per token), yet "
             f"the target's weights are read once per {r.tokens_per_step:.2f} tokens instead of once per token"

@@ -308,8 +308,8 @@ class Ledger:
 
     def _repr_html_(self) -> str:
         """Jupyter: the ledger `flopwise compare` prints."""
-        from flopwise.report.compare_report import render_ledger  # display only
         from flopwise.display import html_of
+        from flopwise.report.compare_report import render_ledger  # display only
 
         return html_of(lambda c: render_ledger(c, self))
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flopwise.specs.model_catalog import get_model
-from flopwise.validation.engines import case_deployment
+from flopwise.specs.speculative import SpeculativeSpec
 from flopwise.techniques.ledger import request_latency_s
 from flopwise.techniques.scenario import Scenario
-from flopwise.specs.speculative import SpeculativeSpec
+from flopwise.validation.engines import case_deployment
 
 if TYPE_CHECKING:
     from flopwise.validation.cases import Case

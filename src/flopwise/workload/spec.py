@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 from flopwise.errors import WorkloadError
 from flopwise.validate import integer

@@ -15,8 +15,16 @@ from typing import Any
 from flopwise.errors import ModelConfigError
 from flopwise.specs.hf import encoders
 from flopwise.specs.hf.features import (
-    deepseek_moe, dense_mlp, effective_window, gqa, kinds_from_layer_types, layers, mixtral_moe, nested_text_config,
-    qwen_moe)
+    deepseek_moe,
+    dense_mlp,
+    effective_window,
+    gqa,
+    kinds_from_layer_types,
+    layers,
+    mixtral_moe,
+    nested_text_config,
+    qwen_moe,
+)
 from flopwise.specs.hf.fields import Fields
 from flopwise.specs.model import EncoderSpec, MLPSpec, ModelSpec
 
