@@ -164,6 +164,7 @@ def documented(**names: str) -> Callable[[F], F]:
             key = names.get(p, p)
             if key in HELP:
                 lines.append(f"    {p}: {HELP[key]}")
-        fn.__doc__ = (inspect.cleandoc(fn.__doc__ or "") + "\n\nParameters:\n" + "\n".join(lines)) if lines else fn.__doc__
+        if lines:
+            fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + "\n\nParameters:\n" + "\n".join(lines)
         return fn
     return wrap

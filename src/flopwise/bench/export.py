@@ -100,7 +100,8 @@ def to_vllm_result(records: Sequence[RequestRecord], summary: dict[str, Any], *,
     start = lambda r: r.sent_at if r.sent_at is not None else r.arrival_at  # noqa: E731
     ttfts = [r.token_times[0] - start(r) for r in ok]
     lats = [r.token_times[-1] - start(r) for r in ok]
-    tpots = [(lat - t) / (r.num_output_tokens - 1) for r, t, lat in zip(ok, ttfts, lats) if r.num_output_tokens > 1]
+    tpots = [(lat - t) / (r.num_output_tokens - 1) for r, t, lat in zip(ok, ttfts, lats,
+                                                                        strict=True) if r.num_output_tokens > 1]
     itls = [g for r in ok for g in np.diff(r.token_times).tolist()]
     total_in = sum(r.input_tokens for r in ok)
     total_out = sum(r.num_output_tokens for r in ok)
@@ -145,7 +146,7 @@ def records_from_vllm_result(d: dict[str, Any]) -> list[RequestRecord]:
     if any(len(c) != n for c in (*cols, starts, errors)):
         raise WorkloadError("the vLLM result's per-request lists have different lengths")
     recs = []
-    for i, (ttft, itl, lat, n_in, n_out) in enumerate(zip(*cols)):
+    for i, (ttft, itl, _lat, n_in, n_out) in enumerate(zip(*cols, strict=True)):
         st = float(starts[i] or 0.0)
         failed = bool(errors[i]) or not ttft
         times = [] if failed else (st + ttft + np.concatenate(([0.0], np.cumsum(itl or [])))).tolist()

@@ -257,7 +257,8 @@ class MockServer:
         if not payload.get("stream"):
             await asyncio.sleep(max(0.0, t0 + (cfg.ttft_ms + (n - 1) * cfg.itl_ms) / 1e3 - loop.time()))
             text = " tok" * n
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if is_chat else {"index": 0, "text": text}
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if is_chat else {"index": 0,
+                                                                                                      "text": text}
             usage = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
             return await _respond(writer, 200, json.dumps({"choices": [choice], "usage": usage}).encode()), "done"
 
@@ -271,7 +272,8 @@ class MockServer:
                          b"transfer-encoding: chunked\r\n\r\n")
             obj = "chat.completion.chunk" if is_chat else "text_completion"
             if is_chat:
-                _write_chunk(writer, _event({"object": obj, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
+                _write_chunk(writer, _event({"object": obj, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                                               "content": ""}}]}))
             stop_after = {"stall": n // 2, "cut": n // 2, "reset": n // 2, "garbage": 2, "garbage_line": 2,
                           "error_event": 2, "early_done": 3, "choices_str": 1, "choices_null": 1, "delta_str": 1,
                           "giant_chunk": 1}.get(fault or "", n)
@@ -353,7 +355,8 @@ def _bad_event(fault: str, obj: str, is_chat: bool) -> bytes | None:
     if fault == "choices_null":
         return _event({"object": obj, "choices": [None]})
     if fault == "delta_str":
-        return _event({"object": obj, "choices": [{"index": 0, "delta": "tok"} if is_chat else {"index": 0, "text": ["tok"]}]})
+        return _event({"object": obj, "choices": [{"index": 0, "delta": "tok"} if is_chat else {"index": 0,
+                                                                                                "text": ["tok"]}]})
     if fault == "error_event":
         return _event({"error": {"message": ERROR_EVENT_MESSAGE, "code": 500}})
     if fault == "giant_chunk":
@@ -395,7 +398,8 @@ def _write_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
 
 async def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> bool:
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+    head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body)
     await writer.drain()
     return True
 

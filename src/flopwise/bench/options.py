@@ -120,7 +120,8 @@ def extra_body(text: str | Mapping[str, Any] | None, temperature: float | None,
             src = Path(text[1:]).read_text() if text.startswith("@") else text
             body = json.loads(src)
         except (OSError, ValueError) as e:
-            raise WorkloadError(f"--extra-body: not a JSON object ({e}); e.g. --extra-body '{{\"top_k\": 20}}'") from None
+            raise WorkloadError(f"--extra-body: not a JSON object ({e}); "
+                                "e.g. --extra-body '{\"top_k\": 20}'") from None
         if not isinstance(body, dict):
             raise WorkloadError("--extra-body must be a JSON object, e.g. '{\"top_k\": 20}'")
     if temperature is not None:

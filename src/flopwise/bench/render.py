@@ -51,7 +51,8 @@ def render_run(console: Console, rep: RunReport) -> None:
     for w in rep.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
     if s["output_tokens_source"]:
-        console.print("output token counts from: " + ", ".join(f"{k} ({v})" for k, v in s["output_tokens_source"].items()))
+        console.print("output token counts from: " + ", ".join(f"{k} ({v})" for k,
+                                                               v in s["output_tokens_source"].items()))
     d = rep.diagnosis
     console.print(f"[bold]diagnosis[/] ({d.source} view; shares of e2e: "
                   + ", ".join(f"{k} {100 * v:.0f}%" for k, v in d.shares.items()) + ")")
@@ -126,10 +127,10 @@ def write_sweep_chart(reps: Sequence[RunReport], path: str | Path) -> Path:
         ys = [v for _, s in pts for v in (s[key]["p50"], s[key]["p95"]) if v is not None]
         xmax, ymax = (max(xs) if xs else 1.0) * 1.05 or 1.0, (max(ys) if ys else 1.0) * 1.1 or 1.0
 
-        def px(x: float) -> float:
+        def px(x: float, x0: float = x0, xmax: float = xmax) -> float:
             return x0 + P + (W - 1.5 * P) * x / xmax
 
-        def py(y: float) -> float:
+        def py(y: float, ymax: float = ymax) -> float:
             return H - P + (-(H - 1.5 * P) * y / ymax)
 
         parts.append(f'<line x1="{x0 + P}" y1="{H - P}" x2="{x0 + W - P / 2}" y2="{H - P}" stroke="black"/>')

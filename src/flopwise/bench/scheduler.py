@@ -103,7 +103,7 @@ async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, 
     sent = 0
     at = start
     try:
-        for idx, gap in zip(indices, arrival_gaps(load, seed, block)):
+        for idx, gap in zip(indices, arrival_gaps(load, seed, block), strict=False):
             at += gap
             if duration_s is not None and at - start >= duration_s:
                 break

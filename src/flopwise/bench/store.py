@@ -27,7 +27,8 @@ from typing import IO, Any
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord
 
-__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "write_summary", "RUN_FILE", "REQUESTS_FILE", "SUMMARY_FILE"]
+__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "write_summary", "RUN_FILE", "REQUESTS_FILE",
+           "SUMMARY_FILE"]
 
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"

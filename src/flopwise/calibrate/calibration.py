@@ -101,7 +101,7 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
     after = replace(hw, efficiency=replace(res.profile.efficiency, source=source))
     before_pts = point_errors(groups, start)
     after_pts = point_errors(groups, res.profile)
-    pts = tuple((b[0], b[1], b[2], b[3], a[3]) for b, a in zip(before_pts, after_pts))
+    pts = tuple((b[0], b[1], b[2], b[3], a[3]) for b, a in zip(before_pts, after_pts, strict=True))
     eng_after = res.profile.engine
     if eng_after is not None:
         eng_after = replace(eng_after, sources=(*eng_after.sources, ("calibrated", source)))

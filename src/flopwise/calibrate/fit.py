@@ -11,7 +11,8 @@ measured)` per measurement (weighted). Engine parameters are the engine's CPU co
      `min_effect` (3%)
      (e.g. all points memory-bound: compute_max moves nothing);
    - *confounded*: less than `min_independent` of its effect on the predictions is independent of the effects
-     of the parameters already accepted (accepted in order of influence) (e.g. compute_max and compute_half_m when every GEMM has the same number of rows);
+     of the parameters already accepted (accepted in order of influence) (e.g. compute_max and compute_half_m
+     when every GEMM has the same number of rows);
 2. fits the accepted ones by Levenberg-Marquardt least squares on the log residuals (Levenberg 1944,
    Marquardt 1963), in a transformed space (log of each parameter, clipped to `BOUNDS`) so that multiplicative
    errors weigh the same at every scale, with forward-difference Jacobians (predictions are cheap and smooth).
@@ -286,7 +287,7 @@ def _levenberg_marquardt(residuals: Residuals, start: Tuning, fit: list[str], ma
     hi = np.array([math.log(BOUNDS[n][1]) for n in fit])
 
     def prof_of(uu: np.ndarray) -> Tuning:
-        return _set(start, {n: _from_u(n, x) for n, x in zip(fit, uu)})
+        return _set(start, {n: _from_u(n, x) for n, x in zip(fit, uu, strict=True)})
 
     cost = cost_of
     r = residuals(prof_of(u))
@@ -294,7 +295,7 @@ def _levenberg_marquardt(residuals: Residuals, start: Tuning, fit: list[str], ma
     lam = 1e-2
     it = 0
     h = 1e-4
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count is reported after the loop
         J = np.empty((r.size, len(fit)))
         for j in range(len(fit)):
             du = h if u[j] + h <= hi[j] else -h

@@ -30,7 +30,8 @@ from flopwise.metrics.measurements import KernelPoint, StepPoint
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
 
-__all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile", "point_errors",
+__all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile",
+           "point_errors",
            "step_observations", "residual_function", "error_table", "ErrorRow"]
 
 _LOW_PRECISION = ("fp8", "int8", "fp4")
@@ -131,7 +132,7 @@ def point_errors(groups: Sequence[Observations], prof: Tuning) -> list[tuple[str
     out = []
     for g in groups:
         pred = g.predict(prof)
-        for lab, desc, m, p in zip(g.labels, g.descs, g.measured, pred):
+        for lab, desc, m, p in zip(g.labels, g.descs, g.measured, pred, strict=True):
             out.append((lab, desc, float(m), float(p), 100.0 * (p - m) / m))
     return out
 

@@ -62,65 +62,70 @@ def bench_cmd(
     ctx: typer.Context,
     url: Annotated[str | None, typer.Option(help="Server base URL, e.g. http://127.0.0.1:8000.")] = None,
     model: Annotated[str | None, typer.Option(help="Served model name (default: the first at /v1/models).")] = None,
-    endpoint: Annotated[str, typer.Option(help="completions (/v1/completions) or chat (/v1/chat/completions).")] = "completions",
-    request_rate: Annotated[str | None, typer.Option("--request-rate", help="Requests/s (open loop); a list sweeps; "
-                                                                            "inf = burst.")] = None,
-    concurrency: Annotated[str | None, typer.Option(help="Closed loop at this concurrency; a list (1,4,16) sweeps.")] = None,
+    endpoint: Annotated[str, typer.Option(
+        help="completions (/v1/completions) or chat (/v1/chat/completions).")] = "completions",
+    request_rate: Annotated[str | None, typer.Option(
+        "--request-rate", help="Requests/s (open loop); a list sweeps; inf = burst.")] = None,
+    concurrency: Annotated[str | None, typer.Option(
+        help="Closed loop at this concurrency; a list (1,4,16) sweeps.")] = None,
     arrival: Annotated[str, typer.Option(help="Open-loop arrivals: poisson, gamma or constant.")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="Gamma shape (1 = Poisson, < 1 burstier; with poisson arrivals it "
-                                                   "makes them gamma, as in vllm bench serve).")] = 1.0,
-    rescale_arrivals: Annotated[bool, typer.Option("--rescale-arrivals/--no-rescale-arrivals",
-                                                   help="vllm bench serve's schedule: request N of N goes out at "
-                                                        "exactly N / rate.")] = True,
-    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", help="Cap on in-flight requests of an "
-                                                                                  "open loop.")] = None,
+    burstiness: Annotated[float, typer.Option(
+        help="Gamma shape (1 = Poisson, < 1 burstier; with poisson arrivals it makes them gamma, as in vllm "
+             "bench serve).")] = 1.0,
+    rescale_arrivals: Annotated[bool, typer.Option(
+        "--rescale-arrivals/--no-rescale-arrivals", help="vllm bench serve's schedule: request N of N goes "
+                                                         "out at exactly N / rate.")] = True,
+    max_concurrency: Annotated[int | None, typer.Option(
+        "--max-concurrency", help="Cap on in-flight requests of an open loop.")] = None,
     num_requests: Annotated[int | None, typer.Option("--num-requests", help="Measured requests per level.")] = None,
     duration: Annotated[float | None, typer.Option(help="Stop sending after this many seconds per level.")] = None,
     warmup: Annotated[int, typer.Option(help="Warm-up requests per level, sent first and excluded.")] = 0,
     input_len: Annotated[int, typer.Option("--input-len", help="Prompt tokens (random text).")] = 512,
     output_len: Annotated[int, typer.Option("--output-len", help="Output tokens (max_tokens with ignore_eos).")] = 128,
     range_ratio: Annotated[float, typer.Option("--range-ratio", help="Lengths uniform within +- this share.")] = 0.0,
-    dataset: Annotated[Path | None, typer.Option(help="ShareGPT .json or .jsonl prompts instead of random text.")] = None,
-    shared_prefix_len: Annotated[int, typer.Option("--shared-prefix-len", help="Tokens of a shared prefix before each "
-                                                                               "prompt.")] = 0,
+    dataset: Annotated[Path | None, typer.Option(
+        help="ShareGPT .json or .jsonl prompts instead of random text.")] = None,
+    shared_prefix_len: Annotated[int, typer.Option(
+        "--shared-prefix-len", help="Tokens of a shared prefix before each prompt.")] = 0,
     num_prefixes: Annotated[int, typer.Option("--num-prefixes", help="Distinct shared prefixes.")] = 1,
     tokenizer: Annotated[str | None, typer.Option(help="tokenizer.json (or its directory) for exact lengths.")] = None,
-    server_tokenizer: Annotated[bool, typer.Option("--server-tokenizer/--no-server-tokenizer",
-                                                   help="Without --tokenizer, size prompts with the server's "
-                                                        "/tokenize when it offers one (vLLM).")] = True,
+    server_tokenizer: Annotated[bool, typer.Option(
+        "--server-tokenizer/--no-server-tokenizer", help="Without --tokenizer, size prompts with the "
+                                                         "server's /tokenize when it offers one (vLLM).")] = True,
     sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms".')] = None,
     sweep: Annotated[bool, typer.Option(help="Search for the highest request rate meeting --sla.")] = False,
     sweep_steps: Annotated[int, typer.Option("--sweep-steps", help="Bisection runs after the capacity burst.")] = 4,
     out: Annotated[Path | None, typer.Option(help="Results directory (default results/bench-<time>).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run saved in --out, skipping measured requests.")] = False,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
-                                                help="Bearer token (never saved).")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", help="Extra request header NAME:VALUE (repeatable; "
-                                                                      "values never saved).")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", envvar="OPENAI_API_KEY", show_envvar=True, help="Bearer token (never saved).")] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="Extra request header NAME:VALUE (repeatable; values never saved).")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate checks (https).")] = False,
     ca_bundle: Annotated[Path | None, typer.Option("--ca-bundle", help="PEM file of CAs to trust (https).")] = None,
-    extra_body: Annotated[str | None, typer.Option("--extra-body", help="JSON object (or @file) merged into every "
-                                                                        "request body.")] = None,
+    extra_body: Annotated[str | None, typer.Option(
+        "--extra-body", help="JSON object (or @file) merged into every request body.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0).")] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus sampling top_p.")] = None,
     timeout: Annotated[float, typer.Option(help="Per-request limit in seconds (also the read timeout).")] = 600.0,
-    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exactly --output-len "
-                                                                                  "tokens (dropped if the server "
-                                                                                  "rejects it).")] = True,
+    ignore_eos: Annotated[bool, typer.Option(
+        "--ignore-eos/--no-ignore-eos", help="Ask for exactly --output-len tokens (dropped if the server "
+                                             "rejects it).")] = True,
     scrape: Annotated[bool, typer.Option("--scrape/--no-scrape", help="Scrape the server's /metrics.")] = True,
     seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals.")] = 0,
     predict: Annotated[bool, typer.Option(help="Also simulate the measured workload and compare.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Hardware id for --predict.")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree for --predict.")] = 1,
-    engine: Annotated[str, typer.Option(help="Engine and version serving the run, for --predict (vllm, vllm@0.11, "
-                                             "sglang, trtllm, llamacpp; see `flopwise engines`).")] = DEFAULT_ENGINE,
-    weights: Annotated[str | None, typer.Option(help="Weight format the server runs, for --predict (default: the "
-                                                     "checkpoint's, else bf16).")] = None,
+    engine: Annotated[str, typer.Option(
+        help="Engine and version serving the run, for --predict (vllm, vllm@0.11, sglang, trtllm, "
+             "llamacpp; see `flopwise engines`).")] = DEFAULT_ENGINE,
+    weights: Annotated[str | None, typer.Option(
+        help="Weight format the server runs, for --predict (default: the checkpoint's, else bf16).")] = None,
     kv: Annotated[str | None, typer.Option(help="KV-cache format the server runs, for --predict.")] = None,
-    model_config: Annotated[str | None, typer.Option("--model-config", help="Model for --predict: catalog id or "
-                                                                            "config.json (default --model).")] = None,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="Extra hardware TOML/YAML for "
-                                                                               "--predict.")] = None,
+    model_config: Annotated[str | None, typer.Option(
+        "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
+    hardware_file: Annotated[Path | None, typer.Option(
+        "--hardware-file", help="Extra hardware TOML/YAML for --predict.")] = None,
     parquet: Annotated[bool, typer.Option("--parquet", help="Also write requests.parquet (needs pyarrow).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -171,7 +176,8 @@ def bench_cmd(
     reports = list(result.reports)
     as_levels = sweep or len(reports) > 1
     if any(r.summary["num_completed"] for r in reports) or json_out:
-        _emit(reports, result.max_rate_meeting_sla, json_out, list(result.predictions), as_levels)
+        _emit(reports, result.max_rate_meeting_sla, json_out, list(result.predictions), as_levels,
+              result.to_dict())
     _fail_if_nothing_completed(reports, url or str(out_dir), out_dir)
 
 
@@ -221,12 +227,13 @@ def _finite(obj: Any) -> Any:
 
 
 def _emit(reports: list[RunReport], max_rate: float | None, json_out: bool, predictions: list | None = None,
-          as_levels: bool = False) -> None:
+          as_levels: bool = False, summary: dict[str, Any] | None = None) -> None:
+    """Print the run (`summary`: the --json object where the API made it, each level's prediction inside it)."""
     if json_out:
-        dicts = [r.to_dict() for r in reports]
-        for d, p in zip(dicts, predictions or []):
-            d["prediction"] = p.to_dict()
-        print_json(_finite({"levels": dicts, "max_rate_meeting_sla": max_rate} if as_levels else dicts[0]))
+        if summary is None:
+            dicts = [r.to_dict() for r in reports]
+            summary = {"levels": dicts, "max_rate_meeting_sla": max_rate} if as_levels else dicts[0]
+        print_json(_finite(summary))
         return
     for r in reports if not as_levels else []:
         render_run(console, r)
@@ -258,7 +265,8 @@ def selftest_cmd(
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory, a sweep directory holding runs, or a "
                                                   "`vllm bench serve` result JSON.")],
-    sla: Annotated[str | None, typer.Option(help="Objectives for a vLLM result's goodput (its own runs keep theirs).")] = None,
+    sla: Annotated[str | None, typer.Option(
+        help="Objectives for a vLLM result's goodput (its own runs keep theirs).")] = None,
     parquet: Annotated[bool, typer.Option("--parquet", help="Also write requests.parquet (needs pyarrow).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

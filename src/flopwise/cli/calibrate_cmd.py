@@ -21,12 +21,12 @@ def calibrate_cmd(
     model: Annotated[str | None, typer.Option(help=HELP["served"])] = None,
     use: Annotated[str, typer.Option(help=HELP["use"])] = "kernels,steps,bench",
     params: Annotated[str | None, typer.Option(help=HELP["params"] + " Comma-separated.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Server knob for replaying bench runs "
-                                                     "(default: the engine's).")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Server knob "
-                                                               "(default: the engine's).")] = None,
-    block_size: Annotated[int | None, typer.Option("--block-size", help="Server KV block size (default: the "
-                                                   "engine's; vLLM CPU: 128).")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", help="Server knob for replaying bench runs (default: the engine's).")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", help="Server knob (default: the engine's).")] = None,
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", help="Server KV block size (default: the engine's; vLLM CPU: 128).")] = None,
     engine: Annotated[str, typer.Option(help=HELP["calibrate_engine"])] = DEFAULT_ENGINE,
     engine_out: Annotated[Path | None, typer.Option("--engine-out", help=HELP["engine_out"])] = None,
     out: Annotated[Path | None, typer.Option("--out", help=HELP["out"])] = None,

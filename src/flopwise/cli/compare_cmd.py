@@ -36,8 +36,9 @@ def compare_cmd(
                                                    "workload's mean, else 256.")] = None,
     batch: Annotated[int, typer.Option(help="Requests served together for the TTFT/TPOT columns.")] = 1,
     sla: Annotated[str, typer.Option(help="Objectives for the throughput column.")] = COMPARE_SLA,
-    simulate: Annotated[bool, typer.Option("--simulate/--static", help="Throughput at the SLA from the simulator "
-                                           "(default) or from static batches only (fast).")] = True,
+    simulate: Annotated[bool, typer.Option(
+        "--simulate/--static", help="Throughput at the SLA from the simulator (default) or from static "
+                                    "batches only (fast).")] = True,
     num_requests: Annotated[int, typer.Option("--num-requests",
                                               help=HELP["compare_num_requests"])] = COMPARE_NUM_REQUESTS,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,

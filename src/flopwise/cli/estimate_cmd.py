@@ -34,8 +34,8 @@ def estimate_cmd(
     input_len: Annotated[int, typer.Option("--input-len", help=HELP["input_len"])] = DEFAULT_INPUT_LEN,
     output_len: Annotated[int, typer.Option("--output-len", help=HELP["output_len"])] = DEFAULT_OUTPUT_LEN,
     engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
-    frontend: Annotated[str, typer.Option(help="none: the engine's offline benchmark (default); http: add its "
-                                          "OpenAI API server.")] = FRONTEND_ESTIMATE,
+    frontend: Annotated[str, typer.Option(
+        help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Annotated[str, typer.Option(help=HELP["endpoint"])] = DEFAULT_ENDPOINT,
     gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization",
                                                                  help=HELP["gpu_memory_utilization"])] = None,

@@ -27,8 +27,9 @@ def explain_cmd(
     k: Annotated[int, typer.Option(help=HELP["k"])] = 4,
     alpha: Annotated[float, typer.Option(help=HELP["alpha"])] = 0.7,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
-    engine: Annotated[str, typer.Option(help="Serving engine and version (its per-step CPU cost and kernels; see "
-                                        "`flopwise engines`).")] = DEFAULT_ENGINE,
+    engine: Annotated[str, typer.Option(
+        help="Serving engine and version (its per-step CPU cost and kernels; see `flopwise "
+             "engines`).")] = DEFAULT_ENGINE,
     family: Annotated[str | None, typer.Option("--family", help=HELP["family"])] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

@@ -20,50 +20,53 @@ def plan_cmd(
     model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = DEFAULT_MODEL,
     gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(PLAN_GPUS),
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = PLAN_MAX_GPUS,
-    workload: Annotated[str, typer.Option(help="Named workload: chat, rag, code, summarize, batch (sets the default "
-                                               "SLA and objective).")] = DEFAULT_WORKLOAD,
-    trace: Annotated[Path | None, typer.Option(help="Plan for a recorded trace (.jsonl, Azure .csv, ShareGPT .json): "
-                                                    "its lengths, and its mean rate as --rate.")] = None,
-    input_len: Annotated[int | None, typer.Option("--input-len",
-                                                  help="Fixed prompt tokens (overrides the workload).")] = None,
-    output_len: Annotated[int | None, typer.Option("--output-len",
-                                                   help="Fixed output tokens (overrides the workload).")] = None,
-    rate: Annotated[float | None, typer.Option(help="Total requests/s to serve (sizes the replicas; the latency "
-                                                    "objective's load).")] = None,
-    sla: Annotated[str | None, typer.Option(help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms", or none '
-                                                 '(default: the workload\'s).')] = None,
-    objective: Annotated[str | None, typer.Option(help=f"One of {', '.join(OBJECTIVES)} (default: the workload's).")] = None,
-    tp: Annotated[str | None, typer.Option(help="Pin TP degrees, e.g. 1,2,4 (default: every degree up to --max-gpus).")] = None,
-    weights: Annotated[str | None, typer.Option(help="Weight formats to try (default: bf16,fp8,int4-awq, or a "
-                                                     "pre-quantized checkpoint's format and narrower).")] = None,
+    workload: Annotated[str, typer.Option(
+        help="Named workload: chat, rag, code, summarize, batch (sets the default SLA and "
+             "objective).")] = DEFAULT_WORKLOAD,
+    trace: Annotated[Path | None, typer.Option(
+        help="Plan for a recorded trace (.jsonl, Azure .csv, ShareGPT .json): its lengths, and its mean rate "
+             "as --rate.")] = None,
+    input_len: Annotated[int | None, typer.Option(
+        "--input-len", help="Fixed prompt tokens (overrides the workload).")] = None,
+    output_len: Annotated[int | None, typer.Option(
+        "--output-len", help="Fixed output tokens (overrides the workload).")] = None,
+    rate: Annotated[float | None, typer.Option(
+        help="Total requests/s to serve (sizes the replicas; the latency objective's load).")] = None,
+    sla: Annotated[str | None, typer.Option(
+        help='Objectives, e.g. "p95_ttft<=300ms,p95_tpot<=50ms", or none (default: the workload\'s).')] = None,
+    objective: Annotated[str | None, typer.Option(
+        help=f"One of {', '.join(OBJECTIVES)} (default: the workload's).")] = None,
+    tp: Annotated[str | None, typer.Option(
+        help="Pin TP degrees, e.g. 1,2,4 (default: every degree up to --max-gpus).")] = None,
+    weights: Annotated[str | None, typer.Option(
+        help="Weight formats to try (default: bf16,fp8,int4-awq, or a pre-quantized checkpoint's format and "
+             "narrower).")] = None,
     kv: Annotated[str, typer.Option(help="KV formats to try.")] = PLAN_KV,
-    max_num_seqs: Annotated[str | None, typer.Option("--max-num-seqs", help="Values to try (default: the engine's for "
-                                                                            "each GPU).")] = None,
-    max_num_batched_tokens: Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Values to try "
-                                                                                                "(default: the "
-                                                                                                "engine's).")] = None,
-    engine: Annotated[str, typer.Option(help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see "
-                                             "`flopwise engines`).")] = DEFAULT_ENGINE,
+    max_num_seqs: Annotated[str | None, typer.Option(
+        "--max-num-seqs", help="Values to try (default: the engine's for each GPU).")] = None,
+    max_num_batched_tokens: Annotated[str | None, typer.Option(
+        "--max-num-batched-tokens", help="Values to try (default: the engine's).")] = None,
+    engine: Annotated[str, typer.Option(
+        help="Serving engine and version, e.g. vllm, vllm@0.11, sglang, trtllm (see `flopwise "
+             "engines`).")] = DEFAULT_ENGINE,
     prefix_caching: Annotated[str, typer.Option("--prefix-caching", help="on, off, or both")] = "on",
-    speculative: Annotated[list[str] | None, typer.Option("--speculative", help="Speculative decoding to try, with a "
-                                                                                "stated acceptance: "
-                                                                                "'eagle3,k=3,accepted=2.6', "
-                                                                                "'draft:llama-3.2-1b,k=4,alpha=0.7', "
-                                                                                "'ngram,k=4,alpha=0.5', or 'none'. "
-                                                                                "Repeat for more (default: none).")] = None,
-    num_requests: Annotated[int | None, typer.Option("--num-requests", help="Smallest measured window per probe, in "
-                                                                            "requests (default: the sustained-rate "
-                                                                            "rule's, 400 or more).")] = None,
-    max_effort: Annotated[float, typer.Option("--max-effort", help="Largest window multiple spent on candidates whose "
-                                                                   "intervals overlap the leader's (2, 4, ...).")] = 2.0,
+    speculative: Annotated[list[str] | None, typer.Option(
+        "--speculative", help="Speculative decoding to try, with a stated acceptance: "
+                              "'eagle3,k=3,accepted=2.6', 'draft:llama-3.2-1b,k=4,alpha=0.7', "
+                              "'ngram,k=4,alpha=0.5', or 'none'. Repeat for more (default: none).")] = None,
+    num_requests: Annotated[int | None, typer.Option(
+        "--num-requests", help="Smallest measured window per probe, in requests (default: the sustained-rate "
+                               "rule's, 400 or more).")] = None,
+    max_effort: Annotated[float, typer.Option(
+        "--max-effort", help="Largest window multiple spent on candidates whose intervals overlap the "
+                             "leader's (2, 4, ...).")] = 2.0,
     seed: Annotated[int, typer.Option(help="Random seed of the request stream (common to every candidate).")] = 0,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="TOML/YAML adding or overriding "
-                                                                               "hardware.")] = None,
-    serving: Annotated[str, typer.Option("--serving", help="aggregated (the search above), or "
-                                                           "aggregated,disaggregated: also compare fleets of "
-                                                           "--max-gpus GPUs of the first --gpus type, aggregated "
-                                                           "replicas vs prefill/decode pools, each at its highest "
-                                                           "rate meeting --sla.")] = "aggregated",
+    hardware_file: Annotated[Path | None, typer.Option(
+        "--hardware-file", help="TOML/YAML adding or overriding hardware.")] = None,
+    serving: Annotated[str, typer.Option(
+        "--serving", help="aggregated (the search above), or aggregated,disaggregated: also compare "
+                          "fleets of --max-gpus GPUs of the first --gpus type, aggregated replicas "
+                          "vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

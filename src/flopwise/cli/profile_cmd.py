@@ -14,25 +14,28 @@ from flopwise.cli._app import app, print_json
 
 @app.command("profile")
 def profile_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Hardware file (TOML) to write: entry, fitted profile, raw "
-                                                    "measurements.")] = Path("my-host.toml"),
-    hw_id: Annotated[str | None, typer.Option("--id",
-                                              help="Id of the written hardware entry (default: my-<hostname>).")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="Catalog entry whose peaks and sources to start from "
-                                                            "(e.g. cpu-epyc-zen5-2c).")] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", help="Hardware file (TOML) to write: entry, fitted profile, raw "
+                      "measurements.")] = Path("my-host.toml"),
+    hw_id: Annotated[str | None, typer.Option(
+        "--id", help="Id of the written hardware entry (default: my-<hostname>).")] = None,
+    base: Annotated[str | None, typer.Option(
+        "--base", help="Catalog entry whose peaks and sources to start from (e.g. cpu-epyc-zen5-2c).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Reduced grid: under 30 s on a 2-core CPU.")] = False,
-    model: Annotated[str | None, typer.Option(help="Also time prefill and decode steps of this model (catalog id or "
-                                                   "config.json), built with random weights.")] = None,
-    random_weights: Annotated[bool, typer.Option("--random-weights/--no-random-weights", help="Model weights are "
-                                                                                              "random (the only mode: "
-                                                                                              "nothing is downloaded).")] = True,
-    num_layers: Annotated[int | None, typer.Option("--num-layers", help="Profile only the first N layers of --model "
-                                                                        "(faster; per-layer cost is unchanged).")] = None,
-    microbenchmarks: Annotated[bool, typer.Option("--microbench/--no-microbench", help="Run the GEMM / bandwidth / "
-                                                                                       "attention microbenchmarks.")] = True,
+    model: Annotated[str | None, typer.Option(
+        help="Also time prefill and decode steps of this model (catalog id or config.json), built with "
+             "random weights.")] = None,
+    random_weights: Annotated[bool, typer.Option(
+        "--random-weights/--no-random-weights", help="Model weights are random (the only mode: nothing is "
+                                                     "downloaded).")] = True,
+    num_layers: Annotated[int | None, typer.Option(
+        "--num-layers", help="Profile only the first N layers of --model (faster; per-layer cost is "
+                             "unchanged).")] = None,
+    microbenchmarks: Annotated[bool, typer.Option(
+        "--microbench/--no-microbench", help="Run the GEMM / bandwidth / attention microbenchmarks.")] = True,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N (default: cuda where available).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch, >= 1 (default: the cores this process "
-                                                     "may use).")] = None,
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for PyTorch, >= 1 (default: the cores this process may use).")] = None,
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Fit the efficiency profile to the measurements.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

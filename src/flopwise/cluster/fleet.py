@@ -252,7 +252,7 @@ class Fleet:
         for m in self.members:
             if m.state in ("up", "draining") and m.replica.has_work:
                 raise InfeasibleError(STUCK)
-        for role, q in self.pending.items():
+        for q in self.pending.values():
             for req in q:
                 self._fail(req.request_id, "unavailable")
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
@@ -440,7 +440,7 @@ def _token_times(req: Request, tl: Timeline) -> list[float]:
     ends = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
     s = req.token_steps
     out: list[float] = []
-    for a, b in zip(s[::2], s[1::2]):
+    for a, b in zip(s[::2], s[1::2], strict=False):
         out.extend(ends[a:b])
     return out
 
@@ -552,7 +552,7 @@ class FleetResult:
         if self.bounded is not None:
             return self.bounded.rows()
         rows = []
-        for rec, req in zip(self.records, self.requests):
+        for rec, req in zip(self.records, self.requests, strict=True):
             row = rec.to_row()
             row["cached_tokens"] = req.num_cached_tokens
             legs = self.fleet.legs.get(rec.request_id)

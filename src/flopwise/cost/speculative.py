@@ -45,7 +45,8 @@ __all__ = ["proposer_deployment", "draft_passes", "verify_shape", "round_time_s"
 def _one_layer(model: ModelSpec) -> ModelSpec:
     """The target with one decoder layer (one that attends every token where the model has any: full, MLA or
     sparse, not a window, chunk or linear state): an EAGLE/MTP head."""
-    full = [lay for lay in model.layers if lay.attention.kind in ("full", "mla", "sparse") and not lay.attention.shares_kv]
+    full = [lay for lay in model.layers if lay.attention.kind in ("full", "mla",
+                                                                  "sparse") and not lay.attention.shares_kv]
     return model.with_layers(((full or model.layers)[0],), f"{model.name} (1-layer head)")
 
 

@@ -219,7 +219,8 @@ class _Acc:
             compute_s = 0.0
         nbytes = weight_b + kv_b + act_b
         if nbytes > 0:
-            memory_s = (weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b) * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
+            streamed = weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b
+            memory_s = streamed * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
         else:
             memory_s = 0.0
         overhead_s = kernels * r.kernel_s

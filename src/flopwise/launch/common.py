@@ -142,7 +142,8 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
     ck: Checkpoint | None = find_checkpoint(target.model_id, w, family)
     if ck is not None:
         return ModelSource(model=ck.repo, checkpoint=ck.repo, file=ck.file,
-                           note=f"{w} weights from the pre-quantized checkpoint {ck.repo}" + (f" ({ck.note})" if ck.note else ""))
+                           note=f"{w} weights from the pre-quantized checkpoint {ck.repo}"
+                           + (f" ({ck.note})" if ck.note else ""))
     if w in engine.launch.get("online_quantization", []):
         return ModelSource(model=target.model_id, quantization=w,
                            note=f"{w} weights quantized at load from the 16-bit checkpoint")

@@ -6,7 +6,8 @@ For one GPU type and `total_gpus`, the candidates are
                     (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
 Each is simulated as a fleet (`cluster/`) and its highest request rate meeting the SLA found by bisection
 (`sim.max_rate.bisect_max_rate`, the same search `simulate --find-max-rate` runs); candidates are ranked by
-output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica planner's goodput). Which constraint binds is read off the run at the rate just above.
+output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica planner's
+goodput). Which constraint binds is read off the run at the rate just above.
 
 This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
 aggregated,disaggregated` calls it after that planner, for the first GPU given.
@@ -91,7 +92,7 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
                 spec = build_cluster(make, tp=1, replicas=1, disaggregate=text, router="least-outstanding")
                 if not all(memory_plan(p.deployment).fits for p in spec.pools):
                     continue
-            found = bisect_max_rate(lambda r: simulate_fleet(spec, workload_at(r), sla=sla, metrics="exact"),
+            found = bisect_max_rate(lambda r, spec=spec: simulate_fleet(spec, workload_at(r), sla=sla, metrics="exact"),
                                     iterations=iterations)
         except FlopwiseError:
             out.append(FleetCandidate(serving=mode, layout=text, num_gpus=total_gpus, max_rate=0.0,

@@ -432,7 +432,7 @@ def _capacity_pass(runner: _Runner, ctx: _Context, queue: list[Candidate], evalu
         # simulated before it, or on the number of workers
         items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, 1.0)
                  for c in wave]
-        for c, r in zip(wave, runner.map(partial(_evaluate_job, ctx), items)):
+        for c, r in zip(wave, runner.map(partial(_evaluate_job, ctx), items), strict=True):
             if isinstance(r, Evaluation):
                 evaluated[c.label] = r
                 fractions.append(r.max_rate / bound_of[c.label].max_rate_estimate)
@@ -463,7 +463,7 @@ def _latency_pass(runner: _Runner, ctx: _Context, live: list[tuple[Candidate, Bo
         wave, queue = queue[:runner.workers], queue[runner.workers:]
         items = [(c, evaluated.get(c.label), bound_of[c.label].max_rate_ceiling,
                   _START * bound_of[c.label].max_rate_estimate, per_gpu, rate) for c in wave]
-        for c, r in zip(wave, runner.map(partial(_latency_job, ctx), items)):
+        for c, r in zip(wave, runner.map(partial(_latency_job, ctx), items), strict=True):
             if isinstance(r, Evaluation) and r.at_load is not None and r.at_load.sustained:
                 scored[c.label] = r
             elif isinstance(r, Evaluation):
@@ -543,7 +543,7 @@ def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], ob
             break  # the leader also heads the tie's order: more requests cannot change the first choice
         last = group
         items = [(e.candidate, bound_of[e.candidate.label].max_rate_ceiling, e.max_rate, effort) for e in close]
-        for e, r in zip(close, runner.map(partial(_evaluate_job, ctx), items)):
+        for e, r in zip(close, runner.map(partial(_evaluate_job, ctx), items), strict=True):
             if isinstance(r, Evaluation):
                 evaluated[e.candidate.label] = r
             else:  # a longer window found the SLA unmet at every rate
@@ -559,7 +559,7 @@ def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], ob
         pruned[:] = [(c, why) for c, why in pruned if c not in revive]
         items = [(c, bound_of[c.label].max_rate_ceiling, _START * bound_of[c.label].max_rate_estimate, 1.0)
                  for c in revive]
-        for c, r in zip(revive, runner.map(partial(_evaluate_job, ctx), items)):
+        for c, r in zip(revive, runner.map(partial(_evaluate_job, ctx), items), strict=True):
             if isinstance(r, Evaluation):
                 evaluated[c.label] = r
 
@@ -616,7 +616,8 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "p95_ttft_ms": s["ttft_ms"]["p95"], "p95_tpot_ms": s["tpot_ms"]["p95"],
             "memory_headroom_gib": e.memory_headroom_gib, "binds": e.binds(r.sla), "bottleneck": s.get("bottleneck"),
             "replicas": reps, "total_gpus": reps * e.gpus,
-            "replicas_at_interval_low": e.replicas_for(rate) if not rate or not lo else max(1, math.ceil(rate / lo - 1e-9)),
+            "replicas_at_interval_low": (e.replicas_for(rate) if not rate or not lo
+                                         else max(1, math.ceil(rate / lo - 1e-9))),
             "rank": r.ranks.get(e.candidate.label), "tied_with_first": e.candidate.label in first,
             "objective_value": e.value(r.objective)[0], "objective_interval": _interval(e.value(r.objective)),
             "effort": e.effort, "num_simulated_requests": e.num_simulated_requests,
@@ -625,7 +626,8 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
 
     return {
         "model": r.model.name,
-        "workload": "trace" if r.request.trace else r.request.workload or f"in={r.request.input_len},out={r.request.output_len}",
+        "workload": ("trace" if r.request.trace
+                     else r.request.workload or f"in={r.request.input_len},out={r.request.output_len}"),
         "trace": r.request.trace, "sla": str(r.sla),
         "sla_source": "given" if r.request.sla is not None else f"{named} workload default",
         "objective": r.objective,

@@ -17,7 +17,8 @@ __all__ = ["Tradeoff", "tradeoffs"]
 
 
 _AXIS = {"goodput": ("goodput per GPU", "req/s", 2), "throughput": ("output tokens/s per GPU", "tok/s", 0),
-         "cost": ("output tokens per dollar", "tok/$", 0), "latency": ("tokens/s per user at the same load", "tok/s", 0)}
+         "cost": ("output tokens per dollar", "tok/$", 0), "latency": ("tokens/s per user at the same load", "tok/s",
+                                                                       0)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,8 @@ def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str
         gpu = host.cuda[int(device.split(":")[1]) if ":" in device else 0]
         name, vendor, kind, mem = gpu.name, "nvidia", "gpu", gpu.memory_gib
     else:
-        name, vendor, kind, mem = f"{host.cpu_model}, {host.num_cores} cores (profiled)", "generic", "cpu", host.memory_gib
+        name, vendor, kind = f"{host.cpu_model}, {host.num_cores} cores (profiled)", "generic", "cpu"
+        mem = host.memory_gib
     if base is not None:
         peaks = {k: round(v * cpu_share, 4) for k, v in base.peak_tflops.items()}
         bw = base.memory_bandwidth_gbs

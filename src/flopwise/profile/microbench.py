@@ -125,7 +125,8 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
             q = torch.randn(1, h, 1, d, device=dev).to(tdt[adt])
             kc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
             vc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
-            t = measure(lambda: F.scaled_dot_product_attention(q, kc, vc, enable_gqa=True), budget_s=cfg.budget_s,
+            t = measure(lambda q=q, kc=kc, vc=vc: F.scaled_dot_product_attention(q, kc, vc, enable_gqa=True),
+                        budget_s=cfg.budget_s,
                         sync=sync)
             pts.append(attention_point(1, L, h, kvh, d, adt, t.median_s, **_extra(t)))
             say(f"attention decode L={L}: {pts[-1].kv_bytes / t.median_s / 1e9:.1f} GB/s of KV")
@@ -133,7 +134,8 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
             q = torch.randn(1, h, L, d, device=dev).to(tdt[adt])
             kc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
             vc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
-            t = measure(lambda: F.scaled_dot_product_attention(q, kc, vc, is_causal=True, enable_gqa=True),
+            t = measure(lambda q=q, kc=kc, vc=vc: F.scaled_dot_product_attention(q, kc, vc, is_causal=True,
+                                                                          enable_gqa=True),
                         budget_s=cfg.budget_s, sync=sync)
             pts.append(attention_point(L, L, h, kvh, d, adt, t.median_s, **_extra(t)))
             say(f"attention prefill L={L}: {pts[-1].flops / t.median_s / 1e9:.1f} GFLOP/s")
@@ -156,7 +158,7 @@ def _numpy_microbenchmarks(cfg: MicrobenchConfig, progress: Callable[[str], None
     for mib in cfg.copy_mib:
         x = np.ones(mib * 2**20 // 4, dtype=np.float32)
         y = np.empty_like(x)
-        t = measure(lambda: np.copyto(y, x), budget_s=cfg.budget_s)
+        t = measure(lambda x=x, y=y: np.copyto(y, x), budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, **_extra(t)))
         t = measure(lambda x=x: x.sum(), budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, read_only=True, **_extra(t)))

@@ -157,13 +157,13 @@ def profile_model(model: ModelSpec, hw: HardwareSpec, cfg: ModelProfileConfig, *
     with torch.inference_mode():
         for n in cfg.prefill_lens:
             toks = torch.randint(0, model.vocab_size, (1, n), generator=gen).to(device)
-            t = measure(lambda: forward(toks, 0), budget_s=cfg.budget_s, sync=sync, repeats=5)
+            t = measure(lambda toks=toks: forward(toks, 0), budget_s=cfg.budget_s, sync=sync, repeats=5)
             pts.append(step_point(dep, "prefill", 1, n, 0, t.median_s))
             say(_line(pts[-1], t.spread))
         for c in cfg.decode_contexts:
             for b in cfg.decode_batches:
                 toks = torch.randint(0, model.vocab_size, (b, 1), generator=gen).to(device)
-                t = measure(lambda: forward(toks, c), budget_s=cfg.budget_s, sync=sync, repeats=7)
+                t = measure(lambda toks=toks, c=c: forward(toks, c), budget_s=cfg.budget_s, sync=sync, repeats=7)
                 pts.append(step_point(dep, "decode", b, 1, c, t.median_s))
                 say(_line(pts[-1], t.spread))
     return pts

@@ -62,7 +62,8 @@ def hardware_table(rows: list[dict[str, Any]]) -> Table:
 
     for r in rows:
         p = r["peak_tflops"]
-        t.add_row(r["id"], r["name"], f(r["memory_gib"]), f(r["memory_bandwidth_gbs"]), f(p.get("bf16") or p.get("fp16")),
+        t.add_row(r["id"], r["name"], f(r["memory_gib"]), f(r["memory_bandwidth_gbs"]),
+                  f(p.get("bf16") or p.get("fp16")),
                   f(p.get("fp8")), f(p.get("int8")), f(p.get("fp4")), f(r["interconnect_gbs"]),
                   f"{r['price_per_hour_usd']:.2f}" if r["price_per_hour_usd"] else "-",
                   r["sources"].get("compute", ""))
@@ -103,7 +104,8 @@ def engine_table(rows: list[dict[str, Any]]) -> Table:
               "API server ms/req, us/token", "source"):
         t.add_column(c, overflow="fold")
     for r in rows:
-        fe = "-" if r["frontend_request_ms"] is None else f"{r['frontend_request_ms']:.2f}, {r['frontend_token_us']:.0f}"
+        fe = ("-" if r["frontend_request_ms"] is None
+              else f"{r['frontend_request_ms']:.2f}, {r['frontend_token_us']:.0f}")
         t.add_row(r["engine"], r["since"], r["scheduler"], f"{r['memory_policy']} {r['memory_fraction']:g}",
                   f"{'on' if r['chunked_prefill'] else 'off'} / {'on' if r['prefix_caching'] else 'off'}",
                   "yes" if r["async_scheduling"] else "no", f"{r['host_step_ms']:.2f} + {r['host_per_seq_us']:.0f}",

@@ -59,7 +59,8 @@ def _roofline(r: PlanResult) -> go.Figure:
         fig.add_scatter(x=[c.flops / c.bytes], y=[c.flops / c.time_s / 1e12], mode="markers+text", text=[name],
                         textposition="top center", name=name, marker={"size": 12})
     fig.update_layout(title=f"Roofline of {best.candidate.label}", xaxis_type="log", yaxis_type="log",
-                      xaxis_title="arithmetic intensity (FLOP/byte)", yaxis_title="achieved TFLOP/s per GPU", height=460)
+                      xaxis_title="arithmetic intensity (FLOP/byte)", yaxis_title="achieved TFLOP/s per GPU",
+                      height=460)
     return fig
 
 
@@ -165,10 +166,12 @@ def plan_html(r: PlanResult, d: dict[str, Any] | None = None) -> str:
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>flopwise plan: {html.escape(d['model'])}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1240px;padding:0 12px;box-sizing:border-box}}
-table{{border-collapse:collapse;width:100%;table-layout:auto}}td,th{{border:1px solid #ccc;padding:3px 5px;font-size:12px}}
+table{{border-collapse:collapse;width:100%;table-layout:auto}}
+td,th{{border:1px solid #ccc;padding:3px 5px;font-size:12px}}
 th{{background:#f0f0f0;text-align:left}}td{{font-variant-numeric:tabular-nums;white-space:nowrap}}
 tr.tie td{{background:#fff8e1}}.good{{color:#137333}}.bad{{color:#b3261e}}.tie{{color:#8a5a00}}
-pre{{background:#f4f4f4;padding:8px;overflow-x:auto;font-size:12px}}.charts{{display:grid;grid-template-columns:1fr 1fr;gap:8px}}
+pre{{background:#f4f4f4;padding:8px;overflow-x:auto;font-size:12px}}
+.charts{{display:grid;grid-template-columns:1fr 1fr;gap:8px}}
 </style></head><body>
 <h1>flopwise plan: {html.escape(d['model'])}</h1>
 <p>Workload <b>{html.escape(d['workload'])}</b>, SLA <b>{html.escape(d['sla'])}</b> ({html.escape(d['sla_source'])}),

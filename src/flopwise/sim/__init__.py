@@ -11,7 +11,8 @@ Modules: `request.py` (one request's state), `block_manager.py` (KV blocks), `ba
 (fast-forwarding identical decode steps), `arrivals.py` (open and closed loops), `replica.py` (one replica as a
 steppable engine: admit, next event, step; what `cluster/` drives), `engine.py` (the one-replica loop over it),
 `timeline.py` (engine state over time), `simulate.py` (replicas, records, summary), `max_rate.py` (the highest
-rate meeting an SLA), `config.py` (scheduler options), `frontend.py` (the API server stage), `breakdown.py` (where time went), `acceptance.py`
+rate meeting an SLA), `config.py` (scheduler options), `frontend.py` (the API server stage), `breakdown.py`
+(where time went), `acceptance.py`
 (speculative decoding: the tokens each verified decode emits; its step cost is `cost/speculative.py`).
 """
 

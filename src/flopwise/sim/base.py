@@ -121,7 +121,7 @@ class BaseScheduler:
             assert self.acceptance is not None
             draws = iter(self.acceptance.draw(out.num_decodes))
             emitted = 0
-        for req, n in zip(out.reqs, out.num_new):
+        for req, n in zip(out.reqs, out.num_new, strict=True):
             if draws is not None and req.is_decoding:
                 e = min(next(draws), req.max_tokens - req.num_output_tokens)
                 req.num_computed_tokens += e

@@ -11,7 +11,8 @@ Per request (ms), summing to its E2E latency:
 The run's bottleneck: "frontend" when the API server's CPU is busy at least 90% of the run and more than the
 engine; "engine" when the engine steps at least 90% of the time and requests wait for it longer than their
 prefill takes (a continuous-batching engine is busy at any load; a queue says it is saturated); otherwise
-"none" (the offered load is below capacity). Utilisations are shares of duration_s x replicas (x API servers for the frontend).
+"none" (the offered load is below capacity). Utilisations are shares of duration_s x replicas (x API servers
+for the frontend).
 """
 
 from __future__ import annotations

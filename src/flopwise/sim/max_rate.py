@@ -126,7 +126,8 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
     ttft = sla.limit("ttft")
     ttft_s = ttft / 1e3 if ttft is not None else None
     if ceiling is None or size is None or e2e_s is None:
-        pc = config.enable_prefix_caching if config.enable_prefix_caching is not None else dep.engine.enable_prefix_caching
+        pc = (config.enable_prefix_caching if config.enable_prefix_caching is not None
+              else dep.engine.enable_prefix_caching)
         b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
         if ceiling is None:
             ceiling, default_start = b.max_rate_ceiling, 0.9 * b.max_rate_estimate

@@ -27,7 +27,8 @@ as a loop that knew the next arrival would have. Behind an API server each step'
 FIFO queue in time order with the arrivals: they are streamed lazily, the steps that ended before an arrival
 when it is admitted and the rest at the run's end, and the run ends at the first step by whose end a request
 has left the server. Only where the server shares the engine's CPU (vLLM V0), whose queued work delays each
-step, does a run advance one step per STEP_END. Queries read the state at the last step boundary (a run's KV growth shows at its end), as a
+step, does a run advance one step per STEP_END. Queries read the state at the last step boundary (a run's KV
+growth shows at its end), as a
 router's scrape of an engine's metrics would.
 """
 

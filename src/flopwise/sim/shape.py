@@ -55,7 +55,7 @@ class ShapeBuilder:
                                             w.prefill_kv_read + ctx, w.decode_pairs, w.decode_kv_read)}
         else:
             if p == out.decode_tokens:
-                rows = [(n, r.num_computed_tokens) for r, n in zip(reqs, news)]
+                rows = [(n, r.num_computed_tokens) for r, n in zip(reqs, news, strict=True)]
             else:
                 is_chunk = set(out.chunk_rows)
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]

@@ -55,7 +55,7 @@ class SimResult:
     def rows(self) -> list[dict[str, Any]]:
         """One row per request (for --output)."""
         rows = []
-        for rec, req in zip(self.records, self.requests):
+        for rec, req in zip(self.records, self.requests, strict=True):
             row = rec.to_row()
             row["cached_tokens"] = req.num_cached_tokens
             rows.append(row)
@@ -112,7 +112,7 @@ def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
         if len(s) == 2:
             times = ends[s[0]:s[1]]
         else:
-            times = [t for a, b in zip(s[::2], s[1::2]) for t in ends[a:b]]
+            times = [t for a, b in zip(s[::2], s[1::2], strict=False) for t in ends[a:b]]
         out.append(RequestRecord(r.request_id, r.arrival_at, r.num_prompt_tokens, r.max_tokens,
                                  r.first_scheduled_at, times, r.num_preemptions))
     return out

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from flopwise.errors import SpecError, WorkloadError
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["ROLES", "DEFAULT_STORAGE_GBS", "DEFAULT_ENGINE_START_S", "PoolSpec", "ReplicaEvent", "AutoscaleSpec", "ClusterSpec", "parse_disaggregate",
+__all__ = ["ROLES", "DEFAULT_STORAGE_GBS", "DEFAULT_ENGINE_START_S", "PoolSpec", "ReplicaEvent", "AutoscaleSpec",
+           "ClusterSpec", "parse_disaggregate",
            "parse_autoscale", "parse_replica_events"]
 
 ROLES = ("mixed", "prefill", "decode")

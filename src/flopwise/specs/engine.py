@@ -47,7 +47,8 @@ from flopwise.errors import SpecError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
-__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "LaunchTable", "MEMORY_POLICIES",
+__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "LaunchTable",
+           "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
            "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
@@ -498,7 +499,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 
 
-def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple[tuple[str, str], ...]) -> EngineProfile:
+def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple[tuple[str, str],
+                                                                                 ...]) -> EngineProfile:
     """A profile whose table a user's engine file changed: every value checked against EngineProfile's own
     annotations (`validate.from_table`) and ranges (its `__post_init__`s)."""
     where = f"engine file for {fam.name}@{version}"

@@ -25,7 +25,8 @@ compute-bound (Marlin, Frantar et al. 2024, stays near the ideal 4x only up to b
 dequantization in llama.cpp is slower still). Memory-bound, the unpacking and scaling work keeps common
 dequantizing GEMV kernels below the bandwidth a 16-bit GEMV reaches: `weight_read_efficiency`
 (measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; vLLM
-AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see benchmarks/data/measured-dev.csv). Where the hardware
+AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see
+benchmarks/data/measured-dev.csv). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
 `HardwareSpec.peak_flops`.
 """
@@ -90,7 +91,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85, 0.75),
         WeightFormat("int8-w8a8", 8, "int8", 2, False, "int8 weights and activations (SmoothQuant W8A8)"),
         WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
-        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
+        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8,
+                     0.55),
         WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85, 0.8),
         WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),

@@ -44,7 +44,8 @@ from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.sim_throughput import SIM_METHOD, SimWorkload, simulated_throughput
 from flopwise.techniques.speculative import proposer_deployment, spec_round, spec_tpot_s
 
-__all__ = ["Metrics", "Change", "LedgerRow", "Ledger", "measure", "request_latency_s", "build_ledger", "METRICS", "THROUGHPUT_METHOD",
+__all__ = ["Metrics", "Change", "LedgerRow", "Ledger", "measure", "request_latency_s", "build_ledger", "METRICS",
+           "THROUGHPUT_METHOD",
            "SAME_WITHIN"]
 
 THROUGHPUT_METHOD = ("static batch: the largest batch whose TTFT and TPOT meet the SLA's bounds (percentiles "

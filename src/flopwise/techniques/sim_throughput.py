@@ -1,5 +1,6 @@
 """Throughput at an SLA from the serving simulator (`flopwise.sim.find_max_rate`): the highest request rate
-sustained within the SLA (steady state after a warm-up, no growing backlog: `sim/steady.py`), served by the vLLM v1 scheduler (continuous batching, chunked
+sustained within the SLA (steady state after a warm-up, no growing backlog: `sim/steady.py`), served by the
+vLLM v1 scheduler (continuous batching, chunked
 prefill, paged KV), and the output tokens/s at that rate.
 
 The request stream is the named workload's length distributions (or fixed lengths), Poisson arrivals, a

@@ -123,7 +123,8 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
         if spec is None:
             return Technique("spec=none", partial(speculative.with_speculation, spec=None), _NO_RISK,
                              Rating("none", "plain decoding"))
-        return Technique(spec.label(), partial(speculative.with_speculation, spec=spec), _SPEC_RISK, _SPEC_CX[spec.method])
+        return Technique(spec.label(), partial(speculative.with_speculation, spec=spec), _SPEC_RISK,
+                         _SPEC_CX[spec.method])
     if key == "prefix-cache":
         hit = _float("prefix-cache", value, 0.0, 1.0)
         return Technique(f"prefix-cache={hit:g}", partial(prefix_cache.with_prefix_cache, hit=hit), _NO_RISK,

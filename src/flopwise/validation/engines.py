@@ -8,7 +8,8 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 - family: the first family whose keywords appear in the engine text; NIM and MLPerf submissions run
   TensorRT-LLM; harness scripts (gpt-fast, TinyChat, QServe, transformers, Spec-Bench) the `pytorch` profile;
 - version: the first MAJOR.MINOR[.PATCH] in the version text; MLPerf rounds and NIM releases map to the
-  TensorRT-LLM release of their time; otherwise a year in the text picks the family's release of that year; else the default;
+  TensorRT-LLM release of their time; otherwise a year in the text picks the family's release of that year;
+  else the default;
 - frontend: "none" for offline benchmarks (static batches, trtllm-bench, llama-bench, MLPerf LoadGen, the LLM
   class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);

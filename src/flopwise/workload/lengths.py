@@ -103,7 +103,8 @@ class LengthDist:
 
 def _whole(v: float, name: str, lo: int, hi: int) -> int:
     """A whole number of tokens given as an int or a float (the text form is parsed as floats)."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v == int(v) and lo <= v <= hi):
+    if isinstance(v, bool) or not isinstance(v,
+                                             int | float) or not (math.isfinite(v) and v == int(v) and lo <= v <= hi):
         shown = f"{v:g}" if isinstance(v, float) else repr(v)
         raise WorkloadError(f"{name} must be a whole number of tokens in [{lo}, {hi:,}], got {shown}")
     return int(v)

@@ -50,7 +50,8 @@ def siglip_vision(raw: dict[str, Any], f: Fields) -> tuple[EncoderSpec, ...]:
         n += d + 3 * d * d + 3 * d + d * d + d + 2 * d + (d * i + i) + (i * d + d)
     n += d * f.int("hidden_size") + d  # Gemma 3 multi_modal_projector: input projection and soft-embedding norm
     return (EncoderSpec(modality="vision", name="SigLIP", params=n, patches_per_item=patches,
-                        tokens_per_item=raw.get("mm_tokens_per_image"), flops_per_item=_vit_flops(L * layer, L, d, patches)),)
+                        tokens_per_item=raw.get("mm_tokens_per_image"), flops_per_item=_vit_flops(L * layer, L, d,
+                                                                                                  patches)),)
 
 
 def qwen2_5_vl_vision(raw: dict[str, Any], f: Fields) -> tuple[EncoderSpec, ...]:
@@ -91,7 +92,8 @@ def llama4_vision(raw: dict[str, Any], f: Fields) -> tuple[EncoderSpec, ...]:
     patches = (img // p) ** 2
     layer = 4 * (d * d + d) + (d * i + i) + (i * d + d) + 4 * d
     adapter = i * v["projector_input_dim"] + v["projector_output_dim"] ** 2
-    n = c * p * p * d + d + (patches + 1) * d + 4 * d + L * layer + adapter + v["vision_output_dim"] * f.int("hidden_size")
+    n = (c * p * p * d + d + (patches + 1) * d + 4 * d + L * layer + adapter
+         + v["vision_output_dim"] * f.int("hidden_size"))
     ratio = v.get("pixel_shuffle_ratio", 0.5)
     return (EncoderSpec(modality="vision", name="Llama 4 vision", params=n, item="336px tile",
                         patches_per_item=patches + 1, tokens_per_item=int(patches * ratio * ratio),

@@ -80,14 +80,16 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
     if method in ("awq", "gptq"):
         bits = qc.get("bits", qc.get("w_bit", 4))
         if bits == 4:
-            return f"int4-{method}", f"quantization_config: {method} 4-bit, group {qc.get('group_size', qc.get('q_group_size', 128))}"
+            group = qc.get("group_size", qc.get("q_group_size", 128))
+            return f"int4-{method}", f"quantization_config: {method} 4-bit, group {group}"
         if bits == 8 and method == "gptq":
             return "int8", "quantization_config: gptq 8-bit"
         return _unread(f"{method} {bits}-bit")
     if method == "bitsandbytes":
         if qc.get("load_in_4bit"):
             dq = bool(qc.get("bnb_4bit_use_double_quant"))
-            return ("nf4-dq" if dq else "nf4"), "quantization_config: bitsandbytes 4-bit" + (" (double quant)" if dq else "")
+            return ("nf4-dq" if dq else "nf4"), ("quantization_config: bitsandbytes 4-bit"
+                                                 + (" (double quant)" if dq else ""))
         if qc.get("load_in_8bit"):
             return "int8", "quantization_config: bitsandbytes LLM.int8() (priced as int8 weight-only)"
     if method in ("modelopt", "nvfp4", "fp4"):
