@@ -48,7 +48,8 @@ def main() -> None:
         for o in sorted(scored, key=lambda o: (o.case.source_family, o.case.row_id)):
             c = o.case
             exp = f"{c.expected_range}" if c.expected_range else f"{c.expected:g}"
-            t.add_row(str(c.row_id), c.source_family, c.regime, c.metric_key, exp, f"{o.predicted:.4g}", f"{o.error:+.1%}")
+            t.add_row(str(c.row_id), c.source_family, c.regime, c.metric_key, exp, f"{o.predicted:.4g}",
+                      f"{o.error:+.1%}")
         con.print(t)
 
     by = defaultdict(list)
@@ -58,7 +59,8 @@ def main() -> None:
     for c in ("source", "metric", "rows", "median |err|", "mean signed"):
         t.add_column(c)
     for (src, metric), os_ in sorted(by.items()):
-        t.add_row(src, metric, str(len(os_)), f"{median_abs_error(os_):.1%}", f"{statistics.mean(o.error for o in os_):+.1%}")
+        t.add_row(src, metric, str(len(os_)), f"{median_abs_error(os_):.1%}",
+                  f"{statistics.mean(o.error for o in os_):+.1%}")
     con.print(t)
 
     t = Table(title="Summary by regime (targets: median |err| <= 10%, median signed within +-5%)")
@@ -90,7 +92,8 @@ def main() -> None:
     skipped = defaultdict(int)
     for o in outcomes:
         if o.skipped:
-            skipped[o.skipped if not o.skipped.startswith("unusable") else "unusable in the dataset (see its reason)"] += 1
+            skipped[o.skipped if not o.skipped.startswith("unusable")
+                    else "unusable in the dataset (see its reason)"] += 1
     t = Table(title=f"Rows not scored ({sum(skipped.values())} of {len(outcomes)})")
     t.add_column("reason")
     t.add_column("rows")

@@ -40,7 +40,9 @@ def main() -> None:
     a.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"{'C':>5} {'added TTFT mean ms':>20} {'added TTFT p99 ms':>19} {'achieved/ideal':>15}   (median [min, max])")
     for r in levels:
-        f = lambda k, fmt: f"{format(r[k]['median'], fmt)} [{format(r[k]['min'], fmt)}, {format(r[k]['max'], fmt)}]"
+        def f(k: str, fmt: str, r: dict = r) -> str:
+            return f"{format(r[k]['median'], fmt)} [{format(r[k]['min'], fmt)}, {format(r[k]['max'], fmt)}]"
+
         print(f"{r['concurrency']:>5} {f('added_ttft_ms_mean', '.2f'):>20} {f('added_ttft_ms_p99', '.1f'):>19} "
               f"{f('achieved_rate_ratio', '.3f'):>15}")
 

@@ -111,7 +111,9 @@ def server_means(before: dict[str, float], after: dict[str, float]) -> dict[str,
     """Mean (ms) of each histogram over the requests between two scrapes."""
     out: dict[str, float | None] = {}
     for role, fam in SERVER_HIST.items():
-        tot = lambda m, suf: sum(v for k, v in m.items() if k.split("{")[0] == fam + suf)  # noqa: E731
+        def tot(m: dict[str, float], suf: str, fam: str = fam) -> float:
+            return sum(v for k, v in m.items() if k.split("{")[0] == fam + suf)
+
         n = tot(after, "_count") - tot(before, "_count")
         out[role] = (tot(after, "_sum") - tot(before, "_sum")) / n * 1e3 if n > 0 else None
     return out
@@ -168,7 +170,8 @@ def run_vllm(url: str, out: Path, load: list[str], n: int, seed: int, tokenizer:
 
 ROWS = [("TTFT mean (ms)", "ttft_mean", "ttft"), ("TTFT p50 (ms)", "ttft_p50", None),
         ("TTFT p99 (ms)", "ttft_p99", None), ("TTFT from schedule, mean (ms)", "ttft_sched_mean", None),
-        ("TPOT mean (ms)", "tpot_mean", "tpot"), ("ITL mean (ms)", "itl_mean", "itl"), ("ITL p99 (ms)", "itl_p99", None),
+        ("TPOT mean (ms)", "tpot_mean", "tpot"), ("ITL mean (ms)", "itl_mean", "itl"),
+        ("ITL p99 (ms)", "itl_p99", None),
         ("E2E mean (ms)", "e2e_mean", "e2e"), ("throughput (req/s)", "req_s", None),
         ("output tokens/s", "tok_s", None), ("goodput, vLLM's definition (req/s)", "goodput_vllm", None),
         ("goodput, flopwise's (req/s)", "goodput", None), ("send rate, (sends - 1) / send span (req/s)", "rate", None),
@@ -258,8 +261,8 @@ def main() -> None:
             if srv:
                 sv = [x[srv] for x in r["server_vllm"]]
                 sf = [x[srv] for x in r["server_flopwise"]]
-                off_v = [a_ - b for a_, b in zip(v, sv) if a_ is not None and b is not None]
-                off_f = [a_ - b for a_, b in zip(f, sf) if a_ is not None and b is not None]
+                off_v = [a_ - b for a_, b in zip(v, sv, strict=True) if a_ is not None and b is not None]
+                off_f = [a_ - b for a_, b in zip(f, sf, strict=True) if a_ is not None and b is not None]
                 lines.append(f"| {name} | {cell(v, fmt)} | {cell(f, fmt)} | {cell(sv)} / {cell(sf)} | "
                              f"{cell(off_v, '+.2f')} | {cell(off_f, '+.2f')} |")
             else:

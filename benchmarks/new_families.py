@@ -138,9 +138,10 @@ def main() -> None:
     def f(r: dict, k: str, fmt: str) -> str:
         return format(r[k], fmt) if k in r else "does not fit"
     for r in lr:
-        t.add_row(r["model"], str(r["tp"]), r["kinds"], f(r, "tpot_1k_ms", ".2f"), f(r, "ttft_ms", ".0f"), f(r, "full_ttft_ms", ".0f"),
-                  f(r, "tpot_ms", ".2f"), f(r, "full_tpot_ms", ".2f"), f(r, "cache_gib_per_seq_per_gpu", ".2f"),
-                  f(r, "full_cache_gib_per_seq_per_gpu", ".2f"), f(r, "max_seqs", ","), f(r, "full_max_seqs", ","))
+        t.add_row(r["model"], str(r["tp"]), r["kinds"], f(r, "tpot_1k_ms", ".2f"), f(r, "ttft_ms", ".0f"),
+                  f(r, "full_ttft_ms", ".0f"), f(r, "tpot_ms", ".2f"), f(r, "full_tpot_ms", ".2f"),
+                  f(r, "cache_gib_per_seq_per_gpu", ".2f"), f(r, "full_cache_gib_per_seq_per_gpu", ".2f"),
+                  f(r, "max_seqs", ","), f(r, "full_max_seqs", ","))
     con.print(t)
 
 

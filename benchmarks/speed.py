@@ -17,7 +17,8 @@ from flopwise.cost.layout import layout
 
 CASES = [
     ("llama-3.1-8b", "h100-sxm", {}, dict(batch=32, input_len=1024, output_len=256)),
-    ("llama-3.1-70b", "h200", {"tp": 2, "weights": "fp8", "kv": "fp8"}, dict(batch=64, input_len=2048, output_len=2048)),
+    ("llama-3.1-70b", "h200", {"tp": 2, "weights": "fp8", "kv": "fp8"},
+     dict(batch=64, input_len=2048, output_len=2048)),
     ("deepseek-v3", "h200", {"tp": 8, "weights": "fp8"}, dict(batch=16, input_len=4096, output_len=1024)),
     ("gemma-3-27b", "a100-sxm-80gb", {}, dict(batch=8, input_len=8192, output_len=512)),
 ]
@@ -40,8 +41,9 @@ def main() -> None:
     for model, gpu, dep_kw, est_kw in CASES:
         dep = flopwise.deployment(model, gpu, **dep_kw)
         shape = decode_shape(est_kw["batch"], est_kw["input_len"], layout(dep).windows)
-        est = _time(lambda: flopwise.estimate(model, gpu, **dep_kw, **est_kw))
-        step = _time(lambda: step_time(dep, shape), repeat=2000)
+        est = _time(lambda model=model, gpu=gpu, dep_kw=dep_kw, est_kw=est_kw:
+                    flopwise.estimate(model, gpu, **dep_kw, **est_kw))
+        step = _time(lambda dep=dep, shape=shape: step_time(dep, shape), repeat=2000)
         t.add_row(model, gpu, f"{est * 1e6:,.0f}", f"{step * 1e6:,.1f}")
     Console().print(t)
 

@@ -84,9 +84,9 @@ def children(pid: int) -> list[int]:
 
 
 def bench(url: str, out: Path, endpoint: str, ilen: int, olen: int, n: int, load: list[str]) -> dict:
-    cmd = ["taskset", "-c", "1", sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load, "--num-requests", str(n),
-           "--input-len", str(ilen), "--output-len", str(olen), "--endpoint", endpoint, "--tokenizer",
-           str(CACHE / "model"), "--seed", str(abs(hash(out.name)) % 1000), "--out", str(out), "--json"]
+    cmd = ["taskset", "-c", "1", sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load,
+           "--num-requests", str(n), "--input-len", str(ilen), "--output-len", str(olen), "--endpoint", endpoint,
+           "--tokenizer", str(CACHE / "model"), "--seed", str(abs(hash(out.name)) % 1000), "--out", str(out), "--json"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if not r.stdout.strip():
         raise SystemExit(f"bench failed: {r.stderr[-500:]}")

@@ -65,8 +65,8 @@ CASES = [
      "must be a table"),
     ("traceback", "YAML top-level list", lambda t: ["estimate", "--hardware-file", file(t, "h.yaml", "- 1\n")],
      "list of [[hardware]] tables"),
-    ("traceback", "efficiency = 5", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + "efficiency = 5\n")],
-     "efficiency must be a table"),
+    ("traceback", "efficiency = 5", lambda t: ["estimate", "--hardware-file", file(
+        t, "h.toml", HW + "efficiency = 5\n")], "efficiency must be a table"),
     ("traceback", "string memory", lambda t: ["estimate", "--hardware-file", file(t, "h.toml", HW + 'memory_gib = '
                                                                                                     '"lots"\n')],
      "memory_gib"),
@@ -114,8 +114,8 @@ CASES = [
         t, "h.toml", HW + "price_per_hour_usd = -3\n")], "price_per_hour_usd"),
     ("nonsense", "infinite peak", lambda t: ["estimate", "--hardware-file", file(
         t, "h.toml", HW + "[hardware.peak_tflops]\nbf16 = inf\n")], "peak_tflops.bf16"),
-    ("nonsense", "negative context length", lambda t: ["estimate", "--model", config(t, "mp", max_position_embeddings=-1)],
-     "max_position_embeddings"),
+    ("nonsense", "negative context length", lambda t: ["estimate", "--model", config(
+        t, "mp", max_position_embeddings=-1)], "max_position_embeddings"),
     ("nonsense", "a prompt beyond the context", lambda t: ["estimate", "--input-len", "1000000"], "context length"),
     ("nonsense", "explain beyond the context", lambda t: ["explain", "--input-len", "10000000"], "context length"),
     ("nonsense", "normal:nan:1 lengths", lambda t: ["simulate", *FAST[:2], "--input-len", "normal:nan:1"], "MEAN"),
@@ -128,10 +128,10 @@ CASES = [
     ("nonsense", "negative Azure token counts", lambda t: ["simulate", "--trace", file(
         t, "n.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n0,-10,5\n1,10,5\n")], "ContextTokens"),
     # silent substitution
-    ("substitution", "compare --input-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static", "--input-len", "0"],
-     "input_len"),
-    ("substitution", "compare --output-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static", "--output-len", "0"],
-     "output_len"),
+    ("substitution", "compare --input-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static",
+                                                         "--input-len", "0"], "input_len"),
+    ("substitution", "compare --output-len 0", lambda t: ["compare", "--try", "kv=fp8", "--static",
+                                                          "--output-len", "0"], "output_len"),
     ("substitution", "fractional uniform bounds", lambda t: ["simulate", *FAST[:2], "--input-len", "uniform:1.5:2.5"],
      "whole number"),
     ("substitution", "fractional trace tokens", lambda t: ["simulate", "--trace", file(
@@ -140,8 +140,8 @@ CASES = [
         t, "b.jsonl", '{"timestamp": 0, "input_tokens": true, "output_tokens": 5}\n')], "input_tokens"),
     ("substitution", "fractional length file", lambda t: ["simulate", *FAST[:2], "--input-len",
                                                           "file:" + file(t, "l.json", "[1.5, 2]")], "whole numbers"),
-    ("substitution", "tie_word_embeddings 'no'", lambda t: ["estimate", "--model", config(t, "tw", tie_word_embeddings="no")],
-     "tie_word_embeddings"),
+    ("substitution", "tie_word_embeddings 'no'", lambda t: ["estimate", "--model", config(
+        t, "tw", tie_word_embeddings="no")], "tie_word_embeddings"),
     ("substitution", "architectures as a string", lambda t: ["estimate", "--model", config(
         t, "as", architectures="LlamaForCausalLM")], "architectures"),
     ("substitution", "quantization_config as a string", lambda t: ["estimate", "--model", config(
@@ -152,8 +152,8 @@ CASES = [
                                                          str(t / "p.toml")], "--device"),
     ("substitution", "engine override with an unknown key", lambda t: ["estimate", "--engine-file", file(
         t, "e.toml", 'name = "vllm"\n[override]\nhost = { step_s = 1e-3, foo = 1 }\n')], "host.foo"),
-    ("substitution", "a duplicated SLA objective", lambda t: ["simulate", *FAST, "--sla", "p95_ttft<=1ms,p95_ttft<=2ms"],
-     "twice"),
+    ("substitution", "a duplicated SLA objective", lambda t: ["simulate", *FAST, "--sla",
+                                                              "p95_ttft<=1ms,p95_ttft<=2ms"], "twice"),
     # misleading
     ("misleading", "calibrate --hardware missing.toml", lambda t: ["calibrate", "--hardware", str(t / "missing.toml")],
      "does not exist"),

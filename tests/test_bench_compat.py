@@ -98,8 +98,8 @@ def test_runs_write_csv_and_vllm_json_and_bench_report_reads_vllm_json(tmp_path)
     s = json.loads(r.stdout)
     assert s["num_completed"] == 6 and s["tpot_ms"]["mean"] == pytest.approx(rep.summary["tpot_ms"]["mean"])
     assert s["vllm"]["completed"] == 6
-    r = subprocess.run([sys.executable, "-m", "flopwise", "bench", "report", str(tmp_path / "run" / "vllm_result.json")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "flopwise", "bench", "report",
+                        str(tmp_path / "run" / "vllm_result.json")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "vLLM mean" in r.stdout
 
 
@@ -127,10 +127,12 @@ def _hist(name, s, c, labels=""):
 
 @pytest.mark.parametrize("engine,text0,text1,expect", [
     ("sglang",
-     _hist("sglang:queue_time_seconds", 0, 0) + _hist("sglang:per_stage_req_latency_seconds", 0, 0, '{stage="prefill_forward"}')
+     _hist("sglang:queue_time_seconds", 0, 0)
+     + _hist("sglang:per_stage_req_latency_seconds", 0, 0, '{stage="prefill_forward"}')
      + _hist("sglang:time_to_first_token_seconds", 0, 0) + _hist("sglang:e2e_request_latency_seconds", 0, 0)
      + "sglang:num_retracted_requests_total 1\n",
-     _hist("sglang:queue_time_seconds", 1.0, 10) + _hist("sglang:per_stage_req_latency_seconds", 2.0, 10, '{stage="prefill_forward"}')
+     _hist("sglang:queue_time_seconds", 1.0, 10)
+     + _hist("sglang:per_stage_req_latency_seconds", 2.0, 10, '{stage="prefill_forward"}')
      + _hist("sglang:per_stage_req_latency_seconds", 50.0, 10, '{stage="decode_loop"}')
      + _hist("sglang:time_to_first_token_seconds", 3.0, 10) + _hist("sglang:e2e_request_latency_seconds", 10.0, 10)
      + "sglang:num_retracted_requests_total 4\n",

@@ -22,8 +22,9 @@ from flopwise.workload.build import build_workload
 
 
 def _completion(text, finish=None):
-    return ('{"object":"text_completion","choices":[{"index":0,"text":%s,"finish_reason":%s}]}'
-            % (__import__("json").dumps(text), "null" if finish is None else f'"{finish}"')).encode()
+    reason = "null" if finish is None else f'"{finish}"'
+    return (f'{{"object":"text_completion","choices":[{{"index":0,"text":{__import__("json").dumps(text)},'
+            f'"finish_reason":{reason}}}]}}').encode()
 
 
 def _usage(prompt, completion):
@@ -46,7 +47,8 @@ def test_empty_text_chunks_at_start_middle_and_end_are_timed():
     # scheduled at 0 and sent at 2 ms.
     times = [0.100 + 0.010 * i for i in range(8)]
     texts = ["", " a", " b", " c", "", " d", " e", ""]
-    events = [(t, _completion(x, "length" if i == 7 else None)) for i, (t, x) in enumerate(zip(times, texts))]
+    events = [(t, _completion(x, "length" if i == 7 else None))
+              for i, (t, x) in enumerate(zip(times, texts, strict=True))]
     events += [(0.171, _usage(10, 8)), (0.171, b"[DONE]")]
     rec = _replay(events, max_tokens=8, sent=0.002)
     assert rec.ok and rec.error is None
@@ -85,7 +87,10 @@ def test_finish_only_chunk_carries_no_token():
 
 def test_chat_role_only_chunk_is_not_timed():
     role = b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}'
-    tok = lambda x: ('{"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}' % x).encode()
+
+    def tok(x):
+        return f'{{"choices":[{{"index":0,"delta":{{"content":"{x}"}},"finish_reason":null}}]}}'.encode()
+
     events = [(0.001, role), (0.1, tok(" a")), (0.11, tok("")), (0.12, tok(" b")), (0.12, _usage(10, 3)),
               (0.12, b"[DONE]")]
     rec = _replay(events, max_tokens=3, chat=True)

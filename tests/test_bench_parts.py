@@ -28,7 +28,9 @@ def test_sse_parser_rejects_garbage_lines():
 
 
 def test_arrival_gaps():
-    take = lambda load, n: list(__import__("itertools").islice(arrival_gaps(load, seed=1), n))
+    def take(load, n):
+        return list(__import__("itertools").islice(arrival_gaps(load, seed=1), n))
+
     assert take(Load("constant", rate=4.0), 4) == [0.0, 0.25, 0.25, 0.25]
     assert take(Load("poisson", rate=math.inf), 3) == [0.0, 0.0, 0.0]
     g = np.array(take(Load("poisson", rate=10.0), 20001)[1:])
@@ -59,7 +61,10 @@ def test_random_prompts_are_deterministic_distinct_and_sized():
 def test_shared_prefix_prompts():
     src = PromptSource(input_len=20, output_len=5, shared_prefix_len=30, num_prefixes=2)
     p0, p1, p2 = src(0), src(1), src(2)
-    w = lambda p: p.text.split()
+
+    def w(p):
+        return p.text.split()
+
     assert w(p0)[:30] == w(p2)[:30] != w(p1)[:30]
     assert w(p0)[30:] != w(p2)[30:]
     assert p0.input_tokens == 50

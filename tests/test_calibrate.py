@@ -68,7 +68,8 @@ def test_fit_recovers_kernel_parameters_from_microbenchmarks():
     shapes = [gemm_point(m, n, k, "bf16", 1.0) for m in (1, 4, 16, 64, 256, 1024)
               for n, k in ((1024, 1024), (4096, 2048), (2048, 8192))]
     shapes += [copy_point(mib * 2**20, 1.0) for mib in (0.0625, 0.25, 1, 4, 16, 64, 256)]
-    shapes += [attention_point(q, L, 16, 4, 128, "bf16", 1.0) for q, L in ((1, 256), (1, 16384), (256, 256), (2048, 2048))]
+    shapes += [attention_point(q, L, 16, 4, 128, "bf16", 1.0)
+               for q, L in ((1, 256), (1, 16384), (256, 256), (2048, 2048))]
     pts = [replace(p, seconds=kernel_time(true, hw, p)) for p in shapes]
     names = ["compute_max", "compute_half_m", "bandwidth_max", "bandwidth_half_bytes", "kernel_overhead_s",
              "attention_compute_max", "overlap_exponent"]

@@ -58,7 +58,8 @@ def test_bench_runs_recover_profile(runs):
     for k, v in TRUE.items():
         assert getattr(cal.after.efficiency, k) == pytest.approx(v, rel=0.02), k
     start = dep.hardware.efficiency.step_overhead_s
-    assert "step_overhead_s" in cal.fit.refused or cal.after.efficiency.step_overhead_s == pytest.approx(start, rel=0.05)
+    assert ("step_overhead_s" in cal.fit.refused
+            or cal.after.efficiency.step_overhead_s == pytest.approx(start, rel=0.05))
     assert all(r.median_after_pct < 1.0 for r in cal.errors)
     assert max(r.median_before_pct for r in cal.errors) > 20
 

@@ -20,8 +20,8 @@ HEAVY = ("numpy", "flopwise.sim", "flopwise.bench", "flopwise.profile", "flopwis
 
 
 def modules_after(argv: list[str]) -> set[str]:
-    code = ("import sys, json\nfrom flopwise.cli import run\nrc = run(%r)\n"
-            "sys.__stderr__.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n')" % argv)
+    code = (f"import sys, json\nfrom flopwise.cli import run\nrc = run({argv!r})\n"
+            "sys.__stderr__.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=300)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))

@@ -51,7 +51,8 @@ def test_bad_engine_text_is_one_clear_error():
 def test_default_knobs_follow_each_engine():
     k = _knobs("vllm", "h100-sxm")
     assert (k.max_num_seqs, k.max_num_batched_tokens, k.block_size, k.memory_fraction) == (1024, 8192, 16, 0.92)
-    assert (_knobs("vllm", "a100-sxm-80gb").max_num_seqs, _knobs("vllm", "a100-sxm-80gb").max_num_batched_tokens) == (256, 2048)
+    assert (_knobs("vllm", "a100-sxm-80gb").max_num_seqs,
+            _knobs("vllm", "a100-sxm-80gb").max_num_batched_tokens) == (256, 2048)
     assert _knobs("vllm", "b200").max_num_batched_tokens == 16384
     cpu = _knobs("vllm", "cpu-epyc-zen5-2c")
     assert (cpu.max_num_seqs, cpu.max_num_batched_tokens, cpu.block_size) == (128, 2048, 128)
@@ -61,7 +62,8 @@ def test_default_knobs_follow_each_engine():
     # SGLang >= 0.5.3 (PR #10975): H200, TP1, chunk 8192: reserve max(512 + 1.5*8192 + 2*256 + 128, 10240) MB
     h200 = get_hardware("h200")
     reserve = max(512 + 1.5 * 8192 + 2 * 256 + 128, 10240)
-    assert _knobs("sglang", "h200").memory_fraction == round((h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
+    assert _knobs("sglang", "h200").memory_fraction == round(
+        (h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
     assert _knobs("sglang@0.3", "h100-sxm", tp=4).memory_fraction == 0.85  # the old table by TP
 
 
@@ -72,7 +74,8 @@ def test_memory_policies_by_hand():
     assert sgl.kv_pool_bytes == pytest.approx(0.85 * dev - sgl.weight_bytes)  # weights + KV = f x device
     trt = memory_plan(deployment("llama-3.1-8b", "h100-sxm", engine="trtllm", gpu_memory_utilization=0.9))
     assert trt.kv_pool_bytes == pytest.approx(0.9 * (dev - trt.weight_bytes - trt.activation_bytes - trt.runtime_bytes))
-    assert vllm.kv_pool_bytes == pytest.approx(0.92 * dev - vllm.weight_bytes - vllm.activation_bytes - vllm.runtime_bytes)
+    assert vllm.kv_pool_bytes == pytest.approx(
+        0.92 * dev - vllm.weight_bytes - vllm.activation_bytes - vllm.runtime_bytes)
 
 
 def test_host_cost_adds_to_the_device_or_hides_behind_it():
@@ -161,7 +164,7 @@ def test_cases_name_their_engine(raw, command, name, offline):
 
 def test_case_knobs_keep_each_engines_meaning():
     ce = case_engine({"engine": "vLLM", "engine_version": "0.6.0",
-                      "engine_knobs": {"num_scheduler_steps": 10, "max_num_seqs": "256", "enable_prefix_caching": "False",
-                                       "gpu_memory_utilization": 0.95}}, "simulate")
+                      "engine_knobs": {"num_scheduler_steps": 10, "max_num_seqs": "256",
+                                       "enable_prefix_caching": "False", "gpu_memory_utilization": 0.95}}, "simulate")
     assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False

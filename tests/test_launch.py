@@ -105,7 +105,7 @@ def test_vllm_commands_parse_with_vllm(rendered):
     cmds = [(k, c) for k, c in rendered.items() if k[1] == "vllm" and c.command]
     argvs = [c.argv()[2:] for _, c in cmds]  # after `vllm serve`
     assert all(a and not a[0].startswith("-") for a in argvs)  # the model comes first
-    for (k, c), r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs)):
+    for (k, c), r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs), strict=True):
         assert r["ok"], f"{k}: {r['error']}\n{c.command}"
 
 
@@ -150,7 +150,7 @@ def test_sglang_commands_match_its_option_names(rendered):
                     "scripts/install_sglang_args.sh)")
 def test_sglang_commands_parse_with_sglang(rendered):
     cmds = [(k, c) for k, c in rendered.items() if k[1] == "sglang" and c.command]
-    for (k, c), r in zip(cmds, _parse(SGLANG_PY, "sglang_args.py", [c.argv()[3:] for _, c in cmds])):
+    for (k, c), r in zip(cmds, _parse(SGLANG_PY, "sglang_args.py", [c.argv()[3:] for _, c in cmds]), strict=True):
         assert r["ok"], f"{k}: {r['error']}\n{c.command}"
 
 
@@ -228,7 +228,8 @@ def test_checkpoints_named_or_made():
 
 
 def test_trtllm_chunked_prefill_when_prompts_exceed_the_budget():
-    long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm")).file("extra-llm-api-options.yml"))
+    long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm"))
+                          .file("extra-llm-api-options.yml"))
     assert long["enable_chunked_prefill"] is True  # 8192-token prompts, a 4096-token budget
     t = TARGETS["8b fp8 base"]  # chat's 8192-token prompts fit an H100's 8192-token budget
     assert t.max_prompt_len <= t.deployment.max_num_batched_tokens

@@ -40,7 +40,8 @@ def test_counts_match_published_figures(model_id):
     total = m.checkpoint_params / 1e9  # language model + encoders: what the published figure covers
     assert total == pytest.approx(e.published_params_b, rel=_tolerance(e.published_params_b, e.published_precision_b))
     if e.published_active_params_b is not None:
-        basis = m.active_params_without_embeddings if e.published_active_basis == "without_embeddings" else m.active_params
+        basis = (m.active_params_without_embeddings if e.published_active_basis == "without_embeddings"
+                 else m.active_params)
         tol = _tolerance(e.published_active_params_b, e.published_active_precision_b)
         assert basis / 1e9 == pytest.approx(e.published_active_params_b, rel=tol)
 
@@ -150,7 +151,8 @@ def test_checkpoint_weight_formats():
     ct_fp8 = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
         "weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}}}
     assert checkpoint_format({"quantization_config": ct_fp8})[0] == "fp8"
-    assert checkpoint_format({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}})[0] == "int4-awq"
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    assert checkpoint_format({"quantization_config": awq})[0] == "int4-awq"
     assert checkpoint_format({"quantization_config": {"quant_method": "gptq", "bits": 4}})[0] == "int4-gptq"
     bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
     assert checkpoint_format({"quantization_config": bnb})[0] == "nf4-dq"

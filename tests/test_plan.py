@@ -208,7 +208,8 @@ def test_cli_plan_json_keys_and_header(tmp_path):
 def test_html_report_renders_in_headless_chromium(tmp_path):
     out = tmp_path / "plan.html"
     res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm,a100-sxm-80gb", "--tp", "1",
-                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--html", str(out), "--json"])
+                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--html", str(out),
+                              "--json"])
     assert res.exit_code == 0, res.output
     dom = subprocess.run(
         ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -49,7 +49,8 @@ def test_cpu_peak_estimate_from_flags():
 
 def test_kernel_points_count_flops_and_bytes():
     g = gemm_point(4, 1024, 2048, "bf16", 1e-3)
-    assert (g.flops, g.m, g.weight_bytes, g.act_bytes) == (2 * 4 * 1024 * 2048, 4, 2048 * 1024 * 2, (4 * 2048 + 4 * 1024) * 2)
+    assert (g.flops, g.m, g.weight_bytes, g.act_bytes) == (2 * 4 * 1024 * 2048, 4, 2048 * 1024 * 2,
+                                                           (4 * 2048 + 4 * 1024) * 2)
     c = copy_point(2**20, 1e-4)
     assert (c.flops, c.act_bytes, c.label) == (0, 2 * 2**20, "copy")
     a = attention_point(1, 1000, 16, 4, 128, "bf16", 1e-4)

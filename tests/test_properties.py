@@ -47,7 +47,8 @@ SETTINGS = settings(max_examples=_HUNT or 60, deadline=None, derandomize=not _HU
 CLI_SETTINGS = settings(SETTINGS, max_examples=_HUNT or 25)
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 3), st.integers(-(10**12), 10**12), st.sampled_from([0, 1, 2**63, 10**30]),
+    st.none(), st.booleans(), st.integers(-3, 3), st.integers(-(10**12), 10**12),
+    st.sampled_from([0, 1, 2**63, 10**30]),
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.5, 1.5, -0.0, 1e308]),
     st.text(max_size=8), st.sampled_from(["16", "abc", "", "full_attention", "noaux_tc"]))
 json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
@@ -251,8 +252,8 @@ def test_jsonl_traces_of_any_row(tmp_path_factory, text):
     check_trace(path)
 
 
-cells = st.one_of(st.integers(-5, 10**6).map(str), st.sampled_from(["nan", "inf", "-inf", "", "x", "2024-01-01T00:00:00",
-                                                                    "1e400", "3.5"]))
+cells = st.one_of(st.integers(-5, 10**6).map(str),
+                  st.sampled_from(["nan", "inf", "-inf", "", "x", "2024-01-01T00:00:00", "1e400", "3.5"]))
 
 
 @SETTINGS
@@ -312,9 +313,9 @@ def test_sla_strings_of_any_text(text):
 @given(st.binary(max_size=64))
 def test_binary_files_anywhere(tmp_path_factory, data):
     d = tmp_path_factory.mktemp("bin")
-    for name, read in (("config.json", load_config_file), ("hw.toml", load_hardware_file), ("hw.yaml", load_hardware_file),
-                       ("t.jsonl", load_trace), ("t.csv", load_trace), ("t.json", load_trace),
-                       ("e.toml", lambda p: get_engine("vllm", engine_file=str(p)))):
+    for name, read in (("config.json", load_config_file), ("hw.toml", load_hardware_file),
+                       ("hw.yaml", load_hardware_file), ("t.jsonl", load_trace), ("t.csv", load_trace),
+                       ("t.json", load_trace), ("e.toml", lambda p: get_engine("vllm", engine_file=str(p)))):
         (d / name).write_bytes(data)
         try:
             read(d / name)
@@ -363,7 +364,8 @@ SIMULATE_OPTIONS = ("--request-rate", "--burstiness", "--concurrency", "--max-nu
                     "--block-size", "--seed", "--input-len", "--output-len", "--sla", "--arrival", "--scheduler",
                     "--workload", "--speculative")
 sim_values = st.one_of(option_values, st.sampled_from(["uniform:1:64", "normal:32:8", "lognormal:16:1", "inf",
-                                                       "p95_ttft<=300ms", "gamma", "static", "chat", "ngram,k=2,alpha=0.5"]))
+                                                       "p95_ttft<=300ms", "gamma", "static", "chat",
+                                                       "ngram,k=2,alpha=0.5"]))
 
 
 @CLI_SETTINGS
@@ -396,8 +398,9 @@ def test_cli_compare_with_any_tries(tries, opts):
     check_cli(argv)
 
 
-@pytest.mark.parametrize("argv", [["estimate", "--gpu-memory-utilization", "nan"], ["simulate", "--request-rate", "nan"],
-                                  ["simulate", "--num-requests", "-5"], ["explain", "--alpha", "inf"]])
+@pytest.mark.parametrize("argv", [["estimate", "--gpu-memory-utilization", "nan"],
+                                  ["simulate", "--request-rate", "nan"], ["simulate", "--num-requests", "-5"],
+                                  ["explain", "--alpha", "inf"]])
 def test_cli_examples_hypothesis_found_first(argv):
     """Regressions kept from the properties' first runs."""
     check_cli([*argv, "--json"])

@@ -72,7 +72,7 @@ def test_decode_runs_match_step_by_step(dep, monkeypatch):
     fast = simulate(dep, wl)
     monkeypatch.setattr(engine_mod, "plan_decode_run", lambda sched, max_decodes: 0)
     slow = simulate(dep, wl)
-    for f, s in zip(fast.records, slow.records):
+    for f, s in zip(fast.records, slow.records, strict=True):
         assert len(f.token_times) == len(s.token_times)
         assert f.token_times == pytest.approx(s.token_times, rel=1e-9)
     assert fast.summary()["num_steps"] == slow.summary()["num_steps"]
@@ -83,8 +83,8 @@ def test_littles_law_on_a_long_poisson_run(dep):
     # against the arrival rate times the mean time in system (from the request records).
     res = simulate(dep, build_workload(num_requests=1500, workload="chat", request_rate=6.0, seed=1))
     s = res.summary()
-    occupancy = sum(sum(r * d for r, d in zip(tl.num_running, tl.sample_s)) +
-                    sum(w * d for w, d in zip(tl.num_waiting, tl.sample_s)) for tl in res.timelines)
+    occupancy = sum(sum(r * d for r, d in zip(tl.num_running, tl.sample_s, strict=True)) +
+                    sum(w * d for w, d in zip(tl.num_waiting, tl.sample_s, strict=True)) for tl in res.timelines)
     L = occupancy / s["duration_s"]
     lam = s["num_requests"] / s["duration_s"]
     W = s["e2e_ms"]["mean"] / 1e3

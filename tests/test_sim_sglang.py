@@ -193,7 +193,7 @@ def test_retractions_count_as_preemptions_in_the_summary_and_runs_match_steps(de
     slow = simulate(small, wl, SGLANG)
     assert slow.summary()["num_steps"] == s["num_steps"]
     assert [r.num_preemptions for r in slow.requests] == [r.num_preemptions for r in fast.requests]
-    for f, w in zip(fast.records, slow.records):
+    for f, w in zip(fast.records, slow.records, strict=True):
         assert f.token_times == pytest.approx(w.token_times, rel=1e-9)
 
 
@@ -203,7 +203,7 @@ def test_chat_runs_match_step_by_step(dep, monkeypatch):
     monkeypatch.setattr(engine_mod, "plan_decode_run", lambda sched, max_decodes: 0)
     slow = simulate(dep, wl, SGLANG)
     assert fast.summary()["num_steps"] == slow.summary()["num_steps"]
-    for f, s in zip(fast.records, slow.records):
+    for f, s in zip(fast.records, slow.records, strict=True):
         assert f.token_times == pytest.approx(s.token_times, rel=1e-9)
 
 

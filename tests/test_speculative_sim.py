@@ -88,7 +88,8 @@ def test_memory_plan_of_heads_and_ngram():
     # one Llama-3.1-8B decoder layer: 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 14336 + 2 x 4096 = 218,112,000
     assert eagle.proposer_weight_bytes == 2 * 218_112_000
     assert eagle.block_bytes == plain.block_bytes + 16 * 4_096  # the head's one layer
-    medusa = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=26", frontend="none"))
+    medusa = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=26",
+                                    frontend="none"))
     assert medusa.block_bytes == plain.block_bytes and medusa.lookahead_tokens == 25
 
 

@@ -91,7 +91,8 @@ def test_compare_table_and_explain_json():
                     "chunked_prefill"]
     spec = d["sections"][3]["numbers"]
     assert spec["round_flops"] > spec["plain_flops_k_tokens"] and spec["tpot_ms"] < spec["baseline_tpot_ms"]
-    assert d["sections"][4]["numbers"]["layer_weight_bytes_int8"] * 2 == d["sections"][4]["numbers"]["layer_weight_bytes"]
+    layer = d["sections"][4]["numbers"]
+    assert layer["layer_weight_bytes_int8"] * 2 == layer["layer_weight_bytes"]
 
 
 def test_cli_bad_try_is_one_line_and_exit_2(monkeypatch, capsys):
