@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test venv test-venv clean
+.PHONY: run test lint venv test-venv clean
 
 # The package and its runtime dependencies only (typer, rich, pyyaml, numpy, httpx, plotly): what `flopwise plan`
 # needs. No torch, no test tools.
@@ -24,8 +24,13 @@ test-venv: $(VENV)/.test
 run: venv
 	$(BIN)/flopwise plan
 
-## The whole test suite.
-test: test-venv
+## The lint and type gate: ruff over the tree, mypy (strict where pyproject.toml says) over the package.
+lint: test-venv
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+## The whole test suite, after the lint and type gate.
+test: lint
 	$(BIN)/python -m pytest
 
 clean:

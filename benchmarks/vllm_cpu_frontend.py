@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
 from vllm_cpu import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -153,9 +153,8 @@ def test_bench_async_in_a_running_loop(tmp_path):
 
 
 def test_calibrate_matches_the_cli(tmp_path):
-    from test_calibrate_bench import HW, MODEL, _write_run
-
     from flopwise.calibrate.observations import with_profile
+    from test_calibrate_bench import HW, MODEL, _write_run
 
     dep = flopwise.deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048)
     true = with_profile(dep, dataclasses.replace(dep.hardware.efficiency, compute_max=0.3, bandwidth_max=0.45))
