@@ -30,6 +30,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import MemoryPlan, kv_bytes_for_sequences, max_sequences, memory_plan
 from flopwise.cost.step import StepCost, op_time_s, step_cost, step_time
 from flopwise.errors import WorkloadError
+from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, weights_note
 from flopwise.specs.hardware import GIB
 
@@ -189,8 +190,8 @@ def mean_decode_step_s(dep: Deployment, batch: int, first_context: int, steps: i
     return (sum(times) - (times[0] + times[-1]) / 2) / (len(times) - 1)
 
 
-def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = 1024,
-                        output_len: int = 256) -> Estimate:
+def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEFAULT_INPUT_LEN,
+                        output_len: int = DEFAULT_OUTPUT_LEN) -> Estimate:
     for name, v in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         if not isinstance(v, int) or v < 1:
             raise WorkloadError(f"{name} must be a positive integer, got {v!r}")

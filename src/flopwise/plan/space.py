@@ -22,7 +22,7 @@ from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
-from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS
+from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
@@ -44,10 +44,10 @@ class SearchSpace:
     """Each dimension is a tuple of the values to try; pin a dimension by giving one value."""
 
     gpus: tuple[str, ...] = DEFAULT_GPUS
-    max_gpus: int = 8
+    max_gpus: int = PLAN_MAX_GPUS
     tps: tuple[int, ...] | None = None  # None: every degree in DEFAULT_TPS up to max_gpus
     weights: tuple[str, ...] | None = None  # None: DEFAULT_WEIGHTS, or the checkpoint's format and narrower
-    kvs: tuple[str, ...] = ("bf16", "fp8")
+    kvs: tuple[str, ...] = tuple(PLAN_KV.split(","))
     max_num_seqs: tuple[int | None, ...] = (None,)  # None: the engine's default for the GPU
     max_num_batched_tokens: tuple[int | None, ...] = (None,)
     engine: str = DEFAULT_ENGINE  # family[@version], behind its HTTP server (frontend)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flopwise.errors import WorkloadError
+from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.speculative import SpeculativeSpec
 
@@ -26,8 +27,8 @@ __all__ = ["Scenario", "rebuild"]
 @dataclass(frozen=True, slots=True)
 class Scenario:
     deployment: Deployment
-    input_len: int = 1024
-    output_len: int = 256
+    input_len: int = DEFAULT_INPUT_LEN
+    output_len: int = DEFAULT_OUTPUT_LEN
     batch: int = 1
     prefix_hit: float = 0.0  # share of each prompt served from the prefix cache (see prefix_cache.py)
 
