@@ -27,7 +27,7 @@ from typing import IO, Any
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord
 
-__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "write_summary", "RUN_FILE", "REQUESTS_FILE",
+__all__ = ["RunStore", "SavedRun", "load_run", "find_runs", "write_summary", "json_safe", "RUN_FILE", "REQUESTS_FILE",
            "SUMMARY_FILE"]
 
 RUN_FILE = "run.json"
@@ -203,7 +203,7 @@ def write_json(path: str | Path, obj: Any) -> None:
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2, default=_json_default, allow_nan=False) if _finite(obj)
-                   else json.dumps(_finite_copy(obj), indent=2, default=_json_default, allow_nan=False))
+                   else json.dumps(json_safe(obj), indent=2, default=_json_default, allow_nan=False))
     tmp.replace(path)
 
 
@@ -221,12 +221,12 @@ def _finite(obj: Any) -> bool:
     return True
 
 
-def _finite_copy(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """`obj` with every non-finite float as a string ("inf", "nan"): the files stay valid JSON."""
     if isinstance(obj, float) and not _finite(obj):
         return str(obj)
     if isinstance(obj, dict):
-        return {k: _finite_copy(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite_copy(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj

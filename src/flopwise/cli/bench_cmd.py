@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 import warnings
@@ -24,7 +23,7 @@ from flopwise.bench.render import (
 )
 from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_code, report_run
 from flopwise.bench.selftest import selftest
-from flopwise.bench.store import find_runs, load_run
+from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
@@ -205,7 +204,7 @@ def _interruptible(fn: Any, out_dir: Path, json_out: bool, progress: _ProgressLi
             progress.end()
         reports = [report_run(d) for d in find_runs(out_dir)] if out_dir.exists() else [e.report]
         if json_out:
-            print_json(_finite(reports[0].to_dict() if len(reports) == 1 else
+            print_json(json_safe(reports[0].to_dict() if len(reports) == 1 else
                                {"levels": [r.to_dict() for r in reports], "max_rate_meeting_sla": None}))
         else:
             for r in reports:
@@ -215,17 +214,6 @@ def _interruptible(fn: Any, out_dir: Path, json_out: bool, progress: _ProgressLi
         raise typer.Exit(exit_code(e.signum)) from None
 
 
-def _finite(obj: Any) -> Any:
-    """`obj` with non-finite floats as strings ("inf"), so that --json is valid JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _emit(reports: list[RunReport], max_rate: float | None, json_out: bool, predictions: list | None = None,
           as_levels: bool = False, summary: dict[str, Any] | None = None) -> None:
     """Print the run (`summary`: the --json object where the API made it, each level's prediction inside it)."""
@@ -233,7 +221,7 @@ def _emit(reports: list[RunReport], max_rate: float | None, json_out: bool, pred
         if summary is None:
             dicts = [r.to_dict() for r in reports]
             summary = {"levels": dicts, "max_rate_meeting_sla": max_rate} if as_levels else dicts[0]
-        print_json(_finite(summary))
+        print_json(json_safe(summary))
         return
     for r in reports if not as_levels else []:
         render_run(console, r)
@@ -277,8 +265,8 @@ def report_cmd(
         summary = summarize(records_from_vllm_result(d), parse_sla(sla) if sla else None,
                             duration_s=float(d.get("duration") or 0.0) or None)
         if json_out:
-            print_json(_finite({"source": str(run_dir), "vllm": {k: v for k, v in d.items() if not isinstance(v, list)},
-                                **summary}))
+            scalars = {k: v for k, v in d.items() if not isinstance(v, list)}
+            print_json(json_safe({"source": str(run_dir), "vllm": scalars, **summary}))
         else:
             render_vllm_result(console, run_dir, d, summary)
         return
