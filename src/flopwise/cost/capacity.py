@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from flopwise.cost.attention import Span
 from flopwise.cost.batch import decode_shape, prefill_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
@@ -69,7 +70,7 @@ class Bounds:
         return "frontend" if self.frontend_ceiling < self.engine_ceiling else "engine"
 
 
-def _proposer(dep: Deployment) -> tuple[Deployment | None, tuple[int | None, ...]]:
+def _proposer(dep: Deployment) -> tuple[Deployment | None, tuple[Span, ...]]:
     prop = proposer_deployment(dep, dep.speculative) if dep.speculative is not None else None
     return prop, layout(prop).windows if prop is not None else ()
 

@@ -31,7 +31,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TypeVar
 
+from flopwise.cost.attention import Span
 from flopwise.cost.batch import BatchShape, batch_shape, decode_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.step import StepCost, step_cost, step_time
@@ -72,16 +74,17 @@ def draft_passes(spec: SpeculativeSpec) -> int:
     return 0 if spec.method == "ngram" else 1 if spec.method == "medusa" else spec.k
 
 
-def verify_shape(batch: int, context: int, positions: int, windows: tuple[int | None, ...]) -> BatchShape:
+def verify_shape(batch: int, context: int, positions: int, windows: tuple[Span, ...]) -> BatchShape:
     """`batch` sequences at `context` cached tokens each verifying `positions` new tokens (all logits)."""
     return batch_shape([(positions, context)] * batch, windows, num_logits=batch * positions)
 
 
 DraftPass = Callable[[int], BatchShape | None]  # the proposer's batch in pass j (None: nothing to propose)
+_Price = TypeVar("_Price", float, StepCost)  # what a step is priced as: seconds (step_time) or a StepCost
 
 
 def _priced(dep: Deployment, spec: SpeculativeSpec, verify: BatchShape, draft_pass: DraftPass,
-            price: Callable[[Deployment, BatchShape], float | StepCost]) -> list:
+            price: Callable[[Deployment, BatchShape], _Price]) -> list[_Price]:
     """The round's steps, each priced by `price` (step_time or step_cost): [verify, pass 0, pass 1, ...]."""
     prop = proposer_deployment(dep, spec)
     steps = [price(dep, verify)]

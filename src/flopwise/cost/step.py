@@ -41,6 +41,7 @@ FLOPs per operator:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -101,7 +102,8 @@ class StepCost:
     step_overhead_s: float
 
     def _sum(self, attr: str) -> float:
-        return sum(getattr(o, attr) for o in self.ops)
+        values: Iterator[float] = (getattr(o, attr) for o in self.ops)  # `attr` names one of OpCost's floats
+        return sum(values)
 
     @property
     def flops(self) -> float:

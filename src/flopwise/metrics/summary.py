@@ -165,11 +165,11 @@ class RequestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, losslessly (for JSONL storage); `from_dict` reads it back."""
-        return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
+        return {f: getattr(self, f) for f in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        return cls(**{f: d[f] for f in cls.__slots__ if f in d})  # type: ignore[attr-defined]
+        return cls(**{f: d[f] for f in cls.__slots__ if f in d})
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +189,8 @@ class LatencyStats:
         return cls(float(a.mean()), float(p50), float(p90), float(p95), float(p99))
 
     def get(self, stat: str) -> float | None:
-        return getattr(self, stat)
+        value: float | None = getattr(self, stat)  # `stat` names one of the fields above
+        return value
 
     def to_dict(self) -> dict[str, float | None]:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99}

@@ -115,11 +115,12 @@ class BaseScheduler:
         advance by e (the rejected guesses' KV is overwritten later), so it is decoding again, and its unused
         slots stay allocated for the next round."""
         finished = []
-        draws = None
+        acceptance = draws = None
         emitted_total = 0
         if out.decode_tokens > 1 and out.num_decodes:
-            assert self.acceptance is not None
-            draws = iter(self.acceptance.draw(out.num_decodes))
+            acceptance = self.acceptance
+            assert acceptance is not None
+            draws = iter(acceptance.draw(out.num_decodes))
             emitted = 0
         for req, n in zip(out.reqs, out.num_new, strict=True):
             if draws is not None and req.is_decoding:
@@ -139,8 +140,8 @@ class BaseScheduler:
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)
         self.num_emitted = emitted_total
-        if draws is not None:
-            self.acceptance.count(out.num_decodes, emitted)
+        if acceptance is not None:  # speculating this step (draws were drawn)
+            acceptance.count(out.num_decodes, emitted)
         if finished:
             self.finish(finished, end_at)
         return finished

@@ -80,15 +80,18 @@ class BlockManager:
     _free: OrderedDict[object, _Extent] = field(init=False, default_factory=OrderedDict)
     _num_free_used: int = field(init=False, default=0)
     _refs: dict[tuple[int, int], int] = field(init=False, default_factory=dict)  # cached prefix block -> users
-    _anon: count = field(init=False, default_factory=count)
+    _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
+    _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
         if self.blocks_for is None:
             self._ceil_blocks = True
             bs = self.block_size
-            self.blocks_for = lambda n: -(-n // bs)
+            self._blocks_for = lambda n: -(-n // bs)
+        else:
+            self._blocks_for = self.blocks_for
 
     # ---- queries -------------------------------------------------------------------------------------
     @property
@@ -103,6 +106,10 @@ class BlockManager:
     def num_cached_prefix_blocks(self) -> int:
         return len(self._refs)
 
+    def blocks_held(self, num_tokens: int) -> int:
+        """Blocks a sequence of `num_tokens` tokens holds (`blocks_for`, by default ceil(n / block_size))."""
+        return self._blocks_for(num_tokens)
+
     def _prefix_region(self, req: Request) -> int:
         """Blocks of `req` whose content is shared with its prefix group."""
         if not self.enable_prefix_caching or req.prefix_id is None:
@@ -115,16 +122,18 @@ class BlockManager:
             return NO_HIT
         max_blocks = (req.num_tokens - 1) // self.block_size
         region = min(self._prefix_region(req), max_blocks)
-        keys = []
+        keys: list[tuple[int, int]] = []
         evictable = 0
         refs = self._refs
-        for i in range(region):
-            k = (req.prefix_id, i)
-            r = refs.get(k)
-            if r is None:
-                break
-            keys.append(k)
-            evictable += r == 0
+        pid = req.prefix_id
+        if pid is not None:  # else region is 0
+            for i in range(region):
+                k = (pid, i)
+                r = refs.get(k)
+                if r is None:
+                    break
+                keys.append(k)
+                evictable += r == 0
         own = 0
         own_key = ("own", req.request_id, req.num_preemptions)
         if len(keys) == region and (ext := self._free.get(own_key)) is not None:
@@ -137,7 +146,7 @@ class BlockManager:
     def blocks_needed(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> int:
         """Free blocks that granting `num_new_tokens` more tokens to `req` would take."""
         total = req.num_computed_tokens + hit.num_tokens + num_new_tokens
-        new = self.blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks - hit.num_blocks
+        new = self._blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks - hit.num_blocks
         return (new if new > 0 else 0) + hit.num_evictable
 
     # ---- check / act ---------------------------------------------------------------------------------
@@ -151,7 +160,7 @@ class BlockManager:
             self._touch(req, hit)
         before = req.num_computed_tokens + hit.num_tokens
         total = before + num_new_tokens
-        new = self.blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks
+        new = self._blocks_for(total) - len(req.prefix_blocks) - req.num_own_blocks
         if new > 0:
             self._take(new)
             region = self._prefix_region(req)
@@ -160,8 +169,9 @@ class BlockManager:
                 req.prefix_blocks.extend([None] * in_region)
             req.num_own_blocks += new - in_region
             req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
-        if req.prefix_id is not None and before < req.num_prefix_tokens and self.enable_prefix_caching:
-            self._cache_prefix(req, before, total)
+        pid = req.prefix_id
+        if pid is not None and before < req.num_prefix_tokens and self.enable_prefix_caching:
+            self._cache_prefix(req, pid, before, total)
 
     def free(self, req: Request, reusable: bool) -> None:
         """Return all of `req`'s blocks, tail first. `reusable`: a preempted request may hit its own private
@@ -197,6 +207,7 @@ class BlockManager:
         bs = self.block_size
         if len(reqs) * -(-k // bs) < free:
             return k  # cheap bound: no request can need more than ceil(k / block_size) new blocks
+        need: Callable[[int], int]
         if self._ceil_blocks:
             room = np.fromiter((r.num_slots - r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
             room -= bs - 1  # ceil((s - room) / bs) = floor((s - room + bs - 1) / bs)
@@ -218,7 +229,7 @@ class BlockManager:
         """`allocate(r, k)` for every request of `reqs` (all decoding, so past their shared prefix: new blocks
         are private and nothing is cached), taking the blocks from the free queue in one go (the same blocks
         as one request after another would). Call only after `decode_steps_that_fit` allowed k."""
-        blocks_for, bs = self.blocks_for, self.block_size
+        blocks_for, bs = self._blocks_for, self.block_size
         total = 0
         for r in reqs:
             c = r.num_computed_tokens + k
@@ -277,16 +288,16 @@ class BlockManager:
                 self._num_free_used -= n
                 n = 0
 
-    def _cache_prefix(self, req: Request, before: int, total: int) -> None:
-        """Cache the shared-prefix blocks that become full as tokens before..total are computed (private
-        blocks need no bookkeeping: `free` counts the full ones)."""
+    def _cache_prefix(self, req: Request, prefix_id: int, before: int, total: int) -> None:
+        """Cache the shared-prefix blocks of `req` (whose prefix_id is `prefix_id`) that become full as tokens
+        before..total are computed (private blocks need no bookkeeping: `free` counts the full ones)."""
         bs = self.block_size
         region = self._prefix_region(req)
         pb = req.prefix_blocks
         refs = self._refs
         for i in range(before // bs, min(total // bs, region)):
             if pb[i] is None:
-                k = (req.prefix_id, i)
+                k = (prefix_id, i)
                 if k not in refs:
                     refs[k] = 1
                     pb[i] = k

@@ -34,10 +34,14 @@ class SimConfig:
 
     def resolved(self, dep: Deployment) -> SimConfig:
         """This config with every None taken from the deployment's engine."""
+        return replace(self, scheduler=self.scheduler or dep.engine.scheduler,
+                       enable_prefix_caching=self.prefix_caching(dep), enable_chunked_prefill=self.chunked_prefill(dep))
+
+    def prefix_caching(self, dep: Deployment) -> bool:
+        """`enable_prefix_caching`, or the deployment's engine default where None (as `resolved` fills it)."""
+        return dep.engine.enable_prefix_caching if self.enable_prefix_caching is None else self.enable_prefix_caching
+
+    def chunked_prefill(self, dep: Deployment) -> bool:
+        """`enable_chunked_prefill`, or the deployment's engine default where None (as `resolved` fills it)."""
         eng = dep.engine
-        return replace(
-            self, scheduler=self.scheduler or eng.scheduler,
-            enable_prefix_caching=eng.enable_prefix_caching if self.enable_prefix_caching is None
-            else self.enable_prefix_caching,
-            enable_chunked_prefill=eng.enable_chunked_prefill if self.enable_chunked_prefill is None
-            else self.enable_chunked_prefill)
+        return eng.enable_chunked_prefill if self.enable_chunked_prefill is None else self.enable_chunked_prefill

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwise.cost.capacity import bounds
+from flopwise.cost.capacity import Bounds, bounds
 from flopwise.cost.memory import max_sequences
 from flopwise.errors import InfeasibleError
 from flopwise.metrics.summary import summarize
@@ -86,7 +86,7 @@ class MaxRate:
                 "window_summary": self.probe.summary if self.probe is not None else None}
 
 
-def capacity_bounds(dep: Deployment, workload: Workload, sla: SLA, prefix_caching: bool = True):
+def capacity_bounds(dep: Deployment, workload: Workload, sla: SLA, prefix_caching: bool = True) -> Bounds:
     """The closed-form bounds at the stream's mean lengths (and its shared-prefix share when caching)."""
     reqs = workload.requests
     mean_in = sum(r.input_tokens for r in reqs) / len(reqs)

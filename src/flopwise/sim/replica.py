@@ -69,12 +69,12 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     if config.scheduler == "sglang":  # SGLang-like policy: sglang_scheduler.py
         return make_sglang_scheduler(dep, config)
     windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
-    caching = config.enable_prefix_caching and config.scheduler == "vllm" and not windowed
+    caching = config.prefix_caching(dep) and config.scheduler == "vllm" and not windowed
     blocks_for = blocks_counter(dep) if windowed else None
     kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)
     cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
     return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,
-               enable_chunked_prefill=config.enable_chunked_prefill)
+               enable_chunked_prefill=config.chunked_prefill(dep))
 
 
 class Replica:
@@ -126,7 +126,7 @@ class Replica:
         dep, kv, config = self.dep, self.kv, self.config
         longest = max(s.input_tokens + s.output_tokens - 1 for s in specs)
         held = longest + self.sched.decode_tokens - 1  # speculative guesses hold slots beyond the last token
-        if kv.blocks_for(held) > kv.num_blocks:
+        if kv.blocks_held(held) > kv.num_blocks:
             raise WorkloadError(
                 f"a request of {held} tokens needs more KV cache than the pool holds "
                 f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
@@ -292,9 +292,9 @@ class Replica:
                                 "use --scheduler vllm or static, or drop --speculative")
         if self.shared_cpu:
             now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
-        ends = tl.step_end_at
-        self._step = len(ends)
-        ends.append(now + dt)
+        step_ends = tl.step_end_at
+        self._step = len(step_ends)
+        step_ends.append(now + dt)
         tl.add(now, dt, len(sched.running), len(sched.waiting), self.kv.usage, prompt)
         self._out = out
         self._phase, self.next_at, self.next_rank = _STEP, now + dt, STEP_END

@@ -62,7 +62,7 @@ class Request:
     num_tokens: int = 0  # prompt + output so far (kept in step with num_output_tokens by `sample`)
     # KV held: block keys of the shared-prefix region (None: a private copy), a count of private blocks, and
     # the tokens they can store (block_size each; maintained by the BlockManager).
-    prefix_blocks: list[object | None] = field(default_factory=list)
+    prefix_blocks: list[tuple[int, int] | None] = field(default_factory=list)
     num_own_blocks: int = 0
     num_slots: int = 0
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TypedDict
 
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_counter, memory_plan
@@ -71,7 +72,7 @@ from flopwise.sim.sglang_knobs import (
 )
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["SglangScheduler", "make_sglang_scheduler", "sglang_settings"]
+__all__ = ["SglangScheduler", "SglangSettings", "make_sglang_scheduler", "sglang_settings"]
 
 
 @dataclass(slots=True)
@@ -179,7 +180,8 @@ class SglangScheduler(BaseScheduler):
 
     def _budget(self, num_mixed: int) -> _PrefillBudget:
         """Free KV (free + evictable blocks, in tokens) less the running requests' expected output."""
-        clip, reserved = CLIP_MAX_NEW_TOKENS, 0
+        clip = CLIP_MAX_NEW_TOKENS
+        reserved: float = 0  # tokens (an int) until scaled by the ratio below
         for r in self.running:  # once per prefill step, over the whole batch: kept to plain arithmetic
             left = r.max_tokens - r.num_output_tokens
             reserved += left if left < clip else clip
@@ -195,7 +197,9 @@ class SglangScheduler(BaseScheduler):
                    fresh: dict[int, int]) -> None:
         """The next chunk of the request being chunk-prefilled (`PrefillAdder.add_chunked_req`)."""
         left = req.num_tokens - req.num_computed_tokens
-        n = max(1, min(left, budget.chunk))
+        chunk = budget.chunk
+        assert chunk is not None  # only chunked prefill leaves a request being chunk-prefilled
+        n = max(1, min(left, chunk))
         if not self.kv.can_allocate(req, n):
             return  # no room this step; the decodes run (and may retract) instead
         self._note_fresh(req, req.num_computed_tokens, n, fresh)
@@ -336,7 +340,7 @@ class SglangScheduler(BaseScheduler):
         returns how many."""
         kv, bs = self.kv, self.kv.block_size
         order = sorted(decoding, key=lambda r: (r.num_output_tokens, -r.num_prompt_tokens), reverse=True)
-        retracted = []
+        retracted: list[Request] = []
         while len(order) > 1 and (not retracted
                                   or kv.num_free_blocks * bs < len(order) * RETRACT_DECODE_STEPS
                                   or self._decode_blocks(order) > kv.num_free_blocks):
@@ -385,12 +389,23 @@ class SglangScheduler(BaseScheduler):
         self._anchor = None
 
 
-def sglang_settings(dep: Deployment, config: SimConfig) -> dict[str, object]:
+class SglangSettings(TypedDict):
+    """`SglangScheduler`'s keyword arguments, as `sglang_settings` resolves them."""
+
+    max_running_requests: int
+    chunked_prefill_size: int | None
+    max_prefill_tokens: int
+    schedule_policy: str
+    schedule_conservativeness: float
+    enable_mixed_chunk: bool
+
+
+def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
     """The knobs `make_sglang_scheduler` uses: `config.sglang` with SGLang's defaults for the deployment filled
     in (`chunked_prefill_size` None: chunked prefill off)."""
     config = config.resolved(dep)
     knobs = config.sglang
-    chunk = None
+    chunk: int | None = None
     if config.enable_chunked_prefill:
         chunk = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if dep.engine.family == "sglang"
                                                else sglang_chunked_prefill_size(dep.hardware))
@@ -406,6 +421,6 @@ def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler
     """An SGLang scheduler over the deployment's block pool, with SGLang's defaults for unset knobs."""
     windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     blocks_for = blocks_counter(dep) if windowed else None
-    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, config.enable_prefix_caching and not windowed,
+    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, config.prefix_caching(dep) and not windowed,
                       blocks_for)
     return SglangScheduler(kv, **sglang_settings(dep, config))

@@ -44,6 +44,7 @@ class ShapeBuilder:
         prompt = sum(n for n, _ in chunks)
         b = out.num_decodes
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
+        work: dict[Span, AttentionWork]
         if self.full_only:
             w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
             ctx = out.decode_context_sum

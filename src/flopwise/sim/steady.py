@@ -191,7 +191,8 @@ class Probe:
     def score_samples(self) -> np.ndarray:
         """Bootstrap replicates of the score (the backlog part is a point estimate: resampling would scramble
         the time order it is measured on)."""
-        return np.maximum(np.maximum(self.ratio_samples, self._backlog_part), _FLOOR)
+        samples: np.ndarray = np.maximum(np.maximum(self.ratio_samples, self._backlog_part), _FLOOR)
+        return samples
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_rate": self.rate, "sla_met": self.sla_ok, "sustained": self.ok,

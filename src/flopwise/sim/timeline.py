@@ -8,6 +8,7 @@ length, KV usage and whether it computed prompt tokens. Time in prefill = steps 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,14 +19,14 @@ __all__ = ["Timeline", "timeline_summary"]
 
 @dataclass(slots=True)
 class Timeline:
-    step_end_at: array = field(default_factory=lambda: array("d"))  # one entry per engine step
+    step_end_at: array[float] = field(default_factory=lambda: array("d"))  # one entry per engine step
     # with an API server in front (sim/frontend.py): when the client received each step's tokens; else empty
-    delivered_at: array = field(default_factory=lambda: array("d"))
-    sample_at: array = field(default_factory=lambda: array("d"))
-    sample_s: array = field(default_factory=lambda: array("d"))
-    num_running: array = field(default_factory=lambda: array("q"))
-    num_waiting: array = field(default_factory=lambda: array("q"))
-    kv_usage: array = field(default_factory=lambda: array("d"))
+    delivered_at: array[float] = field(default_factory=lambda: array("d"))
+    sample_at: array[float] = field(default_factory=lambda: array("d"))
+    sample_s: array[float] = field(default_factory=lambda: array("d"))
+    num_running: array[int] = field(default_factory=lambda: array("q"))
+    num_waiting: array[int] = field(default_factory=lambda: array("q"))
+    kv_usage: array[float] = field(default_factory=lambda: array("d"))
     prefill_s: float = 0.0
     decode_s: float = 0.0
     num_prompt_tokens: int = 0
@@ -57,7 +58,7 @@ def timeline_summary(timelines: list[Timeline], duration_s: float) -> dict[str, 
     run = np.concatenate([np.frombuffer(t.num_running, dtype=np.int64) for t in timelines]).astype(float)
     kv = np.concatenate([np.frombuffer(t.kv_usage, dtype=float) for t in timelines])
     busy = float(w.sum())
-    mean = (lambda a: float((a * w).sum() / busy)) if busy else (lambda a: 0.0)
+    mean: Callable[[np.ndarray], float] = (lambda a: float((a * w).sum() / busy)) if busy else (lambda a: 0.0)
     prefill = sum(t.prefill_s for t in timelines)
     decode = sum(t.decode_s for t in timelines)
     return {

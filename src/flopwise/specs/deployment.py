@@ -64,7 +64,7 @@ class Deployment:
     def __hash__(self) -> int:
         return self._hash
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[object, ...]:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
                 self.speculative)

@@ -29,6 +29,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +237,8 @@ def hardware_catalog() -> dict[str, HardwareSpec]:
     return {e["id"]: _build(e, _CATALOG) for e in _parse_entries(data, _CATALOG)}
 
 
-def load_hardware_file(path: str | Path, base: dict[str, HardwareSpec] | None = None) -> dict[str, HardwareSpec]:
+def load_hardware_file(path: str | PathLike[str],
+                       base: dict[str, HardwareSpec] | None = None) -> dict[str, HardwareSpec]:
     """Read a user's TOML or YAML hardware file; entries whose id exists in `base` override only the
     fields they give. Returns the merged catalog."""
     p = Path(path)
@@ -259,7 +261,7 @@ def load_hardware_file(path: str | Path, base: dict[str, HardwareSpec] | None = 
     return merged
 
 
-def get_hardware(hw_id: str, hardware_file: str | Path | None = None) -> HardwareSpec:
+def get_hardware(hw_id: str, hardware_file: str | PathLike[str] | None = None) -> HardwareSpec:
     text(hw_id, "gpu (a hardware id)", error=UnknownHardwareError)
     catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
     key = hw_id.lower()

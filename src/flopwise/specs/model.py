@@ -326,7 +326,7 @@ class ModelSpec:
     checkpoint_note: str = ""
     max_position_embeddings: int | None = None
     notes: tuple[str, ...] = ()
-    _key: tuple = field(default=(), init=False, compare=False, repr=False)
+    _key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
     _hash: int = field(default=0, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -520,7 +520,7 @@ class ModelSpec:
         total = 0
         for lay in self.layers:
             a = lay.attention
-            kept = length if a.kind not in ("sliding", "chunked") else min(length, a.window)  # type: ignore[type-var]
+            kept = length if a.kind not in ("sliding", "chunked") or a.window is None else min(length, a.window)
             total += a.cache_elements_per_token * kept
         return total
 

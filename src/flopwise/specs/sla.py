@@ -63,7 +63,7 @@ def parse_sla(text: str) -> SLA:
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
         raise WorkloadError("empty SLA; write e.g. \"p95_ttft<=300ms,p95_tpot<=50ms\", or none for no latency bound")
-    objs = []
+    objs: list[Objective] = []
     for p in parts:
         m = _RE.match(p)
         shown = p.strip() if len(p.strip()) <= 60 else p.strip()[:57] + "..."

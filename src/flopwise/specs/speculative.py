@@ -136,7 +136,7 @@ class SpeculativeSpec:
         return f"spec={self.text()}"
 
 
-def _number(key: str, v: str, cast: type) -> float:
+def _number(key: str, v: str, cast: type[int] | type[float]) -> float:
     try:
         return cast(v)
     except ValueError:

@@ -26,7 +26,7 @@ from flopwise.specs.hf.features import (
     qwen_moe,
 )
 from flopwise.specs.hf.fields import Fields
-from flopwise.specs.model import EncoderSpec, MLPSpec, ModelSpec
+from flopwise.specs.model import EncoderSpec, LayerSpec, MLPSpec, ModelSpec
 
 __all__ = ["DecoderOptions", "decoder_reader", "build_model", "DECODER_FAMILIES"]
 
@@ -56,7 +56,7 @@ class DecoderOptions:
     encoders: EncoderReader | None = None
 
 
-def build_model(f: Fields, layer_specs: tuple, *, tie_default: bool = False, **kw: Any) -> ModelSpec:
+def build_model(f: Fields, layer_specs: tuple[LayerSpec, ...], *, tie_default: bool = False, **kw: Any) -> ModelSpec:
     """A ModelSpec from a reader's layers and the model-wide fields every family shares."""
     return ModelSpec(name=f.name, family=f.family, hidden_size=f.int("hidden_size"), vocab_size=f.int("vocab_size"),
                      tie_embeddings=f.bool("tie_word_embeddings", tie_default), layers=layer_specs,

@@ -34,7 +34,7 @@ def _read(f: Fields, sparse: bool) -> ModelSpec:
                               params=q_in * ih * idim + h * idim + 2 * idim + h * ih)
     attn = AttentionSpec(kind="sparse" if sparse else "mla", num_heads=heads, num_kv_heads=heads,
                          head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla=mla, indexer=indexer)
-    notes = ()
+    notes: tuple[str, ...] = ()
     if f.int("num_nextn_predict_layers", default=0):
         notes = (f"{f.int('num_nextn_predict_layers')} multi-token-prediction layer(s) in the checkpoint are not "
                  "counted (use them as a speculative `mtp` proposer)",)

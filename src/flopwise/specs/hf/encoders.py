@@ -114,7 +114,8 @@ def _conformer(a: dict[str, Any]) -> int:
     ffn = 2 * d + 2 * 4 * d * d  # pre/post norms, up 4x and down
     attn = 2 * d + 3 * d * d + d * d + d * d + d // heads  # norms, q/k/v, relative positions, post, per-dim scale
     lconv = 2 * d + 2 * d * d + d * k + d * d  # norms, linear_start (2x, GLU), depthwise, linear_end
-    return sub + L * (2 * ffn + attn + lconv + d)
+    params: int = sub + L * (2 * ffn + attn + lconv + d)  # the raw config's integers (read unvalidated)
+    return params
 
 
 def gemma3n_encoders(raw: dict[str, Any], f: Fields) -> tuple[EncoderSpec, ...]:

@@ -12,6 +12,7 @@ count to infinity), flags are booleans, lists are lists.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
@@ -96,7 +97,7 @@ class Fields:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or int(v) != v:
             raise ModelConfigError(f"{self.name}: config.json field '{self._keys(key)[0]}' must be {what}, got {v!r}")
         n = int(v)
-        if lo is not None and not lo <= n <= hi:
+        if lo is not None and hi is not None and not lo <= n <= hi:
             raise ModelConfigError(f"{self.name}: config.json field '{self._keys(key)[0]}' must be {what}, got {n:,}")
         return n
 
@@ -108,7 +109,7 @@ class Fields:
             raise self._missing(key)
         return self._as_int(key, v)
 
-    def optional_int(self, key: str) -> int | None:
+    def optional_int(self, key: str) -> builtins.int | None:
         """An integer field that may be absent or null (a sliding window, a context length, a LoRA rank)."""
         v = self.get(key)
         return None if v is None else self._as_int(key, v)
@@ -121,7 +122,7 @@ class Fields:
             raise ModelConfigError(f"{self.name}: config.json field '{self._keys(key)[0]}' must be a list, got {v!r}")
         return v
 
-    def int_list(self, key: str) -> list[int] | None:
+    def int_list(self, key: str) -> list[builtins.int] | None:
         """A list of integers (layer indices, per-layer flags), or None where absent."""
         v = self._list(key)
         return None if v is None else [self._as_int(key, x) for x in v]
@@ -132,7 +133,8 @@ class Fields:
             raise ModelConfigError(f"{self.name}: config.json field '{self._keys(key)[0]}' must be a list of strings")
         return v
 
-    def per_layer(self, key: str, num_layers: int, default: int | None = None) -> tuple[int, ...]:
+    def per_layer(self, key: str, num_layers: builtins.int,
+                  default: builtins.int | None = None) -> tuple[builtins.int, ...]:
         """A field that is one integer for every layer or a list with one per layer (Hunyuan's `moe_topk`,
         Gemma 3n's `intermediate_size`)."""
         v = self.get(key)
