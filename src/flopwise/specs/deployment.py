@@ -35,10 +35,11 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     replicas: int = 1
-    gpu_memory_utilization: float = 0.9
-    block_size: int = 16
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    # engine knobs: no defaults here; `make_deployment` fills them from the engine profile (their one home)
+    gpu_memory_utilization: float
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
     speculative: SpeculativeSpec | None = None
     _hash: int = field(default=0, compare=False, repr=False)
 

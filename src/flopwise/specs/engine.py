@@ -162,11 +162,11 @@ class BatchDefault:
 
     __pydantic_config__ = TABLE_CONFIG
 
+    max_num_seqs: int  # every rule states both knobs (no fallback value outside the catalog)
+    max_num_batched_tokens: int
     min_memory_gib: float = 0.0
     exclude: tuple[str, ...] = ()
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
     async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
