@@ -331,8 +331,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                      engine_file=engine_file, family=family, hardware_file=hardware_file)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
-                       sglang=SglangKnobs(chunked_prefill_size, max_prefill_tokens, max_running_requests,
-                                          schedule_policy, schedule_conservativeness, enable_mixed_chunk), seed=seed)
+                       sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
+                                          max_prefill_tokens=max_prefill_tokens,
+                                          max_running_requests=max_running_requests, schedule_policy=schedule_policy,
+                                          schedule_conservativeness=schedule_conservativeness,
+                                          enable_mixed_chunk=enable_mixed_chunk), seed=seed)
 
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
         return build_workload(num_requests=n, workload=workload, input_len=input_len,

@@ -57,7 +57,7 @@ __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "ho
 MOE_KERNELS = 6
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpCost:
     """One operator summed over the layers it appears in (`count`), per GPU."""
 
@@ -231,9 +231,11 @@ class _Acc:
         self.total += count * t
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
-            self.ops.append(OpCost(name, count, count * flops, count * weight_b, count * kv_b, count * act_b, 0.0,
-                                   count * flops / peak, count * nbytes / r.bw,
-                                   count * compute_s, count * memory_s, 0.0, count * overhead_s, count * t))
+            self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
+                                   kv_bytes=count * kv_b, act_bytes=count * act_b, comm_bytes=0.0,
+                                   peak_compute_s=count * flops / peak, peak_memory_s=count * nbytes / r.bw,
+                                   compute_s=count * compute_s, memory_s=count * memory_s, comm_s=0.0,
+                                   overhead_s=count * overhead_s, time_s=count * t))
 
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
         """A collective (one kernel each, counted for eager launches)."""
@@ -241,8 +243,9 @@ class _Acc:
         if seconds > 0:
             self.kernels += count
         if self.detail and seconds > 0:
-            self.ops.append(OpCost(name, count, 0.0, 0.0, 0.0, 0.0, count * sent, 0.0, 0.0, 0.0, 0.0,
-                                   count * seconds, 0.0, count * seconds))
+            self.ops.append(OpCost(name=name, count=count, flops=0.0, weight_bytes=0.0, kv_bytes=0.0, act_bytes=0.0,
+                                   comm_bytes=count * sent, peak_compute_s=0.0, peak_memory_s=0.0, compute_s=0.0,
+                                   memory_s=0.0, comm_s=count * seconds, overhead_s=0.0, time_s=count * seconds))
 
 
 def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:

@@ -43,7 +43,7 @@ from flopwise.sim.request import Request
 __all__ = ["CacheHit", "NO_HIT", "BlockManager"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CacheHit:
     """A prefix-cache lookup: `num_tokens` computed tokens found (whole blocks), which blocks they are, and how
     many of them currently sit in the free queue (taking them there costs free blocks)."""
@@ -141,7 +141,8 @@ class BlockManager:
             evictable += own
         if not keys and not own:
             return NO_HIT
-        return CacheHit((len(keys) + own) * self.block_size, tuple(keys), own, own_key, evictable)
+        return CacheHit(num_tokens=(len(keys) + own) * self.block_size, prefix_keys=tuple(keys), num_own=own,
+                        own_key=own_key, num_evictable=evictable)
 
     def blocks_needed(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> int:
         """Free blocks that granting `num_new_tokens` more tokens to `req` would take."""

@@ -41,7 +41,7 @@ LPM_MAX_QUEUE = 128
 IN_BATCH_PREFIX_TOKENS = 32
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SglangKnobs:
     """SGLang server flags read by `--scheduler sglang` (ignored by the others). None: SGLang's default for
     the deployment (see the module docstring). Chunked prefill and the radix cache are switched by

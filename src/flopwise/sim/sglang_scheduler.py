@@ -263,7 +263,8 @@ class SglangScheduler(BaseScheduler):
         if limit is None or len(hit.prefix_keys) <= limit:
             return hit
         bs = self.kv.block_size
-        return CacheHit(limit * bs, hit.prefix_keys[:limit], 0, None, min(hit.num_evictable, limit))
+        return CacheHit(num_tokens=limit * bs, prefix_keys=hit.prefix_keys[:limit], num_own=0, own_key=None,
+                        num_evictable=min(hit.num_evictable, limit))
 
     def _note_fresh(self, req: Request, before: int, n: int, fresh: dict[int, int]) -> None:
         """Record the group's cached-block boundary if computing tokens before..before+n caches new blocks."""

@@ -46,7 +46,7 @@ __all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "weight_f
            "default16", "default_weights"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WeightFormat:
     name: str
     bits_per_weight: float
@@ -69,7 +69,7 @@ class WeightFormat:
         return 2.0 if self.experts_only else self.bits_per_weight / 8.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KVFormat:
     name: str
     bytes_per_element: float
@@ -82,40 +82,62 @@ _GGUF_NOTE = ("GGUF block quantization (llama.cpp); dequantized and multiplied i
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f
     for f in (
-        WeightFormat("fp32", 32, "fp32", 4, False, "full precision"),
-        WeightFormat("bf16", 16, "bf16", 2, False, "bfloat16"),
-        WeightFormat("fp16", 16, "fp16", 2, False, "float16"),
-        WeightFormat("fp8", 8, "fp8", 2, False, "FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
-        WeightFormat("fp8-block", 8 + 32 / 16384, "fp8", 2, False,
-                     "FP8 e4m3 weights and activations, one fp32 scale per 128x128 block (DeepSeek-V3 checkpoints)"),
-        WeightFormat("int8", 8, "fp16", 2, False, "int8 weight-only, per-channel scales (W8A16)", 0.85, 0.75),
-        WeightFormat("int8-w8a8", 8, "int8", 2, False, "int8 weights and activations (SmoothQuant W8A8)"),
-        WeightFormat("int4-awq", 4 + 20 / 128, "fp16", 2, False, "AWQ int4 weight-only, group 128 (W4A16)", 0.8, 0.55),
-        WeightFormat("int4-gptq", 4 + 20 / 128, "fp16", 2, False, "GPTQ int4 weight-only, group 128 (W4A16)", 0.8,
-                     0.55),
-        WeightFormat("w4a8", 4 + 20 / 128, "int8", 2, False, "int4 weights, int8 activations (QServe W4A8)", 0.85, 0.8),
-        WeightFormat("nvfp4", 4.5, "fp4", 2, False, "NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
-        WeightFormat("mxfp4", 4.25, "fp4", 2, False, "MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
-        WeightFormat("mxfp4-moe", 4.25, "fp4", 2, False,
-                     "MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
-        WeightFormat("nf4", 4.5, "fp16", 2, False, "bitsandbytes NF4, fp32 absmax per 64 (W4A16)", 0.5, 0.5),
-        WeightFormat("nf4-dq", 4 + 8 / 64 + 32 / 16384, "fp16", 2, False,
-                     "bitsandbytes NF4 with double-quantized absmax (QLoRA)", 0.5, 0.5),
-        WeightFormat("q8_0", 8.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
-        WeightFormat("q4_0", 4.5, "fp16", 2, True, _GGUF_NOTE, 0.7, 0.85),
-        WeightFormat("q4_k_m", 4.85, "fp16", 2, True, _GGUF_NOTE, 0.6, 0.85),
+        WeightFormat(name="fp32", bits_per_weight=32, compute="fp32", activation_bytes=4, quantizes_embeddings=False,
+                     description="full precision"),
+        WeightFormat(name="bf16", bits_per_weight=16, compute="bf16", activation_bytes=2, quantizes_embeddings=False,
+                     description="bfloat16"),
+        WeightFormat(name="fp16", bits_per_weight=16, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
+                     description="float16"),
+        WeightFormat(name="fp8", bits_per_weight=8, compute="fp8", activation_bytes=2, quantizes_embeddings=False,
+                     description="FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
+        WeightFormat(name="fp8-block", bits_per_weight=8 + 32 / 16384, compute="fp8", activation_bytes=2,
+                     quantizes_embeddings=False, description="FP8 e4m3 weights and activations, one fp32 scale per "
+                                                             "128x128 block (DeepSeek-V3 checkpoints)"),
+        WeightFormat(name="int8", bits_per_weight=8, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
+                     description="int8 weight-only, per-channel scales (W8A16)", gemm_efficiency=0.85,
+                     weight_read_efficiency=0.75),
+        WeightFormat(name="int8-w8a8", bits_per_weight=8, compute="int8", activation_bytes=2,
+                     quantizes_embeddings=False, description="int8 weights and activations (SmoothQuant W8A8)"),
+        WeightFormat(name="int4-awq", bits_per_weight=4 + 20 / 128, compute="fp16", activation_bytes=2,
+                     quantizes_embeddings=False, description="AWQ int4 weight-only, group 128 (W4A16)",
+                     gemm_efficiency=0.8, weight_read_efficiency=0.55),
+        WeightFormat(name="int4-gptq", bits_per_weight=4 + 20 / 128, compute="fp16", activation_bytes=2,
+                     quantizes_embeddings=False, description="GPTQ int4 weight-only, group 128 (W4A16)",
+                     gemm_efficiency=0.8, weight_read_efficiency=0.55),
+        WeightFormat(name="w4a8", bits_per_weight=4 + 20 / 128, compute="int8", activation_bytes=2,
+                     quantizes_embeddings=False, description="int4 weights, int8 activations (QServe W4A8)",
+                     gemm_efficiency=0.85, weight_read_efficiency=0.8),
+        WeightFormat(name="nvfp4", bits_per_weight=4.5, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
+                     description="NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
+        WeightFormat(name="mxfp4", bits_per_weight=4.25, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
+                     description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
+        WeightFormat(name="mxfp4-moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
+                     quantizes_embeddings=False,
+                     description="MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
+        WeightFormat(name="nf4", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
+                     description="bitsandbytes NF4, fp32 absmax per 64 (W4A16)", gemm_efficiency=0.5,
+                     weight_read_efficiency=0.5),
+        WeightFormat(name="nf4-dq", bits_per_weight=4 + 8 / 64 + 32 / 16384, compute="fp16", activation_bytes=2,
+                     quantizes_embeddings=False, description="bitsandbytes NF4 with double-quantized absmax (QLoRA)",
+                     gemm_efficiency=0.5, weight_read_efficiency=0.5),
+        WeightFormat(name="q8_0", bits_per_weight=8.5, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
+                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85),
+        WeightFormat(name="q4_0", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
+                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85),
+        WeightFormat(name="q4_k_m", bits_per_weight=4.85, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
+                     description=_GGUF_NOTE, gemm_efficiency=0.6, weight_read_efficiency=0.85),
     )
 }
 
 KV_FORMATS: dict[str, KVFormat] = {
     f.name: f
     for f in (
-        KVFormat("fp32", 4, "float32"),
-        KVFormat("bf16", 2, "bfloat16"),
-        KVFormat("fp16", 2, "float16"),
-        KVFormat("fp8", 1, "FP8 e4m3/e5m2, per-tensor scale"),
-        KVFormat("int8", 1, "int8, per-head scale"),
-        KVFormat("int4", 0.5 + 2 / 64, "int4, one fp16 scale per 64 values"),
+        KVFormat(name="fp32", bytes_per_element=4, description="float32"),
+        KVFormat(name="bf16", bytes_per_element=2, description="bfloat16"),
+        KVFormat(name="fp16", bytes_per_element=2, description="float16"),
+        KVFormat(name="fp8", bytes_per_element=1, description="FP8 e4m3/e5m2, per-tensor scale"),
+        KVFormat(name="int8", bytes_per_element=1, description="int8, per-head scale"),
+        KVFormat(name="int4", bytes_per_element=0.5 + 2 / 64, description="int4, one fp16 scale per 64 values"),
     )
 }
 
