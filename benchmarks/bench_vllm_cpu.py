@@ -52,7 +52,7 @@ def main() -> None:
         rows = []
         for r in a.rates.split(","):
             rate = float(r)
-            cfg = BenchConfig(url=url, model="tiny-llama", load=Load("poisson", rate=rate), num_requests=40,
+            cfg = BenchConfig(url=url, model="tiny-llama", load=Load(kind="poisson", rate=rate), num_requests=40,
                               num_warmup=4, prompts=PromptConfig(input_len=128, output_len=64), timeout_s=120)
             rep = run_bench(cfg, tmp / f"rate-{r}")
             cmp = predict_run(rep, model=str(model_dir / "config.json"), gpu="cpu-2core-zen5",

@@ -85,7 +85,7 @@ def test_per_request_columns(tmp_path):
 
 def test_runs_write_csv_and_vllm_json_and_bench_report_reads_vllm_json(tmp_path):
     with mock_server_thread(MockConfig(ttft_ms=5.0, itl_ms=1.0)) as url:
-        cfg = BenchConfig(url=url, model="mock", load=Load("poisson", rate=200.0, rescale=True), num_requests=6,
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="poisson", rate=200.0, rescale=True), num_requests=6,
                           prompts=PromptConfig(input_len=8, output_len=4), timeout_s=5.0, scrape_metrics=False,
                           sla="p99_ttft<=10s")
         rep = run_bench(cfg, tmp_path / "run")
@@ -193,7 +193,7 @@ def test_damaged_run_json_is_one_clear_error(tmp_path, damage):
 
 def test_damaged_records_are_skipped_and_counted(tmp_path):
     with mock_server_thread(MockConfig(ttft_ms=5.0, itl_ms=1.0)) as url:
-        cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=2), num_requests=3,
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=2), num_requests=3,
                           prompts=PromptConfig(input_len=8, output_len=4), timeout_s=5.0, scrape_metrics=False)
         run_bench(cfg, tmp_path / "run")
     with open(tmp_path / "run" / "requests.jsonl", "a") as f:
@@ -205,7 +205,7 @@ def test_damaged_records_are_skipped_and_counted(tmp_path):
 
 def test_predict_uses_the_calibration_replay(tmp_path):
     with mock_server_thread(MockConfig(ttft_ms=5.0, itl_ms=1.0)) as url:
-        cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=2), num_requests=4,
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=2), num_requests=4,
                           prompts=PromptConfig(input_len=32, output_len=8), timeout_s=5.0, scrape_metrics=False)
         rep = run_bench(cfg, tmp_path / "run")
     from flopwise.calibrate.predict import predict_run

@@ -118,7 +118,7 @@ def test_scheduler_sends_the_nth_rescaled_request_at_n_over_rate():
     async def send(slot):
         sent.append(slot.scheduled_at)
 
-    phase = asyncio.run(run_load(Load("poisson", rate=400.0, rescale=True), range(40), send, block=40,
+    phase = asyncio.run(run_load(Load(kind="poisson", rate=400.0, rescale=True), range(40), send, block=40,
                                  clock=__import__("time").perf_counter))
     assert len(sent) == 40
     assert sent[-1] - phase.started_at == pytest.approx(40 / 400.0, rel=1e-9)
@@ -134,20 +134,21 @@ def mock_url():
 
 
 def _cfg(url, **kw):
-    base = dict(url=url, model="mock", load=Load("concurrency", concurrency=2), num_requests=6,
+    base = dict(url=url, model="mock", load=Load(kind="concurrency", concurrency=2), num_requests=6,
                 prompts=PromptConfig(input_len=16, output_len=8), timeout_s=5.0, scrape_metrics=False)
     base.update(kw)
     return BenchConfig(**base)
 
 
 def test_delivered_rate_equals_the_asked_rate_when_rescaled(mock_url, tmp_path):
-    rep = run_bench(_cfg(mock_url, load=Load("poisson", rate=100.0, rescale=True), num_requests=12), tmp_path / "a")
+    rep = run_bench(_cfg(mock_url, load=Load(kind="poisson", rate=100.0, rescale=True), num_requests=12),
+                    tmp_path / "a")
     s = rep.summary
     assert s["num_completed"] == 12 and s["asked_request_rate"] == 100.0
     assert s["delivered_request_rate"] == pytest.approx(100.0, rel=1e-9)
     assert not any("delivered" in w for w in rep.warnings)
     # without rescaling the delivered rate is what the drawn gaps gave, and the summary says so
-    rep = run_bench(_cfg(mock_url, load=Load("poisson", rate=100.0), num_requests=12), tmp_path / "b")
+    rep = run_bench(_cfg(mock_url, load=Load(kind="poisson", rate=100.0), num_requests=12), tmp_path / "b")
     got = rep.summary["delivered_request_rate"]
     assert got is not None and got != pytest.approx(100.0, rel=0.02)
     assert any("delivered" in w and "--rescale-arrivals" in w for w in rep.warnings)

@@ -59,7 +59,7 @@ def test_each_fault_mode_is_counted_exactly(server, tmp_path, mode):
     start = log_len(log)
     prompts = ["good one", f"bad [[mock:{mode}]]", "good two", "good three", f"bad again [[mock:{mode}]]",
                "good four", "good five"]
-    cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=3), num_requests=len(prompts),
+    cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=3), num_requests=len(prompts),
                       prompts=PromptConfig(output_len=6, dataset=prompts_file(tmp_path, prompts)), timeout_s=1.0)
     rep = run_bench(cfg, tmp_path / "run")
     s = rep.summary
@@ -91,7 +91,7 @@ def test_close_after_each_response_needs_no_phantom_failures(server, tmp_path):
     url, log = server
     start = log_len(log)
     prompts = [f"p{i} [[mock:close_after]]" for i in range(20)]
-    cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=2), num_requests=20,
+    cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=2), num_requests=20,
                       prompts=PromptConfig(output_len=4, dataset=prompts_file(tmp_path, prompts, 4)), timeout_s=5.0,
                       scrape_metrics=False)
     s = run_bench(cfg, tmp_path / "run").summary
@@ -123,7 +123,7 @@ def test_server_restart_mid_run(tmp_path):
     th = threading.Thread(target=restart)
     th.start()
     try:
-        cfg = BenchConfig(url=url, model="mock", load=Load("constant", rate=20.0), num_requests=60,
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="constant", rate=20.0), num_requests=60,
                           prompts=PromptConfig(input_len=8, output_len=10, server_tokenizer=False), timeout_s=5.0,
                           scrape_metrics=False)
         rep = run_bench(cfg, tmp_path / "run")
@@ -240,7 +240,7 @@ def test_client_monitor_measures_loop_lag():
 def test_ignore_eos_dropped_when_the_server_rejects_it(tmp_path):
     """A server that refuses unknown fields gets the request again without ignore_eos / min_tokens."""
     with mock_server_thread(MockConfig(ttft_ms=5.0, itl_ms=1.0, reject_extensions=True)) as url:
-        cfg = BenchConfig(url=url, model="mock", load=Load("concurrency", concurrency=1), num_requests=3,
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=1), num_requests=3,
                           prompts=PromptConfig(input_len=4, output_len=4), timeout_s=5.0, scrape_metrics=False)
         rep = run_bench(cfg, tmp_path / "run")
     assert rep.summary["num_completed"] == 3 and rep.summary["errors_by_kind"] == {}

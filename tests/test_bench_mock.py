@@ -26,7 +26,7 @@ def mock_url():
 
 
 def cfg(url, **kw):
-    base = dict(url=url, model="mock", load=Load("concurrency", concurrency=4), num_requests=8,
+    base = dict(url=url, model="mock", load=Load(kind="concurrency", concurrency=4), num_requests=8,
                 prompts=PromptConfig(input_len=16, output_len=8), timeout_s=5.0)
     base.update(kw)
     return BenchConfig(**base)
@@ -56,13 +56,14 @@ def test_completions_run_metrics(mock_url, tmp_path):
 
 
 def test_chat_endpoint_and_open_loop(mock_url, tmp_path):
-    rep = run_bench(cfg(mock_url, endpoint="chat", load=Load("poisson", rate=200.0)), tmp_path / "run")
+    rep = run_bench(cfg(mock_url, endpoint="chat", load=Load(kind="poisson", rate=200.0)), tmp_path / "run")
     assert rep.summary["num_completed"] == 8
     assert rep.summary["send_lag_ms"]["mean"] is not None
 
 
 def test_duration_limit(mock_url, tmp_path):
-    rep = run_bench(cfg(mock_url, num_requests=None, duration_s=0.3, load=Load("constant", rate=20.0)), tmp_path / "r")
+    rep = run_bench(cfg(mock_url, num_requests=None, duration_s=0.3, load=Load(kind="constant", rate=20.0)),
+                    tmp_path / "r")
     assert 3 <= rep.summary["num_requests"] <= 7  # sends at 0, 0.05, ... < 0.3 s
 
 
@@ -70,7 +71,7 @@ def test_multi_token_chunks():
     with mock_server_thread(MockConfig(ttft_ms=20.0, itl_ms=5.0, tokens_per_chunk=3)) as url:
         import tempfile
         with tempfile.TemporaryDirectory() as d:
-            s = run_bench(cfg(url, load=Load("concurrency", concurrency=1), num_requests=2,
+            s = run_bench(cfg(url, load=Load(kind="concurrency", concurrency=1), num_requests=2,
                               prompts=PromptConfig(input_len=8, output_len=7)), d).summary
     # 7 tokens arrive as chunks of 1, 3, 3: chunk gaps ~15 ms, per-token gaps ~5 ms, TPOT ~5 ms.
     assert s["num_completed"] == 2
@@ -85,7 +86,7 @@ def test_multi_token_chunks():
 ])
 def test_error_kinds(mock_url, tmp_path, fault, kind):
     prompts = ["ok one", f"bad [[mock:{fault}]]", "ok two"]
-    c = cfg(mock_url, load=Load("concurrency", concurrency=3), num_requests=3, timeout_s=0.5,
+    c = cfg(mock_url, load=Load(kind="concurrency", concurrency=3), num_requests=3, timeout_s=0.5,
             prompts=PromptConfig(output_len=6, dataset=jsonl_prompts(tmp_path, prompts)))
     s = run_bench(c, tmp_path / "run").summary
     assert s["num_requests"] == 3 and s["num_completed"] == 2 and s["num_failed"] == 1
@@ -207,7 +208,7 @@ def test_cli_single_run_console_and_served_model(mock_url, tmp_path):
 
 def test_sweep_finds_max_rate(mock_url, tmp_path):
     from flopwise.bench.sweep import find_max_rate
-    res = find_max_rate(cfg(mock_url, load=Load("poisson", rate=1.0), num_requests=6,
+    res = find_max_rate(cfg(mock_url, load=Load(kind="poisson", rate=1.0), num_requests=6,
                             sla="p99_e2e<=10s"), tmp_path / "s", steps=2)
     assert len(res.levels) == 3 and res.levels[0].config.load.label == "rate-inf"
     assert res.max_rate_meeting_sla is not None and res.max_rate_meeting_sla > 0

@@ -31,22 +31,22 @@ def test_arrival_gaps():
     def take(load, n):
         return list(__import__("itertools").islice(arrival_gaps(load, seed=1), n))
 
-    assert take(Load("constant", rate=4.0), 4) == [0.0, 0.25, 0.25, 0.25]
-    assert take(Load("poisson", rate=math.inf), 3) == [0.0, 0.0, 0.0]
-    g = np.array(take(Load("poisson", rate=10.0), 20001)[1:])
+    assert take(Load(kind="constant", rate=4.0), 4) == [0.0, 0.25, 0.25, 0.25]
+    assert take(Load(kind="poisson", rate=math.inf), 3) == [0.0, 0.0, 0.0]
+    g = np.array(take(Load(kind="poisson", rate=10.0), 20001)[1:])
     assert abs(g.mean() - 0.1) < 0.005 and abs(g.std() / g.mean() - 1.0) < 0.05
-    g = np.array(take(Load("gamma", rate=10.0, burstiness=0.25), 20001)[1:])
+    g = np.array(take(Load(kind="gamma", rate=10.0, burstiness=0.25), 20001)[1:])
     assert abs(g.mean() - 0.1) < 0.01 and abs(g.std() / g.mean() - 2.0) < 0.15  # cv = 1 / sqrt(shape)
-    assert take(Load("poisson", rate=3.0), 5) == take(Load("poisson", rate=3.0), 5)  # seeded
+    assert take(Load(kind="poisson", rate=3.0), 5) == take(Load(kind="poisson", rate=3.0), 5)  # seeded
 
 
 def test_load_validation():
     with pytest.raises(WorkloadError):
-        Load("poisson", rate=0)
+        Load(kind="poisson", rate=0)
     with pytest.raises(WorkloadError):
-        Load("concurrency", concurrency=0)
-    assert Load("concurrency", concurrency=8).label == "concurrency-8"
-    assert Load("poisson", rate=math.inf).label == "rate-inf"
+        Load(kind="concurrency", concurrency=0)
+    assert Load(kind="concurrency", concurrency=8).label == "concurrency-8"
+    assert Load(kind="poisson", rate=math.inf).label == "rate-inf"
 
 
 def test_random_prompts_are_deterministic_distinct_and_sized():

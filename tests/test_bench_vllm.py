@@ -65,7 +65,7 @@ def vllm_url(tmp_path_factory):
 
 def test_closed_loop_against_vllm(vllm_url, tmp_path):
     url, _ = vllm_url
-    cfg = BenchConfig(url=url, model="tiny-llama", load=Load("concurrency", concurrency=4), num_requests=12,
+    cfg = BenchConfig(url=url, model="tiny-llama", load=Load(kind="concurrency", concurrency=4), num_requests=12,
                       num_warmup=2, prompts=PromptConfig(input_len=64, output_len=32), timeout_s=120,
                       scrape_interval_s=0.5, sla="p99_ttft<=60s")
     rep = run_bench(cfg, tmp_path / "run")
@@ -90,7 +90,7 @@ def test_closed_loop_against_vllm(vllm_url, tmp_path):
 def test_chat_open_loop_with_tokenizer(vllm_url, tmp_path):
     url, model_dir = vllm_url
     pytest.importorskip("tokenizers")
-    cfg = BenchConfig(url=url, model="tiny-llama", endpoint="chat", load=Load("poisson", rate=8.0), num_requests=6,
+    cfg = BenchConfig(url=url, model="tiny-llama", endpoint="chat", load=Load(kind="poisson", rate=8.0), num_requests=6,
                       prompts=PromptConfig(input_len=48, output_len=16, tokenizer=str(model_dir)), timeout_s=120)
     s = run_bench(cfg, tmp_path / "run").summary
     assert s["num_completed"] == 6 and s["output_tokens_source"] == {"usage": 6}
@@ -98,7 +98,7 @@ def test_chat_open_loop_with_tokenizer(vllm_url, tmp_path):
 
 def test_chat_open_loop(vllm_url, tmp_path):
     url, _ = vllm_url
-    cfg = BenchConfig(url=url, model="tiny-llama", endpoint="chat", load=Load("poisson", rate=8.0), num_requests=6,
+    cfg = BenchConfig(url=url, model="tiny-llama", endpoint="chat", load=Load(kind="poisson", rate=8.0), num_requests=6,
                       prompts=PromptConfig(input_len=48, output_len=16), timeout_s=120)
     s = run_bench(cfg, tmp_path / "run").summary
     assert s["num_completed"] == 6 and s["output_tokens_source"] == {"usage": 6}

@@ -28,7 +28,7 @@ ASK = [*TRUE, "step_overhead_s"]  # its true value is the start value; with thes
 def _write_run(root, dep, concurrency, input_len, n=8, output_len=16):
     wl = Workload(tuple(RequestSpec(0.0, input_len, output_len) for _ in range(n)), concurrency=concurrency)
     res = simulate(dep, wl)
-    cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load("concurrency", concurrency=concurrency),
+    cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load(kind="concurrency", concurrency=concurrency),
                       num_requests=n, prompts=PromptConfig(input_len=input_len, output_len=output_len))
     store = RunStore(root, cfg.to_dict())
     for rec in res.records:
@@ -139,7 +139,7 @@ def test_bench_runs_recover_engine_cpu_costs(tmp_path):
     for i, (c, ilen, n) in enumerate(((1, 32, 4), (32, 32, 64))):
         wl = Workload(tuple(RequestSpec(0.0, ilen, 16) for _ in range(n)), concurrency=c)
         res = simulate(true_dep, wl, replay_config())
-        cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load("concurrency", concurrency=c),
+        cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load(kind="concurrency", concurrency=c),
                           num_requests=n, prompts=PromptConfig(input_len=ilen, output_len=16))
         store = RunStore(tmp_path / f"{i:02d}", cfg.to_dict())
         for rec in res.records:

@@ -648,8 +648,10 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
                           duration_s=duration, num_warmup=warmup, sla=sla, timeout_s=timeout, ignore_eos=ignore_eos,
                           scrape_metrics=scrape, seed=seed, headers=extra_headers, extra_body=body,
                           verify_tls=not insecure, ca_bundle=str(ca_bundle) if ca_bundle else None,
-                          prompts=PromptConfig(input_len, output_len, range_ratio, str(dataset) if dataset else None,
-                                               shared_prefix_len, num_prefixes, tokenizer, server_tokenizer))
+                          prompts=PromptConfig(input_len=input_len, output_len=output_len, range_ratio=range_ratio,
+                                               dataset=str(dataset) if dataset else None,
+                                               shared_prefix_len=shared_prefix_len, num_prefixes=num_prefixes,
+                                               tokenizer=tokenizer, server_tokenizer=server_tokenizer))
         if sweep:
             res = find_max_rate(cfg, out_dir, steps=sweep_steps, api_key=api_key, on_level=on_level,
                                 progress=progress)

@@ -33,7 +33,7 @@ __all__ = ["Load", "ArrivalKind", "arrival_gaps"]
 ArrivalKind = Literal["poisson", "gamma", "constant", "concurrency"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Load:
     """One load level. `max_concurrency` caps in-flight requests of an open loop (None: no cap);
     `ramp_up_s` staggers the start of a closed loop's workers."""

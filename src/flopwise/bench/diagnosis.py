@@ -36,7 +36,7 @@ KV_FULL = 0.95
 SEND_LAG_MS = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     kind: str
     share: float | None
@@ -71,21 +71,21 @@ def diagnose(summary: dict[str, Any], server: ServerView | None = None) -> Diagn
     n_fail = summary.get("num_failed", 0)
     if n_fail:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("errors_by_kind", {}).items()) if k != "cancelled")
-        findings.append(Finding("errors", n_fail / max(summary["num_requests"], 1),
-                                f"{n_fail} of {summary['num_requests']} requests failed ({kinds})",
-                                "check the server log; failed requests count against goodput and attainment"))
+        findings.append(Finding(kind="errors", share=n_fail / max(summary["num_requests"], 1),
+                                evidence=f"{n_fail} of {summary['num_requests']} requests failed ({kinds})",
+                                advice="check the server log; failed requests count against goodput and attainment"))
     client = summary.get("client") or {}
     if client.get("saturated"):
-        findings.append(Finding("client_bound", None,
-                                f"the client used {100 * client.get('cpu_util', 0):.0f}% of a core and its event loop "
-                                f"woke {client.get('loop_lag_ms_p99', 0):.1f} ms late at p99 (max "
+        findings.append(Finding(kind="client_bound", share=None,
+                                evidence=f"the client used {100 * client.get('cpu_util', 0):.0f}% of a core and its "
+                                f"event loop woke {client.get('loop_lag_ms_p99', 0):.1f} ms late at p99 (max "
                                 f"{client.get('loop_lag_ms_max', 0):.0f} ms)",
-                                "the client, not the server, limits this run: TTFT and ITL include client delay; "
-                                "run the client on another machine, lower the concurrency, or split the load"))
+                                advice="the client, not the server, limits this run: TTFT and ITL include client "
+                                "delay; run the client on another machine, lower the concurrency, or split the load"))
     lag = (summary.get("send_lag_ms") or {}).get("p99")
     if lag is not None and lag > SEND_LAG_MS:
-        findings.append(Finding("client_lag", None, f"p99 send lag {lag:.1f} ms behind schedule",
-                                "the client could not keep up: TTFT includes this lag; run the client on "
+        findings.append(Finding(kind="client_lag", share=None, evidence=f"p99 send lag {lag:.1f} ms behind schedule",
+                                advice="the client could not keep up: TTFT includes this lag; run the client on "
                                 "another machine or lower the load per client"))
 
     use_server = server is not None and None not in (server.queue_ms_mean, server.prefill_ms_mean,
@@ -98,17 +98,18 @@ def diagnose(summary: dict[str, Any], server: ServerView | None = None) -> Diagn
         shares = {"queue": q / e2e, "prefill": p / e2e, "decode": d / e2e}
         kv_full = server.kv_usage_max is not None and server.kv_usage_max >= KV_FULL
         if (server.preemptions or 0) > 0 or kv_full:
-            ranked.append(Finding("kv_bound", None,
-                                  f"{server.preemptions or 0:g} preemptions, KV cache max "
+            ranked.append(Finding(kind="kv_bound", share=None,
+                                  evidence=f"{server.preemptions or 0:g} preemptions, KV cache max "
                                   f"{100 * (server.kv_usage_max or 0):.0f}% full",
-                                  "KV-cache quantization (fp8), more tensor parallelism, a smaller max model length, "
-                                  "or fewer concurrent sequences"))
+                                  advice="KV-cache quantization (fp8), more tensor parallelism, a smaller max model "
+                                  "length, or fewer concurrent sequences"))
         waiting = server.waiting_mean or 0.0
         if shares["queue"] >= QUEUE_SHARE or waiting >= 1.0:
-            ranked.append(Finding("queueing", shares["queue"],
-                                  f"queue {q:.0f} ms of {e2e:.0f} ms e2e; {waiting:.1f} requests waiting on average",
-                                  "add replicas, raise max_num_seqs / max_num_batched_tokens if KV memory allows, "
-                                  "or lower the request rate"))
+            ranked.append(Finding(kind="queueing", share=shares["queue"],
+                                  evidence=f"queue {q:.0f} ms of {e2e:.0f} ms e2e; {waiting:.1f} requests waiting "
+                                  "on average",
+                                  advice="add replicas, raise max_num_seqs / max_num_batched_tokens if KV memory "
+                                  "allows, or lower the request rate"))
         ranked.append(_compute_finding(shares["prefill"], shares["decode"],
                                        f"prefill {p:.0f} ms, decode {d:.0f} ms of {e2e:.0f} ms e2e (server)"))
         source = "server"
@@ -128,7 +129,8 @@ def diagnose(summary: dict[str, Any], server: ServerView | None = None) -> Diagn
 
 def _compute_finding(prefill_share: float, decode_share: float, evidence: str) -> Finding:
     if prefill_share >= decode_share:
-        return Finding("prefill_bound", prefill_share, evidence,
-                       "long prompts dominate: chunked prefill, prefix caching, or more compute (FLOP/s)")
-    return Finding("decode_bound", decode_share, evidence,
-                   "token generation dominates: weight quantization, speculative decoding, or more memory bandwidth")
+        return Finding(kind="prefill_bound", share=prefill_share, evidence=evidence,
+                       advice="long prompts dominate: chunked prefill, prefix caching, or more compute (FLOP/s)")
+    return Finding(kind="decode_bound", share=decode_share, evidence=evidence,
+                   advice="token generation dominates: weight quantization, speculative decoding, or more memory "
+                   "bandwidth")

@@ -89,7 +89,7 @@ def fault_kind(fault: str | None) -> str | None:
     return FAULTS[fault]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MockConfig:
     ttft_ms: float = 100.0
     itl_ms: float = 20.0
@@ -104,7 +104,7 @@ class MockConfig:
     reject_extensions: bool = False  # answer 400 to ignore_eos / min_tokens, as OpenAI's own API does
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Stats:
     """Counters exposed on /metrics in vLLM's names (a small subset)."""
 

@@ -73,12 +73,12 @@ def loads(rate: str | float | Sequence[float] | None, concurrency: str | int | S
     if any(not r > 0 for r in rates):
         raise WorkloadError(f"--request-rate must be > 0 requests/s (or inf), got {rate}")
     if counts:
-        return [Load("concurrency", concurrency=c) for c in counts]
+        return [Load(kind="concurrency", concurrency=c) for c in counts]
     if arrival == "poisson" and burstiness != 1.0:
         arrival = "gamma"
     if math.isinf(burstiness):
         arrival, burstiness = "constant", 1.0
-    return [Load(arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency,  # type: ignore[arg-type]
+    return [Load(kind=arrival, rate=r, burstiness=burstiness, max_concurrency=max_concurrency,  # type: ignore[arg-type]
                  rescale=rescale) for r in rates or [math.inf]]
 
 

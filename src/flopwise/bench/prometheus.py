@@ -151,7 +151,7 @@ def _hist_name(name: str, suffix: str) -> str:
     return fam + suffix + ("{" + labels if labels else "")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerView:
     """Server-side means over the run (ms), gauge mean/max during it, and counter deltas. None: not exposed."""
 

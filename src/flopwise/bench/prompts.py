@@ -47,7 +47,7 @@ test record boat common gold possible plane stead dry wonder laugh thousand ago 
 hot miss brought heat snow tire bring yes distant fill east paint language among""".split())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Prompt:
     """One prompt. `input_tokens` is the client's count (exact with a tokenizer); `output_len` the tokens
     to ask for (max_tokens, with ignore_eos where the server accepts it)."""
@@ -103,7 +103,7 @@ class PromptSource:
         text = random_text(rng, n_in, self.counter)
         if self.prefixes:
             text = self.prefixes[i % len(self.prefixes)] + " " + text
-        return Prompt(text, self.counter.count(text), n_out)
+        return Prompt(text=text, input_tokens=self.counter.count(text), output_len=n_out)
 
     def _length(self, rng: np.random.Generator, mean: int) -> int:
         if self.range_ratio <= 0:
@@ -134,7 +134,7 @@ def load_sharegpt(path: str | Path, *, seed: int = 0, counter: TokenCounter | No
         n_in = counter.count(prompt)
         n_out = output_len or max(1, counter.count(reply))
         if 1 <= n_in <= max_input_len:
-            pairs.append(Prompt(prompt, n_in, n_out))
+            pairs.append(Prompt(text=prompt, input_tokens=n_in, output_len=n_out))
     return _shuffled(pairs, seed, path)
 
 
@@ -162,7 +162,8 @@ def load_jsonl(path: str | Path, *, counter: TokenCounter | None = None,
         n_out = obj.get("output_len") or obj.get("max_tokens") or output_len
         if not n_out:
             raise WorkloadError(f"{path}:{k}: no output length; add \"output_len\" or pass --output-len")
-        out.append(Prompt(text, counter.count(text), int(n_out), tuple(messages) if messages else None))
+        out.append(Prompt(text=text, input_tokens=counter.count(text), output_len=int(n_out),
+                          messages=tuple(messages) if messages else None))
     if not out:
         raise WorkloadError(f"{path} has no prompts")
     return out

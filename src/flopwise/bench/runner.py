@@ -59,7 +59,7 @@ PROMPT_MISMATCH = 0.02
 RATE_MISMATCH = 0.02
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PromptConfig:
     """`server_tokenizer`: without `tokenizer`, count prompt tokens with the server's own /tokenize when it
     offers one (vLLM), so prompts are exactly `input_len` tokens as the server counts them."""
@@ -74,7 +74,7 @@ class PromptConfig:
     server_tokenizer: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BenchConfig:
     """Everything a run needs but the API key (which is never stored). `headers` are sent with every request
     (saved with their values masked); `extra_body` is merged into every request body (sampling settings, ...);
@@ -129,7 +129,7 @@ class BenchConfig:
         return cls(**{**d, "load": Load(**load), "prompts": PromptConfig(**d["prompts"])})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunReport:
     """A run's summary (shared keys with `flopwise simulate`), server view and diagnosis."""
 
@@ -156,7 +156,7 @@ class BenchInterrupted(KeyboardInterrupt):
         self.report, self.signum = report, signum
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
     """Where a running level stands (for a progress line)."""
 
@@ -190,8 +190,8 @@ def report_run(root: str | Path, *, interrupted: bool | None = None) -> RunRepor
     view = server_view([s for s in saved.scrapes if s["session"] == last]) if last is not None else None
     if interrupted is None:
         interrupted = cfg.num_requests is not None and len(saved.done_ids()) < cfg.num_requests
-    rep = RunReport(Path(root), cfg, summary, view, diagnose(summary, view), interrupted,
-                    tuple(_warnings(summary, cfg, saved)))
+    rep = RunReport(root=Path(root), config=cfg, summary=summary, server=view, diagnosis=diagnose(summary, view),
+                    interrupted=interrupted, warnings=tuple(_warnings(summary, cfg, saved)))
     write_summary(root, rep.to_dict())
     write_rows(Path(root) / ROWS_FILE, request_rows(saved.records))
     write_json(Path(root) / VLLM_RESULT_FILE, to_vllm_result(
@@ -319,7 +319,8 @@ async def _session(cfg: BenchConfig, store: RunStore, api_key: str | None, done:
 
         def spec(i: int, warmup: bool) -> RequestSpec:
             p = source(i, warmup)
-            return RequestSpec(i, p.text, p.input_tokens, p.output_len, list(p.messages) if p.messages else None)
+            return RequestSpec(request_id=i, prompt=p.text, input_tokens=p.input_tokens, max_tokens=p.output_len,
+                               messages=list(p.messages) if p.messages else None)
 
         if cfg.num_requests is not None:
             todo = [i for i in range(cfg.num_requests) if i not in done]
@@ -395,7 +396,8 @@ async def _progress_loop(progress: Callable[[Progress], None], cfg: BenchConfig,
     start = clock()
     while True:
         await asyncio.sleep(interval_s)
-        progress(Progress(cfg.load.label, counts.done, counts.failed, cfg.num_requests, clock() - start))
+        progress(Progress(label=cfg.load.label, num_done=counts.done, num_failed=counts.failed,
+                          num_total=cfg.num_requests, elapsed_s=clock() - start))
 
 
 def run_bench(cfg: BenchConfig, out_dir: str | Path, *, api_key: str | None = None,

@@ -22,7 +22,7 @@ from flopwise.bench.runner import BenchConfig, PromptConfig, run_bench
 __all__ = ["SelftestLevel", "selftest"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SelftestLevel:
     concurrency: int
     num_requests: int
@@ -43,7 +43,7 @@ def selftest(concurrencies: tuple[int, ...] = (1, 64, 256), *, ttft_ms: float = 
     with mock_server_process(MockConfig(ttft_ms=ttft_ms, itl_ms=itl_ms)) as url:
         for c in concurrencies:
             n = max(rounds * c, min_requests)
-            load = Load("concurrency", concurrency=c, ramp_up_s=ideal_s)
+            load = Load(kind="concurrency", concurrency=c, ramp_up_s=ideal_s)
             cfg = BenchConfig(url=url, model="mock", load=load, num_requests=n,
                               num_warmup=c, prompts=PromptConfig(input_len=input_len, output_len=output_len,
                                                                  server_tokenizer=False),

@@ -79,7 +79,7 @@ class RunStore:
         self._server.close()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SavedRun:
     root: Path
     config: dict[str, Any]
@@ -143,9 +143,10 @@ def load_run(root: str | Path) -> SavedRun:
         except ValueError:
             bad += 1
     ids = sorted(latest)
-    return SavedRun(root, meta["config"], [latest[i][0] for i in ids], sorted({s for _, s in latest.values()}),
-                    {i: latest[i][1] for i in ids}, scrapes, bad,
-                    tuple(m for m in meta["sessions"] if isinstance(m, dict)))
+    return SavedRun(root=root, config=meta["config"], records=[latest[i][0] for i in ids],
+                    sessions=sorted({s for _, s in latest.values()}), session_of={i: latest[i][1] for i in ids},
+                    scrapes=scrapes, num_bad_lines=bad,
+                    session_meta=tuple(m for m in meta["sessions"] if isinstance(m, dict)))
 
 
 def _read_meta(run_file: Path) -> dict[str, Any]:

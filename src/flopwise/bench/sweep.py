@@ -63,14 +63,14 @@ def find_max_rate(cfg: BenchConfig, out: str | Path, *, steps: int = 4, api_key:
         return rep
 
     rescale = cfg.load.rescale
-    burst = run(0, Load(kind, rate=math.inf, burstiness=cfg.load.burstiness, rescale=rescale))
+    burst = run(0, Load(kind=kind, rate=math.inf, burstiness=cfg.load.burstiness, rescale=rescale))
     capacity = burst.summary["request_throughput"]
     if not capacity:
         raise WorkloadError("the burst run completed no request; check the server before sweeping")
     lo, hi, best = 0.0, capacity, None
     for k in range(1, steps + 1):
         rate = round((lo + hi) / 2, 4)
-        rep = run(k, Load(kind, rate=rate, burstiness=cfg.load.burstiness, rescale=rescale))
+        rep = run(k, Load(kind=kind, rate=rate, burstiness=cfg.load.burstiness, rescale=rescale))
         if rep.summary.get("sla_met"):
             lo, best = rate, rate
         else:

@@ -118,7 +118,7 @@ class SSEParser:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestSpec:
     """What to send. `input_tokens` is the client's count, replaced by the server's usage when given."""
 
@@ -129,7 +129,7 @@ class RequestSpec:
     messages: list[dict[str, Any]] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Stream:
     chunk_times: list[float] = field(default_factory=list)
     chunk_texts: list[str] = field(default_factory=list)
