@@ -41,7 +41,7 @@ __all__ = ["BenchRun", "load_bench_runs", "bench_observations", "measured_worklo
 CLIENT_METRICS = (("ttft_ms", "p50"), ("ttft_ms", "p95"), ("tpot_ms", "mean"), ("tpot_ms", "p95"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BenchRun:
     """One measured run: its label, the measured workload, and the values to match by metric name."""
 
@@ -121,7 +121,8 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
             view = _server(saved)
             if view is not None and view.prefill_ms_mean:
                 measured["server_prefill_ms.mean"] = float(view.prefill_ms_mean)
-            out.append(BenchRun(Path(root), cfg.load.label, measured_workload(saved, cfg), measured))
+            out.append(BenchRun(root=Path(root), label=cfg.load.label, workload=measured_workload(saved, cfg),
+                                measured=measured))
     if not out:
         raise CalibrationError(f"no bench runs under {', '.join(map(str, paths))}")
     return out
@@ -167,5 +168,5 @@ def bench_observations(runs: Sequence[BenchRun], dep: Deployment, config: Any = 
         sims = [_sim_metrics(d, r, config) for r in runs]
         return np.array([sims[i].get(k, np.nan) for i, k in keys])
 
-    return Observations(tuple(k for _, k in keys), tuple(f"{runs[i].label} {k}" for i, k in keys), measured,
-                        predict)
+    return Observations(labels=tuple(k for _, k in keys), descs=tuple(f"{runs[i].label} {k}" for i, k in keys),
+                        measured=measured, predict=predict)

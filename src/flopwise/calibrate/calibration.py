@@ -35,7 +35,7 @@ from flopwise.specs.hardware import HardwareSpec
 __all__ = ["Calibration", "calibrate"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Calibration:
     """The hardware (and, from bench runs, the served engine) before and after the fit."""
 
@@ -105,4 +105,5 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
     eng_after = res.profile.engine
     if eng_after is not None:
         eng_after = replace(eng_after, sources=(*eng_after.sources, ("calibrated", source)))
-    return Calibration(hw, after, res, tuple(error_table(groups, start, res.profile)), pts, engine, eng_after)
+    return Calibration(before=hw, after=after, fit=res, errors=tuple(error_table(groups, start, res.profile)),
+                       points=pts, engine_before=engine, engine_after=eng_after)

@@ -199,7 +199,7 @@ def identify(residuals: Residuals, start: Tuning, names: Sequence[str], *,
     return Identification(tuple(accepted), refused, effect)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FitResult:
     """The fitted profile, what was fitted, what was refused and why, and the cost before and after
     (root mean square of the weighted log residuals)."""
@@ -264,8 +264,9 @@ def fit_profile(residuals: Residuals, start: Tuning, names: Iterable[str], *,
                                             prior=start)
         it += it2
     r = residuals(prof)
-    return FitResult(prof, ident.accepted, ident.refused, math.sqrt(cost_of(r0) / r0.size),
-                     math.sqrt(cost_of(r) / r.size), it, ident.effect)
+    return FitResult(profile=prof, fitted=ident.accepted, refused=ident.refused,
+                     rms_before=math.sqrt(cost_of(r0) / r0.size), rms_after=math.sqrt(cost_of(r) / r.size),
+                     iterations=it, effect=ident.effect)
 
 
 def cost_of(r: np.ndarray) -> float:

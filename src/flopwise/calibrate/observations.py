@@ -55,7 +55,7 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
     return (compute_s**q + memory_s**q) ** (1.0 / q) + p.kernels * prof.kernel_overhead_s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Observations:
     """Measured values and a function giving their predictions under a profile."""
 
@@ -71,8 +71,8 @@ def kernel_observations(points: Sequence[KernelPoint], hw: HardwareSpec) -> Obse
     def predict(prof: Tuning) -> np.ndarray:
         return np.array([kernel_time(prof.efficiency, hw, p) for p in pts])
 
-    return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
-                        np.array([p.seconds for p in pts]), predict)
+    return Observations(labels=tuple(p.label for p in pts), descs=tuple(p.desc for p in pts),
+                        measured=np.array([p.seconds for p in pts]), predict=predict)
 
 
 def with_profile(dep: Deployment, prof: Tuning | EfficiencyProfile) -> Deployment:
@@ -89,8 +89,8 @@ def step_observations(points: Sequence[StepPoint]) -> Observations:
     def predict(prof: Tuning) -> np.ndarray:
         return np.array([step_time(with_profile(p.dep, prof), p.shape) for p in pts])
 
-    return Observations(tuple(p.label for p in pts), tuple(p.desc for p in pts),
-                        np.array([p.seconds for p in pts]), predict)
+    return Observations(labels=tuple(p.label for p in pts), descs=tuple(p.desc for p in pts),
+                        measured=np.array([p.seconds for p in pts]), predict=predict)
 
 
 def residual_function(groups: Sequence[Observations]) -> Callable[[Tuning], np.ndarray]:
@@ -110,7 +110,7 @@ def residual_function(groups: Sequence[Observations]) -> Callable[[Tuning], np.n
     return residuals
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorRow:
     """Error of one metric: median and worst |predicted - measured| / measured (%), before and after."""
 
@@ -143,6 +143,7 @@ def error_table(groups: Sequence[Observations], before: Tuning, after: Tuning) -
     for lab in dict.fromkeys(x[0] for x in b):
         eb = np.abs([x[4] for x in b if x[0] == lab])
         ea = np.abs([x[4] for x in a if x[0] == lab])
-        rows.append(ErrorRow(lab, int(eb.size), float(np.median(eb)), float(eb.max()), float(np.median(ea)),
-                             float(ea.max())))
+        rows.append(ErrorRow(label=lab, n=int(eb.size), median_before_pct=float(np.median(eb)),
+                             max_before_pct=float(eb.max()), median_after_pct=float(np.median(ea)),
+                             max_after_pct=float(ea.max())))
     return rows

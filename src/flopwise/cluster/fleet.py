@@ -61,7 +61,7 @@ METRICS_MODES = ("auto", "exact", "bounded")
 BOUNDED_FROM = 100_000  # "auto": runs of at least this many requests keep per-request rows, not token times
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Member:
     """The fleet's bookkeeping of one replica slot: which pool, its state, what it was sent. Routers read
     `num_outstanding`, `kv_usage` and `cached_tokens`, which include requests on their way to it."""
@@ -166,7 +166,8 @@ class Fleet:
         per_node = max(1, dep.hardware.gpus_per_node)
         node, spans = gpu // per_node, (gpu % per_node) + per > per_node
         rep = Replica(dep, self.config, index=len(self.members))
-        self.members.append(Member(len(self.members), pool, rep, state, at, node, spans))
+        self.members.append(Member(index=len(self.members), pool=pool, replica=rep, state=state, started_at=at,
+                                   node=node, spans_nodes=spans))
         return gpu + per
 
     def scale_up(self, role: str, at: float, ready_in_s: float) -> Member:
