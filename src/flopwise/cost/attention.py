@@ -184,7 +184,7 @@ def sort_spans(spans: Iterable[Span]) -> tuple[Span, ...]:
     return tuple(sorted(set(spans), key=key))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionLayout:
     """Per-GPU sizes of one attention layer of a kind (what `cost.step` prices). Elements and bytes per token
     unless named otherwise."""

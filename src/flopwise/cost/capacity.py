@@ -52,7 +52,7 @@ from flopwise.specs.sla import SLA
 __all__ = ["Bounds", "bounds", "frontend_ceiling"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bounds:
     ttft_floor_ms: float
     tpot_floor_ms: float
@@ -161,6 +161,6 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     engine, front = 1.0 / t_req, frontend_ceiling(dep, input_len, output_len)
     e2e = ttft / 1e3 + (output_len - 1) * token_s
     ceiling = min(engine, front)
-    return Bounds(ttft, tpot, ceiling, not reasons, "; ".join(reasons) or None,
-                  max_rate_estimate=min(1.0 / t_est, ceiling), engine_ceiling=engine, frontend_ceiling=front,
-                  e2e_estimate_s=e2e)
+    return Bounds(ttft_floor_ms=ttft, tpot_floor_ms=tpot, max_rate_ceiling=ceiling, feasible=not reasons,
+                  reason="; ".join(reasons) or None, max_rate_estimate=min(1.0 / t_est, ceiling), engine_ceiling=engine,
+                  frontend_ceiling=front, e2e_estimate_s=e2e)

@@ -23,7 +23,7 @@ from flopwise.specs.model import LayerSpec, ModelSpec, expert_params, mlp_params
 __all__ = ["LayerGroup", "CacheLayout", "Layout", "layout"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LayerGroup:
     """`count` layers sharing a LayerSpec, with their per-GPU sizes."""
 
@@ -51,7 +51,7 @@ class LayerGroup:
         return self.dense_inter
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CacheLayout:
     """What one GPU keeps per token and per sequence, over all layers (before pipeline stages split them).
     `spans`: (retention span, layers, bytes per token per layer) for the layers that keep a per-token cache;
@@ -65,7 +65,7 @@ class CacheLayout:
     uniform: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Layout:
     groups: tuple[LayerGroup, ...]
     windows: tuple[Span, ...]  # every span a step's BatchShape must carry

@@ -49,7 +49,7 @@ __all__ = ["MemoryPlan", "memory_plan", "blocks_counter", "blocks_per_sequence",
            "max_sequences", "memory_fraction_for_pool"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryPlan:
     """Per-GPU memory of one deployment. All sizes in bytes."""
 

@@ -103,7 +103,7 @@ def round_time_s(dep: Deployment, spec: SpeculativeSpec, verify: BatchShape, dra
     return sum(drafts) + verify_s  # the order of SpecRound.time_s: the same float for the same round
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpecRound:
     """One speculative round of `batch` sequences at `context` cached tokens, next to one plain decode step.
     FLOPs are totals over the GPUs of one replica."""
