@@ -58,7 +58,7 @@ class PhaseEstimate:
                 "arithmetic_intensity": s.flops / s.bytes if s.bytes else 0.0}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     deployment: Deployment
     batch: int

@@ -32,7 +32,7 @@ def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _stats(d: Mapping[str, Any], key: str) -> LatencyStats:
     v = d[key]
-    return LatencyStats(v["mean"], v["p50"], v["p90"], v["p95"], v["p99"])
+    return LatencyStats(mean=v["mean"], p50=v["p50"], p90=v["p90"], p95=v["p95"], p99=v["p99"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -55,7 +55,7 @@ def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
     v, w = values[keep], weights[keep].astype(np.int64)
     n = int(w.sum())
     if n == 0:
-        return LatencyStats(None, None, None, None, None)
+        return LatencyStats(mean=None, p50=None, p90=None, p95=None, p99=None)
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
     cum = np.cumsum(w)  # cum[i] - 1 is the last expanded index holding v[i]
@@ -72,7 +72,7 @@ def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
         b = at(lo + 1)
         return a + (h - lo) * (b - a)
 
-    return LatencyStats(float((v * w).sum() / n), pct(50), pct(90), pct(95), pct(99))
+    return LatencyStats(mean=float((v * w).sum() / n), p50=pct(50), p90=pct(90), p95=pct(95), p99=pct(99))
 
 
 class _Steps:
@@ -238,7 +238,7 @@ class BoundedRecords:
         fs = c["first_scheduled_at"][ok]
         queue = (fs[~np.isnan(fs)] - arrival[ok][~np.isnan(fs)]) * 1e3
         itl = self.itl()
-        empty = LatencyStats(None, None, None, None, None)
+        empty = LatencyStats(mean=None, p50=None, p90=None, p95=None, p99=None)
         stats = {"ttft_ms": LatencyStats.of(ttft), "tpot_ms": LatencyStats.of(tpot), "itl_ms": itl,
                  "e2e_ms": LatencyStats.of(e2e), "queue_ms": LatencyStats.of(queue), "itl_per_token_ms": itl,
                  "ttft_from_send_ms": empty, "send_lag_ms": empty, "e2e_from_send_ms": empty}

@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     base: str
     weights: str
@@ -44,7 +44,8 @@ def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
     `engine` (a family) loads."""
     for c in _catalog().get("checkpoint", []):
         if c["base"].lower() == model.lower() and c["weights"] == weights and engine in c["engines"]:
-            return Checkpoint(c["base"], c["weights"], c["repo"], tuple(c["engines"]), c.get("file"), c.get("source"))
+            return Checkpoint(base=c["base"], weights=c["weights"], repo=c["repo"], engines=tuple(c["engines"]),
+                              file=c.get("file"), note=c.get("source"))
     return None
 
 

@@ -172,7 +172,7 @@ class RequestRecord:
         return cls(**{f: d[f] for f in cls.__slots__ if f in d})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LatencyStats:
     mean: float | None
     p50: float | None
@@ -184,9 +184,9 @@ class LatencyStats:
     def of(cls, values: Sequence[float] | np.ndarray) -> LatencyStats:
         a = np.asarray(values, dtype=float)
         if a.size == 0:
-            return cls(None, None, None, None, None)
+            return cls(mean=None, p50=None, p90=None, p95=None, p99=None)
         p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99])
-        return cls(float(a.mean()), float(p50), float(p90), float(p95), float(p99))
+        return cls(mean=float(a.mean()), p50=float(p50), p90=float(p90), p95=float(p95), p99=float(p99))
 
     def get(self, stat: str) -> float | None:
         value: float | None = getattr(self, stat)  # `stat` names one of the fields above
