@@ -99,7 +99,8 @@ def test_latency_objective_compares_at_the_same_load():
     # each at its own max rate vs both at 3 req/s (within the A100's capacity)
     cands, _ = enumerate_candidates(get_model("llama-3.1-8b"), [get_hardware("h200"), get_hardware("a100-sxm-80gb")],
                                     space, r.max_len)
-    chat, rule, stream = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), SteadyRule(), _Stream("chat", None, None, 0)
+    chat, rule = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), SteadyRule()
+    stream = _Stream(workload="chat", input_len=None, output_len=None, seed=0)
     own, same = {}, {}
     for c in cands:
         b = bounds(c.deployment, chat, 1681, 193, 0.25)

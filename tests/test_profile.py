@@ -117,7 +117,8 @@ def test_model_profile_tiny_model_steps(tmp_path):
                           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
                           "vocab_size": 256, "tie_word_embeddings": True}, "qwen2.5-0.5b (first 1 layers)")
     hw = get_hardware("cpu-epyc-zen5-2c")
-    pts = profile_model(model, hw, ModelProfileConfig((8, 16), (1, 2), (8,), budget_s=0.01), threads=1)
+    pts = profile_model(model, hw, ModelProfileConfig(prefill_lens=(8, 16), decode_batches=(1, 2), decode_contexts=(8,),
+                                                      budget_s=0.01), threads=1)
     assert [(p.label, p.batch, p.new_tokens, p.context) for p in pts] == [
         ("prefill", 1, 8, 0), ("prefill", 1, 16, 0), ("decode", 1, 1, 8), ("decode", 2, 1, 8)]
     assert pts[0].shape == prefill_shape(1, 8, (None,))

@@ -69,7 +69,7 @@ class LoadPoint:
                 "p95_tpot_ms": self.p95_tpot_ms, "sustained": self.sustained}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Evaluation:
     candidate: Candidate
     max_rate: float
@@ -181,8 +181,9 @@ def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: Steady
         misses = {k: v / o.limit_ms for o in sla.objectives if (v := low.values.get(k := str(o))) is not None}
         return Infeasible(cand, str(e), misses)
     reqs = mr.result.workload.requests
-    return Evaluation(cand, mr.rate, mr.upper_bound, mr.summary(), sum(r.output_tokens for r in reqs) / len(reqs),
-                      rate_interval=mr.interval, effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
+    return Evaluation(candidate=cand, max_rate=mr.rate, upper_bound_rate=mr.upper_bound, summary=mr.summary(),
+                      mean_output_tokens=sum(r.output_tokens for r in reqs) / len(reqs), rate_interval=mr.interval,
+                      effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
                       num_simulated_requests=sum(p.num_requests for p in mr.trail),
                       trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))
 

@@ -78,7 +78,7 @@ __all__ = ["PlanRequest", "PlanResult", "plan", "plan_to_dict", "OBJECTIVES"]
 _MAX_WARMUP, _MAX_TAIL = 1500, 800  # requests: bounds on a candidate's warm-up and tail when its E2E is long
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanRequest:
     model: str = DEFAULT_MODEL
     workload: str | None = DEFAULT_WORKLOAD  # None with input_len/output_len: fixed lengths, no shared prefix
@@ -119,7 +119,7 @@ class PlanRequest:
         return None if self.trace else self.workload
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PlanResult:
     request: PlanRequest
     sla: SLA
@@ -151,7 +151,7 @@ class PlanResult:
 # ------------------------------------------------------------------------------------------- the stream
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Stream:
     """The plan's request stream at any rate and length: a named workload (or fixed lengths), or a trace's
     requests repeated in order with Poisson arrivals at the rate. One seed for every call."""
@@ -176,7 +176,7 @@ class _Stream:
 def _stream(req: PlanRequest) -> tuple[_Stream, float | None, int | None, int | None]:
     """(stream, the trace's mean rate, the longest request, the longest prompt)."""
     if req.trace is None:
-        s = _Stream(req.workload, req.input_len, req.output_len, req.seed)
+        s = _Stream(workload=req.workload, input_len=req.input_len, output_len=req.output_len, seed=req.seed)
         cap = workload_max_len(workload=req.workload, input_len=req.input_len, output_len=req.output_len)
         prompt = workload_max_len(workload=req.workload, input_len=req.input_len, output_len=1)
         return s, None, cap, (prompt - 1) if prompt else None
@@ -185,7 +185,7 @@ def _stream(req: PlanRequest) -> tuple[_Stream, float | None, int | None, int | 
     rate = None
     if tr.timed and len(reqs) > 1 and reqs[-1].arrival_at > reqs[0].arrival_at:
         rate = (len(reqs) - 1) / (reqs[-1].arrival_at - reqs[0].arrival_at)
-    return (_Stream(None, None, None, req.seed, tuple(reqs)), rate,
+    return (_Stream(workload=None, input_len=None, output_len=None, seed=req.seed, trace_specs=tuple(reqs)), rate,
             max(r.input_tokens + r.output_tokens for r in reqs), max(r.input_tokens for r in reqs))
 
 
@@ -268,7 +268,7 @@ def _frontier_axes(e: Evaluation) -> tuple[float, float]:
 # ------------------------------------------------------------------------------------------- jobs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Context:
     stream: _Stream
     sla: SLA
@@ -379,7 +379,8 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
                        max_window_requests=max(rule.max_window_requests, req.num_requests))
     runner = _Runner(max(1, req.workers or os.cpu_count() or 1))
     sizes = _sizes(rule, live, sla)
-    ctx = _Context(stream, sla, rule, sizes, {c.label: b.e2e_estimate_s for c, b in live}, req.seed)
+    ctx = _Context(stream=stream, sla=sla, rule=rule, sizes=sizes, e2e_s={c.label: b.e2e_estimate_s for c, b in live},
+                   seed=req.seed)
     bound_of = {c.label: b for c, b in live}
     tie_axis = {c.label: _ceiling_axis(objective, c, b, mean_out, 1.0) for c, b in live}  # the estimate's axis
     evaluated: dict[str, Evaluation] = {}
@@ -408,9 +409,10 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
         sweep = sorted([*light, *best.trail], key=lambda p: p["rate"])
     finally:
         runner.close()
-    result = PlanResult(req, sla, model, ranked, pareto_front(ranked, _frontier_axes), infeasible, pruned, misses,
-                        max_len, 0.0, objective=objective, ties=first, ranks=ranks,
-                        reference_load_per_gpu=reference, rate=rate, size=sizes[best.candidate.label], rule=rule,
+    result = PlanResult(request=req, sla=sla, model=model, ranked=ranked, frontier=pareto_front(ranked, _frontier_axes),
+                        infeasible=infeasible, pruned=pruned, not_fitting=misses, max_len=max_len, wall_s=0.0,
+                        objective=objective, ties=first, ranks=ranks, reference_load_per_gpu=reference, rate=rate,
+                        size=sizes[best.candidate.label], rule=rule,
                         checkpoint_weights=weight_formats(model, req.space)[1],
                         max_prompt_len=min(prompt_cap, max_len) if prompt_cap else None)
     result.tradeoffs = tradeoffs(ranked, objective, {e.candidate.label for e in first})

@@ -39,7 +39,7 @@ DEFAULT_TPS = (1, 2, 4, 8, 16)
 _NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchSpace:
     """Each dimension is a tuple of the values to try; pin a dimension by giving one value."""
 

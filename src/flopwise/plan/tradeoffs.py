@@ -21,7 +21,7 @@ _AXIS = {"goodput": ("goodput per GPU", "req/s", 2), "throughput": ("output toke
                                                                        0)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tradeoff:
     alternative: str
     protects: tuple[str, ...]
@@ -83,7 +83,8 @@ def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> T
     if db.gpus_per_replica != da.gpus_per_replica:
         side(db.gpus_per_replica < da.gpus_per_replica,
              f"{db.gpus_per_replica} GPU(s) per replica vs {da.gpus_per_replica} (smaller failure and scaling unit)")
-    return Tradeoff(alt.candidate.label, tuple(protects), tuple(gives_up), tied, note)
+    return Tradeoff(alternative=alt.candidate.label, protects=tuple(protects), gives_up=tuple(gives_up), tied=tied,
+                    objective_note=note)
 
 
 def tradeoffs(ranked: list[Evaluation], objective: str = "goodput", tied: set[str] | frozenset[str] = frozenset(),

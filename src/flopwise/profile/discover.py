@@ -24,7 +24,7 @@ SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp
               "amx_tile", "asimd", "sve", "sve2")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CudaDevice:
     index: int
     name: str
@@ -33,7 +33,7 @@ class CudaDevice:
     multiprocessors: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostInfo:
     cpu_model: str
     vendor: str
@@ -109,7 +109,8 @@ def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None]:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            devs.append(CudaDevice(i, p.name, p.total_memory / 2**30, f"{p.major}{p.minor}", p.multi_processor_count))
+            devs.append(CudaDevice(index=i, name=p.name, memory_gib=p.total_memory / 2**30,
+                                   compute_capability=f"{p.major}{p.minor}", multiprocessors=p.multi_processor_count))
     return tuple(devs), torch.__version__
 
 

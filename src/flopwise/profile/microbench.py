@@ -30,7 +30,7 @@ __all__ = ["MicrobenchConfig", "run_microbenchmarks", "gemm_point", "copy_point"
 _BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MicrobenchConfig:
     gemm_m: tuple[int, ...]
     gemm_nk: tuple[tuple[int, int], ...]

@@ -30,7 +30,7 @@ from flopwise.specs.model import ModelSpec
 __all__ = ["ModelProfileConfig", "truncate_layers", "check_supported", "profile_model", "step_point"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProfileConfig:
     prefill_lens: tuple[int, ...]
     decode_batches: tuple[int, ...]

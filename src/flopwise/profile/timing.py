@@ -16,7 +16,7 @@ from dataclasses import dataclass
 __all__ = ["Timing", "measure"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timing:
     median_s: float
     min_s: float
@@ -42,4 +42,4 @@ def measure(fn: Callable[[], object], *, repeats: int = 7, min_repeats: int = 3,
         if sync:
             sync()
         times.append(time.perf_counter() - t0)
-    return Timing(statistics.median(times), min(times), max(times), len(times))
+    return Timing(median_s=statistics.median(times), min_s=min(times), max_s=max(times), repeats=len(times))
