@@ -13,7 +13,7 @@ def _req(rid, prompt, out, prefix_id=None, prefix_tokens=0):
 
 
 def test_allocate_counts_blocks_and_frees_them():
-    kv = BlockManager(10, 16, enable_prefix_caching=False)
+    kv = BlockManager(num_blocks=10, block_size=16, enable_prefix_caching=False)
     r = _req(0, 40, 5)
     assert kv.blocks_needed(r, 40) == 3  # ceil(40 / 16)
     assert kv.can_allocate(r, 40)
@@ -25,7 +25,7 @@ def test_allocate_counts_blocks_and_frees_them():
 
 
 def test_prefix_hits_are_whole_blocks_capped_below_the_last_token():
-    kv = BlockManager(100, 16)
+    kv = BlockManager(num_blocks=100, block_size=16)
     a = _req(0, 64, 4, prefix_id=1, prefix_tokens=64)
     kv.allocate(a, 64)  # registers the 4 full prefix blocks
     assert kv.num_cached_prefix_blocks() == 4
@@ -39,7 +39,7 @@ def test_prefix_hits_are_whole_blocks_capped_below_the_last_token():
 
 
 def test_lru_evicts_the_oldest_freed_blocks_tail_first():
-    kv = BlockManager(6, 16)
+    kv = BlockManager(num_blocks=6, block_size=16)
     a = _req(0, 48, 1, prefix_id=1, prefix_tokens=48)
     b = _req(1, 48, 1, prefix_id=2, prefix_tokens=48)
     kv.allocate(a, 48)
@@ -54,7 +54,7 @@ def test_lru_evicts_the_oldest_freed_blocks_tail_first():
 
 
 def test_a_hit_on_a_free_block_takes_it_out_of_the_queue():
-    kv = BlockManager(4, 16)
+    kv = BlockManager(num_blocks=4, block_size=16)
     a = _req(0, 32, 1, prefix_id=1, prefix_tokens=32)
     kv.allocate(a, 32)
     kv.free(a, reusable=False)
@@ -76,7 +76,7 @@ def test_tiny_pool_preempts_the_newest_request_at_a_predictable_step():
     # 4 blocks of 16. A and B: 16-token prompts. Step 1 prefills both (1 block each); steps 2..17 decode,
     # taking a 2nd block each at step 2 (slot 17). After step 17 each has computed 32 tokens; at step 18
     # A needs a 3rd block, none is free, so B (the newest) is preempted and A gets one of B's blocks.
-    kv = BlockManager(4, 16, enable_prefix_caching=False)
+    kv = BlockManager(num_blocks=4, block_size=16, enable_prefix_caching=False)
     sched = VllmScheduler(kv, max_num_seqs=8, max_num_batched_tokens=64)
     a, b = _req(0, 16, 40), _req(1, 16, 40)
     sched.add_request(a)
@@ -93,7 +93,7 @@ def test_tiny_pool_preempts_the_newest_request_at_a_predictable_step():
 
 
 def test_a_preempted_request_hits_its_own_blocks():
-    kv = BlockManager(10, 16)
+    kv = BlockManager(num_blocks=10, block_size=16)
     r = _req(0, 40, 10)
     kv.allocate(r, 40)
     r.num_computed_tokens = 40

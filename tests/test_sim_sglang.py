@@ -34,7 +34,7 @@ def _t(dep, rows, logits=None):
 
 
 def _sched(num_blocks, *, caching=False, chunk=None, max_prefill=16384, policy="fcfs", conservativeness=1.0):
-    kv = BlockManager(num_blocks, 16, caching)
+    kv = BlockManager(num_blocks=num_blocks, block_size=16, enable_prefix_caching=caching)
     return SglangScheduler(kv, max_running_requests=64, chunked_prefill_size=chunk, max_prefill_tokens=max_prefill,
                            schedule_policy=policy, schedule_conservativeness=conservativeness)
 

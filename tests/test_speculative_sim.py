@@ -34,9 +34,9 @@ runner = CliRunner()
 def test_deployment_hash_and_eq_include_speculative():
     plain = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
     eagle = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6", frontend="none")
-    assert eagle.speculative == SpeculativeSpec("eagle", 3, mean_accepted=2.6)
+    assert eagle.speculative == SpeculativeSpec(method="eagle", k=3, mean_accepted=2.6)
     assert plain != eagle and hash(plain) != hash(eagle)
-    again = deployment("llama-3.1-8b", "h100-sxm", speculative=SpeculativeSpec("eagle", 3, mean_accepted=2.6),
+    again = deployment("llama-3.1-8b", "h100-sxm", speculative=SpeculativeSpec(method="eagle", k=3, mean_accepted=2.6),
                        frontend="none")
     assert again == eagle and hash(again) == hash(eagle)
     assert deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.5", frontend="none") != eagle
@@ -95,16 +95,16 @@ def test_memory_plan_of_heads_and_ngram():
 
 # ---- acceptance draws -------------------------------------------------------------------------------------
 def test_acceptance_is_the_truncated_geometric():
-    acc = Acceptance(SpeculativeSpec("ngram", 4, alpha=0.7), seed=(0, 0))
+    acc = Acceptance(SpeculativeSpec(method="ngram", k=4, alpha=0.7), seed=(0, 0))
     draws = np.array(acc.draw(100) + acc.draw(5000) + acc.draw(194_900))
     freq = np.bincount(draws, minlength=6)[1:] / draws.size
     p = [0.3, 0.7 * 0.3, 0.7**2 * 0.3, 0.7**3 * 0.3, 0.7**4]  # P(J = j) = alpha^j (1 - alpha), P(J = k) = alpha^k
     assert np.abs(freq - p).max() < 0.004
     assert draws.mean() == pytest.approx(expected_tokens(0.7, 4), abs=4 * draws.std() / draws.size**0.5)
-    again = Acceptance(SpeculativeSpec("ngram", 4, alpha=0.7), seed=(0, 0))
+    again = Acceptance(SpeculativeSpec(method="ngram", k=4, alpha=0.7), seed=(0, 0))
     assert again.draw(200_000) == draws.tolist()  # seeded, and independent of how the draws are grouped
-    assert Acceptance(SpeculativeSpec("ngram", 3, alpha=1.0), 0).draw(5) == [4] * 5
-    assert Acceptance(SpeculativeSpec("ngram", 3, alpha=0.0), 0).draw(5) == [1] * 5
+    assert Acceptance(SpeculativeSpec(method="ngram", k=3, alpha=1.0), 0).draw(5) == [4] * 5
+    assert Acceptance(SpeculativeSpec(method="ngram", k=3, alpha=0.0), 0).draw(5) == [1] * 5
 
 
 def test_long_run_emits_expected_tokens_per_step():

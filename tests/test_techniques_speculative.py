@@ -45,7 +45,7 @@ def test_the_56_vs_64_gflops_example_from_the_catalog_models():
     plain 4 tokens = 52.86 GFLOPs; draft 4 steps = 9.89; verify k+1 = 5 positions = 66.08; round = 75.97 GFLOPs
     (counting k = 4 verified positions as the issue does: 9.89 + 52.86 = 62.75)."""
     dep = deployment("llama-2-7b", "a100-sxm-80gb")
-    spec = SpeculativeSpec("draft", 4, alpha=0.7, draft_model=get_model("llama-3.2-1b"))
+    spec = SpeculativeSpec(method="draft", k=4, alpha=0.7, draft_model=get_model("llama-3.2-1b"))
     r = spec_round(dep, spec, batch=1, context=0)
     assert r.baseline_flops == T_LINEAR + 1 * T_PAIR == 13_214_679_040
     assert 4 * r.baseline_flops == 52_858_716_160
@@ -59,7 +59,7 @@ def test_the_56_vs_64_gflops_example_from_the_catalog_models():
 
 def test_ngram_has_no_draft_cost_and_verify_is_the_cost_model_step():
     dep = deployment("llama-3.1-8b", "h100-sxm")
-    spec = SpeculativeSpec("ngram", 3, alpha=0.5)
+    spec = SpeculativeSpec(method="ngram", k=3, alpha=0.5)
     assert proposer_deployment(dep, spec) is None
     r = spec_round(dep, spec, batch=2, context=100)
     verify = step_cost(dep, batch_shape([(4, 100)] * 2, layout(dep).windows, num_logits=8))
@@ -70,7 +70,7 @@ def test_ngram_has_no_draft_cost_and_verify_is_the_cost_model_step():
 
 def test_speedup_falls_below_one_at_a_large_batch():
     dep = deployment("llama-3.1-8b", "h100-sxm")
-    spec = SpeculativeSpec("draft", 4, alpha=0.7, draft_model=get_model("llama-3.2-1b"))
+    spec = SpeculativeSpec(method="draft", k=4, alpha=0.7, draft_model=get_model("llama-3.2-1b"))
     assert spec_round(dep, spec, 1, 128).speedup > 1.1
     b = breakeven_batch(dep, spec, 128)
     assert b is not None and b > 1
@@ -80,28 +80,29 @@ def test_speedup_falls_below_one_at_a_large_batch():
 
 def test_best_k_and_mean_accepted_input():
     dep = deployment("llama-3.1-8b", "h100-sxm")
-    spec = SpeculativeSpec("eagle", 4, mean_accepted=3.2)
+    spec = SpeculativeSpec(method="eagle", k=4, mean_accepted=3.2)
     assert spec.tokens_per_step == 3.2
     assert expected_tokens(spec.rate, 4) == pytest.approx(3.2)
     k, s = best_k(dep, spec, 1, 512)
     assert 1 <= k <= 10 and s >= spec_round(dep, spec.with_k(4), 1, 512).speedup
     # A higher acceptance rate favours a deeper proposal.
-    k_hi, _ = best_k(dep, SpeculativeSpec("eagle", 4, alpha=0.95), 1, 512)
-    k_lo, _ = best_k(dep, SpeculativeSpec("eagle", 4, alpha=0.3), 1, 512)
+    k_hi, _ = best_k(dep, SpeculativeSpec(method="eagle", k=4, alpha=0.95), 1, 512)
+    k_lo, _ = best_k(dep, SpeculativeSpec(method="eagle", k=4, alpha=0.3), 1, 512)
     assert k_hi > k_lo
 
 
 def test_medusa_heads_run_once_per_round():
     dep = deployment("lmsys/vicuna-7b-v1.3", "a100-sxm-80gb")
-    eagle = spec_round(dep, SpeculativeSpec("eagle", 5, mean_accepted=2.5), 1, 512)
-    medusa = spec_round(dep, SpeculativeSpec("medusa", 5, mean_accepted=2.5), 1, 512)
+    eagle = spec_round(dep, SpeculativeSpec(method="eagle", k=5, mean_accepted=2.5), 1, 512)
+    medusa = spec_round(dep, SpeculativeSpec(method="medusa", k=5, mean_accepted=2.5), 1, 512)
     assert medusa.draft_s == pytest.approx(eagle.draft_s / 5, rel=0.02)
 
 
 def test_spec_tpot_in_the_request_latency_and_draft_prefill_in_ttft():
     dep = deployment("llama-3.1-8b", "h100-sxm")
     base = Scenario(dep, 512, 64)
-    spec = with_speculation(base, SpeculativeSpec("draft", 4, alpha=0.8, draft_model=get_model("llama-3.2-1b")))
+    spec = with_speculation(base,
+                            SpeculativeSpec(method="draft", k=4, alpha=0.8, draft_model=get_model("llama-3.2-1b")))
     (t0, p0), (t1, p1) = request_latency_s(base), request_latency_s(spec)
     assert t1 > t0          # the draft prefills the prompt too
     assert p1 < p0

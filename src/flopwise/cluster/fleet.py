@@ -519,8 +519,9 @@ class FleetResult:
         config = fleet.config.resolved(main.deployment)
         b = self.bounded
         if b is None:
-            out = SimResult(main.deployment, self.workload, config, self.records, self.timelines(), self.requests,
-                            self.phases, sla, self.wall_s).summary()
+            out = SimResult(deployment=main.deployment, workload=self.workload, config=config, records=self.records,
+                            timelines=self.timelines(), requests=self.requests, phases=self.phases, sla=sla,
+                            wall_s=self.wall_s).summary()
         else:
             out = b.summarize(sla)
             hit = b.num_cached_tokens / b.num_prompt_tokens if b.num_prompt_tokens else 0.0

@@ -70,7 +70,7 @@ class _Extent:
     hashed: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class BlockManager:
     num_blocks: int
     block_size: int

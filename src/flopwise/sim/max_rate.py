@@ -53,7 +53,7 @@ _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_t
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MaxRate:
     rate: float  # requests/s: the highest probed rate the rule accepted (<= upper_bound)
     result: SimResult  # the run at that rate
@@ -142,8 +142,8 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         return p
 
     def done(lo: Probe, hi: Probe | None, capped: bool) -> MaxRate:
-        return MaxRate(lo.rate, lo.result, ceiling, tuple((p.rate, p.ok) for p in trail),
-                       _interval(lo, hi, ceiling, rule, trail), capped, lo, tuple(trail))
+        return MaxRate(rate=lo.rate, result=lo.result, upper_bound=ceiling, probes=tuple((p.rate, p.ok) for p in trail),
+                       interval=_interval(lo, hi, ceiling, rule, trail), capped=capped, probe=lo, trail=tuple(trail))
 
     first = probe(min(start if start is not None else default_start, ceiling))
     lo: Probe | None = first if first.ok else None
@@ -222,8 +222,9 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
                   values={str(o): summary[f"{o.metric}_ms"].get(o.stat) for o in sla.objectives},
                   backlog_growth_per_s=0.0, backlog_growth_se=0.0, backlog_tolerance=rule.backlog_tolerance,
                   z=rule.z, ratio_samples=np.full(rule.num_bootstrap, ratio), summary=summary, result=res)
-    return MaxRate(rate, res, ceiling, ((math.inf, True),), (lo, max(hi, rate) if mu < ceiling else rate),
-                   mu >= ceiling, probe, (probe,))
+    return MaxRate(rate=rate, result=res, upper_bound=ceiling, probes=((math.inf, True),),
+                   interval=(lo, max(hi, rate) if mu < ceiling else rate), capped=mu >= ceiling, probe=probe,
+                   trail=(probe,))
 
 
 def _slope(trail: tuple[Probe, ...] | list[Probe], lo: Probe, hi: Probe) -> float:
@@ -289,7 +290,7 @@ def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> M
             break
         lo, lo_res, hi = hi, res, 2 * hi
     else:
-        return MaxRate(lo, lo_res, bound, tuple(probes))
+        return MaxRate(rate=lo, result=lo_res, upper_bound=bound, probes=tuple(probes))
     best = lo_res
     for _ in range(iterations):
         mid = (lo + hi) / 2
@@ -298,4 +299,4 @@ def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> M
             lo, best = mid, res
         else:
             hi = mid
-    return MaxRate(lo, best, bound, tuple(probes))
+    return MaxRate(rate=lo, result=best, upper_bound=bound, probes=tuple(probes))

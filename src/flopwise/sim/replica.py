@@ -71,7 +71,8 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     caching = config.prefix_caching(dep) and config.scheduler == "vllm" and not windowed
     blocks_for = blocks_counter(dep) if windowed else None
-    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, caching, blocks_for)
+    kv = BlockManager(num_blocks=memory_plan(dep).num_blocks, block_size=dep.block_size, enable_prefix_caching=caching,
+                      blocks_for=blocks_for)
     cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
     return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,
                enable_chunked_prefill=config.chunked_prefill(dep))

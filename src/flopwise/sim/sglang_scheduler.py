@@ -422,6 +422,6 @@ def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler
     """An SGLang scheduler over the deployment's block pool, with SGLang's defaults for unset knobs."""
     windowed = not layout(dep).cache.uniform  # windows, chunks or per-sequence state: blocks by formula
     blocks_for = blocks_counter(dep) if windowed else None
-    kv = BlockManager(memory_plan(dep).num_blocks, dep.block_size, config.prefix_caching(dep) and not windowed,
-                      blocks_for)
+    kv = BlockManager(num_blocks=memory_plan(dep).num_blocks, block_size=dep.block_size,
+                      enable_prefix_caching=config.prefix_caching(dep) and not windowed, blocks_for=blocks_for)
     return SglangScheduler(kv, **sglang_settings(dep, config))

@@ -30,7 +30,7 @@ from flopwise.workload.spec import Workload
 __all__ = ["SimResult", "simulate", "run_summary"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SimResult:
     deployment: Deployment
     workload: Workload
@@ -146,5 +146,6 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)
     table = np.concatenate(phases)[order] if phases else np.empty((0, len(PHASES)))
-    return SimResult(dep, workload, config, [records[i] for i in order], timelines,
-                     [requests[i] for i in order], table, sla, time.perf_counter() - t0)
+    return SimResult(deployment=dep, workload=workload, config=config, records=[records[i] for i in order],
+                     timelines=timelines, requests=[requests[i] for i in order], phases=table, sla=sla,
+                     wall_s=time.perf_counter() - t0)

@@ -359,7 +359,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Family:
     name: str
     aliases: tuple[str, ...]
@@ -394,8 +394,8 @@ def _families() -> dict[str, _Family]:
                 raise SpecError(f"{where}: release needs 'since' and known keys, got {sorted(rel)}")
             releases.append((_version_key(rel["since"]), rel["since"], rel))
         releases.sort(key=lambda r: r[0])
-        fam = _Family(data["name"], tuple(data.get("aliases", ())), data["base"], tuple(releases),
-                      data["default_version"], data.get("launch", {}))
+        fam = _Family(name=data["name"], aliases=tuple(data.get("aliases", ())), base=data["base"],
+                      releases=tuple(releases), default_version=data["default_version"], launch=data.get("launch", {}))
         for key in (fam.name, *fam.aliases):
             out[key.lower()] = fam
     return out

@@ -56,7 +56,7 @@ _DTYPE_FALLBACK = {
 _WEIGHT_ONLY_FALLBACK = {"fp4": ("fp4", "bf16", "fp16", "fp32"), "fp8": ("fp8", "bf16", "fp16", "fp32")}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EfficiencyProfile:
     """Fraction of peak real kernels reach, by problem size, plus fixed overheads (see module docstring)."""
 
@@ -101,7 +101,7 @@ DEFAULT_EFFICIENCY = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HardwareSpec:
     """One accelerator (or CPU socket slice). Units: TFLOP/s dense, GiB, decimal GB/s, W, USD/h."""
 

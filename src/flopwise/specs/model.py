@@ -38,7 +38,7 @@ ATTENTION_KINDS = ("full", "sliding", "chunked", "linear", "mla", "sparse")
 MLP_KINDS = ("dense", "moe")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MLASpec:
     """Multi-head latent attention (DeepSeek-V2 §2.1): KV cached as a shared latent of kv_lora_rank plus a
     decoupled RoPE key of qk_rope_head_dim per token and layer."""
@@ -191,7 +191,7 @@ class MLPSpec:
         return self.kind == "moe"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MoESpec:
     """A summary of a model's (first) MoE layer, for reports."""
 
@@ -392,8 +392,10 @@ class ModelSpec:
         for lay in self.layers:
             m = lay.mlp
             if m.is_moe:
-                return MoESpec(m.num_experts, m.experts_per_token, m.intermediate_size, m.shared_intermediate_size,
-                               m.expert_bias, m.router_bias)
+                return MoESpec(num_experts=m.num_experts, experts_per_token=m.experts_per_token,
+                               expert_intermediate_size=m.intermediate_size,
+                               shared_intermediate_size=m.shared_intermediate_size, expert_bias=m.expert_bias,
+                               router_bias=m.router_bias)
         return None
 
     @property

@@ -20,7 +20,7 @@ from flopwise.validate import text
 __all__ = ["CatalogModel", "model_catalog", "get_model"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CatalogModel:
     id: str
     file: str

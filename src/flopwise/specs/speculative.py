@@ -74,7 +74,7 @@ def acceptance_rate(mean_accepted: float, k: int) -> float:
     return (lo + hi) / 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpeculativeSpec:
     """A speculative-decoding setup. Give exactly one of `alpha` (per-token acceptance rate) and
     `mean_accepted` (measured tokens per target step, bonus included)."""

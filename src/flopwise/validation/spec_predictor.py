@@ -36,7 +36,7 @@ def predict_speculative(case: Case) -> float:
     method = a["method"]
     k, tree = METHOD_DEFAULTS[method]
     draft = get_model(a["draft_model"]) if method == "draft" else None
-    spec = SpeculativeSpec(method, k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
+    spec = SpeculativeSpec(method=method, k=k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
                            verify_tokens=tree)
     dep, _ = case_deployment(case.raw, "estimate", a)
     base = Scenario(dep, int(a["input_len"]), int(a["output_len"]), int(a.get("batch") or 1))

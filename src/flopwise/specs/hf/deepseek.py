@@ -24,8 +24,8 @@ def _read(f: Fields, sparse: bool) -> ModelSpec:
     n, h = f.int("num_layers"), f.int("hidden_size")
     heads = f.int("num_heads")
     q_lora = f.optional_int("q_lora_rank")
-    mla = MLASpec(q_lora, f.int("kv_lora_rank"), f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"),
-                  f.int("v_head_dim"))
+    mla = MLASpec(q_lora_rank=q_lora, kv_lora_rank=f.int("kv_lora_rank"), qk_nope_head_dim=f.int("qk_nope_head_dim"),
+                  qk_rope_head_dim=f.int("qk_rope_head_dim"), v_head_dim=f.int("v_head_dim"))
     indexer = None
     if sparse:
         ih, idim = f.int("index_n_heads"), f.int("index_head_dim")

@@ -30,7 +30,7 @@ from flopwise.specs.model import ModelSpec
 __all__ = ["Family", "FAMILIES", "SUPPORTED_FAMILIES", "family_for", "nearest_family", "parse_config"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Family:
     """A model family: the names it answers to, its reader, and the config fields that mark it (for the
     nearest-family suggestion)."""
