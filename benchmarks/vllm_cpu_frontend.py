@@ -161,7 +161,8 @@ def main() -> None:
                       f"{time.strftime('%Y-%m-%d')}")
     ceiling_fe = 1.0 / fe.ingress_s(8)
     dep = deployment(str(CACHE / "model"), "cpu-epyc-zen5-2c", engine="vllm@0.32", engine_file=override)
-    sim = simulate(dep, Workload(tuple(RequestSpec(0.0, 8, 1) for _ in range(args.n)))).summary()
+    burst_specs = tuple(RequestSpec(arrival_at=0.0, input_tokens=8, output_tokens=1) for _ in range(args.n))
+    sim = simulate(dep, Workload(burst_specs)).summary()
     result = {"load_average_at_start": load1, "probes": rows, "fitted_frontend": costs,
               "burst": {"requests": args.n, "completed": done, "measured_request_throughput": measured_rps,
                         "api_server_cpu_utilization": util, "engine_processes_cpu_utilization": engine_util,

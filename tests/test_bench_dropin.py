@@ -99,12 +99,12 @@ def test_chat_role_only_chunk_is_not_timed():
 
 def test_rescaled_arrivals_put_request_n_at_n_over_rate():
     rng = np.random.default_rng(0)
-    t = arrival_times(ArrivalProcess("poisson", 9.0, rescale=True), 200, rng)
+    t = arrival_times(ArrivalProcess(kind="poisson", rate=9.0, rescale=True), 200, rng)
     assert t[-1] == 200 / 9.0 and t[0] > 0 and np.all(np.diff(t) >= 0)
-    g = arrival_times(ArrivalProcess("gamma", 4.0, burstiness=0.5, rescale=True), 50, rng)
+    g = arrival_times(ArrivalProcess(kind="gamma", rate=4.0, burstiness=0.5, rescale=True), 50, rng)
     assert g[-1] == pytest.approx(50 / 4.0, rel=1e-12)
     # the default (simulator) schedule is unchanged: first at 0, drawn gaps, sum only near n / rate
-    plain = arrival_times(ArrivalProcess("poisson", 9.0), 200, np.random.default_rng(0))
+    plain = arrival_times(ArrivalProcess(kind="poisson", rate=9.0), 200, np.random.default_rng(0))
     assert plain[0] == 0.0 and plain[-1] != pytest.approx(200 / 9.0, rel=1e-3)
     w = build_workload(num_requests=20, input_len=8, output_len=4, request_rate=5.0, rescale_arrivals=True)
     assert w.requests[-1].arrival_at == pytest.approx(20 / 5.0, rel=1e-12)

@@ -26,7 +26,8 @@ ASK = [*TRUE, "step_overhead_s"]  # its true value is the start value; with thes
 
 
 def _write_run(root, dep, concurrency, input_len, n=8, output_len=16):
-    wl = Workload(tuple(RequestSpec(0.0, input_len, output_len) for _ in range(n)), concurrency=concurrency)
+    specs = tuple(RequestSpec(arrival_at=0.0, input_tokens=input_len, output_tokens=output_len) for _ in range(n))
+    wl = Workload(specs, concurrency=concurrency)
     res = simulate(dep, wl)
     cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load(kind="concurrency", concurrency=concurrency),
                       num_requests=n, prompts=PromptConfig(input_len=input_len, output_len=output_len))
@@ -137,7 +138,8 @@ def test_bench_runs_recover_engine_cpu_costs(tmp_path):
     true_eng = replace(eng, frontend=replace(eng.frontend, request_s=4e-3), host=replace(eng.host, per_seq_s=6e-5))
     true_dep = replace(dep, engine=true_eng)
     for i, (c, ilen, n) in enumerate(((1, 32, 4), (32, 32, 64))):
-        wl = Workload(tuple(RequestSpec(0.0, ilen, 16) for _ in range(n)), concurrency=c)
+        wl = Workload(tuple(RequestSpec(arrival_at=0.0, input_tokens=ilen, output_tokens=16) for _ in range(n)),
+                      concurrency=c)
         res = simulate(true_dep, wl, replay_config())
         cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load(kind="concurrency", concurrency=c),
                           num_requests=n, prompts=PromptConfig(input_len=ilen, output_len=16))

@@ -121,7 +121,8 @@ def test_identical_replicas_at_n_times_the_rate_match_one_replica():
 def _shared_prefix_workload():
     # 12 requests 1 s apart (each done long before the next), prefix groups 0,1,2,0,1,2,...: 512 shared
     # tokens (32 blocks) + 64 own
-    return Workload(tuple(RequestSpec(float(i), 576, 8, prefix_id=i % 3, prefix_tokens=512) for i in range(12)))
+    return Workload(tuple(RequestSpec(arrival_at=float(i), input_tokens=576, output_tokens=8, prefix_id=i % 3,
+                                      prefix_tokens=512) for i in range(12)))
 
 
 def test_prefix_aware_routing_raises_the_hit_rate_by_hand():
@@ -166,7 +167,7 @@ def test_disaggregated_with_infinite_link_is_prefill_alone_then_decode_alone():
         return deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, frontend="none")
 
     spec = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=2xtp2,decode=1xtp4", kv_link="infinite")
-    s = simulate_fleet(spec, Workload((RequestSpec(0.0, 4000, 50),))).summary()
+    s = simulate_fleet(spec, Workload((RequestSpec(arrival_at=0.0, input_tokens=4000, output_tokens=50),))).summary()
     assert s["ttft_ms"]["mean"] == estimate("qwen3-32b", "h200", tp=2, batch=1, input_len=4000).ttft_ms
     tpot = estimate("qwen3-32b", "h200", tp=4, batch=1, input_len=4000, output_len=50).tpot_ms
     assert s["tpot_ms"]["mean"] == pytest.approx(tpot, rel=1e-6)

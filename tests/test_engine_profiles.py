@@ -103,7 +103,7 @@ def test_a_stream_above_the_api_servers_ceiling_queues_at_the_frontend():
     # has waited 10 (i + 1) - 5 i = 5 i + 10 ms in front of the engine; the engine (a 1B model, ~2 ms steps)
     # itself never queues.
     dep = _frontend_dep("llama-3.2-1b", request_s=0.01)
-    wl = Workload(tuple(RequestSpec(0.005 * i, 4, 2) for i in range(200)))
+    wl = Workload(tuple(RequestSpec(arrival_at=0.005 * i, input_tokens=4, output_tokens=2) for i in range(200)))
     res = simulate(dep, wl, SimConfig(enable_prefix_caching=False))
     got = [r.engine_arrival_at - r.arrival_at for r in res.requests]
     assert got == pytest.approx([0.005 * i + 0.01 for i in range(200)], rel=1e-9)
@@ -116,7 +116,7 @@ def test_a_stream_above_the_api_servers_ceiling_queues_at_the_frontend():
 def test_egress_delays_tokens_and_one_request_matches_the_estimate():
     dep = _frontend_dep(request_s=1e-3, output_token_s=2e-4, latency_s=3e-3)
     e = estimate_deployment(dep, batch=1, input_len=512, output_len=20)
-    s = simulate(dep, Workload((RequestSpec(0.0, 512, 20),))).summary()
+    s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=20),))).summary()
     offline = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20)
     assert e.ttft_ms == pytest.approx(offline.ttft_ms + 1.0 + 3.0 + 0.2, rel=1e-12)  # ingress, latency, egress
     assert s["ttft_ms"]["mean"] == pytest.approx(e.ttft_ms, rel=1e-12)
@@ -129,7 +129,9 @@ def test_a_shared_cpu_delays_the_engine_step():
     # vLLM V0: one process. Request 2 arrives while request 1's 50 ms ingress runs; the engine's first step
     # cannot start before the CPU is free, and then holds it for its own host time.
     dep = _frontend_dep(request_s=0.05, shares_engine_cpu=True)
-    wl = Workload((RequestSpec(0.0, 16, 2), RequestSpec(0.0, 16, 2)))
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=16, output_tokens=2), RequestSpec(arrival_at=0.0,
+                                                                                              input_tokens=16,
+                                                                                              output_tokens=2)))
     res = simulate(dep, wl, SimConfig(enable_prefix_caching=False))
     a, b = res.requests
     assert (a.engine_arrival_at, b.engine_arrival_at) == pytest.approx((0.05, 0.10))
@@ -138,7 +140,7 @@ def test_a_shared_cpu_delays_the_engine_step():
 
 def test_offline_runs_have_no_frontend_stage():
     dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
-    s = simulate(dep, Workload((RequestSpec(0.0, 128, 8),))).summary()
+    s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=128, output_tokens=8),))).summary()
     assert s["time_breakdown_ms"]["frontend_ms"] == 0.0 and s["frontend_utilization"] is None
     assert s["setup"]["engine"] == "vllm@0.32 (offline)" and s["setup"]["frontend"] == "none"
 

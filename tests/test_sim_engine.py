@@ -26,13 +26,13 @@ def _t(dep, rows, logits=None):
 def test_one_request_reproduces_the_static_estimate(dep):
     # <= 33 decode steps: the estimate is exact, and so must the simulator be (up to its 1e-9 interpolation).
     e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20)
-    s = simulate(dep, Workload((RequestSpec(0.0, 512, 20),))).summary()
+    s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=20),))).summary()
     assert s["ttft_ms"]["mean"] == e.ttft_ms
     assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-9)
     assert s["e2e_ms"]["mean"] == pytest.approx(e.e2e_ms, rel=1e-9)
     # longer outputs: the estimate averages 33 sampled contexts (its own error is well under 0.1%)
     e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=400)
-    s = simulate(dep, Workload((RequestSpec(0.0, 512, 400),))).summary()
+    s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=400),))).summary()
     assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-4)
     assert s["num_steps"] == 400
 
@@ -42,7 +42,8 @@ def test_two_requests_split_prefill_under_the_token_budget():
     #   step 1: A prefills 600, B gets the remaining 400 (chunk; emits no token)
     #   step 2: A decodes 1 (context 600), B prefills its last 200 (context 400) and emits its first token
     dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000, frontend="none")
-    res = simulate(dep, Workload((RequestSpec(0.0, 600, 3), RequestSpec(0.0, 600, 3))))
+    res = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=600, output_tokens=3),
+                                  RequestSpec(arrival_at=0.0, input_tokens=600, output_tokens=3))))
     s1 = _t(dep, [(600, 0), (400, 0)], 1)  # only A's row produces a token
     s2 = _t(dep, [(1, 600), (200, 400)], 2)
     a, b = res.records
@@ -56,8 +57,8 @@ def test_two_requests_split_prefill_under_the_token_budget():
 def test_fully_shared_prefix_skips_its_prefill(dep):
     # Both prompts are one 512-token prefix. The second arrives after the first has finished: its hit is
     # capped at num_tokens - 1 = 511 -> 31 full blocks (496 tokens), so it computes 16 tokens.
-    wl = Workload((RequestSpec(0.0, 512, 4, prefix_id=7, prefix_tokens=512),
-                   RequestSpec(10.0, 512, 4, prefix_id=7, prefix_tokens=512)))
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=4, prefix_id=7, prefix_tokens=512),
+                   RequestSpec(arrival_at=10.0, input_tokens=512, output_tokens=4, prefix_id=7, prefix_tokens=512)))
     res = simulate(dep, wl)
     first, second = res.records
     assert first.ttft_ms == pytest.approx(_t(dep, [(512, 0)]) * 1e3, rel=1e-12)
@@ -102,7 +103,7 @@ def test_seed_determinism(dep):
 
 def test_static_batching_waits_for_a_full_batch():
     dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4, frontend="none")
-    wl = Workload(tuple(RequestSpec(float(i), 100, 5) for i in range(4)))
+    wl = Workload(tuple(RequestSpec(arrival_at=float(i), input_tokens=100, output_tokens=5) for i in range(4)))
     res = simulate(dep, wl, SimConfig(scheduler="static"))
     assert [r.first_scheduled_at for r in res.records] == [3.0] * 4
     prefill = _t(dep, [(100, 0)] * 4)
@@ -125,7 +126,8 @@ def test_staggered_closed_loop_sends_prefill_the_first_request_alone(dep):
     """client_stagger_s: sends of one instant reach the engine that far apart, so an idle engine prefills the
     first request alone and the others together in the next step (vLLM's 1 + (N - 1) waves); a request sent
     on a completion misses the step scheduled at that completion."""
-    wl = Workload(tuple(RequestSpec(0.0, 128, 4) for _ in range(6)), concurrency=3)
+    wl = Workload(tuple(RequestSpec(arrival_at=0.0, input_tokens=128, output_tokens=4) for _ in range(6)),
+                  concurrency=3)
     d = 1e-3
     res = simulate(dep, wl, SimConfig(client_stagger_s=d))
     recs = res.records

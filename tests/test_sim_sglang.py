@@ -57,7 +57,9 @@ def test_new_prefill_runs_as_its_own_step_before_the_next_decode(dep):
     # vLLM: the step after the arrival decodes A first and prefills B and C in the same step.
     p0, d1 = _t(dep, [(100, 0)]), _t(dep, [(1, 100)])
     arrive = p0 + 0.5 * d1
-    wl = Workload((RequestSpec(0.0, 100, 6), RequestSpec(arrive, 200, 3), RequestSpec(arrive, 200, 3)))
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=100, output_tokens=6),
+                   RequestSpec(arrival_at=arrive, input_tokens=200, output_tokens=3),
+                   RequestSpec(arrival_at=arrive, input_tokens=200, output_tokens=3)))
     a, b, c = simulate(dep, wl, SGLANG).records
     prefill = _t(dep, [(200, 0), (200, 0)])
     decode = _t(dep, [(1, 101), (1, 200), (1, 200)])
@@ -84,7 +86,9 @@ def test_chunked_prefill_pauses_decodes_until_the_last_chunk(dep):
     # --chunked-prefill-size 512: a 1200-token prompt arriving while A decodes takes three prefill steps
     # (512, 512, 176) in a row; A emits nothing in between.
     p0, d1 = _t(dep, [(100, 0)]), _t(dep, [(1, 100)])
-    wl = Workload((RequestSpec(0.0, 100, 4), RequestSpec(p0 + 0.5 * d1, 1200, 2)))
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=100, output_tokens=4), RequestSpec(arrival_at=p0 + 0.5 * d1,
+                                                                                               input_tokens=1200,
+                                                                                               output_tokens=2)))
     cfg = SimConfig(scheduler="sglang", sglang=SglangKnobs(chunked_prefill_size=512))
     a, b = simulate(dep, wl, cfg).records
     chunks = _t(dep, [(512, 0)], 0) + _t(dep, [(512, 512)], 0) + _t(dep, [(176, 1024)])
@@ -184,7 +188,7 @@ def test_retractions_count_as_preemptions_in_the_summary_and_runs_match_steps(de
     # the running outputs, so a retraction follows (vLLM preempts 4 here); fast-forwarded decode runs
     # (with the ratio's decay caught up afterwards) give the same result as stepping one step at a time.
     small = deployment("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.232223, frontend="none")
-    wl = Workload(tuple(RequestSpec(0.0, 200, 300) for _ in range(24)))
+    wl = Workload(tuple(RequestSpec(arrival_at=0.0, input_tokens=200, output_tokens=300) for _ in range(24)))
     fast = simulate(small, wl, SGLANG)
     s = fast.summary()
     assert s["preemptions"] == sum(r.num_preemptions for r in fast.requests) > 0

@@ -169,7 +169,7 @@ def test_static_scheduler_reserves_the_lookahead():
 
 # ---- techniques and planner -------------------------------------------------------------------------------
 def test_compare_simulates_speculative_rows():
-    base = Scenario(deployment("llama-3.1-8b", "h100-sxm", frontend="none"), 256, 64)
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", frontend="none"), input_len=256, output_len=64)
     led = compare(base, ["spec=ngram,k=4,alpha=0.6"], parse_sla("p95_ttft<=2s,p95_tpot<=50ms"),
                   sim=SimWorkload(None, 40))
     row = led.rows[0]

@@ -22,14 +22,15 @@ SLA = parse_sla("p95_ttft<=2s,p95_tpot<=50ms")
 def test_try_grammar():
     t = parse_try("weights=int8+kv=fp8")
     assert [x.label for x in t.techniques] == ["weights=int8", "kv=fp8"]
-    scn = t.apply(Scenario(deployment("llama-3.1-8b", "h100-sxm")))
+    scn = t.apply(Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm")))
     assert (scn.deployment.weights.name, scn.deployment.kv.name) == ("int8", "fp8")
-    spec = parse_try("spec=draft:llama-3.2-1b,k=4,alpha=0.7").apply(Scenario(deployment("llama-3.1-8b", "h100-sxm")))
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm"))
+    spec = parse_try("spec=draft:llama-3.2-1b,k=4,alpha=0.7").apply(base)
     assert spec.speculation.k == 4 and spec.speculation.draft_model.name == "meta-llama/Llama-3.2-1B"
     assert parse_try("spec=eagle,k=4,accepted=3.2").techniques[0].label == "spec=eagle,k=4,accepted=3.2"
-    assert parse_try("tp=2").apply(Scenario(deployment("llama-3.1-8b", "h100-sxm"))).deployment.tp == 2
+    assert parse_try("tp=2").apply(Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm"))).deployment.tp == 2
     assert parse_try("chunked-prefill=512").apply(
-        Scenario(deployment("llama-3.1-8b", "h100-sxm"))).deployment.max_num_batched_tokens == 512
+        Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm"))).deployment.max_num_batched_tokens == 512
     assert parse_try("weights=int4-awq").accuracy_risk.level == "medium"
     assert parse_try("kv-heads=1").accuracy_risk.level == "high"
 
@@ -47,7 +48,7 @@ def test_ledger_verdicts():
     assert Change("tpot_ms", 8.0, 10.0).verdict == "better"
     assert Change("output_tokens_per_s_at_sla", 8.0, 10.0).verdict == "worse"
     assert Change("ttft_ms", 10.02, 10.0).verdict == "same"           # within 0.5%
-    base = Scenario(deployment("llama-3.1-8b", "a100-sxm-80gb"), 1024, 128)
+    base = Scenario(deployment=deployment("llama-3.1-8b", "a100-sxm-80gb"), input_len=1024, output_len=128)
     led = compare(base, ["weights=int8", "prefix-cache=0.5", "spec=ngram,k=4,alpha=0.6"], SLA)
     rows = {r.label: r.changes(led.baseline.metrics) for r in led.rows}
     assert rows["weights=int8"]["tpot_ms"].verdict == "better"

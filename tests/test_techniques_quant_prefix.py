@@ -17,7 +17,7 @@ from flopwise.techniques.scenario import Scenario
 
 
 def test_int8_halves_the_decode_weight_bytes():
-    scn = Scenario(deployment("llama-3.1-8b", "a100-sxm-80gb"))
+    scn = Scenario(deployment=deployment("llama-3.1-8b", "a100-sxm-80gb"))
     q = quantize(scn, weights="int8").deployment
     shape = decode_shape(8, 1024, layout(scn.deployment).windows)
     a, b = step_cost(scn.deployment, shape), step_cost(q, shape)
@@ -53,15 +53,16 @@ def test_prefix_hit_removes_the_prefix_prefill():
     assert causal_pairs(0, 1024, None) - causal_pairs(512, 512, None) == causal_pairs(0, 512, None)
     assert full - half == batching.prefill_flops(dep, 1, 512) - 2 * 128256 * 4096
     # A hit ratio of 1: only the last block (16 tokens on 1008 cached) is computed; TTFT is that one step.
-    scn = with_prefix_cache(Scenario(dep, 1024, 32), 1.0)
+    scn = with_prefix_cache(Scenario(deployment=dep, input_len=1024, output_len=32), 1.0)
     ttft, _ = request_latency_s(scn)
     assert ttft == step_time(dep, batch_shape([(16, 1008)], layout(dep).windows))
-    assert ttft < request_latency_s(Scenario(dep, 1024, 32))[0] / 3     # one memory-bound step
+    plain = Scenario(deployment=dep, input_len=1024, output_len=32)
+    assert ttft < request_latency_s(plain)[0] / 3  # one memory-bound step
 
 
 def test_shared_prefix_blocks_admit_more_sequences():
     dep = deployment("llama-3.1-8b", "a100-sxm-80gb")
-    base = Scenario(dep, 1024, 256)
+    base = Scenario(deployment=dep, input_len=1024, output_len=256)
     assert max_sequences_sharing(base) == max_sequences(dep, 1280)
     assert max_sequences_sharing(with_prefix_cache(base, 0.5)) > max_sequences(dep, 1280)
 
@@ -69,10 +70,10 @@ def test_shared_prefix_blocks_admit_more_sequences():
 def test_baseline_ttft_matches_estimate_and_chunking_splits_prefill():
     from flopwise.estimate import estimate_deployment
     dep = deployment("llama-3.1-8b", "h100-sxm")
-    ttft, tpot = request_latency_s(Scenario(dep, 512, 64, batch=4))
+    ttft, tpot = request_latency_s(Scenario(deployment=dep, input_len=512, output_len=64, batch=4))
     est = estimate_deployment(dep, batch=4, input_len=512, output_len=64)
     assert ttft * 1e3 == pytest.approx(est.ttft_ms) and tpot * 1e3 == pytest.approx(est.tpot_ms)
-    steps = batching.prefill_steps(batching.with_chunked_prefill(Scenario(dep), 512).deployment, 3, 700)
+    steps = batching.prefill_steps(batching.with_chunked_prefill(Scenario(deployment=dep), 512).deployment, 3, 700)
     assert [s.num_tokens for s in steps] == [512, 512, 512, 512, 52]    # 2100 tokens, FCFS
     assert [s.num_logits for s in steps] == [0, 1, 1, 0, 1]             # prompts end at 700, 1400, 2100
 

@@ -100,7 +100,7 @@ def test_medusa_heads_run_once_per_round():
 
 def test_spec_tpot_in_the_request_latency_and_draft_prefill_in_ttft():
     dep = deployment("llama-3.1-8b", "h100-sxm")
-    base = Scenario(dep, 512, 64)
+    base = Scenario(deployment=dep, input_len=512, output_len=64)
     spec = with_speculation(base,
                             SpeculativeSpec(method="draft", k=4, alpha=0.8, draft_model=get_model("llama-3.2-1b")))
     (t0, p0), (t1, p1) = request_latency_s(base), request_latency_s(spec)

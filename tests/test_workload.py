@@ -35,15 +35,15 @@ def test_bad_lengths(bad):
 
 def test_arrivals():
     rng = np.random.default_rng(0)
-    assert list(arrival_times(ArrivalProcess("constant", 4.0), 4, rng)) == [0.0, 0.25, 0.5, 0.75]
-    assert not arrival_times(ArrivalProcess("poisson", math.inf), 5, rng).any()
-    gaps = np.diff(arrival_times(ArrivalProcess("gamma", 10.0, burstiness=0.25), 20001, rng))
+    assert list(arrival_times(ArrivalProcess(kind="constant", rate=4.0), 4, rng)) == [0.0, 0.25, 0.5, 0.75]
+    assert not arrival_times(ArrivalProcess(kind="poisson", rate=math.inf), 5, rng).any()
+    gaps = np.diff(arrival_times(ArrivalProcess(kind="gamma", rate=10.0, burstiness=0.25), 20001, rng))
     assert gaps.mean() == pytest.approx(0.1, rel=0.05)
     assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.05)  # CV = 1 / sqrt(0.25)
     with pytest.raises(WorkloadError):
-        ArrivalProcess("poisson", 0.0)
+        ArrivalProcess(kind="poisson", rate=0.0)
     with pytest.raises(WorkloadError):
-        ArrivalProcess("weibull", 1.0)
+        ArrivalProcess(kind="weibull", rate=1.0)
 
 
 def test_named_workloads_and_prefixes():

@@ -421,7 +421,7 @@ def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, 
     lout = output_len if output_len is not None else (shape.output_len if shape else DEFAULT_OUTPUT_LEN)
     dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
                      frontend=frontend, endpoint=endpoint, family=family)
-    base = Scenario(dep, lin, lout, batch)
+    base = Scenario(deployment=dep, input_len=lin, output_len=lout, batch=batch)
     named = workload if workload and input_len is None and output_len is None else None
     sim = SimWorkload(named, num_requests) if simulate else None
     return run(base, try_list, objectives, hardware_file, sim)
@@ -442,7 +442,8 @@ def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DE
 
     dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
                      frontend=FRONTEND_ESTIMATE, family=family)
-    return run(Scenario(dep, input_len, output_len, batch), get_model(draft) if draft else None, k, alpha)
+    return run(Scenario(deployment=dep, input_len=input_len, output_len=output_len, batch=batch),
+               get_model(draft) if draft else None, k, alpha)
 
 
 # ------------------------------------------------------------------------------------------------ plan

@@ -82,7 +82,7 @@ def arrival_gaps(load: Load, seed: int = 0, block: int = 1) -> Iterator[float]:
     come in blocks of `block` requests, each block's gaps summing to exactly block / rate."""
     if load.is_closed:
         raise ValueError("a closed loop has no arrival gaps")
-    proc = ArrivalProcess(load.kind, float(load.rate), load.burstiness, load.rescale)  # type: ignore[arg-type]
+    proc = ArrivalProcess(kind=load.kind, rate=float(load.rate), burstiness=load.burstiness, rescale=load.rescale)  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     if load.rescale:
         while True:

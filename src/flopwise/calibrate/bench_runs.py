@@ -88,10 +88,10 @@ def measured_workload(saved: Any, cfg: Any) -> Any:
     specs = []
     for r in ok:
         prefix = pc.shared_prefix_len if pc.shared_prefix_len and pc.shared_prefix_len <= r.input_tokens else 0
-        specs.append(RequestSpec(0.0 if cfg.load.is_closed else r.arrival_at - t0,
-                                 max(round(r.input_tokens * keep), 1),
-                                 max(r.num_output_tokens, 1), (r.request_id % pc.num_prefixes) if prefix else None,
-                                 prefix))
+        specs.append(RequestSpec(arrival_at=0.0 if cfg.load.is_closed else r.arrival_at - t0,
+                                 input_tokens=max(round(r.input_tokens * keep), 1),
+                                 output_tokens=max(r.num_output_tokens, 1),
+                                 prefix_id=(r.request_id % pc.num_prefixes) if prefix else None, prefix_tokens=prefix))
     return Workload(tuple(specs), concurrency=cfg.load.concurrency if cfg.load.is_closed else None,
                     name=f"measured {cfg.load.label}")
 

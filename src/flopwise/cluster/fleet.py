@@ -207,7 +207,8 @@ class Fleet:
         for p in self.spec.pools:
             reps = [m.replica for m in self.members if m.pool is p]
             if p.role == "prefill":
-                reps[0].check(RequestSpec(0.0, s.input_tokens, 1) for _, s in items)
+                reps[0].check(RequestSpec(arrival_at=0.0, input_tokens=s.input_tokens, output_tokens=1)
+                              for _, s in items)
             elif reps:
                 reps[0].check(s for _, s in items)
         source = OpenLoop(items) if workload.concurrency is None else \

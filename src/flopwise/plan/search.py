@@ -168,7 +168,7 @@ class _Stream:
                                   output_len=self.output_len, request_rate=rate, seed=self.seed)
         specs = self.trace_specs
         rng = np.random.default_rng(np.random.SeedSequence(self.seed).spawn(4)[3])
-        times = arrival_times(ArrivalProcess("poisson", rate), n, rng)
+        times = arrival_times(ArrivalProcess(kind="poisson", rate=rate), n, rng)
         reqs = tuple(replace(specs[i % len(specs)], arrival_at=float(t)) for i, t in enumerate(times))
         return Workload(reqs, name="trace")
 

@@ -74,7 +74,7 @@ def prefill_flops(dep: Deployment, batch: int, input_len: int, cached: int = 0) 
     return sum(step_cost(dep, s).flops for s in prefill_steps(dep, batch, input_len, cached)) * dep.tp
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkPoint:
     """One new prompt joining `running` decoding sequences under a token budget of `chunk` tokens."""
 

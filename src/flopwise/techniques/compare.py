@@ -19,7 +19,7 @@ from flopwise.techniques.tries import Trial, parse_try
 __all__ = ["compare", "trial_notes", "WorkloadShape", "named_workload_shape"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadShape:
     """A named workload reduced to the equal requests a static comparison needs: its mean lengths."""
 
@@ -36,7 +36,8 @@ def named_workload_shape(name: str) -> WorkloadShape:
     if w is None:
         raise WorkloadError(f"unknown workload '{name}'; use one of {', '.join(NAMED_WORKLOADS)}."
                             f"{suggest(name, NAMED_WORKLOADS)}")
-    return WorkloadShape(name, max(1, round(w.input_len.mean)), max(1, round(w.output_len.mean)), w.prefix_ratio)
+    return WorkloadShape(name=name, input_len=max(1, round(w.input_len.mean)),
+                         output_len=max(1, round(w.output_len.mean)), prefix_ratio=w.prefix_ratio)
 
 
 def trial_notes(base: Scenario, scn: Scenario) -> tuple[str, ...]:

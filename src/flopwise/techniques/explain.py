@@ -28,7 +28,7 @@ from flopwise.units import fmt_bytes, fmt_flops, fmt_s
 __all__ = ["Section", "Explanation", "explain", "weight_bytes_excluding_lm_head"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
     key: str
     title: str
@@ -78,7 +78,7 @@ def _roofline(scn: Scenario, balance: float) -> Section:
             f"step of {scn.batch} sequence(s) does {fmt_flops(dec.flops)} over {fmt_bytes(dec.bytes)} "
             f"({_ai(dec):,.1f} FLOP/B): {dec.bound}-bound, {fmt_s(dec.time_s)}: at peak its math would take "
             f"{fmt_s(dec.peak_compute_s)}, its memory traffic {fmt_s(dec.peak_memory_s)}.")
-    return Section("roofline", "Prefill vs decode on the roofline", text, {
+    return Section(key="roofline", title="Prefill vs decode on the roofline", text=text, numbers={
         "balance_flop_per_byte": balance,
         "prefill": {"flops": pre.flops, "bytes": pre.bytes, "intensity": _ai(pre), "bound": pre.bound,
                     "time_ms": pre.time_s * 1e3},
@@ -95,7 +95,7 @@ def _gap(scn: Scenario, peak: float) -> Section:
             f"the tensor cores run at {used:.1%} of peak. Decode time is set by bytes (every weight read once "
             f"per step), not by FLOPs: techniques that cut bytes or share each read among more tokens pay; "
             f"techniques that only cut FLOPs barely move decode.")
-    return Section("gap", "FLOPs vs time", text, {"flops_per_token": dec.flops * dep.tp,
+    return Section(key="gap", title="FLOPs vs time", text=text, numbers={"flops_per_token": dec.flops * dep.tp,
                                                    "time_ms": dec.time_s * 1e3, "share_of_peak_flops": used})
 
 
@@ -119,8 +119,8 @@ def _batching(scn: Scenario) -> Section:
             + (f"At batch {cross} the math at peak outweighs the memory traffic: decode turns compute-bound."
                if cross else f"Even at the {cap} sequences that fit, decode stays memory-bound (the KV cache "
                              f"grows with the batch too)."))
-    return Section("batching", "Batching raises arithmetic intensity", text,
-                   {"rows": rows, "compute_bound_from_batch": cross, "max_sequences": cap})
+    return Section(key="batching", title="Batching raises arithmetic intensity", text=text,
+                   numbers={"rows": rows, "compute_bound_from_batch": cross, "max_sequences": cap})
 
 
 def _speculative(scn: Scenario, spec: speculative.SpeculativeSpec) -> Section:
@@ -146,7 +146,8 @@ def _speculative(scn: Scenario, spec: speculative.SpeculativeSpec) -> Section:
             f"{best} ({best_s:.2f}x). "
             + (f"From batch {stop} the verify step is compute-bound enough that speculation is slower."
                if stop else "It pays at every batch that fits: long contexts make the shared KV reads dominate."))
-    return Section("speculative", "Speculative decoding: more FLOPs, fewer memory passes", text, {
+    title = "Speculative decoding: more FLOPs, fewer memory passes"
+    return Section(key="speculative", title=title, text=text, numbers={
         "k": k, "tokens_per_step": r.tokens_per_step, "alpha": spec.rate,
         "plain_flops_k_tokens": plain / scn.batch, "draft_flops": r.draft_flops / scn.batch,
         "verify_flops": r.verify_flops / scn.batch, "round_flops": r.flops / scn.batch,
@@ -165,7 +166,7 @@ def _quantization(scn: Scenario) -> Section:
             f"({wb / wa:.0%}); FLOPs are unchanged ({fmt_flops(b.flops)}: weight-only int8 is dequantized and "
             f"multiplied in 16-bit). The step goes {fmt_s(a.time_s)} -> {fmt_s(b.time_s)}; the KV pool gains "
             f"what the weights free. Risk: {quantization.weight_risk('int8').note}.")
-    return Section("quantization", "Quantization: half the bytes", text, {
+    return Section(key="quantization", title="Quantization: half the bytes", text=text, numbers={
         "layer_weight_bytes": wa, "layer_weight_bytes_int8": wb, "decode_ms": a.time_s * 1e3,
         "decode_ms_int8": b.time_s * 1e3, "flops": a.flops, "flops_int8": b.flops})
 
@@ -178,7 +179,7 @@ def _prefix(scn: Scenario) -> Section:
     text = (f"A prefix cache hit on half the prompt ({c} tokens) removes their prefill: {fmt_flops(f0)} -> "
             f"{fmt_flops(f1)}, TTFT {fmt_s(t0)} -> {fmt_s(t1)}. One of the few techniques that cuts FLOPs; it "
             f"holds the prefix's KV blocks while they are shared, and decode is unchanged.")
-    return Section("prefix_cache", "Prefix caching: fewer FLOPs, held memory", text, {
+    return Section(key="prefix_cache", title="Prefix caching: fewer FLOPs, held memory", text=text, numbers={
         "cached_tokens": c, "prefill_flops": f0, "prefill_flops_cached": f1, "ttft_ms": t0 * 1e3,
         "ttft_ms_cached": t1 * 1e3})
 
@@ -190,7 +191,7 @@ def _kv(scn: Scenario) -> Section:
     parts = ", ".join(f"{v.name} {fmt_bytes(v.kv_bytes_per_token)}/token -> {v.max_sequences:,}" for v in rows)
     text = (f"KV structure sets how many {length}-token sequences fit (FLOPs barely change): {parts}. This model "
             f"is {cur.name}. Changing it means a different (retrained) model.")
-    return Section("kv_structure", "KV structure and concurrency", text, {
+    return Section(key="kv_structure", title="KV structure and concurrency", text=text, numbers={
         "length": length, "variants": [{"name": v.name, "kv_bytes_per_token": v.kv_bytes_per_token,
                                         "max_sequences": v.max_sequences, "is_current": v.is_current} for v in rows]})
 
@@ -203,7 +204,7 @@ def _chunked(scn: Scenario) -> Section:
     text = (f"While {running} sequences decode (step {fmt_s(pts[0].decode_step_s)}), a new {scn.input_len}-token "
             f"prompt either stalls them for one long step or is cut into chunks: by token budget, {parts}. "
             f"Smaller chunks bound the stall and cost TTFT (each chunk re-reads the weights).")
-    return Section("chunked_prefill", "Chunked prefill: TTFT vs ITL tail", text, {
+    return Section(key="chunked_prefill", title="Chunked prefill: TTFT vs ITL tail", text=text, numbers={
         "running": running, "points": [{"chunk": p.chunk, "ttft_ms": p.ttft_s * 1e3, "itl_tail_ms": p.itl_tail_s * 1e3}
                                        for p in pts]})
 
@@ -213,7 +214,7 @@ def explain(scn: Scenario, draft: ModelSpec | None = None, k: int = 4, alpha: fl
     dep = scn.deployment
     require_fit(dep)
     r = parallelism.roofs(dep.hardware, dep.weights.compute)
-    spec = speculative.SpeculativeSpec("draft" if draft else "eagle", k, alpha=alpha, draft_model=draft)
+    spec = speculative.SpeculativeSpec(method="draft" if draft else "eagle", k=k, alpha=alpha, draft_model=draft)
     sections = [_roofline(scn, r.balance_flop_per_byte), _gap(scn, r.peak_flops), _batching(scn),
                 _speculative(speculative.with_speculation(scn, spec), spec)]
     if dep.weights.bits_per_weight >= 16:

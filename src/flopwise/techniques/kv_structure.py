@@ -83,7 +83,7 @@ def with_mla(scn: Scenario) -> Scenario:
     return scn.with_deployment(rebuild(scn.deployment, model=_mla_model(scn.deployment.model)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionVariant:
     name: str
     kv_bytes_per_token: float  # per GPU
@@ -109,5 +109,6 @@ def attention_variants(dep: Deployment, length: int) -> list[AttentionVariant]:
     out = []
     for model in models:
         d = dep if model is m else rebuild(dep, model=model)
-        out.append(AttentionVariant(_kind(model), kv_bytes_per_token(d), max_sequences(d, length), model is m))
+        out.append(AttentionVariant(name=_kind(model), kv_bytes_per_token=kv_bytes_per_token(d),
+                                    max_sequences=max_sequences(d, length), is_current=model is m))
     return out

@@ -66,7 +66,7 @@ METRICS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Metrics:
     flops_per_output_token: float
     ttft_ms: float
@@ -229,7 +229,7 @@ class Change:
                 "delta_pct": None if self.relative is None else 100 * self.relative, "change": self.verdict}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LedgerRow:
     label: str
     scenario: Scenario
@@ -250,7 +250,7 @@ class LedgerRow:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ledger:
     baseline: LedgerRow
     rows: tuple[LedgerRow, ...]
@@ -319,8 +319,9 @@ def build_ledger(baseline: Scenario, candidates: list[tuple[str, Scenario, Ratin
                  sla: SLA, sim: SimWorkload | None = None) -> Ledger:
     """`candidates`: (label, transformed scenario, accuracy risk, complexity, notes) for each row; `sim`: the
     request stream to simulate for throughput at the SLA (None: static-batch figures only)."""
-    base = LedgerRow("baseline", baseline, measure(baseline, sla, sim), Rating("none", "as deployed"),
-                     Rating("none", "as deployed"))
-    rows = tuple(LedgerRow(label, scn, measure(scn, sla, sim), risk, cx, notes)
+    base = LedgerRow(label="baseline", scenario=baseline, metrics=measure(baseline, sla, sim),
+                     accuracy_risk=Rating("none", "as deployed"), complexity=Rating("none", "as deployed"))
+    rows = tuple(LedgerRow(label=label, scenario=scn, metrics=measure(scn, sla, sim), accuracy_risk=risk, complexity=cx,
+                           notes=notes)
                  for label, scn, risk, cx, notes in candidates)
-    return Ledger(base, rows, sla, sim is not None)
+    return Ledger(baseline=base, rows=rows, sla=sla, simulated=sim is not None)

@@ -30,7 +30,7 @@ def with_gpu(scn: Scenario, gpu: str | HardwareSpec, hardware_file: str | Path |
     return scn.with_deployment(rebuild(scn.deployment, hardware=hw))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Roofs:
     gpu: str
     peak_flops: float  # FLOP/s for the deployment's compute dtype
@@ -44,5 +44,6 @@ class Roofs:
 
 
 def roofs(hw: HardwareSpec, compute_dtype: str) -> Roofs:
-    return Roofs(hw.id, hw.peak_flops(compute_dtype, weight_only_fallback=compute_dtype in ("fp8", "fp4")),
-                 hw.bandwidth_bytes_per_s, hw.memory_bytes / GIB)
+    return Roofs(gpu=hw.id,
+                 peak_flops=hw.peak_flops(compute_dtype, weight_only_fallback=compute_dtype in ("fp8", "fp4")),
+                 bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s, capacity_gib=hw.memory_bytes / GIB)

@@ -24,7 +24,7 @@ from flopwise.specs.speculative import SpeculativeSpec
 __all__ = ["Scenario", "rebuild"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     deployment: Deployment
     input_len: int = DEFAULT_INPUT_LEN

@@ -54,7 +54,7 @@ _SPEC_RISK = Rating("none", "lossless: rejection sampling keeps the target's out
                     "Leviathan et al. 2023; Chen et al. 2023")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Technique:
     label: str
     apply: Callable[[Scenario], Scenario]
@@ -112,45 +112,51 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
         fmt = quantization.weight_format_name(value)
         risk = quantization.weight_risk(fmt)
         cx = _WEIGHT_CX["low" if risk.rank <= 1 or fmt.startswith("q") else "medium"]
-        return Technique(f"weights={fmt}", partial(quantization.quantize, weights=fmt), risk, cx)
+        return Technique(label=f"weights={fmt}", apply=partial(quantization.quantize, weights=fmt), accuracy_risk=risk,
+                         complexity=cx)
     if key == "kv":
         fmt = quantization.kv_format_name(value)
         cx = Rating("low", "one engine flag (vLLM --kv-cache-dtype fp8)") if fmt == "fp8" else Rating(
             "medium", "engine support varies (LMDeploy, TensorRT-LLM)")
-        return Technique(f"kv={fmt}", partial(quantization.quantize, kv=fmt), quantization.kv_risk(fmt), cx)
+        return Technique(label=f"kv={fmt}", apply=partial(quantization.quantize, kv=fmt),
+                         accuracy_risk=quantization.kv_risk(fmt), complexity=cx)
     if key == "spec":
         spec = parse_speculative(value)
         if spec is None:
-            return Technique("spec=none", partial(speculative.with_speculation, spec=None), _NO_RISK,
-                             Rating("none", "plain decoding"))
-        return Technique(spec.label(), partial(speculative.with_speculation, spec=spec), _SPEC_RISK,
-                         _SPEC_CX[spec.method])
+            return Technique(label="spec=none", apply=partial(speculative.with_speculation, spec=None),
+                             accuracy_risk=_NO_RISK, complexity=Rating("none", "plain decoding"))
+        return Technique(label=spec.label(), apply=partial(speculative.with_speculation, spec=spec),
+                         accuracy_risk=_SPEC_RISK, complexity=_SPEC_CX[spec.method])
     if key == "prefix-cache":
         hit = _float("prefix-cache", value, 0.0, 1.0)
-        return Technique(f"prefix-cache={hit:g}", partial(prefix_cache.with_prefix_cache, hit=hit), _NO_RISK,
-                         Rating("low", "on by default in vLLM v1 / SGLang; pays only if prompts share prefixes"))
+        return Technique(label=f"prefix-cache={hit:g}", apply=partial(prefix_cache.with_prefix_cache, hit=hit),
+                         accuracy_risk=_NO_RISK, complexity=Rating("low", "on by default in vLLM v1 / SGLang; pays "
+                                                                   "only if prompts share prefixes"))
     if key == "chunked-prefill":
         n = _int("chunked-prefill", value)
-        return Technique(f"chunked-prefill={n}", partial(batching.with_chunked_prefill, chunk=n), _NO_RISK,
-                         Rating("low", "one engine knob (--max-num-batched-tokens)"))
+        return Technique(label=f"chunked-prefill={n}", apply=partial(batching.with_chunked_prefill, chunk=n),
+                         accuracy_risk=_NO_RISK, complexity=Rating("low", "one engine knob (--max-num-batched-tokens)"))
     if key == "tp":
         n = _int("tp", value)
-        return Technique(f"tp={n}", partial(parallelism.with_tp, tp=n), _NO_RISK,
-                         Rating("medium", f"{n} GPUs per replica with a fast interconnect"))
+        return Technique(label=f"tp={n}", apply=partial(parallelism.with_tp, tp=n), accuracy_risk=_NO_RISK,
+                         complexity=Rating("medium", f"{n} GPUs per replica with a fast interconnect"))
     if key == "gpu":
         hw = get_hardware(value, hardware_file)
-        return Technique(f"gpu={hw.id}", partial(parallelism.with_gpu, gpu=hw), _NO_RISK,
-                         Rating("low", "a different instance type; same software"))
+        return Technique(label=f"gpu={hw.id}", apply=partial(parallelism.with_gpu, gpu=hw), accuracy_risk=_NO_RISK,
+                         complexity=Rating("low", "a different instance type; same software"))
     if key == "kv-heads":
         n = _int("kv-heads", value)
-        return Technique(f"kv-heads={n}", partial(kv_structure.with_kv_heads, n=n), _RETRAIN, _RETRAIN_CX)
+        return Technique(label=f"kv-heads={n}", apply=partial(kv_structure.with_kv_heads, n=n), accuracy_risk=_RETRAIN,
+                         complexity=_RETRAIN_CX)
     if key == "window":
         n = _int("window", value)
-        return Technique(f"window={n}", partial(kv_structure.with_window, window=n), _RETRAIN, _RETRAIN_CX)
+        return Technique(label=f"window={n}", apply=partial(kv_structure.with_window, window=n), accuracy_risk=_RETRAIN,
+                         complexity=_RETRAIN_CX)
     if key == "attention":
         if value.lower() != "mla":
             raise SpecError(f"attention={value}: only attention=mla is a what-if (use kv-heads=N for GQA/MQA)")
-        return Technique("attention=mla", kv_structure.with_mla, _RETRAIN, _RETRAIN_CX)
+        return Technique(label="attention=mla", apply=kv_structure.with_mla, accuracy_risk=_RETRAIN,
+                         complexity=_RETRAIN_CX)
     raise SpecError(f"unknown technique '{key}'; use one of {', '.join(KEYS)}")
 
 

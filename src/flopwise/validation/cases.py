@@ -24,7 +24,7 @@ from flopwise.validation.spec_predictor import predict_speculative
 __all__ = ["Case", "Outcome", "load_cases", "predict_case", "score_cases", "median_abs_error", "PREDICTORS"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Case:
     row_id: int
     usable: bool
@@ -42,7 +42,7 @@ class Case:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     case: Case
     predicted: float | None
@@ -90,22 +90,23 @@ PREDICTORS["speculative"] = predict_speculative
 
 def predict_case(case: Case) -> Outcome:
     if not case.usable:
-        return Outcome(case, None, None, f"unusable: {case.reason}")
+        return Outcome(case=case, predicted=None, error=None, skipped=f"unusable: {case.reason}")
     fn = PREDICTORS.get(case.command)
     if fn is None:
-        return Outcome(case, None, None, f"not modelled yet: needs `flopwise {case.command}`")
+        return Outcome(case=case, predicted=None, error=None,
+                       skipped=f"not modelled yet: needs `flopwise {case.command}`")
     try:
         pred = fn(case)
     except FlopwiseError as e:
-        return Outcome(case, None, None, f"flopwise refused: {e}")
+        return Outcome(case=case, predicted=None, error=None, skipped=f"flopwise refused: {e}")
     except (KeyError, ValueError, TypeError) as e:  # a case whose args flopwise cannot read: count it, go on
-        return Outcome(case, None, None, f"cannot read the case: {type(e).__name__}: {e}")
+        return Outcome(case=case, predicted=None, error=None, skipped=f"cannot read the case: {type(e).__name__}: {e}")
     if case.expected_range is not None:
         lo, hi = case.expected_range
         err = 0.0 if lo <= pred <= hi else ((pred - lo) / lo if pred < lo else (pred - hi) / hi)
     else:
         err = (pred - case.expected) / case.expected
-    return Outcome(case, pred, err, None)
+    return Outcome(case=case, predicted=pred, error=err, skipped=None)
 
 
 def score_cases(cases: Iterable[Case]) -> list[Outcome]:

@@ -76,7 +76,7 @@ _DEPLOYMENT_KNOBS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CaseEngine:
     engine: EngineProfile
     knobs: dict[str, Any] = field(default_factory=dict)  # make_deployment keywords
@@ -176,7 +176,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if _truthy(knobs_in.get("disable_radix_cache")):
         prefix = False
     chunked = _truthy(knobs_in["enable_chunked_prefill"]) if "enable_chunked_prefill" in knobs_in else None
-    return CaseEngine(eng, knobs, prefix, chunked)
+    return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked)
 
 
 def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],

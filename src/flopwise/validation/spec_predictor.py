@@ -39,7 +39,8 @@ def predict_speculative(case: Case) -> float:
     spec = SpeculativeSpec(method=method, k=k, mean_accepted=float(a["mean_accepted_tokens"]), draft_model=draft,
                            verify_tokens=tree)
     dep, _ = case_deployment(case.raw, "estimate", a)
-    base = Scenario(dep, int(a["input_len"]), int(a["output_len"]), int(a.get("batch") or 1))
+    base = Scenario(deployment=dep, input_len=int(a["input_len"]), output_len=int(a["output_len"]),
+                    batch=int(a.get("batch") or 1))
     out = base.output_len - 1
 
     def e2e(scn: Scenario) -> float:

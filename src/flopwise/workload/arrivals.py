@@ -32,7 +32,7 @@ MIN_RATE = 1e-6  # requests/s (one every 11.6 days): slower rates overflow the a
 MAX_BURSTINESS = 1e6
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ArrivalProcess:
     """`rate` in requests/s (math.inf for a burst); `burstiness` is the gamma shape (1 = Poisson);
     `rescale`: vLLM's rescaling of the drawn gaps, so that the n-th of n requests goes out at n / rate."""

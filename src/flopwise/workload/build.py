@@ -75,10 +75,12 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         ins, outs = in_d.sample(rng_in, n), out_d.sample(rng_out, n)
         if named and named.prefix_tokens > 0:
             groups = rng_prefix.integers(named.num_prefixes, size=n)
-            specs = [RequestSpec(0.0, int(i), int(o), int(g), min(named.prefix_tokens, int(i)))
+            specs = [RequestSpec(arrival_at=0.0, input_tokens=int(i), output_tokens=int(o), prefix_id=int(g),
+                                 prefix_tokens=min(named.prefix_tokens, int(i)))
                      for i, o, g in zip(ins, outs, groups, strict=True)]
         else:
-            specs = [RequestSpec(0.0, int(i), int(o)) for i, o in zip(ins, outs, strict=True)]
+            specs = [RequestSpec(arrival_at=0.0, input_tokens=int(i), output_tokens=int(o))
+                     for i, o in zip(ins, outs, strict=True)]
         name = named.name if named else f"in={in_d},out={out_d}"
         timed = False
     if concurrency is not None:
@@ -86,12 +88,13 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     if request_rate is None and timed:
         return Workload(tuple(specs), name=name)
     if request_rate is None:
-        proc = named.arrivals if named else ArrivalProcess("poisson", math.inf)
+        proc = named.arrivals if named else ArrivalProcess(kind="poisson", rate=math.inf)
         proc = replace(proc, rescale=rescale_arrivals)
     else:
-        proc = ArrivalProcess(arrival, request_rate, burstiness, rescale_arrivals)
+        proc = ArrivalProcess(kind=arrival, rate=request_rate, burstiness=burstiness, rescale=rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
-    specs = [RequestSpec(float(t), s.input_tokens, s.output_tokens, s.prefix_id, s.prefix_tokens)
+    specs = [RequestSpec(arrival_at=float(t), input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+                         prefix_id=s.prefix_id, prefix_tokens=s.prefix_tokens)
              for t, s in zip(times, specs, strict=True)]
     return Workload(tuple(specs), name=name)
 
@@ -101,7 +104,7 @@ def _dist(given: str | int | LengthDist | None, named: LengthDist | None, defaul
         return given
     if given is not None:
         return parse_length(given)
-    return named if named is not None else LengthDist("fixed", default)
+    return named if named is not None else LengthDist(kind="fixed", a=default)
 
 
 def _cap(d: LengthDist) -> int | None:

@@ -30,7 +30,7 @@ __all__ = ["LengthDist", "parse_length"]
 _KINDS = ("fixed", "uniform", "normal", "lognormal", "file")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LengthDist:
     """`a`, `b` are the two parameters of `kind` (see the module docstring); `values` backs kind "file"."""
 
@@ -116,22 +116,22 @@ _FORMS = "write 512, uniform:LO:HI, normal:MEAN:STD, lognormal:MEDIAN:SIGMA or f
 def parse_length(text: str | int) -> LengthDist:
     """A LengthDist from its text form (module docstring), or a fixed length from an int."""
     if isinstance(text, int) and not isinstance(text, bool):
-        return LengthDist("fixed", text)
+        return LengthDist(kind="fixed", a=text)
     if not isinstance(text, str):
         raise WorkloadError(f"a length must be an integer or text ({_FORMS}), got {text!r}")
     s = text.strip()
     kind, _, rest = s.partition(":")
     if kind == "file" and rest:
-        return LengthDist("file", values=_read_lengths(Path(rest)))
+        return LengthDist(kind="file", values=_read_lengths(Path(rest)))
     try:
         if not rest:
-            return LengthDist("fixed", _whole(float(kind), "a fixed length", 1, MAX_TOKENS_PER_REQUEST))
+            return LengthDist(kind="fixed", a=_whole(float(kind), "a fixed length", 1, MAX_TOKENS_PER_REQUEST))
         a, b = (float(v) for v in rest.split(":"))
     except ValueError:
         raise WorkloadError(f"cannot read length {s!r}; {_FORMS}") from None
     if kind not in _KINDS or kind == "fixed":
         raise WorkloadError(f"cannot read length {s!r}: unknown distribution {kind!r}; {_FORMS}")
-    return LengthDist(kind, a, b)
+    return LengthDist(kind=kind, a=a, b=b)
 
 
 def _read_lengths(path: Path) -> tuple[int, ...]:

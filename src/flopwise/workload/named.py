@@ -25,7 +25,7 @@ from flopwise.workload.lengths import LengthDist
 __all__ = ["NamedWorkload", "NAMED_WORKLOADS"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NamedWorkload:
     """`prefix_ratio` of the mean prompt is shared within one of `num_prefixes` groups (uniformly chosen)."""
 
@@ -43,19 +43,24 @@ class NamedWorkload:
 
 
 def _logn(median: float, sigma: float, cap: int) -> LengthDist:
-    return LengthDist("lognormal", median, sigma, max_len=cap)
+    return LengthDist(kind="lognormal", a=median, b=sigma, max_len=cap)
 
 
 NAMED_WORKLOADS: dict[str, NamedWorkload] = {w.name: w for w in (
-    NamedWorkload("chat", _logn(1020, 1.0, 8192), _logn(129, 0.9, 2048), 0.25, 16, ArrivalProcess("poisson", 1.0),
-                  "conversations (Azure/Splitwise conversation trace medians), 16 system prompts"),
-    NamedWorkload("code", _logn(1500, 0.8, 8192), _logn(13, 1.0, 1024), 0.10, 4, ArrivalProcess("poisson", 1.0),
-                  "code completion (Azure/Splitwise coding trace medians): long context, short output"),
-    NamedWorkload("rag", _logn(3500, 0.4, 16384), _logn(200, 0.6, 1024), 0.10, 4, ArrivalProcess("poisson", 1.0),
-                  "retrieval-augmented QA: 5 passages + question in, a short answer out"),
-    NamedWorkload("summarize", _logn(6000, 0.5, 32768), _logn(300, 0.4, 1024), 0.02, 1,
-                  ArrivalProcess("poisson", 1.0), "long document in, summary out"),
-    NamedWorkload("batch", LengthDist("normal", 1024, 256, max_len=2048), LengthDist("normal", 256, 64, max_len=512),
-                  0.0, 1,
-                  ArrivalProcess("poisson", math.inf), "offline batch job, all requests at once"),
+    NamedWorkload(name="chat", input_len=_logn(1020, 1.0, 8192), output_len=_logn(129, 0.9, 2048),
+                  prefix_ratio=0.25, num_prefixes=16, arrivals=ArrivalProcess(kind="poisson", rate=1.0),
+                  description="conversations (Azure/Splitwise conversation trace medians), 16 system prompts"),
+    NamedWorkload(name="code", input_len=_logn(1500, 0.8, 8192), output_len=_logn(13, 1.0, 1024),
+                  prefix_ratio=0.10, num_prefixes=4, arrivals=ArrivalProcess(kind="poisson", rate=1.0),
+                  description="code completion (Azure/Splitwise coding trace medians): long context, short output"),
+    NamedWorkload(name="rag", input_len=_logn(3500, 0.4, 16384), output_len=_logn(200, 0.6, 1024),
+                  prefix_ratio=0.10, num_prefixes=4, arrivals=ArrivalProcess(kind="poisson", rate=1.0),
+                  description="retrieval-augmented QA: 5 passages + question in, a short answer out"),
+    NamedWorkload(name="summarize", input_len=_logn(6000, 0.5, 32768), output_len=_logn(300, 0.4, 1024),
+                  prefix_ratio=0.02, num_prefixes=1, arrivals=ArrivalProcess(kind="poisson", rate=1.0),
+                  description="long document in, summary out"),
+    NamedWorkload(name="batch", input_len=LengthDist(kind="normal", a=1024, b=256, max_len=2048),
+                  output_len=LengthDist(kind="normal", a=256, b=64, max_len=512), prefix_ratio=0.0, num_prefixes=1,
+                  arrivals=ArrivalProcess(kind="poisson", rate=math.inf),
+                  description="offline batch job, all requests at once"),
 )}

@@ -11,7 +11,7 @@ from flopwise.validate import integer
 __all__ = ["RequestSpec", "Workload"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestSpec:
     """What a client sends. The first `prefix_tokens` prompt tokens are shared by every request with the same
     `prefix_id` (a system prompt, a RAG template, an earlier turn of a conversation); the rest are unique.

@@ -177,7 +177,8 @@ def _timed(rows: list[tuple[float, int, int, int | None, int]], p: Path) -> Trac
     rows.sort(key=lambda r: r[0])
     t0 = rows[0][0]
     try:
-        return Trace(tuple(RequestSpec(ts - t0, n_in, n_out, pid, ptok) for ts, n_in, n_out, pid, ptok in rows), True)
+        return Trace(tuple(RequestSpec(arrival_at=ts - t0, input_tokens=n_in, output_tokens=n_out, prefix_id=pid,
+                                       prefix_tokens=ptok) for ts, n_in, n_out, pid, ptok in rows), True)
     except WorkloadError as e:
         raise WorkloadError(f"trace '{p}': {e}") from None
 
@@ -222,7 +223,7 @@ def _load_sharegpt(p: Path, count: Callable[[str], int]) -> Trace:
             continue
         n_in, n_out = count(str(conv[0].get("value", ""))), count(str(conv[1].get("value", "")))
         if n_in >= 4 and n_out >= 4:
-            specs.append(RequestSpec(0.0, n_in, n_out))
+            specs.append(RequestSpec(arrival_at=0.0, input_tokens=n_in, output_tokens=n_out))
     if not specs:
         raise WorkloadError(f"{p.name}: no conversation with a prompt and a reply of >= 4 tokens each")
     return Trace(tuple(specs), False)
