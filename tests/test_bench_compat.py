@@ -19,11 +19,12 @@ from flopwise.specs.sla import parse_sla
 
 
 def _records():
-    a = RequestRecord(0, 0.0, 12, 3, token_times=[0.1, 0.12, 0.15], sent_at=0.002,
-                      output_tokens_source="usage")
-    b = RequestRecord(1, 0.05, 10, 2, token_times=[0.2, 0.25], sent_at=0.05,
-                      output_tokens_source="usage")
-    c = RequestRecord(2, 0.1, 9, 0, error="HTTP 500: x", error_kind="http_500", sent_at=0.1)
+    a = RequestRecord(request_id=0, arrival_at=0.0, input_tokens=12, output_tokens=3, token_times=[0.1, 0.12, 0.15],
+                      sent_at=0.002, output_tokens_source="usage")
+    b = RequestRecord(request_id=1, arrival_at=0.05, input_tokens=10, output_tokens=2, token_times=[0.2, 0.25],
+                      sent_at=0.05, output_tokens_source="usage")
+    c = RequestRecord(request_id=2, arrival_at=0.1, input_tokens=9, output_tokens=0, error="HTTP 500: x",
+                      error_kind="http_500", sent_at=0.1)
     return [a, b, c]
 
 

@@ -33,7 +33,8 @@ def _usage(prompt, completion):
 
 def _replay(events, *, max_tokens, chat=False, ignore_eos=True, arrival=0.0, sent=0.0):
     """Feed (instant, payload) events through the transport's handler; the finished record."""
-    rec = RequestRecord(0, arrival, 10, 0, sent_at=sent, input_tokens_requested=10)
+    rec = RequestRecord(request_id=0, arrival_at=arrival, input_tokens=10, output_tokens=0, sent_at=sent,
+                        input_tokens_requested=10)
     st = _Stream(max_chunks=2 * max_tokens + 64)
     for now, data in events:
         if _on_event(data, now, st, rec, chat):
@@ -186,17 +187,21 @@ def test_prompts_are_sized_by_the_servers_tokenizer(tmp_path):
 
 def test_vllm_goodput_beside_flopwise_goodput():
     # two requests: both meet TTFT/TPOT/E2E; the second has one 300 ms gap, which only flopwise's test sees
-    a = RequestRecord(0, 0.0, 10, 0, token_times=[0.1, 0.12, 0.14, 0.16], sent_at=0.0)
-    b = RequestRecord(1, 0.0, 10, 0, token_times=[0.1, 0.4, 0.42, 0.44], sent_at=0.0)
+    a = RequestRecord(request_id=0, arrival_at=0.0, input_tokens=10, output_tokens=0,
+                      token_times=[0.1, 0.12, 0.14, 0.16], sent_at=0.0)
+    b = RequestRecord(request_id=1, arrival_at=0.0, input_tokens=10, output_tokens=0,
+                      token_times=[0.1, 0.4, 0.42, 0.44], sent_at=0.0)
     s = summarize([a, b], parse_sla("p99_ttft<=200ms,p99_tpot<=200ms,p99_itl<=100ms"))
     assert s["sla_attainment"] == 0.5 and s["sla_attainment_vllm"] == 1.0
     assert s["goodput_vllm"] == pytest.approx(2 / 0.44)
 
 
 def test_cancelled_requests_are_not_failures():
-    ok = RequestRecord(0, 0.0, 10, 0, token_times=[0.1, 0.2])
-    bad = RequestRecord(1, 0.0, 10, 0, error="x", error_kind="http_500")
-    cancel = RequestRecord(2, 0.0, 10, 0, token_times=[0.1], error="interrupted", error_kind="cancelled")
+    ok = RequestRecord(request_id=0, arrival_at=0.0, input_tokens=10, output_tokens=0, token_times=[0.1, 0.2])
+    bad = RequestRecord(request_id=1, arrival_at=0.0, input_tokens=10, output_tokens=0, error="x",
+                        error_kind="http_500")
+    cancel = RequestRecord(request_id=2, arrival_at=0.0, input_tokens=10, output_tokens=0, token_times=[0.1],
+                           error="interrupted", error_kind="cancelled")
     s = summarize([ok, bad, cancel], parse_sla("p99_ttft<=1s"))
     assert s["num_requests"] == 3 and s["num_completed"] == 1 and s["num_failed"] == 1 and s["num_cancelled"] == 1
     assert s["sla_attainment"] == 0.5  # of the two requests that were not cancelled

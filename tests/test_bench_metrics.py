@@ -6,8 +6,9 @@ from flopwise.specs.sla import parse_sla
 
 
 def rec(i, arrival, times, *, sent=None, chunks=None, error_kind=None, source="usage"):
-    return RequestRecord(i, arrival, 10, 0, token_times=list(times), sent_at=sent, chunk_tokens=chunks,
-                         error=None if error_kind is None else "x", error_kind=error_kind, output_tokens_source=source)
+    return RequestRecord(request_id=i, arrival_at=arrival, input_tokens=10, output_tokens=0, token_times=list(times),
+                         sent_at=sent, chunk_tokens=chunks, error=None if error_kind is None else "x",
+                         error_kind=error_kind, output_tokens_source=source)
 
 
 def test_ttft_tpot_e2e_itl_definitions():

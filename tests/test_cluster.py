@@ -78,7 +78,7 @@ def test_replica_interface_by_hand():
     dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
     rep = Replica(dep, SimConfig())
     assert rep.next_at is None and not rep.has_work
-    req = Request(0, 2.0, 512, 3)
+    req = Request(request_id=0, arrival_at=2.0, num_prompt_tokens=512, max_tokens=3)
     rep.admit(req)
     assert (rep.next_at, rep.next_rank, rep.num_outstanding, rep.num_waiting) == (2.0, SCHEDULE, 1, 1)
     assert rep.step(more_coming=False) == []
@@ -95,12 +95,12 @@ def test_replica_interface_by_hand():
 def test_an_arrival_cuts_a_pending_decode_run_at_the_step_it_lands_in():
     dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
     rep = Replica(dep, SimConfig())
-    rep.admit(Request(0, 0.0, 128, 100))
+    rep.admit(Request(request_id=0, arrival_at=0.0, num_prompt_tokens=128, max_tokens=100))
     rep.step(False)
     rep.step(False)  # prefill done
     rep.step(False)  # a 99-step decode run planned
     run_end = rep.next_at
-    late = Request(1, run_end / 2, 128, 4)
+    late = Request(request_id=1, arrival_at=run_end / 2, num_prompt_tokens=128, max_tokens=4)
     rep.admit(late)
     assert rep.next_at < run_end and rep.next_at >= late.arrival_at  # the first step ending at or after it
 
@@ -146,7 +146,7 @@ class _Stub:
 
 
 def test_routers_choose_by_hand():
-    req = Request(0, 0.0, 100, 10, prefix_id=5, num_prefix_tokens=80)
+    req = Request(request_id=0, arrival_at=0.0, num_prompt_tokens=100, max_tokens=10, prefix_id=5, num_prefix_tokens=80)
     a, b, c = _Stub(3, 0.5, 0), _Stub(1, 0.9, 60), _Stub(1, 0.2, 0)
     assert make_router("least-outstanding").choose(req, [a, b, c]) is b  # ties: first in pool order
     assert make_router("least-kv").choose(req, [a, b, c]) is c

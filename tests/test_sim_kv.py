@@ -9,7 +9,8 @@ from flopwise.sim.scheduler import VllmScheduler
 
 
 def _req(rid, prompt, out, prefix_id=None, prefix_tokens=0):
-    return Request(rid, 0.0, prompt, out, prefix_id, prefix_tokens)
+    return Request(request_id=rid, arrival_at=0.0, num_prompt_tokens=prompt, max_tokens=out, prefix_id=prefix_id,
+                   num_prefix_tokens=prefix_tokens)
 
 
 def test_allocate_counts_blocks_and_frees_them():

@@ -40,7 +40,8 @@ def _sched(num_blocks, *, caching=False, chunk=None, max_prefill=16384, policy="
 
 
 def _req(rid, prompt, out, prefix_id=None, prefix=0):
-    return Request(rid, 0.0, prompt, out, prefix_id, prefix)
+    return Request(request_id=rid, arrival_at=0.0, num_prompt_tokens=prompt, max_tokens=out, prefix_id=prefix_id,
+                   num_prefix_tokens=prefix)
 
 
 def _step(sched, step):

@@ -38,7 +38,9 @@ def test_probe_size_by_hand():
 
 def _records(first_token_delay_s):
     """Arrivals at 0, 1, 2, ... s; each request's first (and only) token `first_token_delay_s` later."""
-    return [RequestRecord(i, float(i), 10, 1, float(i), [float(i) + d]) for i, d in enumerate(first_token_delay_s)]
+    return [RequestRecord(request_id=i, arrival_at=float(i), input_tokens=10, output_tokens=1,
+                          first_scheduled_at=float(i), token_times=[float(i) + d])
+            for i, d in enumerate(first_token_delay_s)]
 
 
 def test_backlog_slope_by_hand():
@@ -46,7 +48,8 @@ def test_backlog_slope_by_hand():
     recs = _records([0.5] * 40)
     assert _backlog_slope(recs, recs, 10) == (0.0, 0.0)
     # nothing ever gets its first token: arrival i sees i + 1 waiting, one more per second -> slope 1 req/s exactly
-    recs = [RequestRecord(i, float(i), 10, 1, None, []) for i in range(40)]
+    recs = [RequestRecord(request_id=i, arrival_at=float(i), input_tokens=10, output_tokens=1, first_scheduled_at=None,
+                          token_times=[]) for i in range(40)]
     slope, se = _backlog_slope(recs, recs, 10)
     assert slope == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
 

@@ -152,8 +152,9 @@ def records_from_vllm_result(d: dict[str, Any]) -> list[RequestRecord]:
         times = [] if failed else (st + ttft + np.concatenate(([0.0], np.cumsum(itl or [])))).tolist()
         m = len(times)
         counts = chunk_token_counts(int(n_out or 0), [""] * m, [None] * m) if m and n_out and n_out != m else None
-        recs.append(RequestRecord(i, st, int(n_in or 0), int(n_out or 0), token_times=times, sent_at=st,
-                                  chunk_tokens=counts, error=str(errors[i]) if failed else None,
+        recs.append(RequestRecord(request_id=i, arrival_at=st, input_tokens=int(n_in or 0),
+                                  output_tokens=int(n_out or 0), token_times=times, sent_at=st, chunk_tokens=counts,
+                                  error=str(errors[i]) if failed else None,
                                   error_kind=("vllm_error" if errors[i] else "empty_response") if failed else None,
                                   output_tokens_source="usage"))
     return recs

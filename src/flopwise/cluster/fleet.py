@@ -299,8 +299,8 @@ class Fleet:
     def _arrive(self, role: str, req: Request) -> None:
         """A client's request reaches the first pool."""
         if role == "prefill":
-            leg = Request(req.request_id, req.arrival_at, req.num_prompt_tokens, 1, req.prefix_id,
-                          req.num_prefix_tokens)
+            leg = Request(request_id=req.request_id, arrival_at=req.arrival_at, num_prompt_tokens=req.num_prompt_tokens,
+                          max_tokens=1, prefix_id=req.prefix_id, num_prefix_tokens=req.num_prefix_tokens)
         else:
             leg = req
         m = self._route(role, leg)
@@ -371,7 +371,8 @@ class Fleet:
         d.num_in_transit -= 1
         spec = self.specs[rid]
         done = self.handoff_at[rid]
-        leg = Request(rid, done, spec.input_tokens, spec.output_tokens, spec.prefix_id, spec.prefix_tokens)
+        leg = Request(request_id=rid, arrival_at=done, num_prompt_tokens=spec.input_tokens,
+                      max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens)
         leg.num_output_tokens = 1  # sampled on the prefill replica
         leg.num_tokens = spec.input_tokens + 1
         leg.num_external_tokens = spec.input_tokens
@@ -464,16 +465,19 @@ class FleetResult:
             legs = fleet.legs.get(rid)
             error = fleet.failed.get(rid)
             if legs is None:
-                req = Request(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens, rs.prefix_id, rs.prefix_tokens)
+                req = Request(request_id=rid, arrival_at=rs.arrival_at, num_prompt_tokens=rs.input_tokens,
+                              max_tokens=rs.output_tokens, prefix_id=rs.prefix_id, num_prefix_tokens=rs.prefix_tokens)
                 firsts.append(req)
-                records.append(RequestRecord(rid, rs.arrival_at, rs.input_tokens, rs.output_tokens,
-                                             error=error or "unavailable", error_kind=error or "unavailable"))
+                records.append(RequestRecord(request_id=rid, arrival_at=rs.arrival_at, input_tokens=rs.input_tokens,
+                                             output_tokens=rs.output_tokens, error=error or "unavailable",
+                                             error_kind=error or "unavailable"))
                 continue
             head = legs[0].req
             firsts.append(head)
             if error is not None:
-                records.append(RequestRecord(rid, head.arrival_at, rs.input_tokens, rs.output_tokens,
-                                             head.first_scheduled_at, [], head.num_preemptions, error=error,
+                records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at, input_tokens=rs.input_tokens,
+                                             output_tokens=rs.output_tokens, first_scheduled_at=head.first_scheduled_at,
+                                             token_times=[], preemptions=head.num_preemptions, error=error,
                                              error_kind=error))
                 continue
             tl0 = legs[0].replica.tl
@@ -501,8 +505,10 @@ class FleetResult:
                                         head.first_scheduled_at - head.engine_arrival_at,
                                         ends[first] - head.first_scheduled_at, ends[last] - ends[first],
                                         delivered[last] - ends[last])) * 1e3
-            records.append(RequestRecord(rid, head.arrival_at, head.num_prompt_tokens, rs.output_tokens,
-                                         head.first_scheduled_at, times, pre))
+            records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,
+                                         input_tokens=head.num_prompt_tokens, output_tokens=rs.output_tokens,
+                                         first_scheduled_at=head.first_scheduled_at, token_times=times,
+                                         preemptions=pre))
         self.records = records
         self.requests = firsts
         self.phases = phases

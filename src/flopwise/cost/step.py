@@ -139,7 +139,7 @@ class StepCost:
         return max(share, key=share.__getitem__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Roofs:
     """The rates one deployment's kernels run at (cached per deployment).
 

@@ -52,7 +52,7 @@ from flopwise.specs.sla import SLA
 __all__ = ["RequestRecord", "LatencyStats", "summarize"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RequestRecord:
     """One request's timeline. `token_times` are the instants (s) at which each output token arrived, or,
     for a streaming client, each chunk with a choice; `chunk_tokens` then gives the tokens each chunk carried

@@ -11,8 +11,8 @@ __all__ = ["OpenLoop", "ClosedLoop", "make_request"]
 
 
 def make_request(request_id: int, spec: RequestSpec, arrival_at: float) -> Request:
-    return Request(request_id, arrival_at, spec.input_tokens, spec.output_tokens, spec.prefix_id,
-                   spec.prefix_tokens)
+    return Request(request_id=request_id, arrival_at=arrival_at, num_prompt_tokens=spec.input_tokens,
+                   max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens)
 
 
 class OpenLoop:

@@ -12,7 +12,7 @@ from flopwise.sim.request import Request, RequestStatus
 __all__ = ["SchedulerOutput", "BaseScheduler"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SchedulerOutput:
     """One step's plan: request `reqs[i]` computes `num_new[i]` more tokens (read by `ShapeBuilder.step`).
 
@@ -85,7 +85,7 @@ class BaseScheduler:
 
     def new_output(self) -> SchedulerOutput:
         """An empty step record whose decode rows get `decode_tokens` each."""
-        return SchedulerOutput(self.decode_tokens)
+        return SchedulerOutput(decode_tokens=self.decode_tokens)
 
     def add_request(self, req: Request) -> None:
         self.waiting.append(req)

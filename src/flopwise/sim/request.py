@@ -38,7 +38,7 @@ class RequestStatus(IntEnum):
     FINISHED = 3
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Request:
     request_id: int
     arrival_at: float

@@ -75,7 +75,7 @@ from flopwise.specs.deployment import Deployment
 __all__ = ["SglangScheduler", "SglangSettings", "make_sglang_scheduler", "sglang_settings"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _PrefillBudget:
     """One prefill batch's budgets, in tokens (`PrefillAdder`): `total` is free KV minus reservations,
     `current` free KV minus this batch's prompts, `input` and `chunk` the two compute budgets (`chunk` None:
@@ -190,8 +190,8 @@ class SglangScheduler(BaseScheduler):
         reserved *= self.new_token_ratio
         free = self.kv.num_free_blocks * self.kv.block_size
         chunk = None if self.chunked_prefill_size is None else self.chunked_prefill_size - num_mixed
-        return _PrefillBudget(free - num_mixed - reserved, free - num_mixed, self.max_prefill_tokens - num_mixed,
-                              chunk)
+        return _PrefillBudget(total=free - num_mixed - reserved, current=free - num_mixed,
+                              input=self.max_prefill_tokens - num_mixed, chunk=chunk)
 
     def _add_chunk(self, out: SchedulerOutput, req: Request, budget: _PrefillBudget,
                    fresh: dict[int, int]) -> None:

@@ -113,8 +113,9 @@ def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
             times = ends[s[0]:s[1]]
         else:
             times = [t for a, b in zip(s[::2], s[1::2], strict=False) for t in ends[a:b]]
-        out.append(RequestRecord(r.request_id, r.arrival_at, r.num_prompt_tokens, r.max_tokens,
-                                 r.first_scheduled_at, times, r.num_preemptions))
+        out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
+                                 output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
+                                 preemptions=r.num_preemptions))
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["Timeline", "timeline_summary"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Timeline:
     step_end_at: array[float] = field(default_factory=lambda: array("d"))  # one entry per engine step
     # with an API server in front (sim/frontend.py): when the client received each step's tokens; else empty
