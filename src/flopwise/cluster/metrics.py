@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import LatencyStats, delivered_rate
+from flopwise.metrics.summary import LatencyStats, delivered_rate, objectives_met
 from flopwise.sim.request import Request
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.sla import SLA
@@ -277,10 +277,7 @@ class BoundedRecords:
                 if o.metric in vllm_values:
                     good_vllm &= vllm_values[o.metric] <= o.limit_ms
             g, gv = int(good.sum()), int(good_vllm.sum())
-            met = {}
-            for o in sla.objectives:
-                v = stats[f"{o.metric}_ms"].get(o.stat)
-                met[str(o)] = v is not None and v <= o.limit_ms
+            met = objectives_met(stats, sla)
             summary.update({"sla": str(sla), "goodput": g / duration if duration else 0.0,
                             "sla_attainment": g / n_total if n_total else 0.0,
                             "sla_objectives_met": met, "sla_met": all(met.values()) and bool(n_ok),

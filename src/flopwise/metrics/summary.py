@@ -41,7 +41,7 @@ Definitions (times in ms, instants in seconds on one monotonic clock):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ import numpy as np
 
 from flopwise.specs.sla import SLA
 
-__all__ = ["RequestRecord", "LatencyStats", "summarize"]
+__all__ = ["RequestRecord", "LatencyStats", "summarize", "delivered_rate", "objectives_met"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -210,6 +210,15 @@ def _pooled_gaps_ms(records: Sequence[RequestRecord]) -> np.ndarray:
     return gaps[keep]
 
 
+def objectives_met(stats: Mapping[str, LatencyStats], sla: SLA) -> dict[str, bool]:
+    """Each percentile objective of `sla` checked on the aggregate (`stats` by "<metric>_ms"): `sla_objectives_met`."""
+    met = {}
+    for o in sla.objectives:
+        v = stats[f"{o.metric}_ms"].get(o.stat)
+        met[str(o)] = v is not None and v <= o.limit_ms
+    return met
+
+
 def delivered_rate(arrivals: Sequence[float], origin_at: float | None = None) -> float | None:
     """Scheduled sends per second (see the module docstring); None when it is not defined."""
     if not arrivals:
@@ -287,10 +296,7 @@ def summarize(records: Sequence[RequestRecord], sla: SLA | None = None, *,
     })
     if sla is not None:
         good = sum(r.meets(sla) for r in records)
-        met = {}
-        for o in sla.objectives:
-            v = stats[f"{o.metric}_ms"].get(o.stat)
-            met[str(o)] = v is not None and v <= o.limit_ms
+        met = objectives_met(stats, sla)
         good_vllm = sum(r.meets_vllm(sla) for r in records)
         summary.update({"sla": str(sla), "goodput": good / duration if duration else 0.0,
                         "sla_attainment": good / n_counted if n_counted else 0.0,
