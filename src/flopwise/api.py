@@ -240,9 +240,9 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
 
     >>> r = estimate("llama-3.1-8b", "h100-sxm", batch=32)      # doctest: +SKIP
     >>> r.ttft_ms, r.tpot_ms, r.output_tokens_per_s               # doctest: +SKIP"""
-    dep = deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
-                     hardware_file=hardware_file, gpu_memory_utilization=gpu_memory_utilization, family=family,
-                     engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
+    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
+                           hardware_file=hardware_file, gpu_memory_utilization=gpu_memory_utilization, family=family,
+                           engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
 
 
@@ -324,11 +324,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
-    dep = deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
-                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                     engine_file=engine_file, family=family, hardware_file=hardware_file)
+    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
+                           gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                           speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                           engine_file=engine_file, family=family, hardware_file=hardware_file)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
@@ -353,11 +353,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         from flopwise.sim.max_rate import bisect_max_rate
 
         def make(t: int, count: int) -> Deployment:
-            return deployment(model, gpu, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
-                              gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                              speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                              engine_file=engine_file, family=family, hardware_file=hardware_file)
+            return build_deployment(model, gpu, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
+                                    gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                    speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                                    engine_file=engine_file, family=family, hardware_file=hardware_file)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
@@ -419,8 +419,8 @@ def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, 
     shape = named_workload_shape(workload) if workload is not None else None
     lin = input_len if input_len is not None else (shape.input_len if shape else DEFAULT_INPUT_LEN)
     lout = output_len if output_len is not None else (shape.output_len if shape else DEFAULT_OUTPUT_LEN)
-    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
-                     frontend=frontend, endpoint=endpoint, family=family)
+    dep = build_deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                           frontend=frontend, endpoint=endpoint, family=family)
     base = Scenario(deployment=dep, input_len=lin, output_len=lout, batch=batch)
     named = workload if workload and input_len is None and output_len is None else None
     sim = SimWorkload(named, num_requests) if simulate else None
@@ -440,8 +440,8 @@ def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DE
     from flopwise.techniques.explain import explain as run
     from flopwise.techniques.scenario import Scenario
 
-    dep = deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
-                     frontend=FRONTEND_ESTIMATE, family=family)
+    dep = build_deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,
+                           frontend=FRONTEND_ESTIMATE, family=family)
     return run(Scenario(deployment=dep, input_len=input_len, output_len=output_len, batch=batch),
                get_model(draft) if draft else None, k, alpha)
 
@@ -550,7 +550,7 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
 
     def make(t: int, n: int) -> Deployment:
-        return deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
+        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
 
     def workload_at(r: float) -> Any:
         return build_workload(num_requests=req.num_requests, workload=req.workload if req.trace is None else None,
