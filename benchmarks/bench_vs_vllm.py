@@ -38,6 +38,8 @@ from pathlib import Path
 
 import httpx
 
+from vllm_cpu import wait_healthy
+
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's flopwise, for the script and (PYTHONPATH) its runs
@@ -78,20 +80,6 @@ def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
             "os.execve(cmd[0], cmd, env)")
     return subprocess.Popen([str(VLLM_PY), "-c", code], cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {proc.returncode}; see {CACHE / 'server.log'}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    raise SystemExit(f"vLLM not healthy after {timeout_s:.0f} s; see {CACHE / 'server.log'}")
 
 
 def wait_quiet(limit_s: float) -> float:
@@ -212,7 +200,7 @@ def main() -> None:
     results: dict[str, dict[str, list[dict]]] = {lab: {"vllm": [], "flopwise": [], "server_vllm": [],
                                                        "server_flopwise": []} for lab, *_ in loads}
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, CACHE / "server.log")
         for pair in range(pairs):
             loads_seen.append(wait_quiet(a.wait_quiet))  # other jobs on the 2 cores would time themselves
             for k, (label, f_load, v_load, n) in enumerate(loads):

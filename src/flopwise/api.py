@@ -602,7 +602,6 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     from flopwise.calibrate.predict import predict_run
 
     text(endpoint, "--endpoint", choices=("completions", "chat"))
-    text(arrival, "--arrival", choices=options.ARRIVALS)
     number(timeout, "--timeout (s)", lo=0, lo_open=True)
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
