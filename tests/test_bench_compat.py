@@ -44,7 +44,7 @@ def test_vllm_result_keys_and_definitions():
     assert d["mean_tpot_ms"] == pytest.approx((25.0 + 50.0) / 2)  # (148 - 98) / 2 and (200 - 150) / 1
     assert d["mean_e2el_ms"] == pytest.approx((148.0 + 200.0) / 2)
     assert sorted(round(x * 1e3, 6) for x in sum(d["itls"], [])) == [20.0, 30.0, 50.0]
-    assert d["request_goodput"] == pytest.approx(1 / s["duration_s"])  # only request 0 has TTFT <= 99 ms
+    assert d["request_goodput"] == pytest.approx(1 / s.duration_s)  # only request 0 has TTFT <= 99 ms
     assert d["errors"][2].startswith("http_500")
 
 
@@ -55,11 +55,11 @@ def test_vllm_result_round_trips_into_the_same_summary():
                                              max_concurrency=4, endpoint="chat")))
     back = records_from_vllm_result(d)
     s2 = summarize(back, duration_s=d["duration"])
-    assert s2["num_completed"] == 2 and s2["num_failed"] == 1
-    assert s2["ttft_ms"]["mean"] == pytest.approx(s["ttft_from_send_ms"]["mean"])  # arrival = send
-    assert s2["tpot_ms"]["mean"] == pytest.approx(s["tpot_ms"]["mean"])
-    assert s2["itl_ms"]["p99"] == pytest.approx(s["itl_ms"]["p99"])
-    assert s2["output_tokens_per_s"] == pytest.approx(s["output_tokens_per_s"])
+    assert s2.num_completed == 2 and s2.num_failed == 1
+    assert s2.ttft_ms.mean == pytest.approx(s.ttft_from_send_ms.mean)  # arrival = send
+    assert s2.tpot_ms.mean == pytest.approx(s.tpot_ms.mean)
+    assert s2.itl_ms.p99 == pytest.approx(s.itl_ms.p99)
+    assert s2.output_tokens_per_s == pytest.approx(s.output_tokens_per_s)
     with pytest.raises(WorkloadError, match="per-request"):
         records_from_vllm_result({"duration": 1.0})
 

@@ -62,7 +62,7 @@ def test_empty_text_chunks_at_start_middle_and_end_are_timed():
     assert rec.tpot_ms == pytest.approx(10.0)  # (170 - 100) / 7
     assert np.allclose(rec.itls_ms(), [10.0] * 7)
     s = summarize([rec])
-    assert s["itl_ms"]["p99"] == pytest.approx(10.0) and s["tpot_ms"]["mean"] == pytest.approx(10.0)
+    assert s.itl_ms.p99 == pytest.approx(10.0) and s.tpot_ms.mean == pytest.approx(10.0)
 
 
 def test_a_stream_of_only_empty_chunks_with_usage_is_a_success():
@@ -192,8 +192,8 @@ def test_vllm_goodput_beside_flopwise_goodput():
     b = RequestRecord(request_id=1, arrival_at=0.0, input_tokens=10, output_tokens=0,
                       token_times=[0.1, 0.4, 0.42, 0.44], sent_at=0.0)
     s = summarize([a, b], parse_sla("p99_ttft<=200ms,p99_tpot<=200ms,p99_itl<=100ms"))
-    assert s["sla_attainment"] == 0.5 and s["sla_attainment_vllm"] == 1.0
-    assert s["goodput_vllm"] == pytest.approx(2 / 0.44)
+    assert s.sla_attainment == 0.5 and s.sla_attainment_vllm == 1.0
+    assert s.goodput_vllm == pytest.approx(2 / 0.44)
 
 
 def test_cancelled_requests_are_not_failures():
@@ -203,9 +203,9 @@ def test_cancelled_requests_are_not_failures():
     cancel = RequestRecord(request_id=2, arrival_at=0.0, input_tokens=10, output_tokens=0, token_times=[0.1],
                            error="interrupted", error_kind="cancelled")
     s = summarize([ok, bad, cancel], parse_sla("p99_ttft<=1s"))
-    assert s["num_requests"] == 3 and s["num_completed"] == 1 and s["num_failed"] == 1 and s["num_cancelled"] == 1
-    assert s["sla_attainment"] == 0.5  # of the two requests that were not cancelled
-    assert s["errors_by_kind"] == {"http_500": 1, "cancelled": 1}
+    assert s.num_requests == 3 and s.num_completed == 1 and s.num_failed == 1 and s.num_cancelled == 1
+    assert s.sla_attainment == 0.5  # of the two requests that were not cancelled
+    assert s.errors_by_kind == {"http_500": 1, "cancelled": 1}
 
 
 def test_burstiness_alone_gives_gamma_arrivals_like_vllm():

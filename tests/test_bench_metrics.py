@@ -1,7 +1,9 @@
 """Metric definitions, checked on hand-built records (no timing)."""
 
+import pytest
+
 from flopwise.bench.transport import chunk_token_counts
-from flopwise.metrics.summary import RequestRecord, summarize
+from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.specs.sla import parse_sla
 
 
@@ -34,20 +36,20 @@ def test_summary_counts_failures_by_kind_and_in_denominators():
     recs = [rec(0, 0.0, [0.1, 0.2]), rec(1, 0.0, [0.1, 0.3]), rec(2, 0.0, [], error_kind="http_500"),
             rec(3, 0.0, [0.1], error_kind="dropped_stream")]
     s = summarize(recs, parse_sla("p95_ttft<=1000ms"))
-    assert s["num_requests"] == 4 and s["num_completed"] == 2 and s["num_failed"] == 2
-    assert s["errors_by_kind"] == {"http_500": 1, "dropped_stream": 1}
-    assert s["sla_attainment"] == 0.5
-    assert abs(s["duration_s"] - 0.3) < 1e-12
-    assert abs(s["request_throughput"] - 2 / 0.3) < 1e-9
-    assert s["output_tokens_source"] == {"usage": 2}
-    # stable keys shared with simulate
+    assert s.num_requests == 4 and s.num_completed == 2 and s.num_failed == 2
+    assert s.errors_by_kind == {"http_500": 1, "dropped_stream": 1}
+    assert s.sla_attainment == 0.5
+    assert abs(s.duration_s - 0.3) < 1e-12
+    assert abs(s.request_throughput - 2 / 0.3) < 1e-9
+    assert s.output_tokens_source == {"usage": 2}
+    # stable JSON keys shared with simulate
     for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "goodput", "output_tokens_per_s"):
-        assert k in s
+        assert k in s.to_dict()
 
 
 def test_summary_takes_a_given_duration():
     s = summarize([rec(0, 0.0, [0.1, 0.2])], duration_s=2.0)
-    assert s["duration_s"] == 2.0 and s["request_throughput"] == 0.5
+    assert s.duration_s == 2.0 and s.request_throughput == 0.5
 
 
 def test_record_round_trips_through_dict():
@@ -62,3 +64,25 @@ def test_chunk_token_counts():
     assert chunk_token_counts(6, ["a", "bcde", "f"], [None] * 3) == [1, 4, 1]
     assert sum(chunk_token_counts(10, ["ab", "abc", "a"], [None] * 3)) == 10
     assert chunk_token_counts(0, [], []) == []
+
+
+def test_run_summary_is_typed_and_its_json_keeps_the_stable_keys_in_order():
+    recs = [rec(0, 0.0, [0.1, 0.2]), rec(1, 0.0, [0.1, 0.3]), rec(2, 0.0, [], error_kind="http_500")]
+    s = summarize(recs, parse_sla("p95_ttft<=1000ms,p95_tpot<=150ms"))
+    # by SLA name or by key; an unknown metric is an error, not a None
+    assert s.latency("tpot") is s.tpot_ms and s.latency("tpot_ms").mean == pytest.approx(150.0)
+    with pytest.raises(KeyError):
+        s.latency("ttlt")
+    # request 1's TPOT is 200 ms: over the bound; p95 of (100, 200) = 195 ms misses the aggregate objective
+    assert s.sla_attainment == pytest.approx(1 / 3) and s.goodput == pytest.approx(1 / 0.3)
+    assert s.sla_objectives_met == {"p95_ttft<=1000ms": True, "p95_tpot<=150ms": False} and s.sla_met is False
+    d = s.to_dict()
+    assert list(d)[:9] == list(RunSummary.LATENCY_KEYS)
+    assert list(d)[-7:] == ["sla", "goodput", "sla_attainment", "sla_objectives_met", "sla_met", "goodput_vllm",
+                            "sla_attainment_vllm"]
+    assert d["tpot_ms"] == {"mean": 150.0, "p50": 150.0, "p90": pytest.approx(190.0), "p95": pytest.approx(195.0),
+                            "p99": pytest.approx(199.0)}
+    # without an SLA every completed request is good and the SLA verdicts are left out of the JSON
+    n = summarize(recs).to_dict()
+    assert n["goodput"] == n["request_throughput"] == pytest.approx(2 / 0.3)
+    assert "sla_met" not in n and "sla_objectives_met" not in n and n["sla"] is None

@@ -349,3 +349,6 @@ def test_api_simulate_fleet_and_bad_serving():
         flopwise.simulate("llama-3.1-8b", "h100-sxm", replicas=2, num_gpus=2)
     with pytest.raises(WorkloadError, match="--serving takes"):
         flopwise.plan(serving="colocated")
+    # a comma-separated string is split as the CLI gives it (it was once read as one mode)
+    with pytest.raises(WorkloadError, match="got colocated$"):
+        flopwise.plan(serving="aggregated,colocated")

@@ -26,9 +26,9 @@ DATA = Path(__file__).parent / "data"
 ENGINES = ("vllm", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
 
 
-def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, ep=1, native=None, **kw):
+def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, native=None, **kw):
     return LaunchTarget(deployment=deployment(model, gpu, **kw), model_id=model_id, max_model_len=max_len,
-                        max_prompt_len=prompt, prefix_caching=pc, expert_parallel=ep, checkpoint_weights=native)
+                        max_prompt_len=prompt, prefix_caching=pc, checkpoint_weights=native)
 
 
 TARGETS = {
@@ -55,6 +55,10 @@ TARGETS = {
                        speculative="mtp,k=1,accepted=1.8", max_len=16384, prompt=4096),
     "llama-3.3 nvfp4": _t("meta-llama/Llama-3.3-70B-Instruct", "b200", "meta-llama/Llama-3.3-70B-Instruct",
                           weights="nvfp4", kv="fp8", tp=2),
+    "deepseek dep8": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=1, dp=8, ep=8, weights="fp8",
+                        native="fp8", max_len=4096, prompt=2048),
+    "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
+                                weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
 
 
@@ -272,6 +276,24 @@ def test_expert_parallel_flags_where_used():
     assert "--ep_size" not in dense  # dense model: no experts
     moe_tp = render(TARGETS["deepseek mtp"], get_engine("trtllm")).command
     assert "--ep_size 1" in moe_tp  # MoE priced with experts sharded by TP: said explicitly
+
+
+def test_expert_parallel_and_dp_attention_in_each_engines_terms():
+    dep8 = TARGETS["deepseek dep8"]
+    v = render(dep8, get_engine("vllm")).command
+    assert "--tensor-parallel-size 1" in v and "--data-parallel-size 8" in v and "--enable-expert-parallel" in v
+    s = render(dep8, get_engine("sglang")).command  # SGLang's --tp-size counts every GPU
+    assert "--tp-size 8" in s and "--dp-size 8" in s and "--enable-dp-attention" in s and "--ep-size 8" in s
+    t = render(dep8, get_engine("trtllm"))
+    assert "--tp_size 8" in t.command and "--ep_size 8" in t.command
+    assert yaml.safe_load(t.file("extra-llm-api-options.yml"))["enable_attention_dp"] is True
+    two = TARGETS["deepseek 2 nodes ep16"]
+    s = render(two, get_engine("sglang"))
+    assert "--tp-size 16" in s.command and "--dp-size 2" in s.command and "--nnodes 2" in s.command
+    assert "--node-rank 0" in s.command and any("--node-rank 0...1" in n for n in s.notes)
+    v = render(two, get_engine("vllm"))
+    assert "--data-parallel-size 2" in v.command and "--data-parallel-size-local 1" in v.command
+    assert any("--data-parallel-start-rank" in n for n in v.notes)
 
 
 def test_argv_splits_like_the_shell():

@@ -204,6 +204,7 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 @documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
+               dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
                kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
                engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
@@ -215,8 +216,9 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
     SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
     registered family's reader (the model's notes then say the mapping is assumed)."""
-    return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
-                            hardware_file=hardware_file, speculative=speculative, family=family, engine=engine,
+    return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
+                            expert_skew=expert_skew, weights=weights, kv=kv, hardware_file=hardware_file,
+                            speculative=speculative, family=family, engine=engine,
                             frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization)
@@ -230,6 +232,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
 def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              batch: int = 1, input_len: int = DEFAULT_INPUT_LEN, output_len: int = DEFAULT_OUTPUT_LEN,
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
+             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: PathLike | None = None, family: str | None = None,
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
@@ -240,9 +243,10 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
 
     >>> r = estimate("llama-3.1-8b", "h100-sxm", batch=32)      # doctest: +SKIP
     >>> r.ttft_ms, r.tpot_ms, r.output_tokens_per_s               # doctest: +SKIP"""
-    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
-                           hardware_file=hardware_file, gpu_memory_utilization=gpu_memory_utilization, family=family,
-                           engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
+    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
+                           expert_skew=expert_skew, weights=weights, kv=kv, hardware_file=hardware_file,
+                           gpu_memory_utilization=gpu_memory_utilization,
+                           family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
 
 
@@ -282,6 +286,7 @@ def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 @documented(input_len="lengths", output_len="output_lengths")
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              num_gpus: int | None = None, tp: int = 1, pp: int = 1, weights: str | None = None,
+             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
              kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
@@ -324,7 +329,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
-    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, weights=weights, kv=kv,
+    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
+                           expert_skew=expert_skew, weights=weights, kv=kv,
                            gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
@@ -462,7 +468,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          engine: str = DEFAULT_ENGINE, prefix_caching: str = "on", speculative: str | Sequence[str] | None = None,
          num_requests: int | None = None, max_effort: float = 2.0, seed: int = 0,
          hardware_file: PathLike | None = None, html: PathLike | None = None,
-         serving: str | Sequence[str] = "aggregated", progress: Callable[[int, int], None] | None = None) -> Plan:
+         serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
+         progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
     `objective`, None: the workload's), each at its sustained rate with a 90% interval, ties shown as ties, with
@@ -479,7 +486,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     from flopwise.specs.sla import parse_sla
 
     html_path = output_path(html, "--html", suffixes=(".html", ".htm")) if html is not None else None
-    modes = tuple(_text_list([serving] if isinstance(serving, str) else serving, "--serving") or ("aggregated",))
+    modes = _text_list(serving, "--serving") or ("aggregated",)
     bad = [m for m in modes if m not in SERVING_MODES]
     if bad:
         raise WorkloadError(f"--serving takes {', '.join(SERVING_MODES)}, got {', '.join(bad)}")
@@ -517,11 +524,13 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     if pc is None:
         raise WorkloadError(f"--prefix-caching must be on, off or both, got {prefix_caching!r}")
     specs = _text_list([speculative] if isinstance(speculative, str) else speculative, "--speculative")
+    layouts = _text_list(moe_layouts, "--moe-layouts") or ("tp",)
     space = SearchSpace(gpus=gpu_ids, max_gpus=max_gpus, tps=tps, weights=weight_names, kvs=kv_names,  # type: ignore[arg-type]
                         max_num_seqs=_int_list(max_num_seqs, "--max-num-seqs") or (None,),
                         max_num_batched_tokens=_int_list(max_num_batched_tokens, "--max-num-batched-tokens") or (None,),
                         engine=engine, prefix_caching=pc,
-                        speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,))
+                        speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
+                        moe_layouts=layouts)
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
                       hardware_file=str(hardware_file) if hardware_file else None,

@@ -23,9 +23,20 @@ HELP: dict[str, str] = {
     # the deployment
     "model": "Catalog id or alias, config.json path, or model directory.",
     "gpu": "Hardware id (see `flopwise hardware`).",
-    "num_gpus": "GPUs in all; a multiple of tp*pp (the rest are replicas). Default: tp*pp.",
+    "num_gpus": "GPUs in all; a multiple of tp*dp*pp (the rest are replicas). Default: tp*dp*pp.",
     "tp": "Tensor-parallel degree (GPUs per pipeline stage).",
     "pp": "Pipeline-parallel stages.",
+    "dp": "Data-parallel attention groups per replica (MoE models: each group of tp GPUs holds the attention "
+          "weights and its own requests' KV; the MoE layers span all tp*dp GPUs). Default: ep/tp where ep > tp, "
+          "else 1.",
+    "ep": "Expert-parallel degree of the MoE layers (E/ep experts per GPU, tokens dispatched by all-to-all); must "
+          "divide tp*dp. Default: 1 (experts sharded by tp).",
+    "moe_layouts": "MoE models' layouts to search: tp (experts sharded by TP), dep (data-parallel attention with "
+                   "the experts spread over the group: tp 1, dp = ep = 2..max-gpus).",
+    "expert_skew": "With --ep > 1: the busiest expert-parallel rank's token load over the mean (1: routing spread "
+                   "evenly, as assumed by default; hot experts without a load balancer make it larger).",
+    "nodes": "Servers one replica spans (its GPUs split evenly; collectives between them use each GPU's NIC, "
+             "network_gbs in the hardware catalog).",
     "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",
     "kv": "KV-cache format: bf16, fp16, fp8, int8, int4. Default: the 16-bit activation type.",
     "engine": "Serving engine and version: vllm, vllm@0.11, sglang@0.4, trtllm@0.17, llamacpp (see `flopwise "

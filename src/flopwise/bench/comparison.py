@@ -6,9 +6,10 @@ measured) / measured. The prediction itself is made above this layer (`calibrate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from flopwise.metrics.summary import RunSummary
 
 __all__ = ["Comparison", "compare_summaries"]
 
@@ -26,13 +27,17 @@ class Comparison:
                                               for m, a, b, e in self.rows]}
 
 
-def compare_summaries(measured: Mapping[str, Any], predicted: Mapping[str, Any],
-                      setup: dict[str, Any]) -> Comparison:
-    """The comparison rows of two run summaries with the shared keys (`metrics.summarize`)."""
+def _value(s: RunSummary, metric: str, stat: str | None) -> float | None:
+    if stat:
+        return s.latency(metric).get(stat)
+    return s.request_throughput if metric == "request_throughput" else s.output_tokens_per_s
+
+
+def compare_summaries(measured: RunSummary, predicted: RunSummary, setup: dict[str, Any]) -> Comparison:
+    """The comparison rows of two run summaries (`metrics.summarize`)."""
     rows = []
     for metric, stat in _ROWS:
-        a = measured[metric][stat] if stat else measured[metric]
-        b = predicted[metric][stat] if stat else predicted[metric]
+        a, b = _value(measured, metric, stat), _value(predicted, metric, stat)
         err = 100.0 * (b - a) / a if a and b is not None else None
         rows.append((f"{metric}.{stat}" if stat else metric, a, b, err))
     return Comparison(setup=setup, rows=tuple(rows))

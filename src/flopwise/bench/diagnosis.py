@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from flopwise.bench.prometheus import ServerView
+from flopwise.specs.defaults import KV_FULL
 
 __all__ = ["Finding", "Diagnosis", "diagnose"]
 
 QUEUE_SHARE = 0.2
-KV_FULL = 0.95
 SEND_LAG_MS = 5.0
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from flopwise.bench.transport import chunk_token_counts
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import RequestRecord
+from flopwise.metrics.summary import RequestRecord, RunSummary
 
 __all__ = ["request_rows", "write_rows", "to_vllm_result", "records_from_vllm_result", "load_vllm_result",
            "VLLM_PERCENTILES"]
@@ -92,7 +92,7 @@ def _stats(prefix: str, values_s: Sequence[float], out: dict[str, Any]) -> None:
         out[f"p{p}_{prefix}_ms"] = float(np.percentile(a, p))
 
 
-def to_vllm_result(records: Sequence[RequestRecord], summary: dict[str, Any], *, model: str,
+def to_vllm_result(records: Sequence[RequestRecord], summary: RunSummary, *, model: str,
                    request_rate: float | None, burstiness: float, max_concurrency: int | None,
                    endpoint: str) -> dict[str, Any]:
     """A flopwise run as `vllm bench serve --save-result` writes its own (see the module docstring)."""
@@ -105,7 +105,7 @@ def to_vllm_result(records: Sequence[RequestRecord], summary: dict[str, Any], *,
     itls = [g for r in ok for g in np.diff(r.token_times).tolist()]
     total_in = sum(r.input_tokens for r in ok)
     total_out = sum(r.num_output_tokens for r in ok)
-    dur = summary["duration_s"] or 0.0
+    dur = summary.duration_s or 0.0
     out: dict[str, Any] = {
         "backend": "openai-chat" if endpoint == "chat" else "openai", "endpoint_type": endpoint,
         "label": "flopwise", "model_id": model, "num_prompts": len(records),
@@ -114,7 +114,7 @@ def to_vllm_result(records: Sequence[RequestRecord], summary: dict[str, Any], *,
         "duration": dur, "completed": len(ok), "failed": len(records) - len(ok),
         "total_input_tokens": total_in, "total_output_tokens": total_out,
         "request_throughput": len(ok) / dur if dur else 0.0,
-        "request_goodput": summary.get("goodput_vllm") if summary.get("sla") else None,
+        "request_goodput": summary.goodput_vllm if summary.sla else None,
         "output_throughput": total_out / dur if dur else 0.0,
         "total_token_throughput": (total_in + total_out) / dur if dur else 0.0,
         "input_lens": [r.input_tokens for r in records],

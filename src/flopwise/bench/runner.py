@@ -41,7 +41,7 @@ from flopwise.bench.store import ROWS_FILE, VLLM_RESULT_FILE, RunStore, SavedRun
 from flopwise.bench.tokenize import HFTokenizer, ServerTokenizer, TokenCounter, load_counter
 from flopwise.bench.transport import BenchClient, Endpoint, RequestSpec
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import RequestRecord, summarize
+from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.specs.sla import parse_sla
 
 __all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "run_bench", "resume_bench",
@@ -131,10 +131,12 @@ class BenchConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunReport:
-    """A run's summary (shared keys with `flopwise simulate`), server view and diagnosis."""
+    """A run's summary (`metrics`, typed; `summary`, its JSON with the bench's own keys added: the client's
+    lag, the asked rate, unreadable lines), server view and diagnosis."""
 
     root: Path
     config: BenchConfig
+    metrics: RunSummary
     summary: dict[str, Any]
     server: ServerView | None
     diagnosis: Diagnosis
@@ -178,7 +180,8 @@ def report_run(root: str | Path, *, interrupted: bool | None = None) -> RunRepor
         cfg = BenchConfig.from_dict(saved.config)
     except (TypeError, KeyError, ValueError) as e:
         raise WorkloadError(f"{root}/run.json has a damaged configuration ({e})") from None
-    summary = summarize(saved.records, parse_sla(cfg.sla) if cfg.sla else None, duration_s=saved.duration_s())
+    metrics = summarize(saved.records, parse_sla(cfg.sla) if cfg.sla else None, duration_s=saved.duration_s())
+    summary = metrics.to_dict()
     summary["num_unreadable_lines"] = saved.num_bad_lines
     summary["asked_request_rate"] = (cfg.load.rate if not cfg.load.is_closed and cfg.load.rate is not None
                                      and math.isfinite(cfg.load.rate) else None)
@@ -190,12 +193,13 @@ def report_run(root: str | Path, *, interrupted: bool | None = None) -> RunRepor
     view = server_view([s for s in saved.scrapes if s["session"] == last]) if last is not None else None
     if interrupted is None:
         interrupted = cfg.num_requests is not None and len(saved.done_ids()) < cfg.num_requests
-    rep = RunReport(root=Path(root), config=cfg, summary=summary, server=view, diagnosis=diagnose(summary, view),
-                    interrupted=interrupted, warnings=tuple(_warnings(summary, cfg, saved)))
+    rep = RunReport(root=Path(root), config=cfg, metrics=metrics, summary=summary, server=view,
+                    diagnosis=diagnose(summary, view), interrupted=interrupted,
+                    warnings=tuple(_warnings(summary, cfg, saved)))
     write_summary(root, rep.to_dict())
     write_rows(Path(root) / ROWS_FILE, request_rows(saved.records))
     write_json(Path(root) / VLLM_RESULT_FILE, to_vllm_result(
-        saved.records, summary, model=cfg.model, request_rate=cfg.load.rate if not cfg.load.is_closed else math.inf,
+        saved.records, metrics, model=cfg.model, request_rate=cfg.load.rate if not cfg.load.is_closed else math.inf,
         burstiness=cfg.load.burstiness, max_concurrency=cfg.load.concurrency or cfg.load.max_concurrency,
         endpoint=cfg.endpoint))
     return rep

@@ -25,15 +25,21 @@ vLLM's request_decode_time histogram is not fitted: its mean is (output tokens -
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from flopwise.bench.prometheus import ServerView, server_view
+from flopwise.bench.runner import BenchConfig
+from flopwise.bench.store import SavedRun, find_runs, load_run
 from flopwise.calibrate.fit import CalibrationError, Tuning
 from flopwise.calibrate.observations import Observations, with_profile
+from flopwise.metrics.summary import summarize
+from flopwise.sim import simulate
+from flopwise.sim.config import SimConfig
 from flopwise.specs.deployment import Deployment
+from flopwise.workload.spec import RequestSpec, Workload
 
 __all__ = ["BenchRun", "load_bench_runs", "bench_observations", "measured_workload", "unmodelled_cache_hit_rate",
            "replay_config", "REPLAY_CLIENT_STAGGER_S", "CLIENT_METRICS"]
@@ -47,19 +53,17 @@ class BenchRun:
 
     root: Path
     label: str
-    workload: Any  # flopwise.workload.spec.Workload
+    workload: Workload
     measured: dict[str, float]
 
 
-def _server(saved: Any) -> Any:
-    """The server's view (bench.prometheus.ServerView) of the run's last session, or None."""
-    from flopwise.bench.prometheus import server_view
-
+def _server(saved: SavedRun) -> ServerView | None:
+    """The server's view of the run's last session, or None."""
     last = max((s["session"] for s in saved.scrapes), default=None)
     return server_view([s for s in saved.scrapes if s["session"] == last]) if last is not None else None
 
 
-def unmodelled_cache_hit_rate(saved: Any, cfg: Any) -> float:
+def unmodelled_cache_hit_rate(saved: SavedRun, cfg: BenchConfig) -> float:
     """The share of prompt tokens the server took from its prefix cache (its own counters) when the run has no
     shared prefix the replay could model: prompts that begin like those of an earlier run on the same server
     (e.g. the same prompt seed at a longer length). 0 when the run declares a shared prefix or the server
@@ -71,14 +75,12 @@ def unmodelled_cache_hit_rate(saved: Any, cfg: Any) -> float:
     return min(max(float(rate or 0.0), 0.0), 0.99)
 
 
-def measured_workload(saved: Any, cfg: Any) -> Any:
-    """The workload of a saved run (bench.store.SavedRun) under its BenchConfig.
+def measured_workload(saved: SavedRun, cfg: BenchConfig) -> Workload:
+    """The workload of a saved run under its BenchConfig.
 
     Where the server reports prefix-cache hits that the run's prompts do not explain (`unmodelled_cache_hit_rate`
     h > 0), each prompt is replayed as its uncached part, (1 - h) of its tokens: the replay starts from an
     empty cache and would otherwise price tokens the server never computed."""
-    from flopwise.workload.spec import RequestSpec, Workload
-
     ok = sorted((r for r in saved.records if r.ok), key=lambda r: r.arrival_at)
     if not ok:
         raise CalibrationError(f"{saved.root} has no completed request to calibrate with")
@@ -98,9 +100,6 @@ def measured_workload(saved: Any, cfg: Any) -> Any:
 
 def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
     """Every run in `paths` (a run directory, or a sweep directory of runs)."""
-    from flopwise.bench.runner import BenchConfig
-    from flopwise.bench.store import find_runs, load_run
-    from flopwise.metrics.summary import summarize
 
     out = []
     for p in paths:
@@ -115,7 +114,7 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
             summary = summarize(saved.records, duration_s=saved.duration_s())
             measured = {}
             for metric, stat in CLIENT_METRICS:
-                v = summary[metric][stat]
+                v = summary.latency(metric).get(stat)
                 if v:
                     measured[f"{metric}.{stat}"] = float(v)
             view = _server(saved)
@@ -134,23 +133,20 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
 REPLAY_CLIENT_STAGGER_S = 1e-3
 
 
-def replay_config(config: Any = None) -> Any:
+def replay_config(config: SimConfig | None = None) -> SimConfig:
     """The simulator options a bench run is replayed with: `config` (default SimConfig()) with closed-loop sends
     staggered by REPLAY_CLIENT_STAGGER_S unless it sets its own."""
-    from dataclasses import replace
 
-    from flopwise.sim.config import SimConfig
 
     config = config or SimConfig()
     return config if config.client_stagger_s else replace(config, client_stagger_s=REPLAY_CLIENT_STAGGER_S)
 
 
-def _sim_metrics(dep: Deployment, run: BenchRun, config: Any) -> dict[str, float]:
-    from flopwise.sim import simulate
+def _sim_metrics(dep: Deployment, run: BenchRun, config: SimConfig | None) -> dict[str, float]:
 
     res = simulate(dep, run.workload, replay_config(config))
-    s = res.summary()
-    out = {f"{m}.{st}": s[m][st] for m, st in CLIENT_METRICS if s[m][st] is not None}
+    s = res.metrics()
+    out = {f"{m}.{st}": v for m, st in CLIENT_METRICS if (v := s.latency(m).get(st)) is not None}
     pre = [(rec.token_times[0] - rec.first_scheduled_at) * 1e3 for rec in res.records
            if rec.ok and rec.first_scheduled_at is not None]
     if pre:
@@ -158,7 +154,7 @@ def _sim_metrics(dep: Deployment, run: BenchRun, config: Any) -> dict[str, float
     return out
 
 
-def bench_observations(runs: Sequence[BenchRun], dep: Deployment, config: Any = None) -> Observations:
+def bench_observations(runs: Sequence[BenchRun], dep: Deployment, config: SimConfig | None = None) -> Observations:
     """Observations over all runs; each predict() call simulates every run once."""
     keys = [(i, k) for i, r in enumerate(runs) for k in r.measured]
     measured = np.array([runs[i].measured[k] for i, k in keys])

@@ -263,7 +263,7 @@ def report_cmd(
     if run_dir.is_file() and run_dir.suffix == ".json":
         d = load_vllm_result(run_dir)
         summary = summarize(records_from_vllm_result(d), parse_sla(sla) if sla else None,
-                            duration_s=float(d.get("duration") or 0.0) or None)
+                            duration_s=float(d.get("duration") or 0.0) or None).to_dict()
         if json_out:
             scalars = {k: v for k, v in d.items() if not isinstance(v, list)}
             print_json(json_safe({"source": str(run_dir), "vllm": scalars, **summary}))

@@ -28,6 +28,10 @@ def estimate_cmd(
     num_gpus: Annotated[int | None, typer.Option("--num-gpus", help=HELP["num_gpus"])] = None,
     tp: Annotated[int, typer.Option(help=HELP["tp"])] = 1,
     pp: Annotated[int, typer.Option(help=HELP["pp"])] = 1,
+    dp: Annotated[int | None, typer.Option(help=HELP["dp"])] = None,
+    ep: Annotated[int, typer.Option(help=HELP["ep"])] = 1,
+    nodes: Annotated[int, typer.Option(help=HELP["nodes"])] = 1,
+    expert_skew: Annotated[float, typer.Option(help=HELP["expert_skew"])] = 1.0,
     weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
     kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
     batch: Annotated[int, typer.Option(help=HELP["batch"])] = 1,
@@ -48,6 +52,7 @@ def estimate_cmd(
     from flopwise.api import estimate  # imported when the command runs: --help and other commands stay fast
 
     result = estimate(model, gpu, batch=batch, input_len=input_len, output_len=output_len, tp=tp, pp=pp,
+                      dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
                       engine_file=engine_file, family=family)

@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
 from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_MODEL, DEFAULT_WORKLOAD, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
@@ -67,6 +68,7 @@ def plan_cmd(
         "--serving", help="aggregated (the search above), or aggregated,disaggregated: also compare "
                           "fleets of --max-gpus GPUs of the first --gpus type, aggregated replicas "
                           "vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
+    moe_layouts: Annotated[str, typer.Option("--moe-layouts", help=HELP["moe_layouts"])] = "tp,dep",
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -78,7 +80,7 @@ def plan_cmd(
               rate=rate, sla=sla, objective=objective, tp=tp, weights=weights, kv=kv, max_num_seqs=max_num_seqs,
               max_num_batched_tokens=max_num_batched_tokens, engine=engine, prefix_caching=prefix_caching,
               speculative=speculative, num_requests=num_requests, max_effort=max_effort, seed=seed,
-              hardware_file=hardware_file, html=html_out, serving=serving)
+              hardware_file=hardware_file, html=html_out, serving=serving, moe_layouts=moe_layouts)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)

@@ -22,6 +22,10 @@ def simulate_cmd(
     num_gpus: Annotated[int | None, typer.Option("--num-gpus", help=HELP["num_gpus"])] = None,
     tp: Annotated[int, typer.Option(help=HELP["tp"])] = 1,
     pp: Annotated[int, typer.Option(help=HELP["pp"])] = 1,
+    dp: Annotated[int | None, typer.Option(help=HELP["dp"])] = None,
+    ep: Annotated[int, typer.Option(help=HELP["ep"])] = 1,
+    nodes: Annotated[int, typer.Option(help=HELP["nodes"])] = 1,
+    expert_skew: Annotated[float, typer.Option(help=HELP["expert_skew"])] = 1.0,
     weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
     kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
     engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
@@ -98,7 +102,8 @@ def simulate_cmd(
         task = bar.add_task("requests", total=None)
         advance = lambda n: bar.advance(task, n)  # noqa: E731
     with bar:
-        result = simulate(model, gpu, num_gpus=num_gpus, tp=tp, pp=pp, weights=weights, kv=kv, engine=engine,
+        result = simulate(model, gpu, num_gpus=num_gpus, tp=tp, pp=pp,
+                          dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew, weights=weights, kv=kv, engine=engine,
                           frontend=frontend, endpoint=endpoint, gpu_memory_utilization=gpu_memory_utilization,
                           engine_file=engine_file, hardware_file=hardware_file, family=family,
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,

@@ -41,14 +41,14 @@ from flopwise.cluster.router import Router, make_router
 from flopwise.cost.fit import require_fit
 from flopwise.cost.transfer import KvLink, LinkSpec, kv_transfer_bytes, link_between
 from flopwise.errors import InfeasibleError, WorkloadError
-from flopwise.metrics.summary import RequestRecord
+from flopwise.metrics.summary import RequestRecord, RunSummary
 from flopwise.sim.arrivals import ClosedLoop, OpenLoop
 from flopwise.sim.breakdown import PHASES
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request
-from flopwise.sim.simulate import SimResult, run_summary
+from flopwise.sim.simulate import SimResult, SimSummary, sim_summary
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.cluster import ClusterSpec, PoolSpec
 from flopwise.specs.sla import SLA
@@ -520,21 +520,32 @@ class FleetResult:
                 out.append(rep.timeline())
         return out
 
-    def summary(self) -> dict[str, Any]:
-        fleet, spec, sla = self.fleet, self.fleet.spec, self.sla
-        main = spec.pool("decode") if spec.is_disaggregated else spec.pools[0]
-        config = fleet.config.resolved(main.deployment)
+    def _sim_result(self) -> SimResult:
+        main = self.fleet.spec.pool("decode") if self.fleet.spec.is_disaggregated else self.fleet.spec.pools[0]
+        return SimResult(deployment=main.deployment, workload=self.workload,
+                         config=self.fleet.config.resolved(main.deployment), records=self.records,
+                         timelines=self.timelines(), requests=self.requests, phases=self.phases, sla=self.sla,
+                         wall_s=self.wall_s)
+
+    def metrics(self) -> RunSummary:
+        """The fleet's latency, throughput and SLA figures over every request."""
+        return self._sim_result().metrics() if self.bounded is None else self.bounded.summarize(self.sla)
+
+    def report(self) -> SimSummary:
+        """`simulate`'s typed summary over the whole fleet (the decode pool's deployment as its setup)."""
         b = self.bounded
         if b is None:
-            out = SimResult(deployment=main.deployment, workload=self.workload, config=config, records=self.records,
-                            timelines=self.timelines(), requests=self.requests, phases=self.phases, sla=sla,
-                            wall_s=self.wall_s).summary()
-        else:
-            out = b.summarize(sla)
-            hit = b.num_cached_tokens / b.num_prompt_tokens if b.num_prompt_tokens else 0.0
-            out.update(run_summary(main.deployment, self.workload, config, self.timelines(), b.phases,
-                                   out["duration_s"], hit))
-            out["sim_wall_s"] = self.wall_s
+            return self._sim_result().report()
+        spec = self.fleet.spec
+        main = spec.pool("decode") if spec.is_disaggregated else spec.pools[0]
+        hit = b.num_cached_tokens / b.num_prompt_tokens if b.num_prompt_tokens else 0.0
+        return sim_summary(main.deployment, self.workload, self.fleet.config.resolved(main.deployment),
+                           self.timelines(), b.phases, b.summarize(self.sla), hit, self.wall_s)
+
+    def summary(self) -> dict[str, Any]:
+        fleet, spec = self.fleet, self.fleet.spec
+        b = self.bounded
+        out = self.report().to_dict()
         end = self.workload.requests[0].arrival_at + out["duration_s"] if self.records else 0.0
         end = max(end, fleet.now)
         gpu_s = sum(m.gpu_seconds(end) for m in fleet.members)

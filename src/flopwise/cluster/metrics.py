@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import LatencyStats, delivered_rate, objectives_met
+from flopwise.metrics.summary import LatencyStats, RunSummary, delivered_rate
 from flopwise.sim.request import Request
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.sla import SLA
@@ -219,7 +219,7 @@ class BoundedRecords:
             weights.append(w)
         return weighted_stats(np.concatenate(vals), np.concatenate(weights))
 
-    def summarize(self, sla: SLA | None) -> dict[str, Any]:
+    def summarize(self, sla: SLA | None) -> RunSummary:
         """`metrics.summarize`'s keys and definitions from the rows (ITL pooled exactly, by step weights)."""
         c, ok = self.cols, self.ok
         n_total = self.num_requests
@@ -248,21 +248,8 @@ class BoundedRecords:
         missing = n_total - int(ok.sum()) - len(self.error_kind)
         if missing:
             errors["unavailable"] = errors.get("unavailable", 0) + missing
-        out_tokens = int(n_out.sum())
-        in_tokens = int(self.input_tokens[ok].sum())
         n_ok = int(ok.sum())
-        summary: dict[str, Any] = {k: v.to_dict() for k, v in stats.items()}
-        summary.update({
-            "num_requests": n_total, "num_completed": n_ok, "num_failed": n_total - n_ok, "duration_s": duration,
-            "request_throughput": n_ok / duration if duration else 0.0,
-            "output_tokens_per_s": out_tokens / duration if duration else 0.0,
-            "total_tokens_per_s": (out_tokens + in_tokens) / duration if duration else 0.0,
-            "num_cancelled": 0, "preemptions": int(self.preemptions.sum()), "errors_by_kind": errors,
-            "output_tokens_source": {},
-            "delivered_request_rate": delivered_rate([float(a) for a in arrival if not np.isnan(a)]),
-            "input_tokens_mean": in_tokens / n_ok if n_ok else None, "input_tokens_requested_mean": None,
-            "num_usage_rejected": 0,
-        })
+        g = gv = 0
         if sla is not None:
             good = np.ones(n_ok, dtype=bool)
             tpot_all = np.full(n_ok, -np.inf)
@@ -277,18 +264,12 @@ class BoundedRecords:
                 if o.metric in vllm_values:
                     good_vllm &= vllm_values[o.metric] <= o.limit_ms
             g, gv = int(good.sum()), int(good_vllm.sum())
-            met = objectives_met(stats, sla)
-            summary.update({"sla": str(sla), "goodput": g / duration if duration else 0.0,
-                            "sla_attainment": g / n_total if n_total else 0.0,
-                            "sla_objectives_met": met, "sla_met": all(met.values()) and bool(n_ok),
-                            "goodput_vllm": gv / duration if duration else 0.0,
-                            "sla_attainment_vllm": gv / n_total if n_total else 0.0})
-        else:
-            summary.update({"sla": None, "goodput": summary["request_throughput"],
-                            "sla_attainment": n_ok / n_total if n_total else 0.0,
-                            "goodput_vllm": summary["request_throughput"],
-                            "sla_attainment_vllm": n_ok / n_total if n_total else 0.0})
-        return summary
+        return RunSummary.of(
+            stats=stats, num_requests=n_total, num_completed=n_ok, num_cancelled=0, duration_s=duration,
+            output_tokens=int(n_out.sum()), input_tokens=int(self.input_tokens[ok].sum()),
+            preemptions=int(self.preemptions.sum()), errors_by_kind=errors,
+            delivered_request_rate=delivered_rate([float(a) for a in arrival if not np.isnan(a)]), sla=sla,
+            num_good=g, num_good_vllm=gv)
 
     def replica_percentiles(self, replica: int) -> dict[str, float | None]:
         sk = self.sketches.get(replica)

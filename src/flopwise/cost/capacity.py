@@ -127,7 +127,7 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
         reasons.append(f"batch-1 TPOT is already {tpot:.1f} ms > {lim:g} ms")
     if (lim := sla.limit("itl")) is not None and itl > lim:
         reasons.append(f"batch-1 ITL is already {itl:.1f} ms > {lim:g} ms")
-    cap = max(1, min(dep.max_num_seqs, max_sequences(dep, input_len + output_len)))
+    cap = max(1, min(dep.running_limit, max_sequences(dep, input_len + output_len)))
     tpot_lim, itl_lim = sla.limit("tpot"), sla.limit("itl")
 
     def meets(batch: int) -> bool:
@@ -145,7 +145,7 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
             else:
                 hi = mid - 1
         b = lo
-    per_chunk = max(1, dep.max_num_batched_tokens // input_len)
+    per_chunk = max(1, dep.token_budget // input_len)
     prefill_compute = step_cost(dep, prefill_shape(per_chunk, input_len, w)).compute_s / per_chunk
     prop, pw = _proposer(dep)
     if prop is not None:

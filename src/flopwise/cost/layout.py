@@ -5,7 +5,10 @@ Layers are grouped by their LayerSpec (attention kind x MLP kind); each group's 
 `cost/attention.py`. Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): column/row-parallel projections split
 q, o and MLP weights by tp; KV heads split by tp while tp <= kv_heads and are replicated beyond (vLLM); MLA's
 latent cache and its down-projections are replicated; embeddings and the LM head are vocab-parallel; MoE experts
-are sharded by tp (vLLM's default, no expert parallelism). Pipeline parallelism splits layers into pp stages:
+are sharded by tp (vLLM's default, no expert parallelism). With expert parallelism and data-parallel attention
+(`Deployment.dp`, `ep`) every size here is of one GPU of one attention group except the routed experts: E / ep
+experts per GPU, each sharded over moe_tp = tp * dp / ep GPUs, so a GPU stores E / (tp * dp) experts' weights.
+Pipeline parallelism splits layers into pp stages:
 memory per GPU shrinks by pp, while one token still passes every layer in sequence. A weight format that covers
 only the routed experts (`mxfp4-moe`) stores every other weight in 16-bit.
 """
@@ -42,6 +45,7 @@ class LayerGroup:
     router_params: int
     num_experts: int
     experts_per_token: int
+    local_experts: float  # routed experts one GPU holds a shard of: E / ep
 
     @property
     def activation_inter(self) -> float:
@@ -86,21 +90,23 @@ class Layout:
         return self.cache.bytes_per_token
 
 
-def _group(m: ModelSpec, layer: LayerSpec, count: int, tp: int, kv_bpe: float) -> LayerGroup:
+def _group(m: ModelSpec, layer: LayerSpec, count: int, tp: int, kv_bpe: float, ep: int, moe_tp: int) -> LayerGroup:
     h = m.hidden_size
     a = attention_layout(layer.attention, h, tp, kv_bpe)
     mlp = layer.mlp
     if mlp.is_moe:
         return LayerGroup(count=count, window=a.span, is_moe=True, attn=a, norms=layer.norms,
                           extra_params=layer.extra_params / tp, dense_mlp_params=0.0, dense_inter=0.0,
-                          expert_params=expert_params(mlp, h) / tp, expert_inter=mlp.intermediate_size / tp,
+                          expert_params=expert_params(mlp, h) / moe_tp,
+                          expert_inter=mlp.intermediate_size / moe_tp,
                           shared_params=shared_expert_params(mlp, h) / tp,
                           shared_inter=mlp.shared_intermediate_size / tp, router_params=router_params(mlp, h),
-                          num_experts=mlp.num_experts, experts_per_token=mlp.experts_per_token)
+                          num_experts=mlp.num_experts, experts_per_token=mlp.experts_per_token,
+                          local_experts=mlp.num_experts / ep)
     return LayerGroup(count=count, window=a.span, is_moe=False, attn=a, norms=layer.norms,
                       extra_params=layer.extra_params / tp, dense_mlp_params=mlp_params(mlp, h) / tp,
                       dense_inter=mlp.intermediate_size / tp, expert_params=0.0, expert_inter=0.0, shared_params=0.0,
-                      shared_inter=0.0, router_params=0, num_experts=0, experts_per_token=0)
+                      shared_inter=0.0, router_params=0, num_experts=0, experts_per_token=0, local_experts=0.0)
 
 
 def _cache(m: ModelSpec, groups: tuple[LayerGroup, ...], specs: tuple[LayerSpec, ...]) -> CacheLayout:
@@ -132,16 +138,19 @@ def layout(dep: Deployment) -> Layout:
     embed_bpp = wf.bytes_per_weight if wf.quantizes_embeddings else (4.0 if wf.name == "fp32" else 2.0)
     counts = Counter(m.layers)
     specs = tuple(sorted(counts, key=lambda lay: (str((lay.attention.window, lay.mlp.is_moe)), lay.attention.kind)))
-    groups = tuple(_group(m, lay, counts[lay], tp, dep.kv.bytes_per_element) for lay in specs)
+    groups = tuple(_group(m, lay, counts[lay], tp, dep.kv.bytes_per_element, dep.ep, dep.moe_tp) for lay in specs)
     spans = [g.window for g in groups if g.attn.has_pairs]
     spans += [None for g in groups if g.attn.index_pair_flops]
     wbpp, dense_bpp = wf.bytes_per_weight, wf.dense_bytes_per_weight
     per_gpu_total = m.total_params - m.embedding_params - m.lm_head_params - m.per_layer_embedding_params
     if wf.experts_only:
-        experts = sum(g.count * g.num_experts * g.expert_params * tp for g in groups)
+        experts = sum(g.count * g.num_experts * g.expert_params * dep.moe_tp for g in groups)
         weight_bytes = ((per_gpu_total - experts) * dense_bpp + experts * wbpp) / tp / dep.pp
     else:
         weight_bytes = (per_gpu_total / tp / dep.pp) * wbpp
+    if dep.dp > 1:  # the routed experts span the dp attention groups: 1 / (tp * dp) of them per GPU, not 1 / tp
+        experts = sum(g.count * g.num_experts * g.expert_params * dep.moe_tp for g in groups)
+        weight_bytes -= experts * wbpp * (1 / tp - 1 / (tp * dep.dp)) / dep.pp
     weight_bytes += (m.embedding_params + m.lm_head_params + m.per_layer_embedding_params) / tp * embed_bpp
     # KV projections replicated beyond tp > kv_heads store more than 1/tp of the attention weights:
     extra: dict[tuple[float, int], int] = {}

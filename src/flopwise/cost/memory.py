@@ -51,7 +51,9 @@ __all__ = ["MemoryPlan", "memory_plan", "blocks_counter", "blocks_per_sequence",
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryPlan:
-    """Per-GPU memory of one deployment. All sizes in bytes."""
+    """Per-GPU memory of one deployment. All sizes in bytes. `num_blocks` and `kv_capacity_tokens` are the
+    replica's: with data-parallel attention each of its `kv_groups` attention groups keeps its own requests' KV
+    (a GPU's pool holds one group's share), so the replica holds kv_groups times one GPU's blocks."""
 
     device_bytes: float
     budget_bytes: float
@@ -63,6 +65,7 @@ class MemoryPlan:
     block_size: int
     proposer_weight_bytes: float = 0.0  # speculative decoding's draft model or head
     lookahead_tokens: int = 0  # KV slots a sequence holds beyond its tokens while verified (P - 1)
+    kv_groups: int = 1  # attention groups (Deployment.dp), each with its own KV pool
 
     @property
     def fits(self) -> bool:
@@ -71,7 +74,7 @@ class MemoryPlan:
 
     @property
     def num_blocks(self) -> int:
-        return max(0, int(self.kv_pool_bytes // self.block_bytes))
+        return max(0, int(self.kv_pool_bytes // self.block_bytes)) * self.kv_groups
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -155,7 +158,7 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     return MemoryPlan(device_bytes=device, budget_bytes=budget, weight_bytes=lay.weight_bytes_per_gpu,
                       activation_bytes=act, runtime_bytes=runtime, kv_pool_bytes=max(0.0, pool),
                       block_bytes=block, block_size=dep.block_size, proposer_weight_bytes=prop_weights,
-                      lookahead_tokens=lookahead)
+                      lookahead_tokens=lookahead, kv_groups=dep.dp)
 
 
 def _proposer_memory(dep: Deployment) -> tuple[float, float, int]:

@@ -11,15 +11,28 @@ small-message all-reduce latencies reported in the TensorRT-LLM custom all-reduc
 Achieved bus bandwidth is below the link rate: nccl-tests all_reduce_perf reaches ~80% of NVLink's
 per-direction rate on DGX/HGX systems (e.g. ~360 of 450 GB/s on H100) and ~60% over PCIe (no NVLink,
 traffic through the PCIe switch or host bridge).
+
+Between nodes each GPU has its own NIC (`network_gbs`, InfiniBand / RoCE) at NETWORK_EFFICIENCY of its rate and
+NETWORK_LATENCY_S per transfer. Expert parallelism moves tokens with two all-to-alls per MoE layer (dispatch to
+the experts' GPUs, combine back: DeepEP, NCCL all-to-all): each GPU sends (p-1)/p of its share to the others at
+once, to its node's GPUs over the peer fabric and to other nodes' GPUs over its NIC,
+    t = latency + max(intra / link, inter / network)
+    intra = bytes * (min(p, per_node) - 1) / p,   inter = bytes * (p - min(p, per_node)) / p
+with per_node the group's GPUs in one node (the network's latency where the group spans nodes). A pipeline
+boundary between nodes sends over the NIC.
 """
 
 from __future__ import annotations
 
+from flopwise.errors import SpecError
 from flopwise.specs.hardware import HardwareSpec
 
-__all__ = ["link_bytes_per_s", "collective_latency_s", "allreduce_time", "allgather_time", "p2p_time"]
+__all__ = ["link_bytes_per_s", "collective_latency_s", "allreduce_time", "allgather_time", "alltoall_time",
+           "p2p_time", "network_bytes_per_s", "NETWORK_EFFICIENCY", "NETWORK_LATENCY_S"]
 
 PCIE4_GBS = 32.0
+NETWORK_EFFICIENCY = 0.85  # achieved share of a NIC's rate in large transfers (nccl-tests / NIXL over IB)
+NETWORK_LATENCY_S = 50e-6  # per transfer between nodes (RDMA setup and completion, plus the NIC hop)
 
 
 def _is_fabric(hw: HardwareSpec) -> bool:
@@ -44,8 +57,39 @@ def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float) -> tuple[floa
     return collective_latency_s(hw) + sent / link_bytes_per_s(hw), sent
 
 
-def p2p_time(hw: HardwareSpec, message_bytes: float) -> float:
-    return collective_latency_s(hw) + message_bytes / link_bytes_per_s(hw) if message_bytes > 0 else 0.0
+def network_bytes_per_s(hw: HardwareSpec) -> float:
+    """Achievable per-GPU bandwidth between nodes; 0 where the catalog gives no NIC."""
+    return hw.network_gbs * 1e9 * NETWORK_EFFICIENCY
+
+
+def _network(hw: HardwareSpec) -> float:
+    rate = network_bytes_per_s(hw)
+    if rate <= 0:
+        raise SpecError(f"{hw.id} has no network bandwidth in the catalog (network_gbs): a deployment across "
+                        "nodes needs it; give it in --hardware-file")
+    return rate
+
+
+def p2p_time(hw: HardwareSpec, message_bytes: float, *, between_nodes: bool = False) -> float:
+    if message_bytes <= 0:
+        return 0.0
+    if between_nodes:
+        return NETWORK_LATENCY_S + message_bytes / _network(hw)
+    return collective_latency_s(hw) + message_bytes / link_bytes_per_s(hw)
+
+
+def alltoall_time(hw: HardwareSpec, p: int, bytes_per_gpu: float, per_node: int | None = None) -> tuple[float, float]:
+    """(seconds, bytes each GPU sends) for an all-to-all over p GPUs, `per_node` of them in each node (None: all
+    in one), where each GPU's share to exchange is `bytes_per_gpu` (see the module docstring)."""
+    if p <= 1 or bytes_per_gpu <= 0:
+        return 0.0, 0.0
+    local = min(p, per_node or p)
+    intra = bytes_per_gpu * (local - 1) / p
+    inter = bytes_per_gpu * (p - local) / p
+    t = intra / link_bytes_per_s(hw)
+    if inter > 0:
+        return NETWORK_LATENCY_S + max(t, inter / _network(hw)), intra + inter
+    return collective_latency_s(hw) + t, intra
 
 
 def allgather_time(hw: HardwareSpec, p: int, total_bytes: float) -> tuple[float, float]:

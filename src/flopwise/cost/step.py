@@ -31,6 +31,15 @@ FLOPs per operator:
   latent form (2·heads·(2·kv_lora + d_rope)) as in DeepSeek-V2 §2.1.3 and vLLM's MLA backend;
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
   experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing;
+- expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): the step's batch is spread evenly over
+  the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
+  reads; the routed experts see the whole batch: a GPU runs T·k/ep token-expert rows of its E/ep experts
+  (2·(T·k/ep)·P_expert FLOPs, P_expert its moe_tp shard) and reads the ones touched, (E/ep)·(1 - (1 - k/E)^T);
+  with a stated `expert_skew` s the busiest rank runs s times the mean rows, and the step waits for it.
+  Tokens reach the experts by two all-to-alls per MoE layer (dispatch, combine: `parallel.alltoall_time`), each
+  GPU exchanging (T/dp)/tp·k·h activations (times moe_tp where experts are also sharded), which replace the
+  MoE layer's all-reduce; with dp > 1 and ep = 1 the MoE layer all-gathers the groups' tokens and
+  reduce-scatters them back (SGLang's DP attention over a TP MoE);
 - LM head: only the rows that produce a token (2·logits·V·h);
 - norms, residuals and activations: bytes only;
 - per layer kind (`cost/attention.py`): sliding and chunked layers attend their window or chunk; a DSA layer
@@ -46,8 +55,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from flopwise.cost.batch import BatchShape
-from flopwise.cost.layout import layout
-from flopwise.cost.parallel import allgather_time, allreduce_time, p2p_time
+from flopwise.cost.layout import LayerGroup, layout
+from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "host_s", "op_time_s"]
@@ -251,7 +260,7 @@ class _Acc:
 def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
     lay = layout(dep)
     acc = _Acc(dep, detail)
-    T = shape.num_tokens
+    T: float = shape.num_tokens
     if T == 0:
         return acc
     a = lay.act_bytes
@@ -259,10 +268,16 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
     dbpp = lay.dense_weight_bytes_per_param
     h = lay.hidden
     hw = dep.hardware
-    S = shape.num_seqs
+    dp, ep = dep.dp, dep.ep
+    T_all = T  # the whole batch, which the routed experts see
+    S: float = shape.num_seqs
+    if dp > 1:  # one attention group's share: every operator below but the routed experts
+        T, S = T / dp, S / dp
+    share = 1.0 / dp  # of the batch's attention pairs and KV reads
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
     ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
+    moe_comm = _moe_comm(dep, T_all, T, h * a, lay.groups)
     for g in lay.groups:
         n = g.count
         at = g.attn
@@ -270,24 +285,31 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         if at.has_pairs:
             work = shape.attention[g.window]
             pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
-            kv_b = (work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token
-            acc.add("attention", n, pairs_flops, T / S * at.q_per_kv, 0.0, kv_b, T * at.q_out_elems * a,
-                    at.attn_kernels, attention=True)
+            kv_b = (work.prefill_kv_read + work.decode_kv_read + (T_all if at.writes_kv else 0)) * at.kv_bytes_per_token
+            acc.add("attention", n, share * pairs_flops, T / S * at.q_per_kv, 0.0, share * kv_b,
+                    T * at.q_out_elems * a, at.attn_kernels, attention=True)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
-                acc.add("indexer", n, (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
+                acc.add("indexer", n, share * (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
                         T / S * at.index_heads, 0.0,
-                        (iw.prefill_kv_read + iw.decode_kv_read + T) * at.index_bytes_per_token, 0.0, 2, index=True)
+                        share * (iw.prefill_kv_read + iw.decode_kv_read + T_all) * at.index_bytes_per_token, 0.0, 2,
+                        index=True)
         else:  # linear-state layer: each sequence's state is read and written once per step
             acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
                     T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
             E, k = g.num_experts, g.experts_per_token
-            touched = E * (1.0 - (1.0 - k / E) ** T)
-            rows_per_expert = T * k / touched
-            acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
-                    touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                    T * a * (2 * h + 3 * k * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
+            touched = E * (1.0 - (1.0 - k / E) ** T_all)
+            rows_per_expert = T_all * k / touched
+            if ep == 1 and dp == 1:
+                acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
+                        touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
+                        T * a * (2 * h + 3 * k * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
+            else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
+                rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
+                acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
+                        touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
+                        a * (2 * h * T + 3 * rows * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
                         T * a * (2 * h + 3 * g.shared_inter), 2)
@@ -297,16 +319,45 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         if g.extra_params:
             acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
-        acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
+        if g.is_moe and moe_comm is not None:
+            name, count, seconds, sent = moe_comm
+            acc.add_comm("tp_allreduce", n, ar_s, ar_sent)  # after attention, within the attention group
+            acc.add_comm(name, count * n, seconds, sent)
+        else:
+            acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
     if dep.pp > 1:
-        acc.add_comm("pp_send", dep.pp - 1, p2p_time(hw, T * h * a), T * h * a)
-    L = shape.num_logits
+        crossing = min(dep.pp - 1, dep.nodes - 1)  # stage boundaries between nodes (stages fill nodes in turn)
+        if crossing:
+            acc.add_comm("pp_send", crossing, p2p_time(hw, T_all * h * a, between_nodes=True), T_all * h * a)
+        if dep.pp - 1 - crossing:
+            acc.add_comm("pp_send", dep.pp - 1 - crossing, p2p_time(hw, T_all * h * a), T_all * h * a)
+    L: float = shape.num_logits
     if L:
+        L = L / dp if dp > 1 else L
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
                 L * (h * a + lay.vocab_per_gpu * 4), 1)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc
+
+
+def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: float,
+              groups: tuple[LayerGroup, ...]) -> tuple[str, int, float, float] | None:
+    """A MoE layer's collective where it is not the attention group's all-reduce: (name, per layer, seconds,
+    bytes sent) for the two all-to-alls of expert parallelism, or the all-gather and reduce-scatter of data-parallel
+    attention over a TP MoE; None for plain tensor parallelism."""
+    if dep.ep == 1 and dep.dp == 1:
+        return None
+    p = dep.tp * dep.dp
+    if dep.ep == 1:  # every GPU needs every group's tokens: all-gather, then reduce-scatter the outputs
+        s, sent = allgather_time(dep.hardware, p, tokens * token_bytes)  # (within a node: not priced across)
+        return ("moe_allgather_scatter", 2, s, sent)
+    k = max(g.experts_per_token for g in groups if g.is_moe)
+    share = group_tokens / dep.tp * k * dep.moe_tp * token_bytes  # this GPU's slice of its group's tokens
+    # a stage's tp*dp GPUs sit in one node unless the replica has fewer stages than nodes
+    per_node = p if dep.pp >= dep.nodes else dep.gpus_per_node
+    s, sent = alltoall_time(dep.hardware, p, share, per_node=per_node)
+    return ("moe_alltoall", 2, s, sent)
 
 
 def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from flopwise.cost.layout import layout
+from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S
 from flopwise.errors import SpecError
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import HardwareSpec
@@ -43,9 +44,7 @@ __all__ = ["LINK_KINDS", "LinkSpec", "link_between", "kv_transfer_bytes", "KvLin
 
 LINK_KINDS = ("auto", "nvlink", "network", "infinite")
 NVLINK_EFFICIENCY = 0.8
-NETWORK_EFFICIENCY = 0.85
 NVLINK_LATENCY_S = 20e-6
-NETWORK_LATENCY_S = 50e-6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,15 +35,14 @@ GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0")
 class LaunchTarget:
     """A planned replica to launch. `model_id`: the 16-bit checkpoint the plan was made for (Hugging Face id or
     path); `max_model_len`: the context every request needs (the workload's caps within the model's context);
-    `max_prompt_len`: its longest prompt; `expert_parallel`: the EP degree over the TP group (1: experts
-    sharded by TP, as the cost model prices them); `checkpoint_weights`: the format the checkpoint ships in."""
+    `max_prompt_len`: its longest prompt; `checkpoint_weights`: the format the checkpoint ships in. Expert
+    parallelism, data-parallel attention and nodes are the deployment's own (`dp`, `ep`, `nodes`)."""
 
     deployment: Deployment
     model_id: str
     max_model_len: int
     max_prompt_len: int | None = None
     prefix_caching: bool = True
-    expert_parallel: int = 1
     checkpoint_weights: str | None = None
 
 

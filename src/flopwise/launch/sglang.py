@@ -42,11 +42,18 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
                              reason=f"no {dep.weights.name} checkpoint or recipe for SGLang is known")
     notes = [src.note] if src.note else []
     line = CommandLine(la["command"]).flag(la["model_flag"], src.model)
-    line.flag(flags["tp"], dep.tp)
+    line.flag(flags["tp"], dep.tp * dep.dp)  # SGLang's --tp-size counts every GPU of a stage
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
-    if target.expert_parallel > 1:
-        line.flag(flags["ep"], target.expert_parallel)
+    if dep.dp > 1:
+        line.flag(flags["dp"], dep.dp).flag(flags["dp_attention"])
+    if dep.ep > 1:
+        line.flag(flags["ep"], dep.ep)
+    if dep.nodes > 1:
+        line.flag(flags["nnodes"], dep.nodes).flag(flags["node_rank"], 0)
+        line.flag(flags["dist_init_addr"], "<node0-ip>:5000")
+        notes.append(f"run the same command on each of the {dep.nodes} nodes with {flags['node_rank']} 0..."
+                     f"{dep.nodes - 1}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)

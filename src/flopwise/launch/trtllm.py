@@ -37,6 +37,8 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
         lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
+    if dep.dp > 1:
+        lines.append(f"{y['attention_dp']}: true")
     spec = dep.speculative
     if spec is not None:
         kind = engine.launch.table("speculative").get(spec.method)
@@ -72,11 +74,14 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
                              reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
     notes = [src.note] if src.note else []
     line = CommandLine(la["command"], src.model).flag(flags["backend"], la["backend"])
-    line.flag(flags["tp"], dep.tp)
+    line.flag(flags["tp"], dep.tp * dep.dp)  # trtllm-serve's --tp_size counts every GPU of a stage
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
     if dep.model.moe is not None:
-        line.flag(flags["ep"], target.expert_parallel)
+        line.flag(flags["ep"], dep.ep)
+    if dep.dp > 1 and dep.tp > 1:
+        notes.append(f"TensorRT-LLM's attention DP gives every rank its own attention (DP {dep.tp * dep.dp}), not "
+                     f"{dep.dp} groups of TP {dep.tp}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)

@@ -9,7 +9,10 @@
 - chunked prefill: always on in V1; V0 needs `--enable-chunked-prefill` when a prompt exceeds the token budget;
 - speculative decoding: `--speculative-config` JSON (V1) with the method named per version (EAGLE-1 `eagle`,
   EAGLE-3 `eagle3`, `mtp`, `draft_model`, `ngram` with a prompt-lookup window), or V0's two flags;
-- expert parallelism: `--enable-expert-parallel` when the target uses it (EP = the TP group).
+- expert parallelism: `--enable-expert-parallel` when the deployment uses it (vLLM spreads the experts over all
+  tp x dp GPUs, so a narrower EP is noted); data-parallel attention: `--data-parallel-size` (max_num_seqs and the
+  token budget are per DP rank, as the deployment's); across nodes, the head node's command with
+  `--data-parallel-size-local` and `--data-parallel-address`, and the note for the others.
 """
 
 from __future__ import annotations
@@ -68,8 +71,18 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
-    if target.expert_parallel > 1:
+    if dep.dp > 1:
+        line.flag(flags["dp"], dep.dp)
+        if dep.nodes > 1:
+            local = dep.dp // dep.nodes
+            line.flag(flags["dp_local"], local).flag(flags["dp_address"], "<head-node-ip>")
+            notes.append(f"run on each of the {dep.nodes} nodes: the same command with {flags['dp_start_rank']} "
+                         f"{local} x node index and --headless on all but the head")
+    if dep.ep > 1:
         line.flag(flags["ep"])
+        if dep.ep != dep.tp * dep.dp:
+            notes.append(f"vLLM spreads the experts over all {dep.tp * dep.dp} GPUs (EP {dep.tp * dep.dp}), not the "
+                         f"planned EP {dep.ep}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)

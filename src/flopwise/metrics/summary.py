@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
 from flopwise.specs.sla import SLA
 
-__all__ = ["RequestRecord", "LatencyStats", "summarize", "delivered_rate", "objectives_met"]
+__all__ = ["RequestRecord", "LatencyStats", "RunSummary", "summarize", "delivered_rate", "objectives_met"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -231,13 +231,103 @@ def delivered_rate(arrivals: Sequence[float], origin_at: float | None = None) ->
     return n / span if n >= 1 and span > 0 else None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """A run's summary, typed (see the module docstring for every definition); `to_dict()` is the JSON object
+    with the stable keys shared by `simulate` and `bench`. Built by `RunSummary.of`, the one home of the rates,
+    the goodput and the SLA figures, from per-request records (`summarize`) or from bounded per-request rows
+    (`cluster.metrics`)."""
+
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats
+    itl_ms: LatencyStats
+    e2e_ms: LatencyStats
+    queue_ms: LatencyStats
+    itl_per_token_ms: LatencyStats
+    ttft_from_send_ms: LatencyStats
+    send_lag_ms: LatencyStats
+    e2e_from_send_ms: LatencyStats
+    num_requests: int
+    num_completed: int
+    num_failed: int
+    num_cancelled: int
+    duration_s: float
+    request_throughput: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    preemptions: int
+    errors_by_kind: Mapping[str, int]
+    output_tokens_source: Mapping[str, int]
+    delivered_request_rate: float | None
+    input_tokens_mean: float | None
+    input_tokens_requested_mean: float | None
+    num_usage_rejected: int
+    sla: str | None
+    goodput: float
+    sla_attainment: float
+    sla_objectives_met: Mapping[str, bool] | None = None  # each percentile objective on the aggregate
+    sla_met: bool | None = None  # None without an SLA
+    goodput_vllm: float
+    sla_attainment_vllm: float
+
+    LATENCY_KEYS: ClassVar[tuple[str, ...]] = (
+        "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "ttft_from_send_ms",
+        "send_lag_ms", "e2e_from_send_ms")
+
+    @classmethod
+    def of(cls, *, stats: Mapping[str, LatencyStats], num_requests: int, num_completed: int, num_cancelled: int,
+           duration_s: float, output_tokens: int, input_tokens: int, preemptions: int,
+           errors_by_kind: Mapping[str, int], delivered_request_rate: float | None, sla: SLA | None,
+           num_good: int, num_good_vllm: int, output_tokens_source: Mapping[str, int] | None = None,
+           input_tokens_requested_mean: float | None = None, num_usage_rejected: int = 0) -> RunSummary:
+        """The summary from the latency statistics (`LATENCY_KEYS`) and the run's counts. `num_good` /
+        `num_good_vllm`: requests meeting every SLA bound by DistServe's / vLLM's test (ignored without an SLA:
+        every completed request is then good). Rates are per `duration_s` (0 when it is 0); attainment leaves
+        cancelled requests out of its denominator."""
+        d = duration_s
+        counted = num_requests - num_cancelled
+        if sla is None:
+            num_good = num_good_vllm = num_completed
+        met = objectives_met(stats, sla) if sla is not None else None
+        return cls(
+            **{k: stats[k] for k in cls.LATENCY_KEYS},
+            num_requests=num_requests, num_completed=num_completed,
+            num_failed=num_requests - num_completed - num_cancelled, num_cancelled=num_cancelled, duration_s=d,
+            request_throughput=num_completed / d if d else 0.0, output_tokens_per_s=output_tokens / d if d else 0.0,
+            total_tokens_per_s=(output_tokens + input_tokens) / d if d else 0.0, preemptions=preemptions,
+            errors_by_kind=dict(errors_by_kind), output_tokens_source=dict(output_tokens_source or {}),
+            delivered_request_rate=delivered_request_rate,
+            input_tokens_mean=input_tokens / num_completed if num_completed else None,
+            input_tokens_requested_mean=input_tokens_requested_mean, num_usage_rejected=num_usage_rejected,
+            sla=None if sla is None else str(sla), goodput=num_good / d if d else 0.0,
+            sla_attainment=num_good / counted if counted else 0.0, goodput_vllm=num_good_vllm / d if d else 0.0,
+            sla_attainment_vllm=num_good_vllm / counted if counted else 0.0, sla_objectives_met=met,
+            sla_met=None if met is None else all(met.values()) and num_completed > 0)
+
+    def latency(self, metric: str) -> LatencyStats:
+        """The statistics of one latency metric, by SLA name ("ttft", "tpot", "itl", "e2e") or key ("ttft_ms")."""
+        key = metric if metric.endswith("_ms") else f"{metric}_ms"
+        if key not in self.LATENCY_KEYS:
+            raise KeyError(metric)
+        stats: LatencyStats = getattr(self, key)
+        return stats
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object (`sla_objectives_met` and `sla_met` only where an SLA was given)."""
+        out: dict[str, Any] = {k: self.latency(k).to_dict() for k in self.LATENCY_KEYS}
+        for f in fields(self):
+            if f.name in self.LATENCY_KEYS or (f.name in ("sla_objectives_met", "sla_met") and self.sla is None):
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = dict(v) if isinstance(v, Mapping) else v
+        return out
+
+
 def summarize(records: Sequence[RequestRecord], sla: SLA | None = None, *,
-              duration_s: float | None = None, arrival_origin_at: float | None = None) -> dict[str, Any]:
-    """The run summary with the stable JSON keys shared by simulate and bench."""
+              duration_s: float | None = None, arrival_origin_at: float | None = None) -> RunSummary:
+    """The run summary of per-request records (simulated or measured)."""
     ok = [r for r in records if r.ok]
-    n_total = len(records)
     n_cancelled = sum(1 for r in records if not r.ok and r.is_cancelled)
-    n_counted = n_total - n_cancelled
     if duration_s is not None:
         duration = duration_s if ok else 0.0
     elif ok:
@@ -273,39 +363,14 @@ def summarize(records: Sequence[RequestRecord], sla: SLA | None = None, *,
     for r in ok:
         if r.output_tokens_source is not None:
             sources[r.output_tokens_source] = sources.get(r.output_tokens_source, 0) + 1
-    out_tokens = sum(r.num_output_tokens for r in ok)
-    in_tokens = sum(r.input_tokens for r in ok)
     requested = [r.input_tokens_requested for r in ok if r.input_tokens_requested is not None]
-    summary: dict[str, Any] = {k: v.to_dict() for k, v in stats.items()}
-    summary.update({
-        "num_requests": n_total,
-        "num_completed": len(ok),
-        "num_failed": n_total - len(ok) - n_cancelled,
-        "num_cancelled": n_cancelled,
-        "duration_s": duration,
-        "request_throughput": len(ok) / duration if duration else 0.0,
-        "output_tokens_per_s": out_tokens / duration if duration else 0.0,
-        "total_tokens_per_s": (out_tokens + in_tokens) / duration if duration else 0.0,
-        "preemptions": sum(r.preemptions for r in records),
-        "errors_by_kind": errors,
-        "output_tokens_source": sources,
-        "delivered_request_rate": delivered_rate([r.arrival_at for r in records], arrival_origin_at),
-        "input_tokens_mean": in_tokens / len(ok) if ok else None,
-        "input_tokens_requested_mean": sum(requested) / len(requested) if requested else None,
-        "num_usage_rejected": sum(1 for r in records if r.usage_rejected is not None),
-    })
-    if sla is not None:
-        good = sum(r.meets(sla) for r in records)
-        met = objectives_met(stats, sla)
-        good_vllm = sum(r.meets_vllm(sla) for r in records)
-        summary.update({"sla": str(sla), "goodput": good / duration if duration else 0.0,
-                        "sla_attainment": good / n_counted if n_counted else 0.0,
-                        "sla_objectives_met": met, "sla_met": all(met.values()) and bool(ok),
-                        "goodput_vllm": good_vllm / duration if duration else 0.0,
-                        "sla_attainment_vllm": good_vllm / n_counted if n_counted else 0.0})
-    else:
-        summary.update({"sla": None, "goodput": summary["request_throughput"],
-                        "sla_attainment": len(ok) / n_counted if n_counted else 0.0,
-                        "goodput_vllm": summary["request_throughput"],
-                        "sla_attainment_vllm": len(ok) / n_counted if n_counted else 0.0})
-    return summary
+    return RunSummary.of(
+        stats=stats, num_requests=len(records), num_completed=len(ok), num_cancelled=n_cancelled,
+        duration_s=duration, output_tokens=sum(r.num_output_tokens for r in ok),
+        input_tokens=sum(r.input_tokens for r in ok), preemptions=sum(r.preemptions for r in records),
+        errors_by_kind=errors, output_tokens_source=sources,
+        delivered_request_rate=delivered_rate([r.arrival_at for r in records], arrival_origin_at),
+        input_tokens_requested_mean=sum(requested) / len(requested) if requested else None,
+        num_usage_rejected=sum(1 for r in records if r.usage_rejected is not None), sla=sla,
+        num_good=sum(r.meets(sla) for r in records) if sla is not None else 0,
+        num_good_vllm=sum(r.meets_vllm(sla) for r in records) if sla is not None else 0)

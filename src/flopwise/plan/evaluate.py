@@ -28,10 +28,13 @@ import numpy as np
 
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import InfeasibleError
+from flopwise.metrics.summary import RunSummary
 from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
 from flopwise.sim.max_rate import find_max_rate, probe_rate
+from flopwise.sim.simulate import SimSummary
 from flopwise.sim.steady import ProbeSize, SteadyRule
+from flopwise.specs.defaults import KV_FULL
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
@@ -74,7 +77,8 @@ class Evaluation:
     candidate: Candidate
     max_rate: float
     upper_bound_rate: float
-    summary: dict[str, Any]  # the run at max_rate: engine state over the run, latencies over the window
+    window: RunSummary  # latencies, goodput and SLA figures over the measured window at max_rate
+    run: SimSummary  # the whole run at max_rate: engine state, preemptions, where the time went
     mean_output_tokens: float
     rate_interval: tuple[float, float] = (0.0, 0.0)
     effort: float = 1.0
@@ -90,7 +94,7 @@ class Evaluation:
 
     @property
     def attainment(self) -> float:
-        return float(self.summary["sla_attainment"])
+        return self.window.sla_attainment
 
     @property
     def goodput_per_gpu(self) -> float:
@@ -107,7 +111,7 @@ class Evaluation:
 
     @property
     def tokens_per_s_per_user(self) -> float:
-        tpot = self.summary["tpot_ms"]["mean"]
+        tpot = self.window.tpot_ms.mean
         return 1e3 / tpot if tpot else 0.0
 
     @property
@@ -150,16 +154,15 @@ class Evaluation:
     @property
     def memory_headroom_gib(self) -> float:
         plan = memory_plan(self.candidate.deployment)
-        used = self.summary.get("kv_utilization", {}).get("max", 0.0) * plan.kv_pool_bytes
+        used = self.run.engine.kv_utilization_max * plan.kv_pool_bytes
         return (plan.kv_pool_bytes - used) / GIB
 
     def binds(self, sla: SLA) -> str:
-        s = self.summary
-        if s.get("preemptions", 0) > 0 or s.get("kv_utilization", {}).get("max", 0.0) > 0.95:
+        if self.run.run.preemptions > 0 or self.run.engine.kv_utilization_max >= KV_FULL:
             return "KV capacity"
         ratios = {}
         for o in sla.objectives:
-            v = s[f"{o.metric}_ms"].get(o.stat)
+            v = self.window.latency(o.metric).get(o.stat)
             if v is not None:
                 ratios[o.metric.upper()] = v / o.limit_ms
         if not ratios or max(ratios.values()) < 0.8:
@@ -181,16 +184,19 @@ def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: Steady
         misses = {k: v / o.limit_ms for o in sla.objectives if (v := low.values.get(k := str(o))) is not None}
         return Infeasible(cand, str(e), misses)
     reqs = mr.result.workload.requests
-    return Evaluation(candidate=cand, max_rate=mr.rate, upper_bound_rate=mr.upper_bound, summary=mr.summary(),
+    run = mr.result.report()
+    window = mr.probe.summary if mr.probe is not None else run.run
+    return Evaluation(candidate=cand, max_rate=mr.rate, upper_bound_rate=mr.upper_bound, window=window, run=run,
                       mean_output_tokens=sum(r.output_tokens for r in reqs) / len(reqs), rate_interval=mr.interval,
                       effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
                       num_simulated_requests=sum(p.num_requests for p in mr.trail),
                       trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))
 
 
-def latency_point(rate: float, s: dict[str, Any], sustained: bool) -> dict[str, Any]:
+def latency_point(rate: float, s: RunSummary, sustained: bool) -> dict[str, Any]:
     """One point of a latency-vs-rate sweep: the window's TTFT and TPOT percentiles (ms) at `rate`."""
-    return {"rate": rate, **{f"{st}_{m}": s[f"{m}_ms"][st] for m in ("ttft", "tpot") for st in ("p50", "p95", "p99")},
+    return {"rate": rate,
+            **{f"{st}_{m}": s.latency(m).get(st) for m in ("ttft", "tpot") for st in ("p50", "p95", "p99")},
             "sustained": sustained}
 
 
@@ -216,5 +222,5 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     point = 1e3 * counts.sum() / sums.sum()
     return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=float(point),
                      interval=(float(min(lo, point)), float(max(hi, point))),
-                     p95_ttft_ms=p.summary["ttft_ms"]["p95"], p95_tpot_ms=p.summary["tpot_ms"]["p95"],
+                     p95_ttft_ms=p.summary.ttft_ms.p95, p95_tpot_ms=p.summary.tpot_ms.p95,
                      sustained=p.ok)

@@ -597,7 +597,6 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
 
     def row(e: Evaluation) -> dict[str, Any]:
         d = e.candidate.deployment
-        s = e.summary
         reps = e.replicas_for(rate)
         lo, hi = e.rate_interval
         cost = e.cost_per_1m_tokens
@@ -615,8 +614,9 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "output_tokens_per_s_per_gpu_interval": _interval(e.value("throughput")),
             "tokens_per_s_per_user": e.tokens_per_s_per_user, "cost_per_1m_tokens": cost,
             "cost_per_1m_tokens_interval": cost_iv,
-            "p95_ttft_ms": s["ttft_ms"]["p95"], "p95_tpot_ms": s["tpot_ms"]["p95"],
-            "memory_headroom_gib": e.memory_headroom_gib, "binds": e.binds(r.sla), "bottleneck": s.get("bottleneck"),
+            "p95_ttft_ms": e.window.ttft_ms.p95, "p95_tpot_ms": e.window.tpot_ms.p95,
+            "memory_headroom_gib": e.memory_headroom_gib, "binds": e.binds(r.sla),
+            "bottleneck": e.run.breakdown.bottleneck,
             "replicas": reps, "total_gpus": reps * e.gpus,
             "replicas_at_interval_low": (e.replicas_for(rate) if not rate or not lo
                                          else max(1, math.ceil(rate / lo - 1e-9))),

@@ -1,7 +1,9 @@
 """The space of deployments the planner searches, and its enumeration.
 
 A candidate is one model replica: GPU type, TP degree (every degree up to `max_gpus` that divides the heads;
-PP only where the model fits no TP degree), weight format, KV format, engine knobs (`max_num_seqs`,
+PP only where the model fits no TP degree), for MoE models also each group of 2+ GPUs as data-parallel attention
+with the experts spread over it ("dep": tp 1, dp = ep = the group, as SGLang, vLLM and TensorRT-LLM serve
+DeepSeek-V3; `moe_layouts`), weight format, KV format, engine knobs (`max_num_seqs`,
 `max_num_batched_tokens`, prefix caching) and speculative decoding (none, or each `SpeculativeSpec` given, with
 its stated acceptance). Replicas come later, from the target rate.
 
@@ -54,14 +56,19 @@ class SearchSpace:
     frontend: str = FRONTEND_SERVING
     prefix_caching: tuple[bool, ...] = (True,)
     speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
+    moe_layouts: tuple[str, ...] = ("tp", "dep")  # MoE models: experts sharded by TP; DP attention + EP
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
             raise SpecError(f"--max-gpus must be >= 1, got {self.max_gpus}")
         for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching",
-                     "speculative"):
+                     "speculative", "moe_layouts"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise SpecError(f"the search space has no values for '{name}'")
+        bad = set(self.moe_layouts) - {"tp", "dep"}
+        if bad:
+            raise SpecError(f"unknown MoE layout {sorted(bad)[0]!r}; use tp (experts sharded by TP) or dep "
+                            "(data-parallel attention with expert parallelism)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,8 @@ class Candidate:
     @property
     def label(self) -> str:
         d = self.deployment
-        par = f"tp{d.tp}" + (f"pp{d.pp}" if d.pp > 1 else "")
+        par = f"tp{d.tp}" + (f"dp{d.dp}" if d.dp > 1 else "") + (f"ep{d.ep}" if d.ep > 1 else "") + \
+            (f"pp{d.pp}" if d.pp > 1 else "")
         std = d.engine.default_knobs(hw_id=d.hardware.id, memory_gib=d.hardware.memory_gib, kind=d.hardware.kind,
                                      context_len=d.model.max_position_embeddings, tp=d.tp, pp=d.pp)
         knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != std.max_num_seqs else ""
@@ -121,8 +129,29 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     found.append(dep)
                     break  # the fewest stages that fit at this TP
         if found:
-            return found, last
+            moe = any(lay.mlp.is_moe for lay in model.layers)
+            tp_layouts = found if "tp" in space.moe_layouts or not moe or found[0].pp > 1 else []
+            return tp_layouts + _dep_layouts(model, hw, weights, kv, space, max_len, tps), last
     return [], last
+
+
+def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace, max_len: int,
+                 tps: list[int]) -> list[Deployment]:
+    """For a MoE model, each group of 2+ GPUs as data-parallel attention with expert parallelism over it."""
+    if "dep" not in space.moe_layouts or not any(lay.mlp.is_moe for lay in model.layers):
+        return []
+    out = []
+    for n in tps:
+        if n < 2:
+            continue
+        try:
+            dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n,
+                                  engine=get_engine(space.engine, frontend=space.frontend))
+        except SpecError:
+            continue
+        if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+            out.append(dep)
+    return out
 
 
 def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: SearchSpace,

@@ -66,7 +66,7 @@ def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> T
     if cb and ca and abs(_pct(cb, ca)) >= 1:
         side(cb < ca, f"cost {_pct(cb, ca):+.0f}% (${cb:.3f} vs ${ca:.3f} per 1M output tokens)")
     for key, label in (("ttft_ms", "P95 TTFT"), ("tpot_ms", "P95 TPOT")):
-        vb, va = best.summary[key]["p95"], alt.summary[key]["p95"]
+        vb, va = best.window.latency(key).p95, alt.window.latency(key).p95
         if vb and va and abs(_pct(vb, va)) >= 5:
             side(vb < va, f"{label} {vb:.0f} vs {va:.0f} ms at the operating point")
     hb, ha = best.memory_headroom_gib, alt.memory_headroom_gib

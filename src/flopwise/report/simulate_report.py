@@ -14,10 +14,17 @@ def _fmt(v: float | None, unit: str = "") -> str:
     return "-" if v is None else f"{v:,.1f}{unit}"
 
 
+def _ep(st: dict[str, Any]) -> str:
+    """Expert parallelism, data-parallel attention and nodes where used (older summaries have no such keys)."""
+    parts = [f"{k}={st[k]}" for k in ("dp", "ep", "nodes") if st.get(k, 1) != 1]
+    return ", " + ", ".join(parts) if parts else ""
+
+
 def render_simulation(console: Console, s: dict[str, Any]) -> None:
     """The CLI's report of a simulated run from its `--json` summary."""
     st = s["setup"]
-    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}, replicas={st['replicas']}, "
+    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}{_ep(st)}, "
+                  f"replicas={st['replicas']}, "
                   f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
                   f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
                   f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "

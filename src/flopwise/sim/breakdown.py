@@ -17,6 +17,8 @@ for the frontend).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,10 +27,24 @@ from flopwise.sim.request import Request
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["PHASES", "request_phases", "time_breakdown"]
+__all__ = ["PHASES", "TimeBreakdown", "request_phases", "time_breakdown"]
 
 PHASES = ("frontend_ms", "queue_ms", "prefill_ms", "decode_ms", "stream_ms")
 BUSY = 0.9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeBreakdown:
+    """Each phase's mean over the requests that produced tokens (ms, by `PHASES`; None with no such request),
+    the API server's CPU utilisation (None offline) and the run's bottleneck: "frontend", "engine" or "none"."""
+
+    phases_ms: Mapping[str, float | None]
+    frontend_utilization: float | None
+    bottleneck: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_breakdown_ms": dict(self.phases_ms), "frontend_utilization": self.frontend_utilization,
+                "bottleneck": self.bottleneck}
 
 
 def request_phases(requests: list[Request], tl: Timeline) -> np.ndarray:
@@ -47,7 +63,7 @@ def request_phases(requests: list[Request], tl: Timeline) -> np.ndarray:
 
 
 def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deployment, duration_s: float,
-                   busy_fraction: float) -> dict[str, Any]:
+                   busy_fraction: float) -> TimeBreakdown:
     """Mean of each phase over the requests that produced tokens, the frontend's CPU utilisation and the
     bottleneck (see the module docstring)."""
     ok = phases[~np.isnan(phases).any(axis=1)] if phases.size else phases
@@ -62,4 +78,4 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
         bottleneck = "engine"
     else:
         bottleneck = "none"
-    return {"time_breakdown_ms": means, "frontend_utilization": util, "bottleneck": bottleneck}
+    return TimeBreakdown(phases_ms=means, frontend_utilization=util, bottleneck=bottleneck)

@@ -69,7 +69,7 @@ class MaxRate:
         latencies, goodput and SLA figures over the measured window (after the warm-up, before the drain)."""
         out = self.result.summary()
         if self.probe is not None:
-            w = self.probe.summary
+            w = self.probe.summary.to_dict()
             for k in _WINDOW_KEYS:
                 if k in w:
                     out[k] = w[k]
@@ -83,7 +83,7 @@ class MaxRate:
                 "request_rate_interval": [lo, hi], "capped_by_ceiling": self.capped,
                 "probes": [{"request_rate": r, "sla_met": ok} for r, ok in self.probes],
                 "probe_details": [p.to_dict() for p in self.trail],
-                "window_summary": self.probe.summary if self.probe is not None else None}
+                "window_summary": self.probe.summary.to_dict() if self.probe is not None else None}
 
 
 def capacity_bounds(dep: Deployment, workload: Workload, sla: SLA, prefix_caching: bool = True) -> Bounds:
@@ -162,8 +162,8 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
     while lo is None:  # failing: step down by s^-1/2 (0.3x to 0.9x)
         nxt = hi.rate * min(0.9, max(0.3, hi.score ** -0.5))
         if nxt < ceiling / 64:
-            s = hi.summary
-            failed = ", ".join(k for k, v in s.get("sla_objectives_met", {}).items() if not v) or "backlog grows"
+            met = hi.summary.sla_objectives_met or {}
+            failed = ", ".join(k for k, v in met.items() if not v) or "backlog grows"
             raise InfeasibleError(f"the SLA fails even at {hi.rate:.3g} req/s ({failed}); relax it or use a faster "
                                   "deployment (more GPUs, a smaller weight format)")
         p = probe(nxt)
@@ -190,7 +190,7 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
     ceiling = b.max_rate_ceiling if ceiling is None else ceiling
     reqs = workload_at(math.inf, CEILING_SAMPLE).requests
     mean_len = sum(r.input_tokens + r.output_tokens for r in reqs) / len(reqs)
-    full = max(1, min(dep.max_num_seqs, max_sequences(dep, round(mean_len))))  # the batch when saturated
+    full = max(1, min(dep.running_limit, max_sequences(dep, round(mean_len))))  # the batch when saturated
     size = rule.size(ceiling, b.e2e_estimate_s)
     warm, window = max(size.warmup_requests, full), size.window_requests
     n = warm + window + full  # the window's completions happen while the engine is still full
@@ -210,7 +210,7 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
     picks = rng.integers(k, size=(rule.num_bootstrap, k))
     boot = counts[picks].sum(axis=1) / np.maximum(spans[picks].sum(axis=1), 1e-12)
     summary = summarize(done, sla)
-    ratio = max((summary[f"{o.metric}_ms"].get(o.stat) or 0.0) / o.limit_ms for o in sla.objectives) \
+    ratio = max((summary.latency(o.metric).get(o.stat) or 0.0) / o.limit_ms for o in sla.objectives) \
         if sla.objectives else 0.0
     if ratio > 1.0:
         return None
@@ -219,7 +219,7 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
     lo, hi = (min(float(v), rate) for v in np.percentile(boot, [tail, 100 - tail]))
     probe = Probe(rate=rate, num_requests=n, window_s=(float(starts[0]), float(ends[-1])),
                   num_window_requests=len(done), ratio=ratio,
-                  values={str(o): summary[f"{o.metric}_ms"].get(o.stat) for o in sla.objectives},
+                  values={str(o): summary.latency(o.metric).get(o.stat) for o in sla.objectives},
                   backlog_growth_per_s=0.0, backlog_growth_se=0.0, backlog_tolerance=rule.backlog_tolerance,
                   z=rule.z, ratio_samples=np.full(rule.num_bootstrap, ratio), summary=summary, result=res)
     return MaxRate(rate=rate, result=res, upper_bound=ceiling, probes=((math.inf, True),),
@@ -263,24 +263,23 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
 
 def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> MaxRate:
     """The highest rate meeting the SLA over any simulation by plain bisection between bound / 64 and the rate
-    the system completes at an infinite offered load: `run_at(rate)` returns a result whose `summary()` has
-    `request_throughput`, `sla_met` and `sla_objectives_met` (a fleet's result). Fleets (`plan/fleet.py`,
+    the system completes at an infinite offered load: `run_at(rate)` returns a result whose `metrics()` is its
+    `RunSummary` (a fleet's result). Fleets (`plan/fleet.py`,
     `simulate --replicas/--disaggregate --find-max-rate`) still search this way: the sustained-rate rule
     (`steady.py`) is not yet applied to them, so their short probes can pass a rate a long run would not."""
-    bound = run_at(math.inf).summary()["request_throughput"]
+    bound = run_at(math.inf).metrics().request_throughput
     probes: list[tuple[float, bool]] = []
 
     def probe(rate: float) -> tuple[bool, Any]:
         res = run_at(rate)
-        ok = bool(res.summary()["sla_met"])
+        ok = bool(res.metrics().sla_met)
         probes.append((rate, ok))
         return ok, res
 
     lo = bound / 64
     ok, best = probe(lo)
     if not ok:
-        s = best.summary()
-        failed = ", ".join(k for k, v in s["sla_objectives_met"].items() if not v)
+        failed = ", ".join(k for k, v in (best.metrics().sla_objectives_met or {}).items() if not v)
         raise InfeasibleError(f"the SLA fails even at {lo:.3g} req/s ({failed}); relax it or use a faster "
                               "deployment (more GPUs, a smaller weight format)")
     lo_res, hi = best, bound

@@ -74,7 +74,7 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     kv = BlockManager(num_blocks=memory_plan(dep).num_blocks, block_size=dep.block_size, enable_prefix_caching=caching,
                       blocks_for=blocks_for)
     cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
-    return cls(kv, max_num_seqs=dep.max_num_seqs, max_num_batched_tokens=dep.max_num_batched_tokens,
+    return cls(kv, max_num_seqs=dep.running_limit, max_num_batched_tokens=dep.token_budget,
                enable_chunked_prefill=config.chunked_prefill(dep))
 
 
@@ -98,7 +98,7 @@ class Replica:
         self.builder = ShapeBuilder(layout(dep).windows)
         prop = proposer_deployment(dep, spec) if spec is not None else None
         self.drafts = DraftShapes(layout(prop).windows if prop is not None else ())
-        self.max_decodes = dep.max_num_batched_tokens if config.scheduler == "vllm" else dep.max_num_seqs
+        self.max_decodes = dep.token_budget if config.scheduler == "vllm" else dep.running_limit
         self.fe = Frontend(dep.engine.frontend) if dep.engine.frontend is not None else None
         self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
         self.tl = Timeline()

@@ -408,7 +408,7 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
     knobs = config.sglang
     chunk: int | None = None
     if config.enable_chunked_prefill:
-        chunk = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if dep.engine.family == "sglang"
+        chunk = knobs.chunked_prefill_size or (dep.token_budget if dep.engine.family == "sglang"
                                                else sglang_chunked_prefill_size(dep.hardware))
     max_running = knobs.max_running_requests or sglang_max_running_requests(
         memory_plan(dep).kv_capacity_tokens, dep.model.max_position_embeddings)

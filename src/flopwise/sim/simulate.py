@@ -7,8 +7,9 @@ replica. With static routing each replica is simulated on its own and the record
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,18 +17,45 @@ import numpy as np
 
 from flopwise.cost.fit import require_fit
 from flopwise.cost.memory import memory_plan
-from flopwise.metrics.summary import RequestRecord, summarize
-from flopwise.sim.breakdown import PHASES, request_phases, time_breakdown
+from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
+from flopwise.sim.breakdown import PHASES, TimeBreakdown, request_phases, time_breakdown
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import run_engine
 from flopwise.sim.request import Request
 from flopwise.sim.sglang_scheduler import sglang_settings
-from flopwise.sim.timeline import Timeline, timeline_summary
+from flopwise.sim.timeline import EngineState, Timeline, engine_state
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SimResult", "simulate", "run_summary"]
+__all__ = ["SimResult", "SimSummary", "simulate", "sim_summary"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimSummary:
+    """A simulated run's summary, typed: the latency, throughput and SLA figures (`run`, `metrics.summarize`),
+    the engine's state over time, the prefix-cache hit rate (share of prompt tokens), where the time went, the
+    setup that was simulated (a JSON-shaped description), what speculation delivered (None without it) and the
+    simulator's wall time (s). `to_dict()` is `flopwise simulate --json`'s object."""
+
+    run: RunSummary
+    engine: EngineState
+    prefix_cache_hit_rate: float
+    breakdown: TimeBreakdown
+    setup: Mapping[str, Any]
+    speculative: Mapping[str, Any] | None
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.run.to_dict()
+        out.update(self.engine.to_dict())
+        out["prefix_cache_hit_rate"] = self.prefix_cache_hit_rate
+        out.update(self.breakdown.to_dict())
+        out["setup"] = copy.deepcopy(dict(self.setup))
+        if self.speculative is not None:
+            out["speculative"] = dict(self.speculative)
+        out["sim_wall_s"] = self.wall_s
+        return out
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,15 +70,20 @@ class SimResult:
     sla: SLA | None
     wall_s: float
 
-    def summary(self) -> dict[str, Any]:
-        """`metrics.summarize` keys, then engine state over time and the run's setup."""
-        out = summarize(self.records, self.sla)
+    def metrics(self) -> RunSummary:
+        """The run's latency, throughput and SLA figures."""
+        return summarize(self.records, self.sla)
+
+    def report(self) -> SimSummary:
+        """Everything the run's summary holds, typed."""
         prompt = sum(r.num_prompt_tokens for r in self.requests)
         cached = sum(r.num_cached_tokens for r in self.requests)
-        out.update(run_summary(self.deployment, self.workload, self.config, self.timelines, self.phases,
-                               out["duration_s"], cached / prompt if prompt else 0.0))
-        out["sim_wall_s"] = self.wall_s
-        return out
+        return sim_summary(self.deployment, self.workload, self.config, self.timelines, self.phases, self.metrics(),
+                           cached / prompt if prompt else 0.0, self.wall_s)
+
+    def summary(self) -> dict[str, Any]:
+        """The `flopwise simulate --json` object: `metrics.summarize` keys, then engine state and the setup."""
+        return self.report().to_dict()
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per request (for --output)."""
@@ -62,16 +95,14 @@ class SimResult:
         return rows
 
 
-def run_summary(d: Deployment, workload: Workload, config: SimConfig, timelines: list[Timeline], phases: np.ndarray,
-                duration_s: float, prefix_cache_hit_rate: float) -> dict[str, Any]:
-    """Everything a summary has beyond the latency keys of `metrics.summarize`: engine state over time, the
-    prefix-cache hit rate, where the time went, the setup (shared with `cluster/`)."""
-    out = timeline_summary(timelines, duration_s)
-    out["prefix_cache_hit_rate"] = prefix_cache_hit_rate
-    out.update(time_breakdown(phases, timelines, d, duration_s, out["busy_fraction"]))
+def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines: list[Timeline], phases: np.ndarray,
+                run: RunSummary, prefix_cache_hit_rate: float, wall_s: float) -> SimSummary:
+    """A run's typed summary from its latency figures and what the engine recorded (shared with `cluster/`)."""
+    engine = engine_state(timelines, run.duration_s)
     plan = memory_plan(d)
-    out["setup"] = {
-        "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
+    setup: dict[str, Any] = {
+        "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "dp": d.dp,
+        "ep": d.ep, "nodes": d.nodes,
         "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": workload.name,
         "concurrency": workload.concurrency, "scheduler": config.scheduler,
         "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
@@ -83,11 +114,12 @@ def run_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "kv_capacity_tokens": plan.kv_capacity_tokens,
         "speculative": d.speculative.text() if d.speculative else None,
     }
-    if d.speculative is not None:
-        out["speculative"] = _speculative_summary(timelines, d)
     if config.scheduler == "sglang":  # its own knobs stand in for max_num_seqs / max_num_batched_tokens
-        out["setup"]["sglang"] = sglang_settings(d, config)
-    return out
+        setup["sglang"] = sglang_settings(d, config)
+    return SimSummary(run=run, engine=engine, prefix_cache_hit_rate=prefix_cache_hit_rate,
+                      breakdown=time_breakdown(phases, timelines, d, run.duration_s, engine.busy_fraction),
+                      setup=setup, speculative=_speculative_summary(timelines, d) if d.speculative else None,
+                      wall_s=wall_s)
 
 
 def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import RequestRecord, summarize
+from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.sim.simulate import SimResult
 from flopwise.specs.sla import SLA, Objective
 
@@ -159,7 +159,7 @@ class Probe:
     backlog_tolerance: float
     z: float
     ratio_samples: np.ndarray = field(repr=False, compare=False)
-    summary: dict[str, Any] = field(repr=False, compare=False)  # the window's requests (metrics.summarize)
+    summary: RunSummary = field(repr=False, compare=False)  # the window's requests (metrics.summarize)
     result: SimResult = field(repr=False, compare=False)
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Timeline", "timeline_summary"]
+__all__ = ["Timeline", "EngineState", "engine_state"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -52,20 +52,38 @@ class Timeline:
             self.decode_s += duration_s
 
 
-def timeline_summary(timelines: list[Timeline], duration_s: float) -> dict[str, Any]:
-    """Time-weighted means over busy time, maxima, and the prefill / decode split (summed over replicas)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineState:
+    """What the engine did over a run (summed over replicas): time-weighted means over busy time and maxima of
+    KV usage (share of the pool) and of the running batch, steps, the prefill / decode split (s) and the busy
+    share of duration_s x replicas."""
+
+    kv_utilization_mean: float
+    kv_utilization_max: float
+    running_batch_mean: float
+    running_batch_max: int
+    num_steps: int
+    time_in_prefill_s: float
+    time_in_decode_s: float
+    busy_fraction: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kv_utilization": {"mean": self.kv_utilization_mean, "max": self.kv_utilization_max},
+                "running_batch": {"mean": self.running_batch_mean, "max": self.running_batch_max},
+                "num_steps": self.num_steps, "time_in_prefill_s": self.time_in_prefill_s,
+                "time_in_decode_s": self.time_in_decode_s, "busy_fraction": self.busy_fraction}
+
+
+def engine_state(timelines: list[Timeline], duration_s: float) -> EngineState:
+    """The engine's state over the run from its step samples."""
     w = np.concatenate([np.frombuffer(t.sample_s, dtype=float) for t in timelines])
     run = np.concatenate([np.frombuffer(t.num_running, dtype=np.int64) for t in timelines]).astype(float)
     kv = np.concatenate([np.frombuffer(t.kv_usage, dtype=float) for t in timelines])
     busy = float(w.sum())
     mean: Callable[[np.ndarray], float] = (lambda a: float((a * w).sum() / busy)) if busy else (lambda a: 0.0)
-    prefill = sum(t.prefill_s for t in timelines)
-    decode = sum(t.decode_s for t in timelines)
-    return {
-        "kv_utilization": {"mean": mean(kv), "max": float(kv.max()) if kv.size else 0.0},
-        "running_batch": {"mean": mean(run), "max": int(run.max()) if run.size else 0},
-        "num_steps": sum(t.num_steps for t in timelines),
-        "time_in_prefill_s": prefill,
-        "time_in_decode_s": decode,
-        "busy_fraction": busy / (duration_s * len(timelines)) if duration_s else 0.0,
-    }
+    return EngineState(
+        kv_utilization_mean=mean(kv), kv_utilization_max=float(kv.max()) if kv.size else 0.0,
+        running_batch_mean=mean(run), running_batch_max=int(run.max()) if run.size else 0,
+        num_steps=sum(t.num_steps for t in timelines), time_in_prefill_s=sum(t.prefill_s for t in timelines),
+        time_in_decode_s=sum(t.decode_s for t in timelines),
+        busy_fraction=busy / (duration_s * len(timelines)) if duration_s else 0.0)

@@ -13,7 +13,8 @@ __all__ = ["DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE", "FRONTEND_ESTIMATE"
            "COMPARE_SLA", "COMPARE_NUM_REQUESTS", "PLAN_GPUS", "PLAN_MAX_GPUS", "PLAN_WORKLOAD",
            "PLAN_KV", "BENCH_INPUT_LEN", "BENCH_OUTPUT_LEN",
            "BENCH_NUM_REQUESTS", "BENCH_TIMEOUT_S", "MAX_NUM_REQUESTS", "MAX_TOKENS_PER_REQUEST",
-           "DEFAULT_WORKLOAD", "DEFAULT_OBJECTIVE", "WorkloadDefaults", "WORKLOAD_DEFAULTS", "workload_defaults"]
+           "DEFAULT_WORKLOAD", "DEFAULT_OBJECTIVE", "KV_FULL", "WorkloadDefaults", "WORKLOAD_DEFAULTS",
+           "workload_defaults"]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 DEFAULT_GPU = "h100-sxm"
@@ -25,6 +26,8 @@ FRONTEND_SERVING = "http"
 DEFAULT_ENDPOINT = "completions"
 DEFAULT_INPUT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 256
+# KV usage at or above this share of the pool counts as full (a bench diagnosis; a plan's "KV capacity" binding)
+KV_FULL = 0.95
 
 # ---- per-workload SLA and objective (what `plan` uses when --sla / --objective are not given) -------------
 # Interactive workloads get a latency SLA sized to what a user of that kind of app feels, and are ranked by

@@ -1,14 +1,22 @@
 """A deployment: a model on hardware served by an engine, with parallelism, number formats and engine knobs.
 Immutable.
 
-`num_gpus = tp * pp * replicas`. `engine` (`specs/engine.py`) is the serving engine at a version: its frontend
-and per-step CPU costs, memory policy and defaults. Knob names follow vLLM (`max_num_seqs`,
-`max_num_batched_tokens`, `block_size`); `gpu_memory_utilization` is the engine's memory fraction, read by its
-memory policy (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM: share of the free
-memory). `make_deployment` fills every knob not given from the engine's defaults for the device, so each
-default has one home: the engine catalog. `speculative` (None: plain decoding) sets
-speculative decoding (`specs/speculative.py`): it changes what a decode step verifies and emits, its cost, and the
-memory left for the KV cache, never the scheduler.
+`num_gpus = tp * dp * pp * replicas`. Expert parallelism and data-parallel attention (as SGLang, vLLM and
+TensorRT-LLM serve DeepSeek-V3): `dp` attention groups of `tp` GPUs each hold the attention and dense weights
+(sharded by tp) and their own requests' KV cache; the MoE layers span all `tp * dp` GPUs of a stage, their
+experts split over `ep` ranks (E / ep experts each) and each expert sharded over the remaining `tp * dp / ep`
+(`moe_tp`); `expert_skew` is the busiest EP rank's load over the mean (it sets the step: the all-to-all waits
+for it). `dp = ep = 1` is plain tensor parallelism, experts sharded by tp (vLLM's default). `nodes`: the
+servers one replica spans, its GPUs split evenly (collectives between them go over each GPU's NIC).
+`max_num_seqs` and `max_num_batched_tokens` are per attention group (per DP rank, as the engines take them): a
+replica runs up to `dp` times as many (`running_limit`, `token_budget`). `engine` (`specs/engine.py`) is the
+serving engine at a version: its frontend and per-step CPU costs, memory policy and defaults. Knob names follow
+vLLM (`max_num_seqs`, `max_num_batched_tokens`, `block_size`); `gpu_memory_utilization` is the engine's memory
+fraction, read by its memory policy (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM:
+share of the free memory). `make_deployment` fills every knob not given from the engine's defaults for the
+device, so each default has one home: the engine catalog. `speculative` (None: plain decoding) sets speculative
+decoding (`specs/speculative.py`): it changes what a decode step verifies and emits, its cost, and the memory
+left for the KV cache, never the scheduler.
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     replicas: int = 1
+    dp: int = 1
+    ep: int = 1
+    nodes: int = 1  # servers one replica spans (its GPUs split evenly); collectives between them use the NIC
+    expert_skew: float = 1.0  # with ep > 1: the busiest EP rank's token-expert rows over the mean (1: balanced)
     # engine knobs: no defaults here; `make_deployment` fills them from the engine profile (their one home)
     gpu_memory_utilization: float
     block_size: int
@@ -44,7 +56,8 @@ class Deployment:
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "replicas", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+        for name in ("tp", "pp", "replicas", "dp", "ep", "nodes", "block_size", "max_num_seqs",
+                     "max_num_batched_tokens"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -54,6 +67,22 @@ class Deployment:
         if m.mla is None and m.num_heads % self.tp:
             raise SpecError(f"tp={self.tp} does not divide {m.name}'s {m.num_heads} attention heads; "
                             f"choose a divisor of {m.num_heads}")
+        if not (isinstance(self.expert_skew, (int, float)) and 1.0 <= self.expert_skew <= 16.0):
+            raise SpecError(f"expert_skew must be in [1, 16] (the busiest expert rank's load over the mean), got "
+                            f"{self.expert_skew!r}")
+        experts = max((lay.mlp.num_experts for lay in m.layers if lay.mlp.is_moe), default=0)
+        if (self.dp > 1 or self.ep > 1) and not experts:
+            raise SpecError(f"{m.name} has no MoE layers: expert parallelism (ep={self.ep}) and data-parallel "
+                            f"attention (dp={self.dp}) apply to MoE models; serve a dense model with --replicas")
+        if (self.tp * self.dp) % self.ep:
+            raise SpecError(f"ep={self.ep} must divide tp*dp={self.tp * self.dp} (the GPUs the MoE layers span)")
+        if self.ep > 1 and experts % self.ep:
+            raise SpecError(f"ep={self.ep} does not divide {m.name}'s {experts} routed experts; choose a divisor")
+        if self.gpus_per_replica % self.nodes:
+            raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
+        gpn = self.hardware.gpus_per_node
+        if self.nodes > 1 and gpn > 1 and self.gpus_per_node > gpn:
+            raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
         spec = self.speculative
@@ -67,6 +96,7 @@ class Deployment:
 
     def _key(self) -> tuple[object, ...]:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
+                self.dp, self.ep, self.nodes, self.expert_skew,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
                 self.speculative)
 
@@ -80,15 +110,37 @@ class Deployment:
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.gpus_per_replica * self.replicas
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.dp * self.pp
+
+    @property
+    def moe_tp(self) -> int:
+        """GPUs each routed expert is sharded over: tp * dp / ep."""
+        return self.tp * self.dp // self.ep
+
+    @property
+    def running_limit(self) -> int:
+        """Sequences the replica runs at once: max_num_seqs per attention group."""
+        return self.max_num_seqs * self.dp
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens the replica schedules per step: max_num_batched_tokens per attention group."""
+        return self.max_num_batched_tokens * self.dp
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of one replica in each of its nodes."""
+        return self.gpus_per_replica // self.nodes
 
 
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
-                    kv: str | None = None, tp: int = 1, pp: int = 1, num_gpus: int | None = None,
+                    kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
+                    expert_skew: float = 1.0,
+                    num_gpus: int | None = None,
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
@@ -101,14 +153,14 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     this device, model context and parallelism (`EngineProfile.default_knobs`)."""
     wf = weight_format(weights or default_weights(model, hardware))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
-    group = tp * pp
+    group = tp * dp * pp
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
-        raise SpecError(f"num_gpus={num_gpus} disagrees with tp*pp*replicas={group * replicas}")
+        raise SpecError(f"num_gpus={num_gpus} disagrees with tp*dp*pp*replicas={group * replicas}")
     if replicas is None:
         if num_gpus is None:
             replicas = 1
         elif num_gpus < group or num_gpus % group:
-            raise SpecError(f"num_gpus={num_gpus} must be a positive multiple of tp*pp={group}")
+            raise SpecError(f"num_gpus={num_gpus} must be a positive multiple of tp*dp*pp={group}")
         else:
             replicas = num_gpus // group
     if kf.bytes_per_element > 2 and wf.name != "fp32":
@@ -117,7 +169,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d), tp=tp, pp=pp,
-                      replicas=replicas,
+                      replicas=replicas, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
                       speculative=speculative,
                       max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None

@@ -69,6 +69,7 @@ _YEAR = re.compile(r"\b(20\d\d)\b")
 # stated knob -> (flopwise deployment knob, converter)
 _DEPLOYMENT_KNOBS = {
     "max_num_seqs": "max_num_seqs", "max_running_requests": "max_num_seqs", "max_batch_size": "max_num_seqs",
+    "max_batch_size_per_rank": "max_num_seqs",
     "max_num_batched_tokens": "max_num_batched_tokens", "max_num_tokens": "max_num_batched_tokens",
     "chunked_prefill_size": "max_num_batched_tokens", "block_size": "block_size",
     "gpu_memory_utilization": "gpu_memory_utilization", "mem_fraction_static": "gpu_memory_utilization",
@@ -179,6 +180,23 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked)
 
 
+def case_parallelism(knobs: dict[str, Any], tp: int) -> dict[str, int]:
+    """tp, dp and ep in flopwise's terms (`specs/deployment.py`) from a case's stated knobs and its tp.
+    TensorRT-LLM's `enable_attention_dp` and SGLang's `enable_dp_attention` count every GPU in tp and run one
+    attention group per DP rank (dp = their --dp, or tp); vLLM's `data_parallel_size` adds dp groups of tp GPUs,
+    and its `enable_expert_parallel` spreads the experts over all of them; `ep` / `ep_size` / `moe_ep_size`
+    state the expert-parallel degree."""
+    ep = next((int(v) for k in ("ep", "ep_size", "moe_ep_size", "expert_parallel_size")
+               if (v := _number(knobs.get(k))) is not None), 1)
+    dp = next((int(v) for k in ("dp", "dp_size", "data_parallel_size") if (v := _number(knobs.get(k))) is not None), 1)
+    if any(_truthy(knobs.get(k)) for k in ("enable_attention_dp", "enable_dp_attention", "dp_attention")):
+        groups = dp if dp > 1 else tp
+        return {"tp": max(1, tp // groups), "dp": groups, "ep": ep}
+    if _truthy(knobs.get("enable_expert_parallel")):
+        ep = tp * dp
+    return {"tp": tp, "dp": dp, "ep": ep}
+
+
 def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
                     **extra: Any) -> tuple[Deployment, CaseEngine]:
     """The deployment a case measured (`args` in flopwise names), served by its engine with its stated knobs;
@@ -189,6 +207,7 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     ckpt = model.checkpoint_weights
     if weights and ckpt and ckpt != weights and ckpt.startswith(weights):
         weights = ckpt  # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4
-    dep = build_deployment(model, args["gpu"], tp=int(args.get("tp") or 1), num_gpus=args.get("num_gpus"),
-                     weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
+    par = case_parallelism(raw.get("engine_knobs") or {}, int(args.get("tp") or 1))
+    dep = build_deployment(model, args["gpu"], **par, num_gpus=args.get("num_gpus"), weights=weights,
+                           kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce

@@ -1,7 +1,10 @@
 """Predictions for the `simulate` validation cases (online serving and max-load rows).
 
 Each case runs the simulator with the engine, version, frontend and knobs its source states
-(`validation/engines.py`; the engine's defaults for the rest), fixed input and output lengths, Poisson arrivals
+(`validation/engines.py`; the engine's defaults for the rest), its input and output lengths (fixed at
+`input_len` / `output_len`, or drawn from `input_dist` / `output_dist` where the case states how the source's
+client sampled them, in flopwise's length syntax, e.g. "uniform:1:1025" for SGLang's `bench_serving --dataset-name
+random` at its default `--random-range-ratio 0`: uniform in [1, L]), Poisson arrivals
 at `request_rate` ("inf": all at once) or a closed loop at `concurrency`, seed 0. `num_requests` is capped
 (`MAX_REQUESTS`) so a case takes about a second: the steady state of these fixed-length streams is reached
 within a few hundred requests, and the published runs' own start-up and drain are a small part of theirs.
@@ -38,8 +41,8 @@ def predict_simulate(case: Any) -> float:
     n = min(int(a.get("num_requests") or MAX_REQUESTS), MAX_REQUESTS)
     if conc:
         n = min(int(a.get("num_requests") or n), max(n, 4 * int(conc)))
-    wl = build_workload(num_requests=n, input_len=int(round(float(a["input_len"]))),
-                        output_len=int(round(float(a["output_len"]))),
+    wl = build_workload(num_requests=n, input_len=a.get("input_dist") or int(round(float(a["input_len"]))),
+                        output_len=a.get("output_dist") or int(round(float(a["output_len"]))),
                         request_rate=None if conc else _rate(a.get("request_rate")) or math.inf,
                         concurrency=int(conc) if conc else None, seed=0)
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill)

@@ -1,0 +1,144 @@
+"""Expert parallelism, data-parallel attention and replicas across nodes (issue 15), checked by hand."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from flopwise.cli import run
+from flopwise.cost.batch import decode_shape
+from flopwise.cost.layout import layout
+from flopwise.cost.memory import memory_plan
+from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S, alltoall_time, collective_latency_s
+from flopwise.cost.step import step_cost
+from flopwise.errors import SpecError
+from flopwise.specs.build import build_deployment
+from flopwise.specs.hardware import get_hardware
+from flopwise.specs.model import expert_params
+from flopwise.validation.engines import case_parallelism
+
+DSV3 = "deepseek-ai/DeepSeek-V3"
+
+
+def _dep(**kw):
+    return build_deployment(DSV3, "h200", weights="fp8", kv="bf16", frontend="none", **kw)
+
+
+def _by_name(cost):
+    """Each operator's count, FLOPs, weight bytes and time summed over the layer groups it appears in."""
+    out: dict[str, dict[str, float]] = {}
+    for o in cost.ops:
+        d = out.setdefault(o.name, {"count": 0, "flops": 0.0, "weight_bytes": 0.0, "time_s": 0.0})
+        for k in d:
+            d[k] += getattr(o, k)
+    return out
+
+
+def _decode_cost(dep, seqs=64, context=2048):
+    return step_cost(dep, decode_shape(seqs, context, layout(dep).windows))
+
+
+def test_ep_equal_to_tp_moves_the_same_expert_work_but_by_all_to_all():
+    tp8, ep8 = _dep(tp=8), _dep(tp=8, ep=8)
+    a, b = _by_name(_decode_cost(tp8)), _by_name(_decode_cost(ep8))
+    # per GPU: E/8 whole experts instead of every expert's 1/8 shard: the same FLOPs and (in expectation) bytes
+    assert b["moe_experts"]["flops"] == pytest.approx(a["moe_experts"]["flops"])
+    assert b["moe_experts"]["weight_bytes"] == pytest.approx(a["moe_experts"]["weight_bytes"])
+    moe = sum(1 for lay in tp8.model.layers if lay.mlp.is_moe)
+    dense = tp8.model.num_layers - moe
+    assert (moe, dense) == (58, 3)
+    # TP: two all-reduces per layer; EP: one after attention, and dispatch + combine in each MoE layer
+    assert a["tp_allreduce"]["count"] == 2 * 61 and "moe_alltoall" not in a
+    assert b["tp_allreduce"]["count"] == 2 * dense + moe and b["moe_alltoall"]["count"] == 2 * moe
+
+
+def test_data_parallel_attention_replicates_attention_and_splits_the_experts():
+    m = _dep(tp=8).model
+    tp8, dep8 = layout(_dep(tp=8)), layout(_dep(tp=1, dp=8, ep=8))
+    experts = sum(lay.mlp.num_experts * expert_params(lay.mlp, m.hidden_size) for lay in m.layers if lay.mlp.is_moe)
+    embeds = m.embedding_params + m.lm_head_params
+    rest = m.total_params - embeds - experts
+    wbpp = tp8.weight_bytes_per_param
+    # a DP rank holds every non-expert weight (tp = 1) and 1/8 of the experts; TP8 holds 1/8 of everything
+    assert dep8.weight_bytes_per_gpu == pytest.approx((rest + experts / 8) * wbpp + embeds * 2, rel=1e-3)
+    # the routed experts per GPU are the same 1/8 either way: every expert's 1/8 shard, or 1/8 of the experts whole
+    for lay in (tp8, dep8):
+        held = sum(g.count * g.local_experts * g.expert_params for g in lay.groups if g.is_moe)
+        assert held == pytest.approx(experts / 8)
+
+
+def test_data_parallel_attention_keeps_one_copy_of_the_mla_latent_per_request():
+    tp8, dep8 = _dep(tp=8), _dep(tp=1, dp=8, ep=8)
+    # MLA's latent is replicated on every TP rank: per GPU it costs the same per token in both layouts
+    assert layout(tp8).kv_bytes_per_token == layout(dep8).kv_bytes_per_token
+    a, b = memory_plan(tp8), memory_plan(dep8)
+    # but each DP rank keeps only its own requests: the replica holds 8 GPUs' pools, TP8 one
+    assert a.num_blocks == int(a.kv_pool_bytes // a.block_bytes)
+    assert b.num_blocks == 8 * int(b.kv_pool_bytes // b.block_bytes)
+    assert b.kv_capacity_tokens > 4 * a.kv_capacity_tokens
+    assert dep8.running_limit == 8 * dep8.max_num_seqs and dep8.token_budget == 8 * dep8.max_num_batched_tokens
+
+
+def test_all_to_all_within_and_across_nodes():
+    hw = get_hardware("h200")
+    link = 450e9 * 0.8
+    b = 8e6
+    # 8 GPUs of one node: 7/8 of each GPU's share crosses NVLink
+    t, sent = alltoall_time(hw, 8, b)
+    assert t == pytest.approx(collective_latency_s(hw) + b * 7 / 8 / link) and sent == pytest.approx(b * 7 / 8)
+    # 16 GPUs over 2 nodes: 7/16 over NVLink, 8/16 over each GPU's 50 GB/s NIC, which is slower
+    t, sent = alltoall_time(hw, 16, b, per_node=8)
+    assert t == pytest.approx(NETWORK_LATENCY_S + b * 8 / 16 / (50e9 * NETWORK_EFFICIENCY))
+    assert sent == pytest.approx(b * 15 / 16)
+
+
+def test_two_nodes_price_the_dispatch_over_the_network():
+    one = _by_name(_decode_cost(_dep(tp=8, dp=2, ep=16)))
+    two = _by_name(_decode_cost(_dep(tp=8, dp=2, ep=16, nodes=2)))
+    assert two["moe_alltoall"]["time_s"] > 3 * one["moe_alltoall"]["time_s"]  # 50 GB/s NIC vs 450 GB/s NVLink
+
+
+def test_ep_wider_than_tp_implies_data_parallel_groups():
+    d = _dep(tp=8, ep=16, nodes=2)
+    assert (d.tp, d.dp, d.ep, d.moe_tp, d.gpus_per_replica, d.gpus_per_node) == (8, 2, 16, 1, 16, 8)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(tp=8, ep=3), "must divide tp*dp"),
+    (dict(tp=1, dp=8, ep=8, nodes=3), "nodes=3 must divide"),
+    (dict(tp=8, dp=2, ep=16), None),
+])
+def test_parallel_layouts_are_checked(kw, msg):
+    if msg is None:
+        assert _dep(**kw).gpus_per_replica == 16
+        return
+    with pytest.raises(SpecError, match=re.escape(msg)):
+        _dep(**kw)
+
+
+def test_dense_models_refuse_expert_parallelism_in_one_line(capsys):
+    code = run(["simulate", "--model", "meta-llama/Llama-3.1-8B", "--ep", "2", "--num-requests", "4"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: ") and "\n" not in err and "no MoE layers" in err
+
+
+def test_case_knobs_in_each_engines_terms():
+    # TensorRT-LLM's DEP8: tp counts every GPU, one attention group per rank
+    assert case_parallelism({"tp": 8, "ep": 8, "enable_attention_dp": True}, 8) == {"tp": 1, "dp": 8, "ep": 8}
+    # SGLang --tp 8 --dp 4 --enable-dp-attention: 4 groups of 2
+    assert case_parallelism({"dp": 4, "enable_dp_attention": True}, 8) == {"tp": 2, "dp": 4, "ep": 1}
+    # vLLM --tensor-parallel-size 4 --data-parallel-size 2 --enable-expert-parallel
+    assert case_parallelism({"data_parallel_size": 2, "enable_expert_parallel": True}, 4) == {"tp": 4, "dp": 2, "ep": 8}
+    # TensorRT-LLM MoE TP4 x EP2 under TP8 attention
+    assert case_parallelism({"tp": 8, "ep": 2}, 8) == {"tp": 8, "dp": 1, "ep": 2}
+
+
+def test_a_stated_expert_skew_slows_the_busiest_rank_only_under_ep():
+    even, skewed = _by_name(_decode_cost(_dep(tp=8, ep=8))), _by_name(_decode_cost(_dep(tp=8, ep=8, expert_skew=1.5)))
+    assert skewed["moe_experts"]["flops"] == pytest.approx(1.5 * even["moe_experts"]["flops"])
+    assert skewed["moe_experts"]["weight_bytes"] == pytest.approx(even["moe_experts"]["weight_bytes"])
+    tp_even, tp_skew = _decode_cost(_dep(tp=8)), _decode_cost(_dep(tp=8, expert_skew=1.5))
+    assert tp_skew.time_s == tp_even.time_s  # every GPU holds a shard of every expert: no busiest rank
+    with pytest.raises(SpecError, match="expert_skew"):
+        _dep(tp=8, ep=8, expert_skew=0.5)
