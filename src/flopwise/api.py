@@ -71,6 +71,8 @@ from flopwise.specs.speculative import SpeculativeSpec, parse_speculative
 from flopwise.validate import integer, number, output_path, text
 
 if typing.TYPE_CHECKING:
+    from flopwise.cluster import FleetResult
+    from flopwise.sim.simulate import SimResult
     from flopwise.techniques.explain import Explanation
     from flopwise.techniques.ledger import Ledger
 
@@ -370,6 +372,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
                               cold_start=str(cold_start), storage_gbs=storage_gbs, engine_start_s=engine_start_s,
                               target_outstanding=target_outstanding)
+        result: SimResult | FleetResult
         if find_max_rate:
             workload_at(None)
             found = bisect_max_rate(lambda r: simulate_fleet(fleet, workload_at(r), config, sla=objectives))

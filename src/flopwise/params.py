@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["HELP", "documented"]
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 
 _FORMATS = ("bf16, fp16, fp8, fp8-block, int8, int8-w8a8, int4-awq, int4-gptq, w4a8, nvfp4, mxfp4, mxfp4-moe, nf4, "
             "q8_0, q4_0, q4_k_m")

@@ -21,6 +21,7 @@ import os
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
+from typing import cast as typing_cast
 
 from flopwise.errors import FlopwiseError, SpecError, WorkloadError
 
@@ -166,7 +167,8 @@ def from_table(cls: type[T], table: Any, where: str, *, file: str | None = None,
     except (TypeError, ValueError) as e:  # a recursive YAML anchor, keys that are not strings or numbers
         raise error(f"{where}: cannot read the table ({e})") from None
     try:
-        return _adapter(cls).validate_json(payload, strict=True)
+        out: T = _adapter(typing_cast(Any, cls)).validate_json(payload, strict=True)
+        return out
     except ValidationError as e:
         problems = []
         for err in e.errors()[:3]:

@@ -115,9 +115,10 @@ def diagnose(summary: dict[str, Any], server: ServerView | None = None) -> Diagn
         source = "server"
     else:
         ttft = (summary.get("ttft_ms") or {}).get("mean")
-        e2e = (summary.get("e2e_ms") or {}).get("mean")
-        if ttft is None or not e2e:
+        e2e_mean = (summary.get("e2e_ms") or {}).get("mean")
+        if ttft is None or not e2e_mean:
             return Diagnosis("client", {}, tuple(findings))
+        e2e = float(e2e_mean)
         shares = {"ttft": ttft / e2e, "decode": (e2e - ttft) / e2e}
         ranked.append(_compute_finding(shares["ttft"], shares["decode"],
                                        f"TTFT {ttft:.0f} ms of {e2e:.0f} ms e2e (client; queue and prefill "

@@ -67,8 +67,8 @@ def write_rows(path: str | Path, rows: list[dict[str, Any]]) -> Path:
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         try:
-            import pyarrow as pa  # type: ignore[import-not-found]  # optional extra `parquet`
-            import pyarrow.parquet as pq  # type: ignore[import-not-found]
+            import pyarrow as pa  # optional extra `parquet`
+            import pyarrow.parquet as pq
         except ImportError:
             raise WorkloadError("writing .parquet needs pyarrow (pip install 'flopwise[parquet]'); "
                                 "requests.csv has the same columns") from None
@@ -97,7 +97,10 @@ def to_vllm_result(records: Sequence[RequestRecord], summary: RunSummary, *, mod
                    endpoint: str) -> dict[str, Any]:
     """A flopwise run as `vllm bench serve --save-result` writes its own (see the module docstring)."""
     ok = [r for r in records if r.ok]
-    start = lambda r: r.sent_at if r.sent_at is not None else r.arrival_at  # noqa: E731
+
+    def start(r: RequestRecord) -> float:
+        return r.sent_at if r.sent_at is not None else r.arrival_at
+
     ttfts = [r.token_times[0] - start(r) for r in ok]
     lats = [r.token_times[-1] - start(r) for r in ok]
     tpots = [(lat - t) / (r.num_output_tokens - 1) for r, t, lat in zip(ok, ttfts, lats,

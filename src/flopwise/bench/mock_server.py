@@ -59,9 +59,10 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 __all__ = ["MockConfig", "MockServer", "serve", "mock_server_thread", "mock_server_process", "FAULTS"]
 
@@ -123,7 +124,7 @@ class MockServer:
         self.port = port
         self._server: asyncio.base_events.Server | None = None
         self._stats = _Stats()
-        self._handlers: set[asyncio.Task] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self._vocab: dict[str, int] = {}
         self._words: list[str] = []
 
@@ -200,7 +201,7 @@ class MockServer:
                     self._log(key, fault, outcome)
         return await _respond(writer, 404, b'{"error": {"message": "not found"}}')
 
-    def _fault(self, payload: dict, is_chat: bool) -> str | None:
+    def _fault(self, payload: dict[str, Any], is_chat: bool) -> str | None:
         m = _FAULT_RE.search(_prompt_text(payload, is_chat))
         return m.group(1) if m else self.config.fault
 
@@ -209,7 +210,7 @@ class MockServer:
             with open(self.config.log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"prompt": prompt, "fault": fault, "event": event}) + "\n")
 
-    async def _tokenize(self, payload: dict, writer: asyncio.StreamWriter) -> bool:
+    async def _tokenize(self, payload: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's /tokenize: {"prompt", "add_special_tokens" (default true)} -> {"count", "tokens", ...}."""
         text = payload.get("prompt")
         if not isinstance(text, str):
@@ -225,7 +226,7 @@ class MockServer:
         return await _respond(writer, 200, json.dumps({"count": len(ids), "max_model_len": 1 << 20,
                                                        "tokens": ids}).encode())
 
-    async def _detokenize(self, payload: dict, writer: asyncio.StreamWriter) -> bool:
+    async def _detokenize(self, payload: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         k = self.config.special_tokens
         try:
             words = [self._words[i - k] for i in payload["tokens"] if i >= k]
@@ -233,7 +234,7 @@ class MockServer:
             return await _respond(writer, 400, b'{"error": {"message": "unknown token ids"}}')
         return await _respond(writer, 200, json.dumps({"prompt": " ".join(words)}).encode())
 
-    async def _generate(self, payload: dict, is_chat: bool, writer: asyncio.StreamWriter,
+    async def _generate(self, payload: dict[str, Any], is_chat: bool, writer: asyncio.StreamWriter,
                         fault: str | None) -> tuple[bool, str]:
         """Answer one generation request; (keep the connection, outcome for the log)."""
         loop = asyncio.get_running_loop()
@@ -257,10 +258,10 @@ class MockServer:
         if not payload.get("stream"):
             await asyncio.sleep(max(0.0, t0 + (cfg.ttft_ms + (n - 1) * cfg.itl_ms) / 1e3 - loop.time()))
             text = " tok" * n
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}} if is_chat else {"index": 0,
-                                                                                                      "text": text}
+            reply: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": text}} if is_chat
+                                     else {"index": 0, "text": text})
             usage = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n}
-            return await _respond(writer, 200, json.dumps({"choices": [choice], "usage": usage}).encode()), "done"
+            return await _respond(writer, 200, json.dumps({"choices": [reply], "usage": usage}).encode()), "done"
 
         self._stats.running += 1
         self._stats.requests += 1
@@ -293,7 +294,8 @@ class MockServer:
                 frame = frames.get((m_tok, last, blank))
                 if frame is None:
                     text = "" if blank else " tok" * m_tok
-                    choice: dict = ({"index": 0, "delta": {"content": text}} if is_chat else {"index": 0, "text": text})
+                    choice: dict[str, Any] = ({"index": 0, "delta": {"content": text}} if is_chat
+                                              else {"index": 0, "text": text})
                     choice["finish_reason"] = "length" if last else None
                     frame = frames[(m_tok, last, blank)] = _frame(_event({"object": obj, "choices": [choice]}))
                 writer.write(frame)
@@ -373,7 +375,7 @@ def _empty_positions(fault: str | None, n: int) -> set[int] | None:
     return None
 
 
-def _prompt_text(payload: dict, is_chat: bool) -> str:
+def _prompt_text(payload: dict[str, Any], is_chat: bool) -> str:
     if not is_chat:
         p = payload.get("prompt", "")
         return p if isinstance(p, str) else " ".join(map(str, p))
@@ -384,7 +386,7 @@ def _prompt_text(payload: dict, is_chat: bool) -> str:
     return " ".join(parts)
 
 
-def _event(obj: dict) -> bytes:
+def _event(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -421,7 +423,7 @@ def mock_server_thread(config: MockConfig = MockConfig()) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     port: list[int] = []
-    task: list[asyncio.Task] = []
+    task: list[asyncio.Task[None]] = []
 
     def run() -> None:
         asyncio.set_event_loop(loop)
@@ -494,8 +496,8 @@ def main(argv: list[str] | None = None) -> None:
         await server.serve_forever()
 
     try:
-        import uvloop  # type: ignore[import-not-found]
-        runner = uvloop.run
+        import uvloop
+        runner: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
     except ImportError:
         runner = asyncio.run
     try:

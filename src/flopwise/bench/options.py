@@ -51,7 +51,7 @@ def numbers(value: str | float | Sequence[float] | None, option: str) -> list[fl
 def whole_numbers(value: str | int | Sequence[int] | None, option: str) -> list[int]:
     """Whole numbers >= 1 (concurrency levels), from a comma-separated list or Python integers."""
     out = []
-    for v in numbers(value, option):  # type: ignore[arg-type]
+    for v in numbers(value, option):
         if not math.isfinite(v) or v != int(v) or v < 1:
             raise WorkloadError(f"{option} takes whole numbers >= 1 (e.g. 1,4,16); got '{value}'")
         out.append(int(v))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -91,7 +92,7 @@ def render_selftest(console: Console, levels: Sequence[SelftestLevel]) -> None:
     console.print(t)
 
 
-def render_vllm_result(console: Console, path: Path, vllm: dict, summary: dict) -> None:
+def render_vllm_result(console: Console, path: Path, vllm: dict[str, Any], summary: dict[str, Any]) -> None:
     """A `vllm bench serve` result beside flopwise's summary of the same requests."""
     t = Table(title=f"{path.name}: {summary['num_completed']}/{summary['num_requests']} ok (vllm bench serve result)")
     for c in ("metric", "vLLM mean", "vLLM p99", "flopwise mean", "flopwise p99"):

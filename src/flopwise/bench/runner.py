@@ -125,7 +125,8 @@ class BenchConfig:
     def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
         """From run.json (non-finite numbers are saved as strings: "inf")."""
         d = dict(d)
-        load = {k: float(v) if k in ("rate", "burstiness") and isinstance(v, str) else v for k, v in d["load"].items()}
+        load: dict[str, Any] = {k: float(v) if k in ("rate", "burstiness") and isinstance(v, str) else v
+                                for k, v in d["load"].items()}
         return cls(**{**d, "load": Load(**load), "prompts": PromptConfig(**d["prompts"])})
 
 
@@ -502,7 +503,7 @@ def _deferred_signals() -> Iterator[None]:
 def _run_async(coro: Any) -> None:
     """asyncio.run, on uvloop when it is installed (lower per-event overhead)."""
     try:
-        import uvloop  # type: ignore[import-not-found]  # optional extra: a faster event loop
+        import uvloop  # optional extra: a faster event loop
     except ImportError:
         asyncio.run(coro)
     else:

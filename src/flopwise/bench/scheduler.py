@@ -91,7 +91,7 @@ async def _closed(concurrency: int, ramp_up_s: float, it: Iterable[int], send: S
 async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, duration_s: float | None,
                 seed: int, clock: Callable[[], float], warmup: bool, block: int) -> int:
     cap = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
-    tasks: set[asyncio.Task] = set()
+    tasks: set[asyncio.Task[None]] = set()
 
     async def one(slot: Slot) -> None:
         try:
@@ -123,7 +123,7 @@ async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, 
     return sent
 
 
-async def _await_all(tasks: list[asyncio.Task]) -> None:
+async def _await_all(tasks: list[asyncio.Task[None]]) -> None:
     try:
         await asyncio.gather(*tasks)
     except asyncio.CancelledError:
@@ -131,7 +131,7 @@ async def _await_all(tasks: list[asyncio.Task]) -> None:
         raise
 
 
-async def _cancel_all(tasks: list[asyncio.Task]) -> None:
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -49,7 +49,7 @@ class RunStore:
             raise WorkloadError(f"{self.root} already holds a run; pass --resume to continue it, or another --out")
         if resume and not run_file.exists():
             raise WorkloadError(f"--resume: {self.root} holds no run ({RUN_FILE} missing)")
-        meta = _read_meta(run_file) if resume else {"config": config, "sessions": []}
+        meta: dict[str, Any] = _read_meta(run_file) if resume else {"config": config, "sessions": []}
         self.config: dict[str, Any] = meta["config"]
         self.session = len(meta["sessions"])
         meta["sessions"].append({"session": self.session, "started_unix_s": time.time()})

@@ -54,7 +54,7 @@ class HFTokenizer:
 
     def __init__(self, path: str | Path) -> None:
         try:
-            from tokenizers import Tokenizer  # type: ignore[import-not-found]
+            from tokenizers import Tokenizer
         except ImportError as e:
             raise WorkloadError("--tokenizer needs the `tokenizers` package: pip install tokenizers") from e
         p = Path(path)

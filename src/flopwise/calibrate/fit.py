@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,7 @@ class Tuning:
         return float(getattr(self.efficiency, name))
 
     def with_values(self, values: Mapping[str, float]) -> Tuning:
-        eff = {k: v for k, v in values.items() if k not in ENGINE_PARAMS}
+        eff: dict[str, Any] = {k: v for k, v in values.items() if k not in ENGINE_PARAMS}
         out = replace(self, efficiency=replace(self.efficiency, **eff)) if eff else self
         by_section: dict[str, dict[str, float]] = {}
         for k, v in values.items():
@@ -332,7 +333,8 @@ def coordinate_descent(objective: Callable[[EfficiencyProfile], float], start: E
     for _ in range(rounds):
         for name, values in grid.items():
             for v in values:
-                trial = replace(prof, **{name: v})
+                change: dict[str, Any] = {name: v}
+                trial = replace(prof, **change)
                 score = objective(trial)
                 if score < best - 1e-6:
                     best, prof = score, trial

@@ -52,7 +52,7 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
     nbytes = p.weight_bytes + p.kv_bytes + p.act_bytes
     memory_s = nbytes / (hw.bandwidth_bytes_per_s * prof.bandwidth_eff(nbytes)) if nbytes > 0 else 0.0
     q = prof.overlap_exponent
-    return (compute_s**q + memory_s**q) ** (1.0 / q) + p.kernels * prof.kernel_overhead_s
+    return float((compute_s**q + memory_s**q) ** (1.0 / q) + p.kernels * prof.kernel_overhead_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,7 +105,8 @@ def residual_function(groups: Sequence[Observations]) -> Callable[[Tuning], np.n
     def residuals(prof: Tuning) -> np.ndarray:
         pred = np.concatenate([g.predict(prof) for g in groups])
         with np.errstate(divide="ignore", invalid="ignore"):
-            return weights * np.log(pred / measured)
+            out: np.ndarray = weights * np.log(pred / measured)
+        return out
 
     return residuals
 

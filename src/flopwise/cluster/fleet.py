@@ -189,7 +189,7 @@ class Fleet:
             m.version += 1
             m.pushed = key
             if key is not None:
-                self.heap.push(at, rep.next_rank, m.index, (_REPLICA, m, m.version))
+                self.heap.push(key[0], rep.next_rank, m.index, (_REPLICA, m, m.version))
 
     def candidates(self, role: str) -> list[Member]:
         return [m for m in self.members if m.state == "up" and m.pool.role == role]
@@ -490,11 +490,11 @@ class FleetResult:
                 last = dec.token_steps[-1] - 1
                 tl1 = legs[1].replica.tl
                 delivered = tl1.delivered_at if len(tl1.delivered_at) else tl1.step_end_at
-                phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
-                                        head.first_scheduled_at - head.engine_arrival_at,
-                                        times[0] - head.first_scheduled_at,
-                                        tl1.step_end_at[last] - times[0],
-                                        delivered[last] - tl1.step_end_at[last])) * 1e3
+                scheduled = head.first_scheduled_at
+                assert scheduled is not None  # it produced its first token, so it was scheduled
+                phases[rid] = np.array([head.engine_arrival_at - head.arrival_at, scheduled - head.engine_arrival_at,
+                                        times[0] - scheduled, tl1.step_end_at[last] - times[0],
+                                        delivered[last] - tl1.step_end_at[last]], dtype=float) * 1e3
             elif head.token_steps and head.first_scheduled_at is not None:
                 tl = tl0
                 ends = tl.step_end_at

@@ -194,16 +194,12 @@ class BoundedRecords:
         e_ms = (last - head.arrival_at) * 1e3
         t_ms = (first - head.arrival_at) * 1e3
         step_end_last = ends[s[-1] - 1] if s else first
-        if tail is None:
-            self.phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
-                                         head.first_scheduled_at - head.engine_arrival_at,  # type: ignore[operator]
-                                         ends[s[0]] - head.first_scheduled_at,  # type: ignore[operator]
-                                         step_end_last - ends[s[0]], last - step_end_last)) * 1e3
-        else:
-            self.phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
-                                         head.first_scheduled_at - head.engine_arrival_at,  # type: ignore[operator]
-                                         first - head.first_scheduled_at,  # type: ignore[operator]
-                                         step_end_last - first, last - step_end_last)) * 1e3
+        scheduled = head.first_scheduled_at
+        assert scheduled is not None  # it produced tokens, so it was scheduled
+        to_first = (ends[s[0]] if tail is None else first) - scheduled
+        after = step_end_last - (ends[s[0]] if tail is None else first)
+        self.phases[rid] = np.array([head.engine_arrival_at - head.arrival_at, scheduled - head.engine_arrival_at,
+                                     to_first, after, last - step_end_last], dtype=float) * 1e3
         sk = self.sketches.get(replica)
         if sk is None:
             sk = self.sketches[replica] = {k: _sketch() for k in ("ttft_ms", "e2e_ms")}
@@ -291,7 +287,8 @@ class BoundedRecords:
             fs = c["first_scheduled_at"][rid]
             out.append({"request_id": rid, "arrival_at": float(a), "input_tokens": int(self.input_tokens[rid]),
                         "output_tokens": n, "queue_ms": None if np.isnan(fs) else float((fs - a) * 1e3),
-                        "ttft_ms": ttft, "tpot_ms": (e2e - ttft) / (n - 1) if ok and n >= 2 else None,
+                        "ttft_ms": ttft,
+                        "tpot_ms": (e2e - ttft) / (n - 1) if e2e is not None and ttft is not None and n >= 2 else None,
                         "e2e_ms": e2e, "preemptions": int(self.preemptions[rid]),
                         "error": self.error_kind.get(rid)})
         return out

@@ -20,12 +20,27 @@ one of them. Ties always go to the first in pool order, so every choice is deter
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from flopwise.errors import WorkloadError
-from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request
 
-__all__ = ["ROUTERS", "Router", "make_router"]
+__all__ = ["ROUTERS", "Router", "Routable", "make_router"]
+
+
+class Routable(Protocol):
+    """What a router reads of a replica (the fleet's `Member`, or a `sim.Replica` itself)."""
+
+    @property
+    def num_outstanding(self) -> int: ...
+
+    @property
+    def kv_usage(self) -> float: ...
+
+    def cached_tokens(self, req: Request) -> int: ...
+
+
+R = TypeVar("R", bound=Routable)
 
 ROUTERS = ("round-robin", "least-outstanding", "least-kv", "prefix-aware", "session")
 CACHE_THRESHOLD = 0.5
@@ -33,7 +48,7 @@ BALANCE_ABS = 32
 BALANCE_REL = 1.0001
 
 
-def _least_outstanding(cands: Sequence[Replica]) -> Replica:
+def _least_outstanding(cands: Sequence[R]) -> R:
     best = cands[0]
     for r in cands:
         if r.num_outstanding < best.num_outstanding:
@@ -46,7 +61,7 @@ class Router:
 
     name = "base"
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:  # pragma: no cover
+    def choose(self, req: Request, cands: Sequence[R]) -> R:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -56,7 +71,7 @@ class RoundRobin(Router):
     def __init__(self) -> None:
         self.i = 0
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+    def choose(self, req: Request, cands: Sequence[R]) -> R:
         r = cands[self.i % len(cands)]
         self.i += 1
         return r
@@ -65,21 +80,21 @@ class RoundRobin(Router):
 class LeastOutstanding(Router):
     name = "least-outstanding"
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+    def choose(self, req: Request, cands: Sequence[R]) -> R:
         return _least_outstanding(cands)
 
 
 class LeastKv(Router):
     name = "least-kv"
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+    def choose(self, req: Request, cands: Sequence[R]) -> R:
         return min(cands, key=lambda r: (r.kv_usage, r.num_outstanding))
 
 
 class PrefixAware(Router):
     name = "prefix-aware"
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+    def choose(self, req: Request, cands: Sequence[R]) -> R:
         loads = [r.num_outstanding for r in cands]
         lo, hi = min(loads), max(loads)
         if hi - lo > BALANCE_ABS and hi > lo * BALANCE_REL:
@@ -100,15 +115,18 @@ class SessionAffinity(Router):
     name = "session"
 
     def __init__(self) -> None:
-        self.home: dict[int, Replica] = {}
+        self.home: dict[int, object] = {}  # session -> the replica that served it first
 
-    def choose(self, req: Request, cands: Sequence[Replica]) -> Replica:
+    def choose(self, req: Request, cands: Sequence[R]) -> R:
         key = req.prefix_id
         if key is None:
             return _least_outstanding(cands)
-        r = self.home.get(key)
-        if r is None or r not in cands:
-            r = self.home[key] = _least_outstanding(cands)
+        home = self.home.get(key)
+        for c in cands:
+            if c is home:
+                return c
+        r = _least_outstanding(cands)
+        self.home[key] = r
         return r
 
 

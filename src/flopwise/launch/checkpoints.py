@@ -53,7 +53,7 @@ def find_head(model: str, method: str) -> str | None:
     """A published speculative head (`eagle`, `eagle3`) for `model`, or None."""
     for h in _catalog().get("head", []):
         if h["base"].lower() == model.lower() and h["method"] == method:
-            return h["repo"]
+            return str(h["repo"])
     return None
 
 

@@ -91,7 +91,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["quantization"], src.quantization)
     if dep.kv.name == "fp8":
         line.flag(flags["kv_cache_dtype"], la["kv_fp8"])
-    long_prompts = bool(target.max_prompt_len) and target.max_prompt_len > dep.max_num_batched_tokens
+    long_prompts = target.max_prompt_len is not None and target.max_prompt_len > dep.max_num_batched_tokens
     if not engine.enable_chunked_prefill and long_prompts:
         line.flag(flags["chunked_prefill_on"])
     if target.prefix_caching:

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flopwise.cluster import simulate_fleet
+from flopwise.cluster import FleetResult, simulate_fleet
 from flopwise.cluster.build import build_cluster
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import FlopwiseError
 from flopwise.sim.max_rate import bisect_max_rate
+from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
@@ -92,43 +93,47 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
                 spec = build_cluster(make, tp=1, replicas=1, disaggregate=text, router="least-outstanding")
                 if not all(memory_plan(p.deployment).fits for p in spec.pools):
                     continue
-            found = bisect_max_rate(lambda r, spec=spec: simulate_fleet(spec, workload_at(r), sla=sla, metrics="exact"),
-                                    iterations=iterations)
+            def run_at(rate: float, spec: ClusterSpec = spec) -> FleetResult:
+                return simulate_fleet(spec, workload_at(rate), sla=sla, metrics="exact")
+
+            found = bisect_max_rate(run_at, iterations=iterations)
         except FlopwiseError:
             out.append(FleetCandidate(serving=mode, layout=text, num_gpus=total_gpus, max_rate=0.0,
                                       output_tokens_per_s_per_gpu=0.0, tokens_per_s_per_user=None, p95_ttft_ms=None,
                                       p95_tpot_ms=None, binding="infeasible"))
             continue
-        s = found.result.summary()
+        s = found.result.metrics()
         above = [r for r, ok in found.probes if not ok and r > found.rate]
         binding = ""
         if above:
-            fail = simulate_fleet(spec, workload_at(min(above)), sla=sla, metrics="exact").summary()
-            binding = ",".join(k for k, v in fail["sla_objectives_met"].items() if not v)
-        tpot = s["tpot_ms"]["mean"]
+            fail = simulate_fleet(spec, workload_at(min(above)), sla=sla, metrics="exact").metrics()
+            binding = ",".join(k for k, v in (fail.sla_objectives_met or {}).items() if not v)
+        tpot = s.tpot_ms.mean
         out.append(FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
                                   output_tokens_per_s_per_gpu=found.rate * mean_out / spec.num_gpus,
                                   tokens_per_s_per_user=1e3 / tpot if tpot else None,
-                                  p95_ttft_ms=s["ttft_ms"]["p95"], p95_tpot_ms=s["tpot_ms"]["p95"], binding=binding))
+                                  p95_ttft_ms=s.ttft_ms.p95, p95_tpot_ms=s.tpot_ms.p95, binding=binding))
     out.sort(key=lambda c: -c.output_tokens_per_s_per_gpu)
     return out
 
 
 def fleet_plan_to_dict(cands: list[FleetCandidate], rate: float | None) -> dict[str, Any]:
     """JSON form: the ranked candidates and, per serving mode, its best and the GPUs it needs for `rate`."""
-    rows = [{"serving": c.serving, "layout": c.layout, "num_gpus": c.num_gpus, "max_request_rate": c.max_rate,
-             "output_tokens_per_s_per_gpu": c.output_tokens_per_s_per_gpu,
-             "tokens_per_s_per_user": c.tokens_per_s_per_user, "p95_ttft_ms": c.p95_ttft_ms,
-             "p95_tpot_ms": c.p95_tpot_ms, "binding": c.binding,
-             "gpus_for_rate": (math.ceil(rate / c.max_rate) * c.num_gpus if rate and c.max_rate > 0 else None)}
-            for c in cands]
-    best = {}
+    def row(c: FleetCandidate) -> dict[str, Any]:
+        return {"serving": c.serving, "layout": c.layout, "num_gpus": c.num_gpus, "max_request_rate": c.max_rate,
+                "output_tokens_per_s_per_gpu": c.output_tokens_per_s_per_gpu,
+                "tokens_per_s_per_user": c.tokens_per_s_per_user, "p95_ttft_ms": c.p95_ttft_ms,
+                "p95_tpot_ms": c.p95_tpot_ms, "binding": c.binding,
+                "gpus_for_rate": (math.ceil(rate / c.max_rate) * c.num_gpus if rate and c.max_rate > 0 else None)}
+
+    best: dict[str, FleetCandidate] = {}
     for mode in SERVING_MODES:
-        ok = [r for r in rows if r["serving"] == mode and r["max_request_rate"] > 0]
+        ok = [c for c in cands if c.serving == mode and c.max_rate > 0]
         if ok:
             best[mode] = ok[0]
-    winner = rows[0]["serving"] if rows and rows[0]["max_request_rate"] > 0 else None
+    winner = cands[0].serving if cands and cands[0].max_rate > 0 else None
     ratio = None
-    if len(best) == 2 and best["aggregated"]["output_tokens_per_s_per_gpu"]:
-        ratio = best["disaggregated"]["output_tokens_per_s_per_gpu"] / best["aggregated"]["output_tokens_per_s_per_gpu"]
-    return {"candidates": rows, "best": best, "winner": winner, "disaggregated_over_aggregated": ratio}
+    if len(best) == 2 and best["aggregated"].output_tokens_per_s_per_gpu:
+        ratio = best["disaggregated"].output_tokens_per_s_per_gpu / best["aggregated"].output_tokens_per_s_per_gpu
+    return {"candidates": [row(c) for c in cands], "best": {m: row(c) for m, c in best.items()}, "winner": winner,
+            "disaggregated_over_aggregated": ratio}

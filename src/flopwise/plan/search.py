@@ -197,7 +197,7 @@ def _risk(e: Evaluation) -> int:
     return weight_risk(d.weights.name).rank + kv_risk(d.kv.name).rank
 
 
-def _tie_key(e: Evaluation, tie_axis: dict[str, float]) -> tuple:
+def _tie_key(e: Evaluation, tie_axis: dict[str, float]) -> tuple[float, int, int, str]:
     """The order inside a tie, none of it from the sample: the closed-form capacity estimate on the objective's
     axis (higher first: what the cost model predicts where the simulation cannot tell them apart), then fewer
     GPUs per replica, lower accuracy risk, the label."""
@@ -503,6 +503,7 @@ def _latency_job(ctx: _Context, item: tuple[Candidate, Evaluation | None, float,
     if per_gpu is not None:
         load, reps = per_gpu * e.gpus, 1
     else:
+        assert rate is not None  # the job is given a per-GPU load or a target rate
         reps = e.replicas_for(rate)
         load = rate / reps
     return replace(e, at_load=_load_job(ctx, (e, load, reps)))

@@ -34,7 +34,10 @@ def fmt_interval(point: float | None, iv: list[float] | None, digits: int, money
 
 def _header(console: Console, d: dict[str, Any]) -> None:
     rate = f", {d['rate']:g} req/s in all" if d["rate"] else ""
-    src = lambda s: "" if s == "given" else f" ({s})"  # noqa: E731
+
+    def src(s: str) -> str:
+        return "" if s == "given" else f" ({s})"
+
     console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}; SLA "
                   f"{d['sla']}{src(d['sla_source'])}; "
                   f"objective {d['objective']}{src(d['objective_source'])}")

@@ -13,6 +13,7 @@ step verifies k+1 positions per sequence and emits a random number of tokens (se
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from flopwise.errors import InfeasibleError
 from flopwise.specs.sla import SLA
@@ -42,7 +43,7 @@ def simulated_throughput(scn: Scenario, sla: SLA, wl: SimWorkload) -> float:
     hit = scn.prefix_hit
 
     def workload_at(rate: float, n: int) -> Workload:
-        lengths = {} if wl.name else {"input_len": scn.input_len, "output_len": scn.output_len}
+        lengths: dict[str, Any] = {} if wl.name else {"input_len": scn.input_len, "output_len": scn.output_len}
         w = build_workload(num_requests=n, workload=wl.name, request_rate=rate, seed=wl.seed, **lengths)
         reqs = tuple(replace(r, prefix_id=0 if hit else None, prefix_tokens=int(hit * r.input_tokens))
                      for r in w.requests)

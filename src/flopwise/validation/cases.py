@@ -104,8 +104,10 @@ def predict_case(case: Case) -> Outcome:
     if case.expected_range is not None:
         lo, hi = case.expected_range
         err = 0.0 if lo <= pred <= hi else ((pred - lo) / lo if pred < lo else (pred - hi) / hi)
-    else:
+    elif case.expected is not None:
         err = (pred - case.expected) / case.expected
+    else:
+        return Outcome(case=case, predicted=pred, error=None, skipped="the case gives no expected value")
     return Outcome(case=case, predicted=pred, error=err, skipped=None)
 
 

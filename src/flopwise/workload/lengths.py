@@ -90,8 +90,8 @@ class LengthDist:
             x = np.rint(rng.lognormal(np.log(self.a), self.b, size=n))
         else:
             x = rng.choice(np.asarray(self.values), size=n, replace=True)
-        x = np.clip(x, 1, self.max_len or MAX_TOKENS_PER_REQUEST).astype(np.int64)
-        return x
+        out: np.ndarray = np.clip(x, 1, self.max_len or MAX_TOKENS_PER_REQUEST).astype(np.int64)
+        return out
 
     def __str__(self) -> str:
         if self.kind == "fixed":

@@ -120,7 +120,7 @@ def _load_jsonl(p: Path) -> Trace:
         if pid is not None:
             groups.setdefault(pid, len(groups))
             shortest[pid] = min(shortest.get(pid, n_in), n_in)
-    specs = []
+    specs: list[tuple[float, int, int, int | None, int]] = []
     for ts, n_in, n_out, pid, ptok in rows:
         if pid is None:
             specs.append((ts, n_in, n_out, None, 0))
@@ -155,7 +155,7 @@ def _load_azure_csv(p: Path) -> Trace:
         if not reader.fieldnames or not need <= set(reader.fieldnames):
             raise WorkloadError(f"{p.name}: an Azure trace CSV needs the columns TIMESTAMP,ContextTokens,"
                                 f"GeneratedTokens; found {reader.fieldnames}")
-        specs = []
+        specs: list[tuple[float, int, int, int | None, int]] = []
         for i, row in enumerate(reader, 2):
             where = f"{p.name}:{i}"
             try:
