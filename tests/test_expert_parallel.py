@@ -83,14 +83,16 @@ def test_data_parallel_attention_keeps_one_copy_of_the_mla_latent_per_request():
 def test_all_to_all_within_and_across_nodes():
     hw = get_hardware("h200")
     link = 450e9 * 0.8
-    b = 8e6
-    # 8 GPUs of one node: 7/8 of each GPU's share crosses NVLink
-    t, sent = alltoall_time(hw, 8, b)
-    assert t == pytest.approx(collective_latency_s(hw) + b * 7 / 8 / link) and sent == pytest.approx(b * 7 / 8)
-    # 16 GPUs over 2 nodes: 7/16 over NVLink, 8/16 over each GPU's 50 GB/s NIC, which is slower
-    t, sent = alltoall_time(hw, 16, b, per_node=8)
-    assert t == pytest.approx(NETWORK_LATENCY_S + b * 8 / 16 / (50e9 * NETWORK_EFFICIENCY))
-    assert sent == pytest.approx(b * 15 / 16)
+    b = 1e6  # one copy of this GPU's tokens
+    # 8 GPUs of one node, 8 experts per token: 8 copies, 7/8 of them to other GPUs, over NVLink
+    t, sent = alltoall_time(hw, 8, b, fanout=8)
+    assert t == pytest.approx(collective_latency_s(hw) + b * 8 * 7 / 8 / link) and sent == pytest.approx(b * 7)
+    # 16 GPUs over 2 nodes: 8 copies x 7/16 to this node's GPUs; the other node gets one copy when any of the 8
+    # experts is there (1 - 1/2^8), over the 50 GB/s NIC, which is slower
+    t, sent = alltoall_time(hw, 16, b, fanout=8, per_node=8)
+    inter = b * (1 - 0.5**8)
+    assert t == pytest.approx(NETWORK_LATENCY_S + inter / (50e9 * NETWORK_EFFICIENCY))
+    assert sent == pytest.approx(b * 8 * 7 / 16 + inter)
 
 
 def test_two_nodes_price_the_dispatch_over_the_network():

@@ -7,7 +7,9 @@ q, o and MLP weights by tp; KV heads split by tp while tp <= kv_heads and are re
 latent cache and its down-projections are replicated; embeddings and the LM head are vocab-parallel; MoE experts
 are sharded by tp (vLLM's default, no expert parallelism). With expert parallelism and data-parallel attention
 (`Deployment.dp`, `ep`) every size here is of one GPU of one attention group except the routed experts: E / ep
-experts per GPU, each sharded over moe_tp = tp * dp / ep GPUs, so a GPU stores E / (tp * dp) experts' weights.
+experts per GPU, each sharded over moe_tp = tp * dp / ep GPUs, so a GPU stores E / (tp * dp) experts' weights;
+where ep does not divide E a GPU holds up to ceil(E / ep) (redundant copies fill the rest, as SGLang's EPLB does
+for DeepSeek-V3's 256 experts over 72 GPUs: 288 slots, 4 per GPU) and stores that many.
 Pipeline parallelism splits layers into pp stages:
 memory per GPU shrinks by pp, while one token still passes every layer in sequence. A weight format that covers
 only the routed experts (`mxfp4-moe`) stores every other weight in 16-bit.
@@ -15,6 +17,7 @@ only the routed experts (`mxfp4-moe`) stores every other weight in 16-bit.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -151,6 +154,9 @@ def layout(dep: Deployment) -> Layout:
     if dep.dp > 1:  # the routed experts span the dp attention groups: 1 / (tp * dp) of them per GPU, not 1 / tp
         experts = sum(g.count * g.num_experts * g.expert_params * dep.moe_tp for g in groups)
         weight_bytes -= experts * wbpp * (1 / tp - 1 / (tp * dep.dp)) / dep.pp
+    if dep.ep > 1:  # slots beyond E / ep where ep does not divide E
+        weight_bytes += sum(g.count * (math.ceil(g.num_experts / dep.ep) - g.local_experts) * g.expert_params
+                            for g in groups if g.is_moe) * wbpp / dep.pp
     weight_bytes += (m.embedding_params + m.lm_head_params + m.per_layer_embedding_params) / tp * embed_bpp
     # KV projections replicated beyond tp > kv_heads store more than 1/tp of the attention weights:
     extra: dict[tuple[float, int], int] = {}

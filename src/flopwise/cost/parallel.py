@@ -14,12 +14,14 @@ traffic through the PCIe switch or host bridge).
 
 Between nodes each GPU has its own NIC (`network_gbs`, InfiniBand / RoCE) at NETWORK_EFFICIENCY of its rate and
 NETWORK_LATENCY_S per transfer. Expert parallelism moves tokens with two all-to-alls per MoE layer (dispatch to
-the experts' GPUs, combine back: DeepEP, NCCL all-to-all): each GPU sends (p-1)/p of its share to the others at
-once, to its node's GPUs over the peer fabric and to other nodes' GPUs over its NIC,
+the experts' GPUs, combine back: DeepEP, NCCL all-to-all). Each GPU sends each of its tokens (B bytes in all, one
+copy each) to the `fanout` GPUs holding its experts, at once: to GPUs of its own node over the peer fabric, and
+to each other node that holds any of them once over its NIC, forwarded there over that node's fabric (DeepEP's
+node-deduplicated dispatch). With the group's p GPUs over n nodes of `per_node`, under uniform routing a token
+reaches (n - 1)(1 - (1 - 1/n)^fanout) other nodes in expectation:
     t = latency + max(intra / link, inter / network)
-    intra = bytes * (min(p, per_node) - 1) / p,   inter = bytes * (p - min(p, per_node)) / p
-with per_node the group's GPUs in one node (the network's latency where the group spans nodes). A pipeline
-boundary between nodes sends over the NIC.
+    intra = B * fanout * (per_node - 1) / p,   inter = B * (n - 1) * (1 - (1 - 1/n)^fanout)
+(the network's latency where the group spans nodes). A pipeline boundary between nodes sends over the NIC.
 """
 
 from __future__ import annotations
@@ -78,14 +80,16 @@ def p2p_time(hw: HardwareSpec, message_bytes: float, *, between_nodes: bool = Fa
     return collective_latency_s(hw) + message_bytes / link_bytes_per_s(hw)
 
 
-def alltoall_time(hw: HardwareSpec, p: int, bytes_per_gpu: float, per_node: int | None = None) -> tuple[float, float]:
-    """(seconds, bytes each GPU sends) for an all-to-all over p GPUs, `per_node` of them in each node (None: all
-    in one), where each GPU's share to exchange is `bytes_per_gpu` (see the module docstring)."""
-    if p <= 1 or bytes_per_gpu <= 0:
+def alltoall_time(hw: HardwareSpec, p: int, token_bytes: float, fanout: float,
+                  per_node: int | None = None) -> tuple[float, float]:
+    """(seconds, bytes each GPU sends) for a dispatch (or combine) over p GPUs, `per_node` of them in each node
+    (None: all in one), of `token_bytes` per GPU to `fanout` GPUs per token (see the module docstring)."""
+    if p <= 1 or token_bytes <= 0:
         return 0.0, 0.0
     local = min(p, per_node or p)
-    intra = bytes_per_gpu * (local - 1) / p
-    inter = bytes_per_gpu * (p - local) / p
+    n = p / local
+    intra = token_bytes * fanout * (local - 1) / p
+    inter = token_bytes * (n - 1) * (1 - (1 - 1 / n) ** fanout) if n > 1 else 0.0
     t = intra / link_bytes_per_s(hw)
     if inter > 0:
         return NETWORK_LATENCY_S + max(t, inter / _network(hw)), intra + inter

@@ -37,7 +37,7 @@ FLOPs per operator:
   (2·(T·k/ep)·P_expert FLOPs, P_expert its moe_tp shard) and reads the ones touched, (E/ep)·(1 - (1 - k/E)^T);
   with a stated `expert_skew` s the busiest rank runs s times the mean rows, and the step waits for it.
   Tokens reach the experts by two all-to-alls per MoE layer (dispatch, combine: `parallel.alltoall_time`), each
-  GPU exchanging (T/dp)/tp·k·h activations (times moe_tp where experts are also sharded), which replace the
+  GPU sending its (T/dp)/tp tokens' activations to k·moe_tp GPUs (at most the group), which replace the
   MoE layer's all-reduce; with dp > 1 and ep = 1 the MoE layer all-gathers the groups' tokens and
   reduce-scatters them back (SGLang's DP attention over a TP MoE);
 - LM head: only the rows that produce a token (2·logits·V·h);
@@ -353,10 +353,10 @@ def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: 
         s, sent = allgather_time(dep.hardware, p, tokens * token_bytes)  # (within a node: not priced across)
         return ("moe_allgather_scatter", 2, s, sent)
     k = max(g.experts_per_token for g in groups if g.is_moe)
-    share = group_tokens / dep.tp * k * dep.moe_tp * token_bytes  # this GPU's slice of its group's tokens
+    share = group_tokens / dep.tp * token_bytes  # this GPU's slice of its group's tokens, one copy each
     # a stage's tp*dp GPUs sit in one node unless the replica has fewer stages than nodes
     per_node = p if dep.pp >= dep.nodes else dep.gpus_per_node
-    s, sent = alltoall_time(dep.hardware, p, share, per_node=per_node)
+    s, sent = alltoall_time(dep.hardware, p, share, fanout=min(k * dep.moe_tp, p), per_node=per_node)
     return ("moe_alltoall", 2, s, sent)
 
 
@@ -370,8 +370,13 @@ def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
 
 
 def host_s(dep: Deployment, shape: BatchShape) -> float:
-    """The engine core's CPU seconds for a step of `shape` (scheduling, input preparation, output handling)."""
-    return dep.engine.host.seconds(shape.num_seqs, dep.gpus_per_replica) if shape.num_tokens else 0.0
+    """The engine core's CPU seconds for a step of `shape` (scheduling, input preparation, output handling); with
+    data-parallel attention, of one DP rank's share (its own scheduler over its tp * pp GPUs)."""
+    if not shape.num_tokens:
+        return 0.0
+    if dep.dp > 1:  # each DP rank's scheduler prepares its own share of the batch, in parallel with the others
+        return dep.engine.host.seconds(-(-shape.num_seqs // dep.dp), dep.tp * dep.pp)
+    return dep.engine.host.seconds(shape.num_seqs, dep.gpus_per_replica)
 
 
 def _combine(dep: Deployment, device: float, host: float) -> float:

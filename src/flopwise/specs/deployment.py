@@ -76,8 +76,8 @@ class Deployment:
                             f"attention (dp={self.dp}) apply to MoE models; serve a dense model with --replicas")
         if (self.tp * self.dp) % self.ep:
             raise SpecError(f"ep={self.ep} must divide tp*dp={self.tp * self.dp} (the GPUs the MoE layers span)")
-        if self.ep > 1 and experts % self.ep:
-            raise SpecError(f"ep={self.ep} does not divide {m.name}'s {experts} routed experts; choose a divisor")
+        if self.ep > experts > 0:
+            raise SpecError(f"ep={self.ep} exceeds {m.name}'s {experts} routed experts")
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
         gpn = self.hardware.gpus_per_node
