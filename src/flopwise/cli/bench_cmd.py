@@ -25,6 +25,7 @@ from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_co
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.cli.options import Json, Parquet
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.results import BenchRun
@@ -125,8 +126,8 @@ def bench_cmd(
         "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option(
         "--hardware-file", help="Extra hardware TOML/YAML for --predict.")] = None,
-    parquet: Annotated[bool, typer.Option("--parquet", help="Also write requests.parquet (needs pyarrow).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    parquet: Parquet = False,
+    json_out: Json = False,
 ) -> None:
     """Load-test a server: open or closed loop, sweeps, SLA goodput, server metrics and a bottleneck diagnosis.
 
@@ -237,7 +238,7 @@ def selftest_cmd(
     ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Mock first-token delay.")] = 100.0,
     itl_ms: Annotated[float, typer.Option("--itl-ms", help="Mock inter-token delay.")] = 20.0,
     output_len: Annotated[int, typer.Option("--output-len", help="Tokens per request.")] = 32,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Measure the client's own overhead against the built-in mock server (in its own process)."""
     levels = selftest(tuple(whole_numbers(concurrency, "--concurrency")), ttft_ms=ttft_ms, itl_ms=itl_ms,
@@ -255,8 +256,8 @@ def report_cmd(
                                                   "`vllm bench serve` result JSON.")],
     sla: Annotated[str | None, typer.Option(
         help="Objectives for a vLLM result's goodput (its own runs keep theirs).")] = None,
-    parquet: Annotated[bool, typer.Option("--parquet", help="Also write requests.parquet (needs pyarrow).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    parquet: Parquet = False,
+    json_out: Json = False,
 ) -> None:
     """Rebuild summaries, diagnosis, tables (and a sweep's latency-vs-throughput chart) from saved runs; or
     summarise a `vllm bench serve --save-result` JSON with flopwise's definitions."""

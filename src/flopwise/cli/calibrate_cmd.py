@@ -9,6 +9,7 @@ import typer
 
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json
+from flopwise.cli.options import Json
 from flopwise.params import HELP
 from flopwise.specs.defaults import DEFAULT_ENGINE
 
@@ -31,7 +32,7 @@ def calibrate_cmd(
     engine_out: Annotated[Path | None, typer.Option("--engine-out", help=HELP["engine_out"])] = None,
     out: Annotated[Path | None, typer.Option("--out", help=HELP["out"])] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help=HELP["dry_run"])] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Fit compute / bandwidth efficiency by shape and per-kernel / per-step overheads to microbenchmarks, model
     steps or bench runs; print before/after error per metric; refuse parameters the data cannot identify."""

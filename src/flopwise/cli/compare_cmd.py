@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
+from flopwise.cli.options import Endpoint, Engine, Family, Frontend, Gpu, HardwareFile, Json, Kv, Model, Weights
 from flopwise.params import HELP
 from flopwise.specs.defaults import (
     COMPARE_NUM_REQUESTS,
@@ -24,11 +24,11 @@ from flopwise.specs.defaults import (
 @app.command("compare")
 def compare_cmd(
     tries: Annotated[list[str], typer.Option("--try", help=HELP["tries"] + " Repeat for more rows.")],
-    model: Annotated[str, typer.Option(help=HELP["model"])] = DEFAULT_MODEL,
-    gpu: Annotated[str, typer.Option(help=HELP["gpu"])] = DEFAULT_GPU,
+    model: Model = DEFAULT_MODEL,
+    gpu: Gpu = DEFAULT_GPU,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree of the baseline.")] = 1,
-    weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
-    kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
+    weights: Weights = None,
+    kv: Kv = None,
     workload: Annotated[str | None, typer.Option(help=HELP["compare_workload"])] = None,
     input_len: Annotated[int | None, typer.Option("--input-len", help=HELP["input_len"] + " Default: the workload's "
                                                   "mean, else 1024.")] = None,
@@ -41,12 +41,12 @@ def compare_cmd(
                                     "batches only (fast).")] = True,
     num_requests: Annotated[int, typer.Option("--num-requests",
                                               help=HELP["compare_num_requests"])] = COMPARE_NUM_REQUESTS,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
-    engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
-    frontend: Annotated[str, typer.Option(help=HELP["frontend"])] = FRONTEND_SERVING,
-    endpoint: Annotated[str, typer.Option(help=HELP["endpoint"])] = DEFAULT_ENDPOINT,
-    family: Annotated[str | None, typer.Option("--family", help=HELP["family"])] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    hardware_file: HardwareFile = None,
+    engine: Engine = DEFAULT_ENGINE,
+    frontend: Frontend = FRONTEND_SERVING,
+    endpoint: Endpoint = DEFAULT_ENDPOINT,
+    family: Family = None,
+    json_out: Json = False,
 ) -> None:
     """What each technique does to FLOPs, TTFT, TPOT, concurrency, throughput at an SLA, memory, accuracy
     risk and complexity, next to the baseline."""

@@ -2,36 +2,36 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
+from flopwise.cli.options import Family, Gpu, HardwareFile, InputLen, Json, Kv, Model, OutputLen, Tp, Weights
 from flopwise.params import HELP
 from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN
 
 
 @app.command("explain")
 def explain_cmd(
-    model: Annotated[str, typer.Option(help=HELP["model"])] = DEFAULT_MODEL,
-    gpu: Annotated[str, typer.Option(help=HELP["gpu"])] = DEFAULT_GPU,
-    tp: Annotated[int, typer.Option(help=HELP["tp"])] = 1,
-    weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
-    kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
+    model: Model = DEFAULT_MODEL,
+    gpu: Gpu = DEFAULT_GPU,
+    tp: Tp = 1,
+    weights: Weights = None,
+    kv: Kv = None,
     batch: Annotated[int, typer.Option(help="Sequences decoding together.")] = 1,
-    input_len: Annotated[int, typer.Option("--input-len", help=HELP["input_len"])] = DEFAULT_INPUT_LEN,
-    output_len: Annotated[int, typer.Option("--output-len", help=HELP["output_len"])] = DEFAULT_OUTPUT_LEN,
+    input_len: InputLen = DEFAULT_INPUT_LEN,
+    output_len: OutputLen = DEFAULT_OUTPUT_LEN,
     draft: Annotated[str | None, typer.Option(help=HELP["draft"])] = None,
     k: Annotated[int, typer.Option(help=HELP["k"])] = 4,
     alpha: Annotated[float, typer.Option(help=HELP["alpha"])] = 0.7,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
+    hardware_file: HardwareFile = None,
     engine: Annotated[str, typer.Option(
         help="Serving engine and version (its per-step CPU cost and kernels; see `flopwise "
              "engines`).")] = DEFAULT_ENGINE,
-    family: Annotated[str | None, typer.Option("--family", help=HELP["family"])] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    family: Family = None,
+    json_out: Json = False,
 ) -> None:
     """Prefill vs decode on the roofline, the FLOPs-vs-time gap, and what batching, speculative decoding,
     quantization, prefix caching, KV structure and chunked prefill each move, in numbers."""

@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
+from flopwise.cli.options import Json
 from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
@@ -70,7 +71,7 @@ def plan_cmd(
                           "vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     moe_layouts: Annotated[str, typer.Option("--moe-layouts", help=HELP["moe_layouts"])] = "tp,dep",
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Search GPUs, parallelism, formats, engine knobs and speculative decoding for the most goodput per GPU (or
     throughput, dollar, or per-user speed at one load) inside an SLA, with intervals and ties."""

@@ -10,6 +10,7 @@ import typer
 
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json
+from flopwise.cli.options import Json
 
 
 @app.command("profile")
@@ -37,7 +38,7 @@ def profile_cmd(
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for PyTorch, >= 1 (default: the cores this process may use).")] = None,
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Fit the efficiency profile to the measurements.")] = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Microbenchmarks of this machine (GEMM, memory bandwidth, attention), optional model steps, and a fitted
     hardware entry that `estimate --hardware-file` reads."""

@@ -11,31 +11,51 @@ import typer
 
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
+from flopwise.cli.options import (
+    Dp,
+    Endpoint,
+    Engine,
+    EngineFile,
+    Ep,
+    ExpertSkew,
+    Family,
+    Frontend,
+    Gpu,
+    GpuMemoryUtilization,
+    HardwareFile,
+    Json,
+    Kv,
+    Model,
+    Nodes,
+    NumGpus,
+    Pp,
+    Tp,
+    Weights,
+)
 from flopwise.params import HELP
 from flopwise.specs.defaults import DEFAULT_ENDPOINT, DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_MODEL, FRONTEND_SERVING
 
 
 @app.command("simulate")
 def simulate_cmd(
-    model: Annotated[str, typer.Option(help=HELP["model"])] = DEFAULT_MODEL,
-    gpu: Annotated[str, typer.Option(help=HELP["gpu"])] = DEFAULT_GPU,
-    num_gpus: Annotated[int | None, typer.Option("--num-gpus", help=HELP["num_gpus"])] = None,
-    tp: Annotated[int, typer.Option(help=HELP["tp"])] = 1,
-    pp: Annotated[int, typer.Option(help=HELP["pp"])] = 1,
-    dp: Annotated[int | None, typer.Option(help=HELP["dp"])] = None,
-    ep: Annotated[int, typer.Option(help=HELP["ep"])] = 1,
-    nodes: Annotated[int, typer.Option(help=HELP["nodes"])] = 1,
-    expert_skew: Annotated[float, typer.Option(help=HELP["expert_skew"])] = 1.0,
-    weights: Annotated[str | None, typer.Option(help=HELP["weights"])] = None,
-    kv: Annotated[str | None, typer.Option(help=HELP["kv"])] = None,
-    engine: Annotated[str, typer.Option(help=HELP["engine"])] = DEFAULT_ENGINE,
-    frontend: Annotated[str, typer.Option(help=HELP["frontend"])] = FRONTEND_SERVING,
-    endpoint: Annotated[str, typer.Option(help=HELP["endpoint"])] = DEFAULT_ENDPOINT,
-    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization",
-                                                                 help=HELP["gpu_memory_utilization"])] = None,
-    engine_file: Annotated[Path | None, typer.Option("--engine-file", help=HELP["engine_file"])] = None,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
-    family: Annotated[str | None, typer.Option("--family", help=HELP["family"])] = None,
+    model: Model = DEFAULT_MODEL,
+    gpu: Gpu = DEFAULT_GPU,
+    num_gpus: NumGpus = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = None,
+    ep: Ep = 1,
+    nodes: Nodes = 1,
+    expert_skew: ExpertSkew = 1.0,
+    weights: Weights = None,
+    kv: Kv = None,
+    engine: Engine = DEFAULT_ENGINE,
+    frontend: Frontend = FRONTEND_SERVING,
+    endpoint: Endpoint = DEFAULT_ENDPOINT,
+    gpu_memory_utilization: GpuMemoryUtilization = None,
+    engine_file: EngineFile = None,
+    hardware_file: HardwareFile = None,
+    family: Family = None,
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help=HELP["max_num_seqs"])] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens",
                                                                help=HELP["max_num_batched_tokens"])] = None,
@@ -83,7 +103,7 @@ def simulate_cmd(
     sla: Annotated[str | None, typer.Option(help=HELP["sla"])] = None,
     find_max_rate: Annotated[bool, typer.Option("--find-max-rate", help=HELP["find_max_rate"])] = False,
     output: Annotated[Path | None, typer.Option("--output", help=HELP["output"])] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Queueing, batching and KV capacity under a request stream: TTFT/TPOT/ITL percentiles, goodput, capacity."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
