@@ -307,7 +307,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              router: str | None = None, disaggregate: str | None = None, kv_link: str = "auto",
              layerwise: bool = True, replica_events: str | None = None, autoscale: str | None = None,
              cold_start: str | float = "auto", storage_gbs: float = 2.0, engine_start_s: float = 30.0,
-             target_outstanding: float = 32.0, progress: Callable[[int], None] | None = None) -> Simulation:
+             target_outstanding: float = 32.0, timeout_s: float | str | None = None, classes: str | None = None,
+             scheduling_policy: str = "fcfs", progress: Callable[[int], None] | None = None) -> Simulation:
     """Serve a request stream on a deployment (`flopwise simulate`): TTFT/TPOT/ITL/E2E percentiles (ms), request
     and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
     request rate meeting `sla`. Any fleet option (`replicas`, `router`, `disaggregate`, `replica_events`,
@@ -343,15 +344,20 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                           max_prefill_tokens=max_prefill_tokens,
                                           max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                                           schedule_conservativeness=schedule_conservativeness,
-                                          enable_mixed_chunk=enable_mixed_chunk), seed=seed)
+                                          enable_mixed_chunk=enable_mixed_chunk), seed=seed,
+                       scheduling_policy=scheduling_policy)
 
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
         return build_workload(num_requests=n, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed,
-                              rescale_arrivals=rescale_arrivals)
+                              rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes)
 
     if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
+        if timeout_s is not None or classes is not None or scheduling_policy != "fcfs":
+            raise WorkloadError("client timeouts, request classes and priority scheduling are simulated on "
+                                "independent replicas (--num-gpus), not yet in fleets (--replicas, --router, "
+                                "--disaggregate, --replica-events, --autoscale)")
         if num_gpus is not None and replicas is not None:
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:

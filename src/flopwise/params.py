@@ -35,6 +35,13 @@ HELP: dict[str, str] = {
                    "the experts spread over the group: tp 1, dp = ep = 2..max-gpus).",
     "expert_skew": "With --ep > 1: the busiest expert-parallel rank's token load over the mean (1: routing spread "
                    "evenly, as assumed by default; hot experts without a load balancer make it larger).",
+    "timeout_s": "Client timeout, s (e.g. 60 or 500ms): a request not finished this long after it was sent is "
+                 "abandoned (the engine drops it at its next step boundary) and counted under errors_by_kind "
+                 "'timeout'.",
+    "classes": "Request classes, e.g. \"chat=0.8:sla=p95_ttft<=300ms;batch=0.2:prio=1:timeout=120s\": shares "
+               "with their own priority, timeout and SLA; each class gets its own summary ('classes').",
+    "scheduling_policy": "fcfs, or priority: waiting requests by (priority, arrival), the lowest-priority "
+                         "running request preempted first (vLLM's --scheduling-policy; the vllm scheduler).",
     "nodes": "Servers one replica spans (its GPUs split evenly; collectives between them use each GPU's NIC, "
              "network_gbs in the hardware catalog).",
     "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",

@@ -100,6 +100,9 @@ def simulate_cmd(
     engine_start_s: Annotated[float, typer.Option("--engine-start-s", help=HELP["engine_start_s"])] = 30.0,
     target_outstanding: Annotated[float, typer.Option("--target-outstanding",
                                                       help=HELP["target_outstanding"])] = 32.0,
+    timeout_s: Annotated[str | None, typer.Option("--timeout-s", help=HELP["timeout_s"])] = None,
+    classes: Annotated[str | None, typer.Option("--classes", help=HELP["classes"])] = None,
+    scheduling_policy: Annotated[str, typer.Option("--scheduling-policy", help=HELP["scheduling_policy"])] = "fcfs",
     sla: Annotated[str | None, typer.Option(help=HELP["sla"])] = None,
     find_max_rate: Annotated[bool, typer.Option("--find-max-rate", help=HELP["find_max_rate"])] = False,
     output: Annotated[Path | None, typer.Option("--output", help=HELP["output"])] = None,
@@ -139,7 +142,8 @@ def simulate_cmd(
                           output=output, replicas=replicas, router=router, disaggregate=disaggregate,
                           kv_link=kv_link, layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
                           cold_start=cold_start, storage_gbs=storage_gbs, engine_start_s=engine_start_s,
-                          target_outstanding=target_outstanding, progress=advance)
+                          target_outstanding=target_outstanding, timeout_s=timeout_s, classes=classes,
+                          scheduling_policy=scheduling_policy, progress=advance)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

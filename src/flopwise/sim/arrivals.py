@@ -12,7 +12,9 @@ __all__ = ["OpenLoop", "ClosedLoop", "make_request"]
 
 def make_request(request_id: int, spec: RequestSpec, arrival_at: float) -> Request:
     return Request(request_id=request_id, arrival_at=arrival_at, num_prompt_tokens=spec.input_tokens,
-                   max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens)
+                   max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens,
+                   priority=spec.priority,
+                   deadline_at=None if spec.timeout_s is None else arrival_at + spec.timeout_s)
 
 
 class OpenLoop:

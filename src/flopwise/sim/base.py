@@ -77,6 +77,9 @@ class BaseScheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.num_emitted = 0  # tokens the last applied step sampled (what the API server streams out)
+        # the priority policy keeps `waiting` and `running` ordered by (priority, arrival): the waiting head
+        # is the most urgent and preemption, which pops the end of `running`, takes the least urgent
+        self.by_priority = False
 
     def use_speculation(self, acceptance: Acceptance) -> None:
         """Serve decodes speculatively from now on (call before the first step)."""
@@ -88,7 +91,30 @@ class BaseScheduler:
         return SchedulerOutput(decode_tokens=self.decode_tokens)
 
     def add_request(self, req: Request) -> None:
-        self.waiting.append(req)
+        if self.by_priority:
+            _insort(self.waiting, req)
+        else:
+            self.waiting.append(req)
+
+    def abort_expired(self, now: float) -> list[Request]:
+        """Drop the waiting and running requests whose client gave up by `now` (their deadline), freeing their
+        KV as vLLM's abort does; returns them."""
+        gone = [r for r in (*self.waiting, *self.running) if r.deadline_at is not None and r.deadline_at <= now]
+        if gone:
+            ids = {id(r) for r in gone}
+            self.waiting = deque(r for r in self.waiting if id(r) not in ids)
+            self.running = [r for r in self.running if id(r) not in ids]
+            for r in gone:
+                r.status = RequestStatus.FINISHED
+                r.aborted_at = now
+                if r.num_blocks:
+                    self.kv.free(r, reusable=False)
+        return gone
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a request waiting or running, or None."""
+        return min((r.deadline_at for r in (*self.waiting, *self.running) if r.deadline_at is not None),
+                   default=None)
 
     @property
     def has_work(self) -> bool:
@@ -104,7 +130,10 @@ class BaseScheduler:
         req.status = RequestStatus.RUNNING
         if req.first_scheduled_at is None:
             req.first_scheduled_at = now
-        self.running.append(req)
+        if self.by_priority:
+            _insort(self.running, req)
+        else:
+            self.running.append(req)
 
     def postprocess(self, out: SchedulerOutput, step: int, end_at: float) -> list[Request]:
         """Apply a finished step: computed tokens advance; a request that caught up with its tokens samples
@@ -152,3 +181,12 @@ class BaseScheduler:
             req.finished_at = end_at
             self.kv.free(req, reusable=False)
         self.running = [r for r in self.running if r.finished_at is None]
+
+
+def _insort(queue: deque[Request] | list[Request], req: Request) -> None:
+    """Insert `req` after every request at least as urgent: (priority, arrival) order, FIFO among equals."""
+    key = (req.priority, req.arrival_at)
+    i = len(queue)
+    while i > 0 and (queue[i - 1].priority, queue[i - 1].arrival_at) > key:
+        i -= 1
+    queue.insert(i, req)

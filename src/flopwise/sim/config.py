@@ -10,7 +10,9 @@ from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import SCHEDULERS
 
-__all__ = ["SimConfig", "SCHEDULERS"]
+__all__ = ["SimConfig", "SCHEDULERS", "SCHEDULING_POLICIES"]
+
+SCHEDULING_POLICIES = ("fcfs", "priority")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,10 +29,16 @@ class SimConfig:
     seed: int = 0  # the run's random draws: with speculative decoding, the tokens each verified decode accepts
     # closed loop: requests sent at one instant reach the engine this far apart (arrivals.ClosedLoop); 0: together
     client_stagger_s: float = 0.0
+    # "fcfs", or "priority": waiting requests by (priority, arrival), the lowest-priority running one preempted
+    # first (vLLM's --scheduling-policy; the vllm scheduler only)
+    scheduling_policy: str = "fcfs"
 
     def __post_init__(self) -> None:
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:
             raise WorkloadError(f"unknown scheduler '{self.scheduler}'; use one of {', '.join(SCHEDULERS)}")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise WorkloadError(f"unknown --scheduling-policy '{self.scheduling_policy}'; use "
+                                f"{' or '.join(SCHEDULING_POLICIES)}")
 
     def resolved(self, dep: Deployment) -> SimConfig:
         """This config with every None taken from the deployment's engine."""

@@ -83,6 +83,7 @@ class Replica:
 
     __slots__ = ("dep", "config", "index", "sched", "kv", "spec", "builder", "drafts", "max_decodes", "fe",
                  "shared_cpu", "tl", "inbox", "next_at", "next_rank", "num_outstanding", "last_delivery_at",
+                 "deadlines", "_aborted",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
                  "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t")
 
@@ -91,6 +92,13 @@ class Replica:
         config = config.resolved(dep)
         self.dep, self.config, self.index = dep, config, index
         self.sched = sched = make_scheduler(dep, config)
+        if config.scheduling_policy == "priority":
+            if config.scheduler != "vllm":
+                raise WorkloadError(f"--scheduling-policy priority is modelled for the vllm scheduler, not "
+                                    f"'{config.scheduler}'; use --scheduler vllm or fcfs")
+            sched.by_priority = True
+        self.deadlines = False  # some admitted request has a client timeout: abort at deadlines
+        self._aborted: list[Request] = []
         self.spec = spec = dep.speculative
         if spec is not None:
             sched.use_speculation(Acceptance(spec, (config.seed, index)))
@@ -172,6 +180,8 @@ class Replica:
     def admit(self, req: Request) -> None:
         """`req` reaches this replica at `req.arrival_at`; every event before that instant has been handled."""
         self.num_outstanding += 1
+        if req.deadline_at is not None:
+            self.deadlines = True
         fe = self.fe
         if fe is not None:
             if self._phase == _FE_RUN:  # stream the run's steps that ended before this arrival first
@@ -214,6 +224,10 @@ class Replica:
             self.num_outstanding -= len(finished)
             return finished
         self._schedule(more_coming)
+        if self._aborted:  # requests whose clients gave up: they end here (a closed-loop client sends its next)
+            gone, self._aborted = self._aborted, []
+            self.num_outstanding -= len(gone)
+            return gone
         return []
 
     def timeline(self) -> Timeline:
@@ -239,6 +253,11 @@ class Replica:
         else:
             for req in fe.pop_ready(now):
                 sched.add_request(req)
+        if self.deadlines:
+            gone = sched.abort_expired(now)
+            if gone:
+                self._aborted.extend(gone)
+                self.last_delivery_at = max(self.last_delivery_at, now)
         if not sched.has_work:
             self._wait(fe)
             return
@@ -248,16 +267,26 @@ class Replica:
             durations = run_durations(dep, self.builder, sched, k)
             self._run_start = now
             self._run_step0 = len(tl.step_end_at)
+            deadline = sched.next_deadline() if self.deadlines else None
             if fe is None:
                 ends = []
                 t = now
                 for d in durations:
                     t += d
                     ends.append(t)
+                if deadline is not None:  # end the run at the first step by whose end a client gives up
+                    k = min(k, bisect_left(ends, deadline) + 1)
                 self._run_k, self._run_ends, self._run_cut = k, ends, sched.admission_open()
-                self._phase, self.next_at, self.next_rank = _RUN, t, STEP_END
+                self._phase, self.next_at, self.next_rank = _RUN, ends[k - 1], STEP_END
                 return
             batch = len(sched.running)
+            if deadline is not None:
+                t = now
+                for j, d in enumerate(durations):
+                    t += d
+                    if t >= deadline:
+                        k = min(k, j + 1)
+                        break
             self._run_k, self._run_durations, self._run_j, self._run_batch = k, durations, 0, batch
             self._run_cut = sched.admission_open()
             if self.shared_cpu:  # each step waits for the API server's queued work: one event per step

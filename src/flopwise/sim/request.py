@@ -49,6 +49,9 @@ class Request:
     # KV computed elsewhere (a disaggregated prefill replica) that arrives with the request: the scheduler
     # takes these tokens as computed at its first admission (vLLM's KV connector, num_external_computed_tokens)
     num_external_tokens: int = 0
+    priority: int = 0  # lower first under the priority policy (vLLM's --scheduling-policy priority)
+    deadline_at: float | None = None  # the client abandons it then unless finished (its timeout)
+    aborted_at: float | None = None  # when the engine dropped it at its deadline
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
     num_output_tokens: int = 0

@@ -113,7 +113,10 @@ class VllmScheduler(BaseScheduler):
         req.num_preemptions += 1
         self.kv.free(req, reusable=True)
         req.num_computed_tokens = 0
-        self.waiting.appendleft(req)
+        if self.by_priority:  # back among the waiting by its key (vLLM's priority queue)
+            self.add_request(req)
+        else:
+            self.waiting.appendleft(req)
 
     def admission_open(self) -> bool:
         """Could the next step admit a request, were one waiting at its head? Assumes every running request

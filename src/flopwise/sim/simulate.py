@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ class SimSummary:
     setup: Mapping[str, Any]
     speculative: Mapping[str, Any] | None
     wall_s: float
+    classes: Mapping[str, RunSummary] = field(default_factory=dict)  # per request class, under its own SLA
 
     def to_dict(self) -> dict[str, Any]:
         out = self.run.to_dict()
@@ -54,6 +55,8 @@ class SimSummary:
         out["setup"] = copy.deepcopy(dict(self.setup))
         if self.speculative is not None:
             out["speculative"] = dict(self.speculative)
+        if self.classes:
+            out["classes"] = {name: s.to_dict() for name, s in self.classes.items()}
         out["sim_wall_s"] = self.wall_s
         return out
 
@@ -78,8 +81,10 @@ class SimResult:
         """Everything the run's summary holds, typed."""
         prompt = sum(r.num_prompt_tokens for r in self.requests)
         cached = sum(r.num_cached_tokens for r in self.requests)
-        return sim_summary(self.deployment, self.workload, self.config, self.timelines, self.phases, self.metrics(),
-                           cached / prompt if prompt else 0.0, self.wall_s)
+        out = sim_summary(self.deployment, self.workload, self.config, self.timelines, self.phases, self.metrics(),
+                          cached / prompt if prompt else 0.0, self.wall_s)
+        return replace(out, classes=class_summaries(self.workload, self.records, self.sla)) if self.workload.classes \
+            else out
 
     def summary(self) -> dict[str, Any]:
         """The `flopwise simulate --json` object: `metrics.summarize` keys, then engine state and the setup."""
@@ -93,6 +98,16 @@ class SimResult:
             row["cached_tokens"] = req.num_cached_tokens
             rows.append(row)
         return rows
+
+
+def class_summaries(workload: Workload, records: list[RequestRecord], sla: SLA | None) -> dict[str, RunSummary]:
+    """Each request class's summary under its own SLA (the run's where it states none)."""
+    by: dict[str, list[RequestRecord]] = {c.name: [] for c in workload.classes}
+    for rec in records:
+        k = workload.requests[rec.request_id].klass
+        if k is not None:
+            by[k].append(rec)
+    return {c.name: summarize(by[c.name], c.sla if c.sla is not None else sla) for c in workload.classes}
 
 
 def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines: list[Timeline], phases: np.ndarray,
@@ -145,9 +160,14 @@ def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
             times = ends[s[0]:s[1]]
         else:
             times = [t for a, b in zip(s[::2], s[1::2], strict=False) for t in ends[a:b]]
+        error = kind = None
+        dl = r.deadline_at
+        if dl is not None and (r.aborted_at is not None or (times and times[-1] > dl)):
+            times = [t for t in times if t <= dl]  # the client stopped reading at its deadline
+            error, kind = f"no complete response within the client's {dl - r.arrival_at:g} s timeout", "timeout"
         out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
                                  output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
-                                 preemptions=r.num_preemptions))
+                                 preemptions=r.num_preemptions, error=error, error_kind=kind))
     return out
 
 

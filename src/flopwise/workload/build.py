@@ -22,6 +22,7 @@ from flopwise.errors import WorkloadError
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_NUM_REQUESTS, DEFAULT_OUTPUT_LEN, MAX_NUM_REQUESTS
 from flopwise.validate import integer, number, text
 from flopwise.workload.arrivals import ArrivalProcess, arrival_times
+from flopwise.workload.classes import RequestClass, assign_classes, parse_classes, parse_timeout
 from flopwise.workload.lengths import LengthDist, parse_length
 from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
 from flopwise.workload.spec import RequestSpec, Workload
@@ -43,11 +44,13 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    request_rate: float | None = None, arrival: str = "poisson", burstiness: float = 1.0,
                    concurrency: int | None = None, trace: str | Path | None = None,
                    tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False,
-                   rescale_arrivals: bool = False) -> Workload:
+                   rescale_arrivals: bool = False, timeout_s: float | str | None = None,
+                   classes: str | tuple[RequestClass, ...] | None = None) -> Workload:
     """A deterministic request stream (see the module docstring for precedence). `cycle_trace`: a trace shorter
     than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate).
     `rescale_arrivals`: the schedule of `vllm bench serve` (request N of N at exactly N / rate;
-    `workload.arrivals`)."""
+    `workload.arrivals`). `timeout_s`: every request's client timeout; `classes`: request classes
+    (`workload/classes.py`), drawn under the seed."""
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if concurrency is not None:
@@ -83,20 +86,25 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                      for i, o in zip(ins, outs, strict=True)]
         name = named.name if named else f"in={in_d},out={out_d}"
         timed = False
+    timeout = parse_timeout(timeout_s) if isinstance(timeout_s, str) else timeout_s
+    if timeout is not None:
+        number(timeout, "--timeout-s (s)", lo=0, lo_open=True)
+    kinds = parse_classes(classes) if isinstance(classes, str) else (classes or ())
+    if kinds or timeout is not None:
+        rng_class = np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4])
+        specs = assign_classes(specs, kinds, timeout, rng_class)
     if concurrency is not None:
-        return Workload(tuple(specs), concurrency=concurrency, name=name)
+        return Workload(tuple(specs), concurrency=concurrency, name=name, classes=kinds)
     if request_rate is None and timed:
-        return Workload(tuple(specs), name=name)
+        return Workload(tuple(specs), name=name, classes=kinds)
     if request_rate is None:
         proc = named.arrivals if named else ArrivalProcess(kind="poisson", rate=math.inf)
         proc = replace(proc, rescale=rescale_arrivals)
     else:
         proc = ArrivalProcess(kind=arrival, rate=request_rate, burstiness=burstiness, rescale=rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
-    specs = [RequestSpec(arrival_at=float(t), input_tokens=s.input_tokens, output_tokens=s.output_tokens,
-                         prefix_id=s.prefix_id, prefix_tokens=s.prefix_tokens)
-             for t, s in zip(times, specs, strict=True)]
-    return Workload(tuple(specs), name=name)
+    specs = [replace(s, arrival_at=float(t)) for t, s in zip(times, specs, strict=True)]
+    return Workload(tuple(specs), name=name, classes=kinds)
 
 
 def _dist(given: str | int | LengthDist | None, named: LengthDist | None, default: int) -> LengthDist:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flopwise.errors import WorkloadError
 from flopwise.validate import integer
+
+if TYPE_CHECKING:
+    from flopwise.workload.classes import RequestClass
 
 __all__ = ["RequestSpec", "Workload"]
 
@@ -22,6 +26,9 @@ class RequestSpec:
     output_tokens: int
     prefix_id: int | None = None
     prefix_tokens: int = 0
+    klass: str | None = None  # its request class (`workload/classes.py`), if the stream has classes
+    priority: int = 0  # lower runs first under a priority scheduling policy (vLLM's convention)
+    timeout_s: float | None = None  # the client abandons it this long after sending it, unless finished
 
     def __post_init__(self) -> None:
         for name in ("input_tokens", "output_tokens", "prefix_tokens"):
@@ -33,6 +40,9 @@ class RequestSpec:
         if not 0 <= self.prefix_tokens <= self.input_tokens:
             raise WorkloadError(f"prefix_tokens must be in [0, input_tokens={self.input_tokens}], "
                                 f"got {self.prefix_tokens}")
+        if self.timeout_s is not None and not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)
+                                               and self.timeout_s > 0):
+            raise WorkloadError(f"a request's timeout must be a finite number of seconds > 0, got {self.timeout_s!r}")
         if not (isinstance(self.arrival_at, int | float) and math.isfinite(self.arrival_at) and self.arrival_at >= 0):
             raise WorkloadError(f"arrival times must be finite numbers >= 0 (s), got {self.arrival_at!r}")
 
@@ -46,6 +56,7 @@ class Workload:
     requests: tuple[RequestSpec, ...]
     concurrency: int | None = None
     name: str = "custom"
+    classes: tuple[RequestClass, ...] = ()  # the request classes its requests were drawn into, if any
 
     def __post_init__(self) -> None:
         if not self.requests:
