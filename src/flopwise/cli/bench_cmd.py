@@ -215,7 +215,7 @@ def _interruptible(fn: Any, out_dir: Path, json_out: bool, progress: _ProgressLi
         raise typer.Exit(exit_code(e.signum)) from None
 
 
-def _emit(reports: list[RunReport], max_rate: float | None, json_out: bool, predictions: list | None = None,
+def _emit(reports: list[RunReport], max_rate: float | None, json_out: bool, predictions: list[Any] | None = None,
           as_levels: bool = False, summary: dict[str, Any] | None = None) -> None:
     """Print the run (`summary`: the --json object where the API made it, each level's prediction inside it)."""
     if json_out:

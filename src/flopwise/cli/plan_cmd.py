@@ -4,7 +4,7 @@ throughput, or per dollar, or per-user speed at one load), with intervals, why, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
@@ -77,11 +77,13 @@ def plan_cmd(
     throughput, dollar, or per-user speed at one load) inside an SLA, with intervals and ties."""
     from flopwise.api import plan  # checks every value before the search (flopwise.validate)
 
-    kw = dict(gpus=gpus, max_gpus=max_gpus, workload=workload, trace=trace, input_len=input_len, output_len=output_len,
-              rate=rate, sla=sla, objective=objective, tp=tp, weights=weights, kv=kv, max_num_seqs=max_num_seqs,
-              max_num_batched_tokens=max_num_batched_tokens, engine=engine, prefix_caching=prefix_caching,
-              speculative=speculative, num_requests=num_requests, max_effort=max_effort, seed=seed,
-              hardware_file=hardware_file, html=html_out, serving=serving, moe_layouts=moe_layouts)
+    kw: dict[str, Any] = dict(gpus=gpus, max_gpus=max_gpus, workload=workload, trace=trace, input_len=input_len,
+                              output_len=output_len,
+                              rate=rate, sla=sla, objective=objective, tp=tp, weights=weights, kv=kv,
+                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, engine=engine,
+                              prefix_caching=prefix_caching, speculative=speculative, num_requests=num_requests,
+                              max_effort=max_effort, seed=seed, hardware_file=hardware_file, html=html_out,
+                              serving=serving, moe_layouts=moe_layouts)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)
@@ -91,7 +93,7 @@ def plan_cmd(
     if json_out:
         print_json(d)
     else:
-        render_plan(console, d)
+        render_plan(console, dict(d))
         if html_out:
             console.print(f"HTML report: {html_out}")
 

@@ -69,7 +69,7 @@ def _key(k: str) -> str:
 def _table(lines: list[str], path: str, table: dict[str, Any], array: bool = False) -> None:
     """Write scalars first, then sub-tables ([path.sub]) and arrays of tables ([[path.sub]])."""
     lines.append(f"[[{path}]]" if array else f"[{path}]")
-    subs = []
+    subs: list[tuple[str, Any, bool]] = []
     for k, v in table.items():
         if v is None:
             continue

@@ -19,8 +19,11 @@ and copies only. `quick=True` keeps the grid small (under 30 s on a 2-core CPU).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypedDict
 
 from flopwise.metrics.measurements import KernelPoint
 from flopwise.profile.timing import Timing, measure
@@ -80,7 +83,12 @@ def attention_point(q_rows: int, kv_len: int, heads: int, kv_heads: int, head_di
                               "head_dim": head_dim})
 
 
-def _extra(t: Timing) -> dict[str, object]:
+class _Extra(TypedDict):
+    spread: float
+    repeats: int
+
+
+def _extra(t: Timing) -> _Extra:
     return {"spread": round(t.spread, 3), "repeats": t.repeats}
 
 
@@ -104,16 +112,16 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
                 w = torch.randn(k, n, device=dev).to(tdt[dtype])
                 for m in cfg.gemm_m:
                     a = torch.randn(m, k, device=dev).to(tdt[dtype])
-                    t = measure(lambda a=a, w=w: a @ w, budget_s=cfg.budget_s, sync=sync)
+                    t = measure(partial(operator.matmul, a, w), budget_s=cfg.budget_s, sync=sync)
                     pts.append(gemm_point(m, n, k, dtype, t.median_s, **_extra(t)))
                     say(f"gemm {dtype} M={m} N={n} K={k}: {2 * m * n * k / t.median_s / 1e9:.1f} GFLOP/s")
                 del w
         for mib in cfg.copy_mib:
             x = torch.ones(mib * 2**20 // 4, device=dev)
             y = torch.empty_like(x)
-            t = measure(lambda x=x, y=y: y.copy_(x), budget_s=cfg.budget_s, sync=sync)
+            t = measure(partial(y.copy_, x), budget_s=cfg.budget_s, sync=sync)
             pts.append(copy_point(mib * 2**20, t.median_s, **_extra(t)))
-            t = measure(lambda x=x: x.sum(), budget_s=cfg.budget_s, sync=sync)
+            t = measure(x.sum, budget_s=cfg.budget_s, sync=sync)
             pts.append(copy_point(mib * 2**20, t.median_s, read_only=True, **_extra(t)))
             say(f"copy {mib} MiB: {2 * mib * 2**20 / pts[-2].seconds / 1e9:.1f} GB/s, "
                 f"read {mib * 2**20 / t.median_s / 1e9:.1f} GB/s")
@@ -125,8 +133,7 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
             q = torch.randn(1, h, 1, d, device=dev).to(tdt[adt])
             kc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
             vc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
-            t = measure(lambda q=q, kc=kc, vc=vc: F.scaled_dot_product_attention(q, kc, vc, enable_gqa=True),
-                        budget_s=cfg.budget_s,
+            t = measure(partial(F.scaled_dot_product_attention, q, kc, vc, enable_gqa=True), budget_s=cfg.budget_s,
                         sync=sync)
             pts.append(attention_point(1, L, h, kvh, d, adt, t.median_s, **_extra(t)))
             say(f"attention decode L={L}: {pts[-1].kv_bytes / t.median_s / 1e9:.1f} GB/s of KV")
@@ -134,8 +141,7 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
             q = torch.randn(1, h, L, d, device=dev).to(tdt[adt])
             kc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
             vc = torch.randn(1, kvh, L, d, device=dev).to(tdt[adt])
-            t = measure(lambda q=q, kc=kc, vc=vc: F.scaled_dot_product_attention(q, kc, vc, is_causal=True,
-                                                                          enable_gqa=True),
+            t = measure(partial(F.scaled_dot_product_attention, q, kc, vc, is_causal=True, enable_gqa=True),
                         budget_s=cfg.budget_s, sync=sync)
             pts.append(attention_point(L, L, h, kvh, d, adt, t.median_s, **_extra(t)))
             say(f"attention prefill L={L}: {pts[-1].flops / t.median_s / 1e9:.1f} GFLOP/s")
@@ -153,13 +159,13 @@ def _numpy_microbenchmarks(cfg: MicrobenchConfig, progress: Callable[[str], None
         w = rng.standard_normal((k, n), dtype=np.float32)
         for m in cfg.gemm_m:
             a = rng.standard_normal((m, k), dtype=np.float32)
-            t = measure(lambda a=a, w=w: a @ w, budget_s=cfg.budget_s)
+            t = measure(partial(operator.matmul, a, w), budget_s=cfg.budget_s)
             pts.append(gemm_point(m, n, k, "fp32", t.median_s, **_extra(t)))
     for mib in cfg.copy_mib:
         x = np.ones(mib * 2**20 // 4, dtype=np.float32)
         y = np.empty_like(x)
-        t = measure(lambda x=x, y=y: np.copyto(y, x), budget_s=cfg.budget_s)
+        t = measure(partial(np.copyto, y, x), budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, **_extra(t)))
-        t = measure(lambda x=x: x.sum(), budget_s=cfg.budget_s)
+        t = measure(x.sum, budget_s=cfg.budget_s)
         pts.append(copy_point(mib * 2**20, t.median_s, read_only=True, **_extra(t)))
     return pts

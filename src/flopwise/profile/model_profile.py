@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from flopwise.cost.batch import batch_shape
 from flopwise.cost.layout import layout
+from flopwise.cost.step import step_cost
 from flopwise.errors import SpecError
 from flopwise.metrics.measurements import StepPoint
 from flopwise.profile.timing import measure
@@ -70,7 +73,8 @@ def step_point(dep: Deployment, kind: str, batch: int, new_tokens: int, context:
                      context=context)
 
 
-def _build(model: ModelSpec, max_batch: int, max_ctx: int, device: str):  # pragma: no cover - needs torch
+def _build(model: ModelSpec, max_batch: int, max_ctx: int,
+           device: str) -> Callable[[Any, int], Any]:  # pragma: no cover - needs torch
     import torch
     import torch.nn.functional as F
 
@@ -83,7 +87,7 @@ def _build(model: ModelSpec, max_batch: int, max_ctx: int, device: str):  # prag
     def w(*shape: int) -> torch.Tensor:
         return (torch.randn(*shape, generator=gen) * 0.02).to(dt).to(dev)
 
-    layers = []
+    layers: list[dict[str, Any]] = []
     for _ in range(model.num_layers):
         layers.append({
             "qkv": w((nh + 2 * nkv) * d, h), "qkv_b": w((nh + 2 * nkv) * d) if model.qkv_bias else None,
@@ -113,7 +117,7 @@ def _build(model: ModelSpec, max_batch: int, max_ctx: int, device: str):  # prag
         for L in layers:
             y = F.rms_norm(x, (h,), L["n1"], eps)
             qkv = F.linear(y, L["qkv"], L["qkv_b"])
-            q, k, v = qkv.split([nh * d, nkv * d, nkv * d], -1)
+            q, k, v = torch.split(qkv, [nh * d, nkv * d, nkv * d], -1)
             q = rope(q.view(b, n, nh, d), pos).transpose(1, 2)
             k = rope(k.view(b, n, nkv, d), pos).transpose(1, 2)
             L["k"][:b, :, context:context + n] = k
@@ -157,21 +161,19 @@ def profile_model(model: ModelSpec, hw: HardwareSpec, cfg: ModelProfileConfig, *
     with torch.inference_mode():
         for n in cfg.prefill_lens:
             toks = torch.randint(0, model.vocab_size, (1, n), generator=gen).to(device)
-            t = measure(lambda toks=toks: forward(toks, 0), budget_s=cfg.budget_s, sync=sync, repeats=5)
+            t = measure(partial(forward, toks, 0), budget_s=cfg.budget_s, sync=sync, repeats=5)
             pts.append(step_point(dep, "prefill", 1, n, 0, t.median_s))
             say(_line(pts[-1], t.spread))
         for c in cfg.decode_contexts:
             for b in cfg.decode_batches:
                 toks = torch.randint(0, model.vocab_size, (b, 1), generator=gen).to(device)
-                t = measure(lambda toks=toks, c=c: forward(toks, c), budget_s=cfg.budget_s, sync=sync, repeats=7)
+                t = measure(partial(forward, toks, c), budget_s=cfg.budget_s, sync=sync, repeats=7)
                 pts.append(step_point(dep, "decode", b, 1, c, t.median_s))
                 say(_line(pts[-1], t.spread))
     return pts
 
 
 def _line(p: StepPoint, spread: float) -> str:
-    from flopwise.cost.step import step_cost
-
     sc = step_cost(p.dep, p.shape)
     return (f"{p.desc:28s} {p.seconds * 1e3:9.2f} ms (spread {100 * spread:.0f}%)  model {sc.time_s * 1e3:9.2f} ms  "
             f"{sc.flops / p.seconds / 1e9:7.1f} GFLOP/s  {sc.bytes / p.seconds / 1e9:6.1f} GB/s")
@@ -179,9 +181,7 @@ def _line(p: StepPoint, spread: float) -> str:
 
 def summarize_points(points: Sequence[StepPoint]) -> list[dict[str, float | str]]:
     """Rows for reports: measured vs the cost model at the deployment's current profile."""
-    from flopwise.cost.step import step_cost
-
-    rows = []
+    rows: list[dict[str, float | str]] = []
     for p in points:
         sc = step_cost(p.dep, p.shape)
         rows.append({"step": p.desc, "measured_ms": p.seconds * 1e3, "predicted_ms": sc.time_s * 1e3,
