@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+import flopwise
 from flopwise.api import deployment, estimate
 from flopwise.cluster import simulate_fleet
 from flopwise.cluster.autoscale import cold_start_s
@@ -352,3 +353,15 @@ def test_api_simulate_fleet_and_bad_serving():
     # a comma-separated string is split as the CLI gives it (it was once read as one mode)
     with pytest.raises(WorkloadError, match="got colocated$"):
         flopwise.plan(serving="aggregated,colocated")
+
+
+def test_fleet_max_rate_is_a_sustained_rate_with_an_interval():
+    sla = "p95_ttft<=500ms,p95_tpot<=50ms"
+    one = flopwise.simulate(find_max_rate=True, sla=sla).to_dict()["max_rate"]
+    two = flopwise.simulate(replicas=2, router="round-robin", find_max_rate=True, sla=sla).to_dict()["max_rate"]
+    assert two["search"] == "sustained-rate rule over the fleet" and not two["capped_by_ceiling"]
+    lo, hi = two["request_rate_interval"]
+    assert lo <= two["request_rate"] <= hi and hi > lo
+    # two replicas carry about twice one's sustained rate (round-robin smooths each replica's arrivals a little)
+    assert 1.8 * one["request_rate"] <= two["request_rate"] <= 2.4 * one["request_rate"]
+    assert two["window_summary"]["sla_met"] is True

@@ -27,6 +27,7 @@ import asyncio
 import csv
 import functools
 import inspect
+import math
 import numbers
 import time
 import types
@@ -72,9 +73,10 @@ from flopwise.validate import integer, number, output_path, text
 
 if typing.TYPE_CHECKING:
     from flopwise.cluster import FleetResult
-    from flopwise.sim.simulate import SimResult
+    from flopwise.sim.simulate import RunResult
     from flopwise.techniques.explain import Explanation
     from flopwise.techniques.ledger import Ledger
+    from flopwise.workload.spec import Workload
 
 __all__ = ["deployment", "estimate", "simulate", "compare", "explain", "plan", "bench", "bench_async", "calibrate",
            "engine_profile", "DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE"]
@@ -284,6 +286,15 @@ def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
+def _steady_rule(seed: int, num_requests: int | None) -> Any:
+    """The sustained-rate rule of a --find-max-rate search: --num-requests sets its smallest measured window."""
+    from flopwise.sim.steady import SteadyRule
+
+    if num_requests is None:
+        return SteadyRule(seed=seed)
+    return SteadyRule(seed=seed, min_window_requests=max(20, num_requests), max_window_requests=max(3000, num_requests))
+
+
 @_checked
 @documented(input_len="lengths", output_len="output_lengths")
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
@@ -318,7 +329,6 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     from flopwise.sim import find_max_rate as search_max_rate
     from flopwise.sim import simulate as run
     from flopwise.sim.sglang_knobs import SglangKnobs
-    from flopwise.sim.steady import SteadyRule
     from flopwise.specs.sla import parse_sla
     from flopwise.workload import build_workload
 
@@ -364,7 +374,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             integer(replicas, "--replicas", lo=1, hi=4096)
         from flopwise.cluster import simulate_fleet
         from flopwise.cluster.build import build_cluster
-        from flopwise.sim.max_rate import bisect_max_rate
+        from flopwise.sim.max_rate import capacity_bounds
 
         def make(t: int, count: int) -> Deployment:
             return build_deployment(model, gpu, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
@@ -378,24 +388,35 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
                               cold_start=str(cold_start), storage_gbs=storage_gbs, engine_start_s=engine_start_s,
                               target_outstanding=target_outstanding)
-        result: SimResult | FleetResult
+        result: RunResult
         if find_max_rate:
             workload_at(None)
-            found = bisect_max_rate(lambda r: simulate_fleet(fleet, workload_at(r), config, sla=objectives))
+            assert objectives is not None
+
+            def on_fleet(wl: Workload) -> FleetResult:
+                return simulate_fleet(fleet, wl, config, sla=objectives, metrics="exact")
+
+            # the ceiling: the replicas' closed-form ceilings summed, or twice what the fleet completes when every
+            # request arrives at once, whichever is higher (a pool that only prefills or only decodes can outrun
+            # its full-request ceiling)
+            sample = workload_at(math.inf)
+            pc = config.prefix_caching(dep)
+            per_replica = sum(p.num_replicas * capacity_bounds(p.deployment, sample, objectives, pc).max_rate_ceiling
+                              for p in fleet.pools)
+            burst = on_fleet(sample).metrics().request_throughput
+            found = search_max_rate(dep, workload_at, objectives, config, rule=_steady_rule(seed, num_requests),
+                                    ceiling=max(per_replica, 2 * burst), run=on_fleet)
             result = found.result
-            summary = result.summary()
-            summary["max_rate"] = {"request_rate": found.rate, "upper_bound": found.upper_bound,
-                                   "probes": [{"request_rate": r, "sla_met": ok} for r, ok in found.probes],
-                                   "search": "bisection (fleets do not yet use the sustained-rate rule)"}
+            summary = found.summary()  # latencies and SLA over the measured window
+            summary["max_rate"] = {**found.to_dict(), "search": "sustained-rate rule over the fleet"}
         else:
             result = simulate_fleet(fleet, workload_at(rate), config, sla=objectives, progress=progress)
             summary = result.summary()
     elif find_max_rate:
         workload_at(None)  # a bad workload is an error before the first probe
         # --num-requests here sets the smallest measured window (the rule sizes each probe from it)
-        rule = SteadyRule(seed=seed) if num_requests is None else SteadyRule(
-            seed=seed, min_window_requests=max(20, num_requests), max_window_requests=max(3000, num_requests))
-        found = search_max_rate(dep, workload_at, objectives, config, rule=rule)  # type: ignore[arg-type]
+        found = search_max_rate(dep, workload_at, objectives, config,  # type: ignore[arg-type]
+                                rule=_steady_rule(seed, num_requests))
         result = found.result
         summary = found.summary()  # latencies and SLA over the measured window
         summary["max_rate"] = found.to_dict()

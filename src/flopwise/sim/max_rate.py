@@ -39,7 +39,7 @@ from flopwise.cost.memory import max_sequences
 from flopwise.errors import InfeasibleError
 from flopwise.metrics.summary import summarize
 from flopwise.sim.config import SimConfig
-from flopwise.sim.simulate import SimResult, simulate
+from flopwise.sim.simulate import RunResult, simulate
 from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, measure
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
@@ -48,6 +48,7 @@ from flopwise.workload.spec import Workload
 __all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "bisect_max_rate"]
 
 WorkloadAt = Callable[[float, int], Workload]
+Runner = Callable[[Workload], RunResult]  # simulates a stream on something other than one deployment (a fleet)
 _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
                 "sla_objectives_met", "sla_met")
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
@@ -56,7 +57,7 @@ CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sampl
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MaxRate:
     rate: float  # requests/s: the highest probed rate the rule accepted (<= upper_bound)
-    result: SimResult  # the run at that rate
+    result: RunResult  # the run at that rate
     upper_bound: float  # the closed-form capacity ceiling (requests/s)
     probes: tuple[tuple[float, bool], ...]  # (rate, passed) in probe order
     interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
@@ -96,9 +97,10 @@ def capacity_bounds(dep: Deployment, workload: Workload, sla: SLA, prefix_cachin
 
 
 def probe_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: SimConfig | None, rule: SteadyRule,
-               rate: float, size: ProbeSize) -> Probe:
-    """Simulate one rate on a stream of `size` and judge it by the rule."""
-    res = simulate(dep, workload_at(rate, size.num_requests), config, sla=sla)
+               rate: float, size: ProbeSize, run: Runner | None = None) -> Probe:
+    """Simulate one rate on a stream of `size` (on `dep`, or by `run`: a fleet) and judge it by the rule."""
+    wl = workload_at(rate, size.num_requests)
+    res = run(wl) if run is not None else simulate(dep, wl, config, sla=sla)
     return measure(res, sla, rate, size, rule)
 
 
@@ -111,14 +113,16 @@ def _crossing(lo: float, s_lo: float, hi: float, s_hi: float) -> float:
 def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: SimConfig | None = None, *,
                   rule: SteadyRule | None = None, ceiling: float | None = None, size: ProbeSize | None = None,
                   e2e_s: float | None = None, start: float | None = None, rate_tolerance: float = 0.04,
-                  max_probes: int = 9) -> MaxRate:
+                  max_probes: int = 9, run: Runner | None = None) -> MaxRate:
     """`workload_at(rate, num_requests)` builds the request stream (one seed for every call). `ceiling`
     defaults to the closed-form bound of the stream (`cost.capacity`), `size` to the rule's size at the
     capacity estimate, `e2e_s` to the bounds' latency near capacity (a probe above the design rate of `size`
-    is sized for its own rate); `start` is the first rate probed (a previous answer, when refining)."""
+    is sized for its own rate); `start` is the first rate probed (a previous answer, when refining). `run`:
+    simulate each probe with it instead of on `dep` (a fleet; give its `ceiling`, `dep` is then the deployment
+    whose bounds size the probes)."""
     rule = rule or SteadyRule()
     config = config or SimConfig()
-    if not any(o.metric in ("ttft", "e2e") for o in sla.objectives):
+    if run is None and not any(o.metric in ("ttft", "e2e") for o in sla.objectives):
         sat = saturated_rate(dep, workload_at, sla, config, rule, ceiling=ceiling)
         if sat is not None:
             return sat
@@ -137,7 +141,7 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
     trail: list[Probe] = []
 
     def probe(rate: float) -> Probe:
-        p = probe_rate(dep, workload_at, sla, config, rule, rate, size.at_least(rule.size(rate, e2e_s, ttft_s)))
+        p = probe_rate(dep, workload_at, sla, config, rule, rate, size.at_least(rule.size(rate, e2e_s, ttft_s)), run)
         trail.append(p)
         return p
 
@@ -264,9 +268,9 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
 def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> MaxRate:
     """The highest rate meeting the SLA over any simulation by plain bisection between bound / 64 and the rate
     the system completes at an infinite offered load: `run_at(rate)` returns a result whose `metrics()` is its
-    `RunSummary` (a fleet's result). Fleets (`plan/fleet.py`,
-    `simulate --replicas/--disaggregate --find-max-rate`) still search this way: the sustained-rate rule
-    (`steady.py`) is not yet applied to them, so their short probes can pass a rate a long run would not."""
+    `RunSummary` (a fleet's result). The fleet planner (`plan/fleet.py`) searches this way, for speed: its short
+    probes can pass a rate a long run would not; `simulate --replicas/--disaggregate --find-max-rate` runs
+    `find_max_rate` with the fleet as its `run` (the sustained-rate rule)."""
     bound = run_at(math.inf).metrics().request_throughput
     probes: list[tuple[float, bool]] = []
 

@@ -11,7 +11,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,7 +28,24 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SimResult", "SimSummary", "simulate", "sim_summary"]
+__all__ = ["SimResult", "SimSummary", "RunResult", "simulate", "sim_summary"]
+
+
+class RunResult(Protocol):
+    """What a simulated run gives those who judge it (`steady.py`, `max_rate.py`): one replica's `SimResult` or a
+    fleet's (`cluster.FleetResult`, exact metrics): its workload, its records in request-id order, its typed
+    summary and JSON."""
+
+    workload: Workload
+    records: list[RequestRecord]
+
+    def metrics(self) -> RunSummary: ...
+
+    def report(self) -> SimSummary: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+    def rows(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -58,7 +58,7 @@ import numpy as np
 
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
-from flopwise.sim.simulate import SimResult
+from flopwise.sim.simulate import RunResult
 from flopwise.specs.sla import SLA, Objective
 
 __all__ = ["SteadyRule", "ProbeSize", "Probe", "measure"]
@@ -160,7 +160,7 @@ class Probe:
     z: float
     ratio_samples: np.ndarray = field(repr=False, compare=False)
     summary: RunSummary = field(repr=False, compare=False)  # the window's requests (metrics.summarize)
-    result: SimResult = field(repr=False, compare=False)
+    result: RunResult = field(repr=False, compare=False)
 
     @property
     def backlog_score(self) -> float:
@@ -276,7 +276,7 @@ def _objective(window: list[RequestRecord], o: Objective, picks: np.ndarray) -> 
     return point, boot
 
 
-def measure(result: SimResult, sla: SLA, rate: float, size: ProbeSize, rule: SteadyRule) -> Probe:
+def measure(result: RunResult, sla: SLA, rate: float, size: ProbeSize, rule: SteadyRule) -> Probe:
     """Judge one simulated probe by the rule (module docstring)."""
     records = result.records  # in request-id order: the stream's send order
     window = records[size.warmup_requests:size.warmup_requests + size.window_requests]
