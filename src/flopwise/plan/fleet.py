@@ -6,7 +6,8 @@ For one GPU type and `total_gpus`, the candidates are
                     (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
 Each is simulated as a fleet (`cluster/`) and its highest request rate meeting the SLA found by bisection
 (`sim.max_rate.bisect_max_rate`: short probes, so it can pass a rate a long run would not; `simulate
---find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost); candidates are ranked by
+--find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost); candidates are
+ranked by
 output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica planner's
 goodput). Which constraint binds is read off the run at the rate just above.
 
