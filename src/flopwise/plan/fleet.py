@@ -7,9 +7,8 @@ For one GPU type and `total_gpus`, the candidates are
 Each is simulated as a fleet (`cluster/`) and its highest request rate meeting the SLA found by bisection
 (`sim.max_rate.bisect_max_rate`: short probes, so it can pass a rate a long run would not; `simulate
 --find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost); candidates are
-ranked by
-output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica planner's
-goodput). Which constraint binds is read off the run at the rate just above.
+ranked by output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica
+planner's goodput). Which constraint binds is read off the run at the rate just above.
 
 This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
 aggregated,disaggregated` calls it after that planner, for the first GPU given.
