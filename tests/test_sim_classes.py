@@ -88,7 +88,20 @@ def test_classes_are_parsed_and_drawn_by_share():
     (dict(classes="a=1:colour=red"), "prio=N, timeout=S or sla"),
     (dict(scheduling_policy="lifo"), "--scheduling-policy"),
     (dict(replicas=2, timeout_s=5), "not yet in fleets"),
+    (dict(replicas=2, classes="a=1:timeout=5s"), "not yet in fleets"),
 ])
 def test_bad_timeouts_classes_and_policies_are_one_clear_error(kw, msg):
     with pytest.raises(WorkloadError, match=msg):
         flopwise.simulate(num_requests=5, input_len=16, output_len=4, request_rate=1.0, **kw)
+
+
+def test_classes_and_priorities_run_in_fleets_too():
+    def run(policy):
+        return flopwise.simulate(replicas=2, router="least-outstanding", num_requests=800, input_len=1024,
+                                 output_len=256, request_rate=100.0, classes="chat=0.5;batch=0.5:prio=1",
+                                 scheduling_policy=policy).to_dict()["classes"]
+
+    fcfs, prio = run("fcfs"), run("priority")
+    assert prio["chat"]["num_requests"] + prio["batch"]["num_requests"] == 800
+    assert prio["chat"]["ttft_ms"]["p95"] < 0.5 * fcfs["chat"]["ttft_ms"]["p95"]
+    assert prio["batch"]["ttft_ms"]["p95"] > fcfs["batch"]["ttft_ms"]["p95"]

@@ -198,6 +198,9 @@ class Fleet:
     def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
             sla: SLA | None = None) -> FleetResult:
         t0 = time.perf_counter()
+        if any(s.timeout_s is not None for s in workload.requests):
+            raise WorkloadError("client timeouts are simulated on independent replicas (simulate --num-gpus), not "
+                                "yet in fleets: a fleet would count an abandoned request as served")
         items = list(enumerate(workload.requests))
         self.specs = workload.requests
         n = workload.num_requests
@@ -300,7 +303,8 @@ class Fleet:
         """A client's request reaches the first pool."""
         if role == "prefill":
             leg = Request(request_id=req.request_id, arrival_at=req.arrival_at, num_prompt_tokens=req.num_prompt_tokens,
-                          max_tokens=1, prefix_id=req.prefix_id, num_prefix_tokens=req.num_prefix_tokens)
+                          max_tokens=1, prefix_id=req.prefix_id, num_prefix_tokens=req.num_prefix_tokens,
+                          priority=req.priority)
         else:
             leg = req
         m = self._route(role, leg)
@@ -372,7 +376,8 @@ class Fleet:
         spec = self.specs[rid]
         done = self.handoff_at[rid]
         leg = Request(request_id=rid, arrival_at=done, num_prompt_tokens=spec.input_tokens,
-                      max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens)
+                      max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens,
+                      priority=spec.priority)
         leg.num_output_tokens = 1  # sampled on the prefill replica
         leg.num_tokens = spec.input_tokens + 1
         leg.num_external_tokens = spec.input_tokens
@@ -532,7 +537,8 @@ class FleetResult:
         return self._sim_result().metrics() if self.bounded is None else self.bounded.summarize(self.sla)
 
     def report(self) -> SimSummary:
-        """`simulate`'s typed summary over the whole fleet (the decode pool's deployment as its setup)."""
+        """`simulate`'s typed summary over the whole fleet (the decode pool's deployment as its setup); request
+        classes are summarised with exact metrics only."""
         b = self.bounded
         if b is None:
             return self._sim_result().report()
