@@ -87,8 +87,6 @@ def test_classes_are_parsed_and_drawn_by_share():
     (dict(classes="a=1:prio=x"), "not an integer"),
     (dict(classes="a=1:colour=red"), "prio=N, timeout=S or sla"),
     (dict(scheduling_policy="lifo"), "--scheduling-policy"),
-    (dict(replicas=2, timeout_s=5), "not yet in fleets"),
-    (dict(replicas=2, classes="a=1:timeout=5s"), "not yet in fleets"),
 ])
 def test_bad_timeouts_classes_and_policies_are_one_clear_error(kw, msg):
     with pytest.raises(WorkloadError, match=msg):
@@ -105,3 +103,28 @@ def test_classes_and_priorities_run_in_fleets_too():
     assert prio["chat"]["num_requests"] + prio["batch"]["num_requests"] == 800
     assert prio["chat"]["ttft_ms"]["p95"] < 0.5 * fcfs["chat"]["ttft_ms"]["p95"]
     assert prio["batch"]["ttft_ms"]["p95"] > fcfs["batch"]["ttft_ms"]["p95"]
+
+
+def test_fleets_abandon_timed_out_requests_like_one_replica_and_bounded_metrics_agree():
+    from flopwise.cluster import simulate_fleet
+    from flopwise.cluster.build import build_cluster
+
+    def make(tp, n):
+        return build_deployment("meta-llama/Llama-3.1-8B", "h100-sxm", tp=tp, num_gpus=tp * n)
+
+    one = simulate(make(1, 1), build_workload(num_requests=600, input_len=1024, output_len=256, request_rate=30.0,
+                                              timeout_s=5), SimConfig()).metrics()
+    wl = build_workload(num_requests=1200, input_len=1024, output_len=256, request_rate=60.0, timeout_s=5)
+    spec = build_cluster(make, tp=1, replicas=2, router="round-robin")
+    exact = simulate_fleet(spec, wl, metrics="exact").metrics()
+    bounded = simulate_fleet(spec, wl, metrics="bounded").metrics()
+    late = exact.errors_by_kind.get("timeout", 0)
+    assert late > 0 and exact.num_completed + late == 1200
+    assert bounded.errors_by_kind == exact.errors_by_kind and bounded.num_completed == exact.num_completed
+    # two replicas at twice the rate abandon about the same share as one (round-robin smooths arrivals a little)
+    assert late / 1200 == pytest.approx(one.errors_by_kind["timeout"] / 600, abs=0.08)
+    assert exact.e2e_ms.p99 <= 5000
+    # disaggregated: a prefill or decode leg past its deadline is dropped and counted the same way
+    pd = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")
+    d = simulate_fleet(pd, wl, metrics="exact").metrics()
+    assert d.errors_by_kind.get("timeout", 0) > 0 and d.num_completed + d.errors_by_kind["timeout"] == 1200

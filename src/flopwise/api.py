@@ -364,9 +364,6 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes)
 
     if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
-        if timeout_s is not None:  # (a class's timeout is refused by the fleet itself)
-            raise WorkloadError("client timeouts are simulated on independent replicas (--num-gpus), not yet in "
-                                "fleets (--replicas, --router, --disaggregate, --replica-events, --autoscale)")
         if num_gpus is not None and replicas is not None:
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:

@@ -198,9 +198,6 @@ class Fleet:
     def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
             sla: SLA | None = None) -> FleetResult:
         t0 = time.perf_counter()
-        if any(s.timeout_s is not None for s in workload.requests):
-            raise WorkloadError("client timeouts are simulated on independent replicas (simulate --num-gpus), not "
-                                "yet in fleets: a fleet would count an abandoned request as served")
         items = list(enumerate(workload.requests))
         self.specs = workload.requests
         n = workload.num_requests
@@ -275,7 +272,16 @@ class Fleet:
         self.handoff_at.pop(rid, None)
 
     def _complete(self, rid: int) -> None:
-        """Bounded metrics: keep the request's row and drop its objects."""
+        """Bounded metrics: keep the request's row and drop its objects (a request whose last token came after
+        its client's deadline is a timeout)."""
+        legs = self.legs[rid]
+        dl = legs[0].req.deadline_at
+        if dl is not None:
+            last, tl = legs[-1].req, legs[-1].replica.tl
+            delivered = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
+            if last.token_steps and delivered[last.token_steps[-1] - 1] > dl:
+                self._fail(rid, "timeout")
+                return
         legs = self.legs.pop(rid)
         head, tail = legs[0], (legs[1] if len(legs) > 1 else None)
         assert self.bounded is not None
@@ -304,7 +310,7 @@ class Fleet:
         if role == "prefill":
             leg = Request(request_id=req.request_id, arrival_at=req.arrival_at, num_prompt_tokens=req.num_prompt_tokens,
                           max_tokens=1, prefix_id=req.prefix_id, num_prefix_tokens=req.num_prefix_tokens,
-                          priority=req.priority)
+                          priority=req.priority, deadline_at=req.deadline_at)
         else:
             leg = req
         m = self._route(role, leg)
@@ -318,6 +324,14 @@ class Fleet:
         role = m.pool.role
         for req in finished:
             del m.inflight[req.request_id]
+        gone = [r for r in finished if r.aborted_at is not None]
+        if gone:  # their clients gave up (timeouts): failed, and a closed-loop client sends its next request
+            for r in gone:
+                self._fail(r.request_id, "timeout")
+            self.source.on_finished(len(gone), self.now)
+            if self.progress is not None:
+                self.progress(len(gone))
+            finished = [r for r in finished if r.aborted_at is None]
         if role == "prefill":
             for req in finished:
                 self._hand_off(m, req)
@@ -377,7 +391,7 @@ class Fleet:
         done = self.handoff_at[rid]
         leg = Request(request_id=rid, arrival_at=done, num_prompt_tokens=spec.input_tokens,
                       max_tokens=spec.output_tokens, prefix_id=spec.prefix_id, num_prefix_tokens=spec.prefix_tokens,
-                      priority=spec.priority)
+                      priority=spec.priority, deadline_at=self.legs[rid][0].req.deadline_at)
         leg.num_output_tokens = 1  # sampled on the prefill replica
         leg.num_tokens = spec.input_tokens + 1
         leg.num_external_tokens = spec.input_tokens
@@ -510,10 +524,14 @@ class FleetResult:
                                         head.first_scheduled_at - head.engine_arrival_at,
                                         ends[first] - head.first_scheduled_at, ends[last] - ends[first],
                                         delivered[last] - ends[last])) * 1e3
+            dl = head.deadline_at
+            late = dl is not None and bool(times) and times[-1] > dl  # finished within the step that passed it
             records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,
                                          input_tokens=head.num_prompt_tokens, output_tokens=rs.output_tokens,
-                                         first_scheduled_at=head.first_scheduled_at, token_times=times,
-                                         preemptions=pre))
+                                         first_scheduled_at=head.first_scheduled_at,
+                                         token_times=[t for t in times if dl is None or t <= dl] if late else times,
+                                         preemptions=pre, error="timeout" if late else None,
+                                         error_kind="timeout" if late else None))
         self.records = records
         self.requests = firsts
         self.phases = phases
