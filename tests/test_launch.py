@@ -300,3 +300,37 @@ def test_argv_splits_like_the_shell():
     c = render(TARGETS["70b fp8 eagle3 instruct"], get_engine("vllm"))
     assert c.argv() == shlex.split(c.command.replace("\\\n", " "))
     assert json.loads(c.argv()[c.argv().index("--speculative-config") + 1])["num_speculative_tokens"] == 3
+
+
+def test_disaggregated_fleets_launch_in_each_engines_terms():
+    from flopwise.cluster.build import build_cluster
+    from flopwise.launch.disaggregated import disaggregated_launch
+
+    def make(tp, n):
+        return deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, weights="fp8", kv="fp8")
+
+    spec = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=2xtp1,decode=1xtp2")
+    kw = dict(model_id="Qwen/Qwen3-32B", max_model_len=4608, max_prompt_len=4096)
+    sg = disaggregated_launch(spec, family="sglang", **kw)
+    pre, dec = sg["pools"]
+    assert (pre["role"], pre["replicas"], dec["role"], dec["replicas"], dec["tp"]) == ("prefill", 2, "decode", 1, 2)
+    data = json.loads((DATA / "sglang_options.json").read_text())
+    for cmd in pre["commands"] + dec["commands"]:
+        argv = shlex.split(cmd.replace("\\\n", " "))
+        assert _check_by_data(argv[3:], data) is None, (_check_by_data(argv[3:], data), cmd)
+    assert "--disaggregation-mode prefill" in pre["commands"][1] and "--port 30001" in pre["commands"][1]
+    assert "--disaggregation-mode decode" in dec["commands"][0] and "--tp-size 2" in dec["commands"][0]
+    router = shlex.split(sg["router"].replace("\\\n", " "))
+    assert router[:5] == ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation", "--prefill"]
+    assert router.count("--prefill") == 2 and router.count("--decode") == 1
+    vl = disaggregated_launch(spec, family="vllm", **kw)
+    cmds = [c for p in vl["pools"] for c in p["commands"]]
+    argvs = [shlex.split(c.replace("\\\n", " "))[2:] for c in cmds]
+    for a in argvs:
+        cfg = json.loads(a[a.index("--kv-transfer-config") + 1])
+        assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    if VLLM_PY.exists():
+        for c, r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs), strict=True):
+            assert r["ok"], f"{r['error']}\n{c}"
+    assert vl["router"] is None and any("router" in n for n in vl["notes"])
+    assert "reason" in disaggregated_launch(spec, family="trtllm", **kw)

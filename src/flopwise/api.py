@@ -503,7 +503,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     With `serving` "aggregated,disaggregated" it also compares fleets of `max_gpus` GPUs of the first GPU type:
     aggregated replicas against prefill/decode pools, each at its highest rate meeting the SLA ("serving" block).
     `progress(done, total)`: called as candidates finish."""
-    from flopwise.launch import plan_launch
+    from flopwise.launch import launch_model_id, plan_launch
     from flopwise.plan.fleet import SERVING_MODES
     from flopwise.plan.search import OBJECTIVES, PlanRequest, plan_to_dict
     from flopwise.plan.search import plan as run
@@ -565,7 +565,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     d = plan_to_dict(result, launch=plan_launch(result))
     if "disaggregated" in modes:
         d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, engine,
-                                   hardware_file, weight_names, kv_names)
+                                   hardware_file, weight_names, kv_names,
+                                   (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len))
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 
@@ -576,8 +577,12 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
 
 def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, engine: str,
                 hardware_file: PathLike | None, weights: Sequence[str] | None,
-                kvs: Sequence[str] | None) -> dict[str, Any]:
-    """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format."""
+                kvs: Sequence[str] | None, launch_for: tuple[str, int, int | None]) -> dict[str, Any]:
+    """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format, and
+    the launch commands of the best disaggregated one (`launch_for`: the checkpoint, its context and longest
+    prompt)."""
+    from flopwise.cluster.build import build_cluster
+    from flopwise.launch.disaggregated import disaggregated_launch
     from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
     from flopwise.workload import build_workload
 
@@ -594,6 +599,14 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
 
     out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, sla, modes), req.rate)
     out.update({"gpu": gpu, "total_gpus": total, "weights": w, "kv": k})
+    best = out["best"].get("disaggregated")
+    if best is not None:
+        spec = build_cluster(make, tp=1, replicas=1, disaggregate=best["layout"], router="least-outstanding")
+        model_id, max_len, max_prompt = launch_for
+        family = spec.pools[0].deployment.engine.family
+        out["disaggregated_launch"] = {f: disaggregated_launch(spec, model_id=model_id, max_model_len=max_len,
+                                                               max_prompt_len=max_prompt, family=f)
+                                       for f in dict.fromkeys((family, "vllm", "sglang"))}
     return out
 
 

@@ -1,0 +1,90 @@
+"""Launch commands for a disaggregated fleet: a prefill pool and a decode pool of one engine, and the router that
+sends each request to a prefill instance and then to a decode instance with its KV.
+
+    vllm    each instance: `vllm serve` as planned + `--kv-transfer-config` naming the NIXL connector with role
+            kv_both (vLLM's disaggregated-prefill docs); in front, a P/D-aware router (llm-d, NVIDIA Dynamo, or
+            vLLM's disaggregated-serving proxy example), named in the notes
+    sglang  prefill instances `--disaggregation-mode prefill`, decode instances `--disaggregation-mode decode`, both
+            `--disaggregation-transfer-backend` (mooncake; nixl also); the router
+            `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`
+
+Each pool's instance is the single-replica command of its deployment (`render`), so TP, formats and knobs are
+spelled as everywhere else; ports are 30000 + i for prefill instance i and 31000 + j for decode instance j.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from flopwise.launch.common import CommandLine, LaunchCommand, LaunchTarget, engine_profile
+from flopwise.launch.sglang import render as render_sglang
+from flopwise.launch.vllm import render as render_vllm
+from flopwise.specs.cluster import ClusterSpec
+from flopwise.specs.engine import EngineProfile
+
+__all__ = ["disaggregated_launch", "PREFILL_PORT", "DECODE_PORT"]
+
+PREFILL_PORT = 30000
+DECODE_PORT = 31000
+
+
+def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]]) -> LaunchCommand:
+    base = (render_vllm if engine.family == "vllm" else render_sglang)(target, engine)
+    if base.command is None:
+        return base
+    line = CommandLine(base.command)
+    for flag, value in extra:
+        line.flag(flag, value)
+    return LaunchCommand(engine=base.engine, command=line.render(), files=base.files, prepare=base.prepare,
+                         checkpoint=base.checkpoint, notes=base.notes)
+
+
+def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
+                         family: str) -> dict[str, Any]:
+    """The prefill and decode instance commands and the router for `spec` on the engine `family` (vllm or
+    sglang); {"reason": ...} where that engine has no such launch here."""
+    if family not in ("vllm", "sglang"):
+        return {"engine": family, "reason": f"disaggregated launch is rendered for vllm and sglang, not {family} "
+                                            "(TensorRT-LLM: trtllm-serve disaggregated with its YAML config)"}
+    out: dict[str, Any] = {"engine": family, "pools": []}
+    urls: dict[str, list[str]] = {"prefill": [], "decode": []}
+    notes: list[str] = []
+    for pool in spec.pools:
+        dep = pool.deployment
+        eng = engine_profile(family, dep.engine)
+        flags = eng.launch.table("flags")
+        one = LaunchTarget(deployment=dep, model_id=model_id, max_model_len=max_model_len,
+                           max_prompt_len=max_prompt_len)
+        commands = []
+        for i in range(pool.num_replicas):
+            port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i
+            if family == "vllm":
+                connector = json.dumps({"kv_connector": eng.launch["kv_connector"], "kv_role": "kv_both"},
+                                       separators=(",", ":"))
+                extra: list[tuple[str, object]] = [(flags["kv_transfer_config"], connector), (flags["port"], port)]
+            else:
+                extra = [(flags["disaggregation_mode"], pool.role),
+                         (flags["disaggregation_backend"], eng.launch["disaggregation_backend"]), (flags["port"], port)]
+            cmd = _instance(one, eng, extra)
+            if cmd.command is None:
+                return {"engine": family, "reason": cmd.reason}
+            commands.append(cmd.command)
+            notes += [n for n in cmd.notes if n not in notes]
+            urls[pool.role].append(f"http://<{pool.role}-{i}-host>:{port}")
+        out["pools"].append({"role": pool.role, "replicas": pool.num_replicas, "tp": dep.tp, "commands": commands})
+    if family == "sglang":
+        router = CommandLine(engine_profile(family, spec.pools[0].deployment.engine).launch["pd_router"])
+        for u in urls["prefill"]:
+            router.flag("--prefill", u)
+        for u in urls["decode"]:
+            router.flag("--decode", u)
+        out["router"] = router.flag("--host", "0.0.0.0").flag("--port", 8000).render()
+    else:
+        out["router"] = None
+        notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
+                     "disaggregated-serving proxy example) over the instances above: "
+                     + ", ".join(shlex.quote(u) for u in urls["prefill"] + urls["decode"]))
+    out["notes"] = notes
+    return out
