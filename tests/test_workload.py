@@ -131,3 +131,45 @@ def test_bad_traces(tmp_path, name, text, match):
 def test_missing_trace():
     with pytest.raises(WorkloadError, match="does not exist"):
         load_trace("/nonexistent/trace.jsonl")
+
+
+def test_a_piecewise_rate_profile_gives_each_segment_its_rate():
+    from flopwise.workload.arrivals import parse_rate_profile
+
+    p = parse_rate_profile("300s:5,5m:40,300:5")
+    assert p.segments == ((300.0, 5.0), (300.0, 40.0), (300.0, 5.0)) and p.cycle_s == 900.0
+    assert [p.rate_at(t) for t in (0, 299, 300, 899, 900 + 450)] == [5, 5, 40, 5, 40]  # repeats after a cycle
+    wl = build_workload(num_requests=16700, input_len=10, output_len=10, rate_profile="300s:5,300s:40,300s:5")
+    t = np.array([r.arrival_at for r in wl.requests])
+    for lo, hi, rate in ((0, 300, 5), (300, 600, 40), (600, 900, 5), (900, 1200, 5)):
+        n = ((t >= lo) & (t < hi)).sum()
+        assert abs(n - rate * 300) < 4 * math.sqrt(rate * 300), (lo, n)  # Poisson: mean L(t), 4 sigma
+
+
+def test_a_diurnal_profile_rises_from_low_to_high_and_back():
+    from flopwise.workload.arrivals import parse_rate_profile
+
+    p = parse_rate_profile("diurnal:2:20:1h")
+    assert p.rate_at(0) == 2 and p.rate_at(1800) == pytest.approx(20) and p.rate_at(3600) == pytest.approx(2)
+    # the cumulative rate over a cycle is the mean rate x the period: (2 + 20) / 2 x 3600 arrivals
+    assert p.invert(np.array([11 * 3600.0]))[0] == pytest.approx(3600.0)
+    # and a quarter-cycle holds low T/4 + (high - low)(T/8 - T / (4 pi)) of them
+    quarter = 2 * 900 + 18 * (450 - 3600 / (4 * math.pi))
+    assert p.invert(np.array([quarter]))[0] == pytest.approx(900.0, rel=1e-4)
+    wl = build_workload(num_requests=39600, input_len=10, output_len=10, rate_profile="diurnal:2:20:3600s")
+    t = np.array([r.arrival_at for r in wl.requests])
+    assert t[-1] == pytest.approx(3600.0, rel=0.02)
+    assert ((t >= 1500) & (t < 2100)).sum() > 4 * ((t < 600) | (t >= 3000)).sum() / 2  # the peak vs the troughs
+
+
+@pytest.mark.parametrize("spec,msg", [("", "needs segments"), ("300s", "DURATION:RATE"), ("0s:5", "> 0"),
+                                      ("300s:-1", ">= 0"), ("300s:0", "above 0"), ("diurnal:5:2:60s", "HIGH"),
+                                      ("diurnal:1:2", "LOW:HIGH:PERIOD"), ("10x:5", "duration")])
+def test_bad_rate_profiles_are_one_clear_error(spec, msg):
+    with pytest.raises(WorkloadError, match=msg):
+        build_workload(num_requests=5, input_len=10, output_len=10, rate_profile=spec)
+
+
+def test_a_rate_profile_excludes_a_fixed_rate():
+    with pytest.raises(WorkloadError, match="drop --request-rate"):
+        build_workload(num_requests=5, input_len=10, output_len=10, request_rate=3.0, rate_profile="60s:5")

@@ -319,7 +319,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              layerwise: bool = True, replica_events: str | None = None, autoscale: str | None = None,
              cold_start: str | float = "auto", storage_gbs: float = 2.0, engine_start_s: float = 30.0,
              target_outstanding: float = 32.0, timeout_s: float | str | None = None, classes: str | None = None,
-             scheduling_policy: str = "fcfs", progress: Callable[[int], None] | None = None) -> Simulation:
+             scheduling_policy: str = "fcfs", rate_profile: str | None = None,
+             progress: Callable[[int], None] | None = None) -> Simulation:
     """Serve a request stream on a deployment (`flopwise simulate`): TTFT/TPOT/ITL/E2E percentiles (ms), request
     and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
     request rate meeting `sla`. Any fleet option (`replicas`, `router`, `disaggregate`, `replica_events`,
@@ -340,8 +341,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     if find_max_rate:
         if objectives is None:
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
-        if concurrency is not None:
-            raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency")
+        if concurrency is not None or rate_profile is not None:
+            raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency and --rate-profile")
     dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew, weights=weights, kv=kv,
                            gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
@@ -361,7 +362,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         return build_workload(num_requests=n, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
                               concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed,
-                              rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes)
+                              rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes,
+                              rate_profile=rate_profile)
 
     if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
         if num_gpus is not None and replicas is not None:

@@ -42,6 +42,9 @@ HELP: dict[str, str] = {
                "with their own priority, timeout and SLA; each class gets its own summary ('classes').",
     "scheduling_policy": "fcfs, or priority: waiting requests by (priority, arrival), the lowest-priority "
                          "running request preempted first (vLLM's --scheduling-policy; the vllm scheduler).",
+    "rate_profile": "A request rate over time instead of --request-rate: DUR:RATE segments repeated "
+                    "(\"300s:5,600s:40,300s:5\") or diurnal:LOW:HIGH:PERIOD (\"diurnal:2:20:3600s\"); --arrival "
+                    "gamma's --burstiness shapes the arrivals around it.",
     "nodes": "Servers one replica spans (its GPUs split evenly; collectives between them use each GPU's NIC, "
              "network_gbs in the hardware catalog).",
     "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",

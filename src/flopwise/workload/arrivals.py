@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flopwise.errors import WorkloadError
 from flopwise.validate import number, text
 
-__all__ = ["ArrivalProcess", "arrival_times", "draw_gaps", "ARRIVAL_KINDS"]
+__all__ = ["ArrivalProcess", "arrival_times", "draw_gaps", "ARRIVAL_KINDS", "RateProfile", "parse_rate_profile",
+           "profile_times"]
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 MIN_RATE = 1e-6  # requests/s (one every 11.6 days): slower rates overflow the arrival times
@@ -84,3 +86,112 @@ def arrival_times(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.
             times[-1] = n / proc.rate  # exact, not a rounded sum
         return times
     return np.concatenate(([0.0], np.cumsum(draw_gaps(proc, n - 1, rng))))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateProfile:
+    """A request rate that changes over time (requests/s against seconds from the start):
+
+        piecewise   `segments` of (duration_s, rate), in order, repeated until the stream ends
+                    ("300s:5,600s:40,300s:5")
+        diurnal     a sinusoid from `low` (at t = 0) up to `high` and back over `period_s`
+                    ("diurnal:2:20:3600s": a day compressed into an hour)
+
+    Arrivals follow it by time-rescaling (Cinlar): a unit-rate process (Poisson, or gamma of the stream's
+    burstiness) in operational time u, mapped to t = L^-1(u) with L(t) the cumulative rate (integral of the
+    rate from 0 to t), so the count by time t has mean L(t) and the instantaneous rate is the profile's."""
+
+    kind: str
+    segments: tuple[tuple[float, float], ...] = ()
+    low: float = 0.0
+    high: float = 0.0
+    period_s: float = 0.0
+
+    @property
+    def cycle_s(self) -> float:
+        return self.period_s if self.kind == "diurnal" else sum(d for d, _ in self.segments)
+
+    def rate_at(self, t: float) -> float:
+        t = t % self.cycle_s
+        if self.kind == "diurnal":
+            return self.low + (self.high - self.low) * (1 - math.cos(2 * math.pi * t / self.period_s)) / 2
+        for d, r in self.segments:
+            if t < d:
+                return r
+            t -= d
+        return self.segments[-1][1]
+
+    def _cycle(self) -> tuple[np.ndarray, np.ndarray]:
+        """(times, cumulative rate) over one cycle, exact at the knots (piecewise) or on a fine grid (diurnal,
+        whose integral low t + (high - low)(t / 2 - P sin(2 pi t / P) / (4 pi)) is exact there too)."""
+        if self.kind == "diurnal":
+            t = np.linspace(0.0, self.period_s, 4001)
+            lam = self.low * t + (self.high - self.low) * (t / 2 - self.period_s * np.sin(2 * np.pi * t / self.period_s)
+                                                           / (4 * np.pi))
+            return t, lam
+        t = np.concatenate(([0.0], np.cumsum([d for d, _ in self.segments])))
+        lam = np.concatenate(([0.0], np.cumsum([d * r for d, r in self.segments])))
+        return t, lam
+
+    def invert(self, u: np.ndarray) -> np.ndarray:
+        """The instants at which the cumulative rate reaches `u` (non-decreasing)."""
+        t, lam = self._cycle()
+        per_cycle = float(lam[-1])
+        k = np.floor(u / per_cycle)
+        out: np.ndarray = k * self.cycle_s + np.interp(u - k * per_cycle, lam, t)
+        return out
+
+
+def parse_rate_profile(spec: str) -> RateProfile:
+    """"DUR:RATE,DUR:RATE,..." (piecewise; durations in s, m or h) or "diurnal:LOW:HIGH:PERIOD"."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkloadError("--rate-profile needs segments such as 300s:5,600s:40 or diurnal:2:20:3600s")
+    s = spec.strip().lower()
+    if s.startswith("diurnal:"):
+        parts = s.split(":")[1:]
+        if len(parts) != 3:
+            raise WorkloadError(f"--rate-profile '{spec}': diurnal takes LOW:HIGH:PERIOD, e.g. diurnal:2:20:3600s")
+        low, high = (_rate(p, spec) for p in parts[:2])
+        if high < low:
+            raise WorkloadError(f"--rate-profile '{spec}': HIGH must be at least LOW")
+        if high <= 0:
+            raise WorkloadError(f"--rate-profile '{spec}': the rate must be above 0 somewhere")
+        return RateProfile(kind="diurnal", low=low, high=high, period_s=_duration(parts[2], spec))
+    segments = []
+    for part in (p for p in s.split(",") if p.strip()):
+        d, sep, r = part.partition(":")
+        if not sep:
+            raise WorkloadError(f"--rate-profile '{spec}': each segment is DURATION:RATE, e.g. 300s:5")
+        segments.append((_duration(d, spec), _rate(r, spec)))
+    if not segments or not any(r > 0 for _, r in segments):
+        raise WorkloadError(f"--rate-profile '{spec}': the rate must be above 0 in some segment")
+    return RateProfile(kind="piecewise", segments=tuple(segments))
+
+
+def _duration(text_: str, spec: str) -> float:
+    t = text_.strip()
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0}.get(t[-1:], None)
+    try:
+        v = float(t[:-1] if scale is not None else t) * (scale or 1.0)
+    except ValueError:
+        raise WorkloadError(f"--rate-profile '{spec}': cannot read the duration '{text_}' (e.g. 300s, 10m, 1h)") \
+            from None
+    if not math.isfinite(v) or v <= 0:
+        raise WorkloadError(f"--rate-profile '{spec}': durations must be finite and > 0, got '{text_}'")
+    return v
+
+
+def _rate(text_: str, spec: str) -> float:
+    try:
+        v = float(text_)
+    except ValueError:
+        raise WorkloadError(f"--rate-profile '{spec}': cannot read the rate '{text_}' (requests/s)") from None
+    if not math.isfinite(v) or v < 0:
+        raise WorkloadError(f"--rate-profile '{spec}': rates must be finite and >= 0, got '{text_}'")
+    return v
+
+
+def profile_times(profile: RateProfile, n: int, burstiness: float, rng: np.random.Generator) -> np.ndarray:
+    """`n` arrival instants following `profile` (see RateProfile), the first at t = 0 as for a constant rate."""
+    unit = ArrivalProcess(kind="poisson" if burstiness == 1.0 else "gamma", rate=1.0, burstiness=burstiness)
+    return profile.invert(arrival_times(unit, n, rng))

@@ -21,7 +21,7 @@ import numpy as np
 from flopwise.errors import WorkloadError
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_NUM_REQUESTS, DEFAULT_OUTPUT_LEN, MAX_NUM_REQUESTS
 from flopwise.validate import integer, number, text
-from flopwise.workload.arrivals import ArrivalProcess, arrival_times
+from flopwise.workload.arrivals import ArrivalProcess, RateProfile, arrival_times, parse_rate_profile, profile_times
 from flopwise.workload.classes import RequestClass, assign_classes, parse_classes, parse_timeout
 from flopwise.workload.lengths import LengthDist, parse_length
 from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
@@ -45,12 +45,14 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    concurrency: int | None = None, trace: str | Path | None = None,
                    tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False,
                    rescale_arrivals: bool = False, timeout_s: float | str | None = None,
-                   classes: str | tuple[RequestClass, ...] | None = None) -> Workload:
+                   classes: str | tuple[RequestClass, ...] | None = None,
+                   rate_profile: str | RateProfile | None = None) -> Workload:
     """A deterministic request stream (see the module docstring for precedence). `cycle_trace`: a trace shorter
     than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate).
     `rescale_arrivals`: the schedule of `vllm bench serve` (request N of N at exactly N / rate;
     `workload.arrivals`). `timeout_s`: every request's client timeout; `classes`: request classes
-    (`workload/classes.py`), drawn under the seed."""
+    (`workload/classes.py`), drawn under the seed; `rate_profile`: a rate that changes over time
+    (`arrivals.RateProfile`) instead of `request_rate`."""
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if concurrency is not None:
@@ -60,6 +62,10 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     integer(seed, "--seed", lo=0, hi=2**63 - 1)
     if concurrency is not None and request_rate is not None and not math.isinf(request_rate):
         raise WorkloadError("give either --request-rate (open loop) or --concurrency (closed loop), not both")
+    profile = parse_rate_profile(rate_profile) if isinstance(rate_profile, str) else rate_profile
+    if profile is not None and (request_rate is not None or concurrency is not None or rescale_arrivals):
+        raise WorkloadError("--rate-profile sets the rate over time: drop --request-rate, --concurrency and "
+                            "--rescale-arrivals")
     rng_in, rng_out, rng_prefix, rng_arrival = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
     named = _named(workload) if workload else None
     if trace is not None:
@@ -95,6 +101,11 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         specs = assign_classes(specs, kinds, timeout, rng_class)
     if concurrency is not None:
         return Workload(tuple(specs), concurrency=concurrency, name=name, classes=kinds)
+    if profile is not None:
+        number(burstiness, "--burstiness (gamma shape)", lo=0, lo_open=True)
+        times = profile_times(profile, len(specs), burstiness, rng_arrival)
+        specs = [replace(s, arrival_at=float(t)) for t, s in zip(times, specs, strict=True)]
+        return Workload(tuple(specs), name=name, classes=kinds)
     if request_rate is None and timed:
         return Workload(tuple(specs), name=name, classes=kinds)
     if request_rate is None:
