@@ -38,13 +38,12 @@ from pathlib import Path
 
 import httpx
 
-from vllm_cpu import wait_healthy
+from vllm_cpu import VLLM_PY, build_model, start_server, wait_healthy, wait_quiet
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's flopwise, for the script and (PYTHONPATH) its runs
 CACHE = ROOT / ".cache" / "bench-vs-vllm"
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 if not VLLM_PY.exists():
     VLLM_PY = Path("/work/main/.venv-vllm/bin/python")
 FLOPWISE = [sys.executable, "-m", "flopwise"]
@@ -65,28 +64,6 @@ SERVER_HIST = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_to
 VLLM_BENCH = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
               "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
               "main(p.parse_args(sys.argv[1:]))")  # `vllm bench serve` without the CLI's package-metadata lookup
-
-
-def build_model(model_dir: Path) -> None:
-    code = ("import sys, pathlib; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; "
-            f"v.CONFIG.update({MODEL_CONFIG!r}); v.build(pathlib.Path({str(model_dir)!r}))")
-    subprocess.run([str(VLLM_PY), "-c", code], cwd=ROOT, check=True)
-
-
-def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
-    code = ("import os, sys; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; from pathlib import Path; "
-            f"cmd, env = v.serve_command(Path({str(model_dir)!r}), {port}, kv_cache_gib=2); "
-            f"cmd[cmd.index('--served-model-name') + 1] = {SERVED!r}; "
-            "os.execve(cmd[0], cmd, env)")
-    return subprocess.Popen([str(VLLM_PY), "-c", code], cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def wait_quiet(limit_s: float) -> float:
-    t0 = time.time()
-    while os.getloadavg()[0] >= 1.0 and time.time() - t0 < limit_s:
-        time.sleep(5)
-    return os.getloadavg()[0]
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -191,11 +168,11 @@ def main() -> None:
         import shutil
         shutil.rmtree(runs)
     model_dir = CACHE / "model"
-    build_model(model_dir)
+    build_model(model_dir, MODEL_CONFIG)
     url = f"http://127.0.0.1:{a.port}"
     load_before = wait_quiet(a.wait_quiet)
     print(f"load average {load_before:.2f}; starting vLLM", flush=True)
-    proc = start_server(model_dir, a.port, CACHE / "server.log")
+    proc = start_server(model_dir, a.port, CACHE / "server.log", SERVED)
     loads_seen: list[float] = []
     results: dict[str, dict[str, list[dict]]] = {lab: {"vllm": [], "flopwise": [], "server_vllm": [],
                                                        "server_flopwise": []} for lab, *_ in loads}

@@ -40,11 +40,10 @@ import sys
 import time
 from pathlib import Path
 
-from vllm_cpu import wait_healthy
+from vllm_cpu import VLLM_PY, build_model, start_server, wait_healthy, wait_quiet
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "validate-vllm"
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 FLOPWISE = [sys.executable, "-m", "flopwise"]
 SERVED = "llama-0.8b-random"
 MODEL_CONFIG = {"hidden_size": 1536, "num_hidden_layers": 16, "num_attention_heads": 12, "num_key_value_heads": 2,
@@ -69,32 +68,14 @@ VALIDATION = [("c1", ["--concurrency", "1"], INPUT_LEN, 6, 0),
               ("rate1", ["--request-rate", "1"], INPUT_LEN, 24, 0)]
 
 
-def build_model(model_dir: Path) -> None:
-    code = ("import sys, pathlib; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; "
-            f"v.CONFIG.update({MODEL_CONFIG!r}); v.build(pathlib.Path({str(model_dir)!r}))")
-    subprocess.run([str(VLLM_PY), "-c", code], cwd=ROOT, check=True)
 
 
-def start_server(model_dir: Path, port: int, log: Path, omp_bind: str | None) -> subprocess.Popen:
-    bind = f"VLLM_CPU_OMP_THREADS_BIND={omp_bind!r}, " if omp_bind else ""
-    code = ("import os, sys; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; from pathlib import Path; "
-            f"cmd, env = v.serve_command(Path({str(model_dir)!r}), {port}, kv_cache_gib=2); "
-            f"cmd[cmd.index('--served-model-name') + 1] = {SERVED!r}; "
-            f"env.update({bind}VLLM_LOGGING_LEVEL='INFO'); "
-            "os.execve(cmd[0], cmd, env)")
-    return subprocess.Popen([str(VLLM_PY), "-c", code], cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-
-
-def wait_quiet(limit_s: float) -> None:
-    """Wait (up to limit_s) until the 1-minute load average is below 1: the server needs both cores."""
+def _wait_quiet(limit_s: float) -> None:
+    """Wait (up to limit_s) for a quiet machine, and say the load average then."""
     t0 = time.time()
-    while os.getloadavg()[0] >= 1.0 and time.time() - t0 < limit_s:
-        time.sleep(5)
+    load = wait_quiet(limit_s)
     if limit_s:
-        print(f"  load average {os.getloadavg()[0]:.2f} after waiting {time.time() - t0:.0f} s", flush=True)
+        print(f"  load average {load:.2f} after waiting {time.time() - t0:.0f} s", flush=True)
 
 
 def server_knobs(log: Path) -> dict[str, int]:
@@ -163,7 +144,7 @@ def main() -> None:
     if load1 > 0.5:
         print(f"warning: load average {load1:.1f} on {os.cpu_count()} cores: other processes will skew timings")
     print("building the model ...", flush=True)
-    build_model(model_dir)
+    build_model(model_dir, MODEL_CONFIG)
     url = args.url or f"http://127.0.0.1:{args.port}"
     log = CACHE / "server.log"
     need = [n for n, *_ in CALIBRATION + VALIDATION if not (runs / n / "summary.json").exists()]
@@ -172,13 +153,16 @@ def main() -> None:
         if need:
             if not args.url:
                 print("starting vLLM CPU ...", flush=True)
-                proc = start_server(model_dir, args.port, log, args.omp_bind)
+                env = {"VLLM_LOGGING_LEVEL": "INFO"}
+                if args.omp_bind:
+                    env["VLLM_CPU_OMP_THREADS_BIND"] = args.omp_bind
+                proc = start_server(model_dir, args.port, log, SERVED, env)
                 t0 = time.time()
                 wait_healthy(url, proc, CACHE / "server.log")
                 print(f"  healthy after {time.time() - t0:.0f} s", flush=True)
             for name, load, ilen, n, seed in CALIBRATION + VALIDATION:
                 if not (runs / name / "summary.json").exists():
-                    wait_quiet(args.wait_quiet)
+                    _wait_quiet(args.wait_quiet)
                     shutil.rmtree(runs / name, ignore_errors=True)  # an interrupted run: measure it again
                 bench(url, runs / name, load, ilen, n, seed, model_dir)
         knobs = server_knobs(log) if log.exists() else {"block_size": 128, "max_num_batched_tokens": 2048,

@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vllm_cpu import wait_healthy
+from vllm_cpu import VLLM_PY, build_model, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "vllm-frontend"
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 OUT = ROOT / "benchmarks" / "data"
 SERVED = "micro"
 MODEL_CONFIG = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
@@ -52,12 +51,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 def cpu_s(pid: int) -> float:
     f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / TICK  # utime, stime (fields 14, 15)
-
-
-def build_model(model_dir: Path) -> None:
-    code = ("import sys, pathlib; sys.path.insert(0, 'scripts'); import vllm_cpu_server as v; "
-            f"v.CONFIG.update({MODEL_CONFIG!r}); v.build(pathlib.Path({str(model_dir)!r}))")
-    subprocess.run([str(VLLM_PY), "-c", code], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
 def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
@@ -106,7 +99,7 @@ def main() -> None:
     load1 = os.getloadavg()[0]
     if load1 > 0.5:
         print(f"warning: load average {load1:.1f}: other processes share the cores and lower the ceiling")
-    build_model(CACHE / "model")
+    build_model(CACHE / "model", MODEL_CONFIG, quiet=True)
     url = f"http://127.0.0.1:{args.port}"
     proc = start_server(CACHE / "model", args.port, CACHE / "server.log")
     try:
