@@ -277,7 +277,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
     ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
-    moe_comm = _moe_comm(dep, T_all, T, h * a, lay.groups)
+    moe_comm = _moe_comm(dep, T_all, T, h * a, lay.groups) if dp > 1 or ep > 1 else None
     for g in lay.groups:
         n = g.count
         at = g.attn

@@ -70,14 +70,15 @@ class Deployment:
         if not (isinstance(self.expert_skew, (int, float)) and 1.0 <= self.expert_skew <= 16.0):
             raise SpecError(f"expert_skew must be in [1, 16] (the busiest expert rank's load over the mean), got "
                             f"{self.expert_skew!r}")
-        experts = max((lay.mlp.num_experts for lay in m.layers if lay.mlp.is_moe), default=0)
-        if (self.dp > 1 or self.ep > 1) and not experts:
-            raise SpecError(f"{m.name} has no MoE layers: expert parallelism (ep={self.ep}) and data-parallel "
-                            f"attention (dp={self.dp}) apply to MoE models; serve a dense model with --replicas")
-        if (self.tp * self.dp) % self.ep:
-            raise SpecError(f"ep={self.ep} must divide tp*dp={self.tp * self.dp} (the GPUs the MoE layers span)")
-        if self.ep > experts > 0:
-            raise SpecError(f"ep={self.ep} exceeds {m.name}'s {experts} routed experts")
+        if self.dp > 1 or self.ep > 1:
+            experts = max((lay.mlp.num_experts for lay in m.layers if lay.mlp.is_moe), default=0)
+            if not experts:
+                raise SpecError(f"{m.name} has no MoE layers: expert parallelism (ep={self.ep}) and data-parallel "
+                                f"attention (dp={self.dp}) apply to MoE models; serve a dense model with --replicas")
+            if (self.tp * self.dp) % self.ep:
+                raise SpecError(f"ep={self.ep} must divide tp*dp={self.tp * self.dp} (the GPUs the MoE layers span)")
+            if self.ep > experts:
+                raise SpecError(f"ep={self.ep} exceeds {m.name}'s {experts} routed experts")
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
         gpn = self.hardware.gpus_per_node
