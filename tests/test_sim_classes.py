@@ -128,3 +128,10 @@ def test_fleets_abandon_timed_out_requests_like_one_replica_and_bounded_metrics_
     pd = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")
     d = simulate_fleet(pd, wl, metrics="exact").metrics()
     assert d.errors_by_kind.get("timeout", 0) > 0 and d.num_completed + d.errors_by_kind["timeout"] == 1200
+
+
+def test_the_sglang_policy_drops_timed_out_requests_too():
+    d = flopwise.simulate(engine="sglang", request_rate=30.0, num_requests=600, input_len=1024, output_len=256,
+                          timeout_s=5).to_dict()
+    late = d["errors_by_kind"]["timeout"]
+    assert late > 0 and d["num_completed"] + late == 600 and d["e2e_ms"]["p99"] <= 5000

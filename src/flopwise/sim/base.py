@@ -109,7 +109,11 @@ class BaseScheduler:
                 r.aborted_at = now
                 if r.num_blocks:
                     self.kv.free(r, reusable=False)
+            self._forget(ids)
         return gone
+
+    def _forget(self, ids: set[int]) -> None:
+        """Drop a policy's own references to aborted requests (by `id`); none here."""
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a request waiting or running, or None."""

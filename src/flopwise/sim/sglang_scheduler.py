@@ -126,6 +126,13 @@ class SglangScheduler(BaseScheduler):
         self.num_retractions = 0
         self._anchor: tuple[Request, int] | None = None  # (request, its output count) when last seen
 
+    def _forget(self, ids: set[int]) -> None:
+        """An aborted request is no longer the one mid chunked prefill, nor the anchor of the decay."""
+        if self.chunked is not None and id(self.chunked) in ids:
+            self.chunked = None
+        if self._anchor is not None and id(self._anchor[0]) in ids:
+            self._anchor = None
+
     # ---- one step ------------------------------------------------------------------------------------
     def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
         self._catch_up()
