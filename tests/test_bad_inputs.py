@@ -167,6 +167,23 @@ CASES = [
     # values of the wrong type for an option (the parser's errors are one line too)
     ("parser", "--tp x", lambda t: ["estimate", "--tp", "x"], "--tp"),
     ("parser", "unknown option", lambda t: ["estimate", "--tpp", "2"], "--tpp"),
+    # options this pass added (parallel layouts, traffic shapes): refused in one line from the start
+    ("new", "--ep on a dense model", lambda t: ["simulate", *FAST, "--ep", "2"], "no MoE layers"),
+    ("new", "--ep not dividing tp*dp", lambda t: ["estimate", "--model", "mixtral-8x7b", "--tp", "2", "--ep", "4",
+                                                  "--dp", "1"], "must divide tp*dp"),
+    ("new", "--nodes not dividing the GPUs", lambda t: ["estimate", "--model", "mixtral-8x7b", "--tp", "2",
+                                                        "--nodes", "3"], "must divide"),
+    ("new", "--expert-skew below 1", lambda t: ["estimate", "--model", "mixtral-8x7b", "--tp", "2", "--ep", "2",
+                                                "--expert-skew", "0.5"], "expert_skew"),
+    ("new", "--timeout-s 0", lambda t: ["simulate", *FAST, "--timeout-s", "0"], "timeout"),
+    ("new", "--classes without a share", lambda t: ["simulate", *FAST, "--classes", "chat"], "NAME=SHARE"),
+    ("new", "--scheduling-policy unknown", lambda t: ["simulate", *FAST, "--scheduling-policy", "lifo"],
+     "--scheduling-policy"),
+    ("new", "--rate-profile unreadable", lambda t: ["simulate", *FAST, "--rate-profile", "fast"], "DURATION:RATE"),
+    ("new", "--rate-profile with --request-rate", lambda t: ["simulate", *FAST, "--rate-profile", "60s:5",
+                                                             "--request-rate", "3"], "drop --request-rate"),
+    ("new", "--moe-layouts unknown", lambda t: ["plan", "--model", "mixtral-8x7b", "--moe-layouts", "ep"],
+     "unknown MoE layout"),
 ]
 
 
@@ -185,4 +202,5 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 27, "hang": 4, "nonsense": 12, "substitution": 13, "misleading": 5, "parser": 2}
+    assert counts == {"traceback": 27, "hang": 4, "nonsense": 12, "substitution": 13, "misleading": 5, "parser": 2,
+                      "new": 10}
