@@ -349,9 +349,11 @@ def check_cli(argv: list[str]) -> None:
 
 
 option_values = st.one_of(st.integers(-2, 4).map(str), st.integers(-(10**12), 10**12).map(str), numbers_text,
-                          st.sampled_from(["fp8", "int4-awq", "bf16", "vllm@0.11", "sglang", "foo", "http", "none"]))
+                          st.sampled_from(["fp8", "int4-awq", "bf16", "vllm@0.11", "sglang", "foo", "http", "none",
+                                           "mixtral-8x7b"]))
 ESTIMATE_OPTIONS = ("--tp", "--pp", "--num-gpus", "--batch", "--input-len", "--output-len", "--weights", "--kv",
-                    "--gpu-memory-utilization", "--engine", "--frontend", "--endpoint", "--gpu", "--model")
+                    "--gpu-memory-utilization", "--engine", "--frontend", "--endpoint", "--gpu", "--model", "--dp",
+                    "--ep", "--nodes", "--expert-skew")
 
 
 @CLI_SETTINGS
@@ -362,10 +364,11 @@ def test_cli_estimate_with_any_options(opts):
 
 SIMULATE_OPTIONS = ("--request-rate", "--burstiness", "--concurrency", "--max-num-seqs", "--max-num-batched-tokens",
                     "--block-size", "--seed", "--input-len", "--output-len", "--sla", "--arrival", "--scheduler",
-                    "--workload", "--speculative")
+                    "--workload", "--speculative", "--timeout-s", "--classes", "--scheduling-policy", "--rate-profile")
 sim_values = st.one_of(option_values, st.sampled_from(["uniform:1:64", "normal:32:8", "lognormal:16:1", "inf",
                                                        "p95_ttft<=300ms", "gamma", "static", "chat",
-                                                       "ngram,k=2,alpha=0.5"]))
+                                                       "ngram,k=2,alpha=0.5", "500ms", "a=1;b=2:prio=1:timeout=1s",
+                                                       "priority", "10s:5,10s:0", "diurnal:1:5:20s"]))
 
 
 @CLI_SETTINGS

@@ -152,6 +152,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     given. `speculative`: speculative decoding (None: plain decoding).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
     this device, model context and parallelism (`EngineProfile.default_knobs`)."""
+    for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SpecError(f"{name} must be a positive integer, got {v!r}")
     wf = weight_format(weights or default_weights(model, hardware))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * dp * pp
