@@ -144,3 +144,22 @@ def test_a_stated_expert_skew_slows_the_busiest_rank_only_under_ep():
     assert tp_skew.time_s == tp_even.time_s  # every GPU holds a shard of every expert: no busiest rank
     with pytest.raises(SpecError, match="expert_skew"):
         _dep(tp=8, ep=8, expert_skew=0.5)
+
+
+def test_two_batch_overlap_hides_half_of_the_smaller_of_kernels_and_all_to_alls():
+    from flopwise.cost.step import TBO_OVERLAP, step_time
+
+    plain, tbo = _dep(tp=8, ep=8), _dep(tp=8, ep=8, two_batch_overlap=True)
+    c_plain, c_tbo = _decode_cost(plain), _decode_cost(tbo)
+    moe = _by_name(c_plain)
+    a2a = moe["moe_alltoall"]["time_s"]
+    assert 0 < c_tbo.time_s < c_plain.time_s
+    # what is hidden is at most TBO_OVERLAP x the MoE layers' collectives (all-to-alls + the attention all-reduce)
+    comm = a2a + moe["tp_allreduce"]["time_s"]
+    assert c_plain.time_s - c_tbo.time_s <= TBO_OVERLAP * comm + 1e-12
+    # the breakdown still adds up, and the fast path agrees with it
+    shape = decode_shape(64, 2048, layout(tbo).windows)
+    assert step_time(tbo, shape) == pytest.approx(c_tbo.time_s)
+    assert sum(o.time_s for o in c_tbo.ops) + c_tbo.step_overhead_s == pytest.approx(c_tbo.time_s)
+    # plain tensor parallelism has no all-to-all to hide
+    assert _decode_cost(_dep(tp=8, two_batch_overlap=True)).time_s == _decode_cost(_dep(tp=8)).time_s

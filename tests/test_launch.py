@@ -58,7 +58,7 @@ TARGETS = {
     "deepseek dep8": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=1, dp=8, ep=8, weights="fp8",
                         native="fp8", max_len=4096, prompt=2048),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
-                                weights="fp8", native="fp8", max_len=4096, prompt=2048),
+                                two_batch_overlap=True, weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
 
 
@@ -293,6 +293,8 @@ def test_expert_parallel_and_dp_attention_in_each_engines_terms():
     assert "--node-rank 0" in s.command and any("--node-rank 0...1" in n for n in s.notes)
     v = render(two, get_engine("vllm"))
     assert "--data-parallel-size 2" in v.command and "--data-parallel-size-local 1" in v.command
+    assert "--enable-dbo" in v.command and "--enable-two-batch-overlap" in s.command
+    assert "--enable-dbo" not in render(dep8, get_engine("vllm")).command
     assert any("--data-parallel-start-rank" in n for n in v.notes)
 
 

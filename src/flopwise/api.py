@@ -209,6 +209,7 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
                dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+             two_batch_overlap: bool = False,
                kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
                engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
@@ -221,8 +222,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
     SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
     registered family's reader (the model's notes then say the mapping is assumed)."""
     return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
-                            expert_skew=expert_skew, weights=weights, kv=kv, hardware_file=hardware_file,
-                            speculative=speculative, family=family, engine=engine,
+                            expert_skew=expert_skew, two_batch_overlap=two_batch_overlap, weights=weights,
+                            kv=kv, hardware_file=hardware_file, speculative=speculative, family=family, engine=engine,
                             frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization)
@@ -237,6 +238,7 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              batch: int = 1, input_len: int = DEFAULT_INPUT_LEN, output_len: int = DEFAULT_OUTPUT_LEN,
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
              dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+             two_batch_overlap: bool = False,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: PathLike | None = None, family: str | None = None,
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
@@ -248,7 +250,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     >>> r = estimate("llama-3.1-8b", "h100-sxm", batch=32)      # doctest: +SKIP
     >>> r.ttft_ms, r.tpot_ms, r.output_tokens_per_s               # doctest: +SKIP"""
     dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
-                           expert_skew=expert_skew, weights=weights, kv=kv, hardware_file=hardware_file,
+                           expert_skew=expert_skew,
+                           two_batch_overlap=two_batch_overlap, weights=weights, kv=kv, hardware_file=hardware_file,
                            gpu_memory_utilization=gpu_memory_utilization,
                            family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
@@ -300,6 +303,7 @@ def _steady_rule(seed: int, num_requests: int | None) -> Any:
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              num_gpus: int | None = None, tp: int = 1, pp: int = 1, weights: str | None = None,
              dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+             two_batch_overlap: bool = False,
              kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
@@ -344,7 +348,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         if concurrency is not None or rate_profile is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency and --rate-profile")
     dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
-                           expert_skew=expert_skew, weights=weights, kv=kv,
+                           expert_skew=expert_skew,
+                           two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
                            gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,

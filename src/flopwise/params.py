@@ -45,6 +45,9 @@ HELP: dict[str, str] = {
     "rate_profile": "A request rate over time instead of --request-rate: DUR:RATE segments repeated "
                     "(\"300s:5,600s:40,300s:5\") or diurnal:LOW:HIGH:PERIOD (\"diurnal:2:20:3600s\"); --arrival "
                     "gamma's --burstiness shapes the arrivals around it.",
+    "two_batch_overlap": "With --ep > 1: split each step into two micro-batches so one's all-to-alls run under "
+                         "the other's kernels (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): a MoE layer "
+                         "takes the larger of its kernels and its collectives, not their sum.",
     "nodes": "Servers one replica spans (its GPUs split evenly; collectives between them use each GPU's NIC, "
              "network_gbs in the hardware catalog).",
     "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",

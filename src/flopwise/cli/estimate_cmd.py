@@ -28,6 +28,7 @@ from flopwise.cli.options import (
     OutputLen,
     Pp,
     Tp,
+    TwoBatchOverlap,
     Weights,
 )
 from flopwise.params import HELP
@@ -53,6 +54,7 @@ def estimate_cmd(
     ep: Ep = 1,
     nodes: Nodes = 1,
     expert_skew: ExpertSkew = 1.0,
+    two_batch_overlap: TwoBatchOverlap = False,
     weights: Weights = None,
     kv: Kv = None,
     batch: Annotated[int, typer.Option(help=HELP["batch"])] = 1,
@@ -73,6 +75,7 @@ def estimate_cmd(
 
     result = estimate(model, gpu, batch=batch, input_len=input_len, output_len=output_len, tp=tp, pp=pp,
                       dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                          two_batch_overlap=two_batch_overlap,
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
                       engine_file=engine_file, family=family)

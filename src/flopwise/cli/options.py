@@ -15,7 +15,8 @@ import typer
 from flopwise.params import HELP
 
 __all__ = ["Model", "Gpu", "NumGpus", "Tp", "Pp", "Dp", "Ep", "Nodes", "ExpertSkew", "Weights", "Kv", "Engine",
-           "Frontend", "Endpoint", "GpuMemoryUtilization", "EngineFile", "HardwareFile", "Family", "InputLen",
+           "TwoBatchOverlap", "Frontend", "Endpoint", "GpuMemoryUtilization", "EngineFile", "HardwareFile", "Family",
+           "InputLen",
            "OutputLen", "Json", "Parquet"]
 
 Model = Annotated[str, typer.Option(help=HELP["model"])]
@@ -27,6 +28,7 @@ Dp = Annotated[int | None, typer.Option(help=HELP["dp"])]
 Ep = Annotated[int, typer.Option(help=HELP["ep"])]
 Nodes = Annotated[int, typer.Option(help=HELP["nodes"])]
 ExpertSkew = Annotated[float, typer.Option(help=HELP["expert_skew"])]
+TwoBatchOverlap = Annotated[bool, typer.Option("--two-batch-overlap", help=HELP["two_batch_overlap"])]
 Weights = Annotated[str | None, typer.Option(help=HELP["weights"])]
 Kv = Annotated[str | None, typer.Option(help=HELP["kv"])]
 Engine = Annotated[str, typer.Option(help=HELP["engine"])]

@@ -30,6 +30,7 @@ from flopwise.cli.options import (
     NumGpus,
     Pp,
     Tp,
+    TwoBatchOverlap,
     Weights,
 )
 from flopwise.params import HELP
@@ -47,6 +48,7 @@ def simulate_cmd(
     ep: Ep = 1,
     nodes: Nodes = 1,
     expert_skew: ExpertSkew = 1.0,
+    two_batch_overlap: TwoBatchOverlap = False,
     weights: Weights = None,
     kv: Kv = None,
     engine: Engine = DEFAULT_ENGINE,
@@ -127,7 +129,8 @@ def simulate_cmd(
         advance = lambda n: bar.advance(task, n)  # noqa: E731
     with bar:
         result = simulate(model, gpu, num_gpus=num_gpus, tp=tp, pp=pp,
-                          dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew, weights=weights, kv=kv, engine=engine,
+                          dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                          two_batch_overlap=two_batch_overlap, weights=weights, kv=kv, engine=engine,
                           frontend=frontend, endpoint=endpoint, gpu_memory_utilization=gpu_memory_utilization,
                           engine_file=engine_file, hardware_file=hardware_file, family=family,
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,

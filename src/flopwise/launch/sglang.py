@@ -49,6 +49,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["dp"], dep.dp).flag(flags["dp_attention"])
     if dep.ep > 1:
         line.flag(flags["ep"], dep.ep)
+        if dep.two_batch_overlap:
+            line.flag(flags["two_batch_overlap"])
     if dep.nodes > 1:
         line.flag(flags["nnodes"], dep.nodes).flag(flags["node_rank"], 0)
         line.flag(flags["dist_init_addr"], "<node0-ip>:5000")

@@ -80,6 +80,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
                          f"{local} x node index and --headless on all but the head")
     if dep.ep > 1:
         line.flag(flags["ep"])
+        if dep.two_batch_overlap:
+            line.flag(flags["two_batch_overlap"])
         if dep.ep != dep.tp * dep.dp:
             notes.append(f"vLLM spreads the experts over all {dep.tp * dep.dp} GPUs (EP {dep.tp * dep.dp}), not the "
                          f"planned EP {dep.ep}")

@@ -33,6 +33,7 @@ def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str =
 def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                      tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
                      dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+                     two_batch_overlap: bool = False,
                      kv: str | None = None, hardware_file: Path_ | None = None,
                      speculative: SpeculativeSpec | str | None = None, family: str | None = None,
                      engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
@@ -46,7 +47,7 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     if dp is None:  # expert parallelism wider than the TP group implies that many data-parallel attention groups
         dp = ep // tp if isinstance(tp, int) and isinstance(ep, int) and 0 < tp < ep and ep % tp == 0 else 1
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, dp=dp, ep=ep, nodes=nodes,
-                           expert_skew=expert_skew,
+                           expert_skew=expert_skew, two_batch_overlap=two_batch_overlap,
                            num_gpus=num_gpus, speculative=spec,
                            engine=engine_profile(engine, frontend, endpoint, engine_file), max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,

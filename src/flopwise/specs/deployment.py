@@ -47,6 +47,7 @@ class Deployment:
     ep: int = 1
     nodes: int = 1  # servers one replica spans (its GPUs split evenly); collectives between them use the NIC
     expert_skew: float = 1.0  # with ep > 1: the busiest EP rank's token-expert rows over the mean (1: balanced)
+    two_batch_overlap: bool = False  # with ep > 1: collectives of one micro-batch under the other's kernels
     # engine knobs: no defaults here; `make_deployment` fills them from the engine profile (their one home)
     gpu_memory_utilization: float
     block_size: int
@@ -97,7 +98,7 @@ class Deployment:
 
     def _key(self) -> tuple[object, ...]:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
-                self.dp, self.ep, self.nodes, self.expert_skew,
+                self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
                 self.speculative)
 
@@ -140,7 +141,7 @@ class Deployment:
 
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
-                    expert_skew: float = 1.0,
+                    expert_skew: float = 1.0, two_batch_overlap: bool = False,
                     num_gpus: int | None = None,
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
@@ -174,6 +175,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d), tp=tp, pp=pp,
                       replicas=replicas, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                      two_batch_overlap=two_batch_overlap,
                       speculative=speculative,
                       max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
