@@ -161,5 +161,11 @@ def test_two_batch_overlap_hides_half_of_the_smaller_of_kernels_and_all_to_alls(
     shape = decode_shape(64, 2048, layout(tbo).windows)
     assert step_time(tbo, shape) == pytest.approx(c_tbo.time_s)
     assert sum(o.time_s for o in c_tbo.ops) + c_tbo.step_overhead_s == pytest.approx(c_tbo.time_s)
+    # at tp 1 (DP attention) there is no all-reduce: only the all-to-alls give up their hidden share
+    dep8 = _dep(tp=1, dp=8, ep=8, two_batch_overlap=True)
+    c = _decode_cost(dep8)
+    assert sum(o.time_s for o in c.ops) + c.step_overhead_s == pytest.approx(c.time_s)
+    assert _by_name(c)["norms_residual"]["time_s"] == _by_name(_decode_cost(_dep(tp=1, dp=8, ep=8)))[
+        "norms_residual"]["time_s"]
     # plain tensor parallelism has no all-to-all to hide
     assert _decode_cost(_dep(tp=8, two_batch_overlap=True)).time_s == _decode_cost(_dep(tp=8)).time_s

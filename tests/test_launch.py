@@ -295,6 +295,12 @@ def test_expert_parallel_and_dp_attention_in_each_engines_terms():
     assert "--data-parallel-size 2" in v.command and "--data-parallel-size-local 1" in v.command
     assert "--enable-dbo" in v.command and "--enable-two-batch-overlap" in s.command
     assert "--enable-dbo" not in render(dep8, get_engine("vllm")).command
+    # TP 16 over two nodes: no DP ranks to split, so vLLM runs the group on a Ray cluster
+    wide = _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=16, nodes=2, weights="fp8", native="fp8",
+              max_len=4096, prompt=2048)
+    w = render(wide, get_engine("vllm"))
+    assert "--distributed-executor-backend ray" in w.command and "--data-parallel-size-local" not in w.command
+    assert any("ray start" in n for n in w.notes)
     assert any("--data-parallel-start-rank" in n for n in v.notes)
 
 

@@ -252,17 +252,18 @@ class _Acc:
                                    compute_s=count * compute_s, memory_s=count * memory_s, comm_s=0.0,
                                    overhead_s=count * overhead_s, time_s=count * t))
 
-    def hide(self, compute: float, comm: float, num_ops: int) -> None:
+    def hide(self, compute: float, comm: float, first_op: int) -> None:
         """Two-batch overlap: two micro-batches alternate, each one's collectives running under the other's
         kernels; TBO_OVERLAP of the smaller of the two is hidden (1 would make a layer max(compute, comm)). The
-        last `num_ops` recorded operators (the layer group's collectives) keep their share of what stays visible."""
+        operators recorded from `first_op` on (the layer group's collectives) keep their share of what stays
+        visible."""
         hidden = TBO_OVERLAP * min(compute, comm)
         if hidden <= 0:
             return
         self.total -= hidden
         if self.detail and comm > 0:
             keep = 1 - hidden / comm
-            for i in range(len(self.ops) - num_ops, len(self.ops)):
+            for i in range(first_op, len(self.ops)):
                 o = self.ops[i]
                 self.ops[i] = replace(o, comm_s=o.comm_s * keep, time_s=o.time_s * keep)
 
@@ -342,11 +343,11 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
         if g.is_moe and moe_comm is not None:
             name, count, seconds, sent = moe_comm
-            compute = acc.total - start
-            acc.add_comm("tp_allreduce", n, ar_s, ar_sent)  # after attention, within the attention group
+            compute, first_comm = acc.total - start, len(acc.ops)
+            acc.add_comm("tp_allreduce", n, ar_s, ar_sent)  # after attention, within the attention group (none at tp 1)
             acc.add_comm(name, count * n, seconds, sent)
             if dep.two_batch_overlap:
-                acc.hide(compute, acc.total - start - compute, 2)
+                acc.hide(compute, acc.total - start - compute, first_comm)
         else:
             acc.add_comm("tp_allreduce", 2 * n, ar_s, ar_sent)
     if dep.pp > 1:

@@ -71,9 +71,13 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
+    if dep.nodes > 1 and dep.dp % dep.nodes:  # a TP or PP group spans nodes: vLLM runs it on a Ray cluster
+        line.flag(flags["executor_backend"], "ray")
+        notes.append(f"start a Ray cluster over the {dep.nodes} nodes first (`ray start --head` on one, "
+                     "`ray start --address <head-ip>:6379` on the others), then run this on the head node")
     if dep.dp > 1:
         line.flag(flags["dp"], dep.dp)
-        if dep.nodes > 1:
+        if dep.nodes > 1 and not dep.dp % dep.nodes:
             local = dep.dp // dep.nodes
             line.flag(flags["dp_local"], local).flag(flags["dp_address"], "<head-node-ip>")
             notes.append(f"run on each of the {dep.nodes} nodes: the same command with {flags['dp_start_rank']} "
