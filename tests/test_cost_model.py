@@ -154,3 +154,22 @@ def test_step_time_equals_breakdown_sum():
     cost = step_cost(dep, shape)
     assert cost.time_s == pytest.approx(step_time(dep, shape), rel=1e-12)
     assert cost.time_s == pytest.approx(sum(o.time_s for o in cost.ops) + cost.step_overhead_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("model,gpu,kw", [
+    ("llama-3.1-8b", "h100-sxm", {}),
+    ("qwen3-30b-a3b", "h100-sxm", {"tp": 2}),
+    ("deepseek-v3", "h200", {"tp": 8}),
+    ("deepseek-v3", "h200", {"tp": 1, "dp": 8, "ep": 8, "num_gpus": 8}),
+    ("deepseek-v3", "h200", {"tp": 1, "dp": 8, "ep": 8, "num_gpus": 8, "two_batch_overlap": True}),
+])
+def test_decode_step_time_is_step_time_of_the_decode_shape(model, gpu, kw):
+    """The simulator's decode-run path (other operators once per batch size, attention per step) prices the
+    same step as the full cost function, to rounding."""
+    from flopwise.cost.step import decode_step_time
+    from flopwise.sim.shape import ShapeBuilder
+
+    dep = deployment(model, gpu, **kw)
+    builder = ShapeBuilder((None,))
+    for b, c in ((1, 0), (1, 4095), (7, 7 * 1234), (64, 64 * 3000), (256, 256 * 900)):
+        assert decode_step_time(dep, b, c) == pytest.approx(step_time(dep, builder.decode(b, c)), rel=1e-12)

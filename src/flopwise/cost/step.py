@@ -55,12 +55,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from flopwise.cost.attention import AttentionWork
 from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "host_s", "op_time_s"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum.
@@ -211,6 +212,24 @@ def roofs(dep: Deployment) -> Roofs:
                  half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
 
 
+def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
+                kernels: int, weight_eff: float = 1.0) -> tuple[float, float, float, float]:
+    """(time, compute, memory, overhead) seconds of one operator: compute_s = FLOPs / (rate * m / (m + half_m));
+    memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
+    1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factor, written with folded
+    constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s."""
+    compute_s = flops * (m + r.half_m) / (m * rate) if flops > 0 else 0.0
+    nbytes = weight_b + kv_b + act_b
+    if nbytes > 0:
+        streamed = weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b
+        memory_s = streamed * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
+    else:
+        memory_s = 0.0
+    overhead_s = kernels * r.kernel_s
+    p = r.p
+    return (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s, compute_s, memory_s, overhead_s
+
+
 class _Acc:
     """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
 
@@ -224,31 +243,19 @@ class _Acc:
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0) -> None:
-        """compute_s = FLOPs / (rate * m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes))
-        with weight bytes inflated by 1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's
-        kernel factor, written with folded constants)."""
+        """One operator (`_op_seconds`) `count` times."""
         r = self.r
         self.kernels += count * kernels
-        if flops > 0:
-            rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
-            compute_s = flops * (m + r.half_m) / (m * rate)
-        else:
-            compute_s = 0.0
-        nbytes = weight_b + kv_b + act_b
-        if nbytes > 0:
-            streamed = weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b
-            memory_s = streamed * (nbytes + r.half_bytes) / (nbytes * r.bandwidth_rate)
-        else:
-            memory_s = 0.0
-        overhead_s = kernels * r.kernel_s
-        p = r.p
-        t = (compute_s**p + memory_s**p) ** (1.0 / p) + overhead_s
+        rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
+        t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b, kernels,
+                                                         weight_eff)
         self.total += count * t
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
             self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
                                    kv_bytes=count * kv_b, act_bytes=count * act_b, comm_bytes=0.0,
-                                   peak_compute_s=count * flops / peak, peak_memory_s=count * nbytes / r.bw,
+                                   peak_compute_s=count * flops / peak,
+                                   peak_memory_s=count * (weight_b + kv_b + act_b) / r.bw,
                                    compute_s=count * compute_s, memory_s=count * memory_s, comm_s=0.0,
                                    overhead_s=count * overhead_s, time_s=count * t))
 
@@ -278,7 +285,9 @@ class _Acc:
                                    memory_s=0.0, comm_s=count * seconds, overhead_s=0.0, time_s=count * seconds))
 
 
-def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
+def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = True) -> _Acc:
+    """The operators of one step; `attention=False` leaves out those that read the cached context (attention
+    and the DSA indexer), which `decode_step_time` adds per step."""
     lay = layout(dep)
     acc = _Acc(dep, detail)
     T: float = shape.num_tokens
@@ -304,8 +313,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
         at = g.attn
         start = acc.total
         acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels)
-        if at.has_pairs:
-            work = shape.attention[g.window]
+        work = shape.attention[g.window] if attention and at.has_pairs else None
+        if work is not None:
             pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
             kv_b = (work.prefill_kv_read + work.decode_kv_read + (T_all if at.writes_kv else 0)) * at.kv_bytes_per_token
             acc.add("attention", n, share * pairs_flops, T / S * at.q_per_kv, 0.0, share * kv_b,
@@ -316,7 +325,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool) -> _Acc:
                         T / S * at.index_heads, 0.0,
                         share * (iw.prefill_kv_read + iw.decode_kv_read + T_all) * at.index_bytes_per_token, 0.0, 2,
                         index=True)
-        else:  # linear-state layer: each sequence's state is read and written once per step
+        elif not at.has_pairs:  # linear-state layer: each sequence's state is read and written once per step
             acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
                     T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
@@ -412,6 +421,55 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     """Seconds for one engine step (fast path: no breakdown)."""
     acc = _run(dep, shape, False)
     return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+
+
+@dataclass(frozen=True, slots=True)
+class _DecodeBase:
+    """A decode step of b rows apart from its attention: the device seconds of every other operator plus the
+    fixed per-step cost, the host seconds, and per attention group (count, FLOPs per pair, GEMM rows, KV bytes per
+    context token, KV bytes written, activation bytes, kernels)."""
+
+    rest_s: float
+    host_s: float
+    attention: tuple[tuple[int, float, float, float, float, float, int], ...]
+
+
+@lru_cache(maxsize=8192)
+def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
+    """None where attention is not the only operator that reads the context (a DSA indexer), or where two-batch
+    overlap ties the collectives' hidden share to it."""
+    lay = layout(dep)
+    if any(g.attn.index_pair_flops for g in lay.groups) or (
+            dep.two_batch_overlap and (dep.dp > 1 or dep.ep > 1) and any(g.is_moe for g in lay.groups)):
+        return None
+    shape = BatchShape(b, b, b, {None: AttentionWork(0, 0, b, 0)})
+    acc = _run(dep, shape, False, attention=False)
+    share = 1.0 / dep.dp
+    rows = b / dep.dp if dep.dp > 1 else b  # one attention group's share (as `_run`)
+    a = lay.act_bytes
+    groups = tuple((g.count, share * at.pair_flops_decode, 1.0 * at.q_per_kv, share * at.kv_bytes_per_token,
+                    share * (b if at.writes_kv else 0) * at.kv_bytes_per_token, rows * at.q_out_elems * a,
+                    at.attn_kernels)
+                   for g in lay.groups if (at := g.attn).has_pairs)
+    return _DecodeBase(acc.total + dep.hardware.efficiency.step_overhead_s, host_s(dep, shape), groups)
+
+
+def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
+    """`step_time` of `num_seqs` decode rows whose contexts sum to `context_sum` on a model whose attention layers
+    all attend every token (`ShapeBuilder.full_only`), with the
+    operators that do not read the context computed once per batch size: attention's pairs are C + B and its KV
+    read C (`sim/shape.py`)."""
+    base = _decode_base(dep, num_seqs)
+    if base is None:
+        return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
+                                         {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
+    r = roofs(dep)
+    device = base.rest_s
+    pairs = context_sum + num_seqs
+    for count, pair_flops, m, kv_per_token, kv_written, act_b, kernels in base.attention:
+        device += count * _op_seconds(r, r.attention_rate, pairs * pair_flops, m, 0.0,
+                                      context_sum * kv_per_token + kv_written, act_b, kernels)[0]
+    return _combine(dep, device, base.host_s)
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:

@@ -167,8 +167,15 @@ class BaseScheduler:
                 continue
             c = req.num_computed_tokens + n
             req.num_computed_tokens = c
-            if c == req.num_tokens:
-                req.sample(step)
+            if c == req.num_tokens:  # Request.sample(step), inlined: this loop runs per request per step
+                req.num_output_tokens += 1
+                req.num_tokens = c + 1
+                ranges = req.token_steps
+                if ranges and ranges[-1] == step:
+                    ranges[-1] = step + 1
+                else:
+                    ranges.append(step)
+                    ranges.append(step + 1)
                 emitted_total += 1
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopwise.cost.step import step_time
+from flopwise.cost.step import decode_step_time, step_time
 from flopwise.sim.base import BaseScheduler
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.deployment import Deployment
@@ -60,7 +60,7 @@ def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, 
     if builder.full_only:
         b = len(running)
         c0 = sum(r.num_computed_tokens for r in running)
-        return _chord_fill(lambda j: step_time(dep, builder.decode(b, c0 + b * (j - 1))), k)
+        return _chord_fill(lambda j: decode_step_time(dep, b, c0 + b * (j - 1)), k)
     ctx = [r.num_computed_tokens for r in running]
     return [step_time(dep, builder.decode_rows([c + j - 1 for c in ctx])) for j in range(1, k + 1)]
 

@@ -23,6 +23,7 @@ is what first-come-first-served needs.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import MutableSequence
 
 from flopwise.sim.request import Request
 from flopwise.specs.engine import FrontendCosts
@@ -72,6 +73,21 @@ class Frontend:
         self.busy_until = done
         self.cpu_s += work
         return done
+
+    def deliver_steps(self, ends: list[float], start: int, stop: int, num_tokens: int,
+                      out: MutableSequence[float]) -> None:
+        """`deliver(ends[j], num_tokens)` for j in start..stop-1 (the steps of a decode run), appended to `out`."""
+        if num_tokens <= 0:
+            out.extend(ends[start:stop])
+            return
+        work = num_tokens * self.token_s
+        busy, cpu = self.busy_until, self.cpu_s
+        for j in range(start, stop):
+            at = ends[j]
+            busy = (at if at > busy else busy) + work
+            cpu += work
+            out.append(busy)
+        self.busy_until, self.cpu_s = busy, cpu
 
     def claim_for_step(self, now: float, host_s: float) -> float:
         """Shared CPU only: the instant a step can start (after the queued frontend work), holding the CPU for

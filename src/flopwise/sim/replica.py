@@ -34,8 +34,9 @@ router's scrape of an engine's metrics would.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from itertools import accumulate
 
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_counter, memory_plan
@@ -269,11 +270,7 @@ class Replica:
             self._run_step0 = len(tl.step_end_at)
             deadline = sched.next_deadline() if self.deadlines else None
             if fe is None:
-                ends = []
-                t = now
-                for d in durations:
-                    t += d
-                    ends.append(t)
+                ends = list(accumulate(durations, initial=now))[1:]  # now + d1, + d2, ... in order
                 if deadline is not None:  # end the run at the first step by whose end a client gives up
                     k = min(k, bisect_left(ends, deadline) + 1)
                 self._run_k, self._run_ends, self._run_cut = k, ends, sched.admission_open()
@@ -294,11 +291,7 @@ class Replica:
                 self._phase = _SHARED_RUN
                 self._start_run_step(now)
                 return
-            ends = []
-            t = now
-            for d in durations:
-                t += d
-                ends.append(t)
+            ends = list(accumulate(durations, initial=now))[1:]
             if self._run_cut:  # a request already on its way through the API server may cut the run
                 ready = fe.next_ready_at()
                 if ready is not None:
@@ -343,13 +336,13 @@ class Replica:
 
     def _deliver_run(self, until: float, strictly_before: bool) -> None:
         """Stream the tokens of the pending run's steps that end before `until` (or at it), in order."""
-        fe, ends, delivered = self.fe, self._run_ends, self.tl.delivered_at
+        fe, ends = self.fe, self._run_ends
         assert fe is not None
-        j, k, batch = self._run_j, self._run_k, self._run_batch
-        while j < k and (ends[j] < until or (not strictly_before and ends[j] == until)):
-            delivered.append(fe.deliver(ends[j], batch))
-            j += 1
-        self._run_j = j
+        j, k = self._run_j, self._run_k
+        stop = bisect_left(ends, until, j, k) if strictly_before else bisect_right(ends, until, j, k)
+        if stop > j:
+            fe.deliver_steps(ends, j, stop, self._run_batch, self.tl.delivered_at)
+        self._run_j = stop
 
     def _end_step(self) -> list[Request]:
         t = self.next_at
