@@ -9,6 +9,8 @@ from flopwise.cost import batch_shape, decode_shape, memory_plan, prefill_shape,
 from flopwise.cost.batch import causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
+from flopwise.cost.step import decode_step_time
+from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.hardware import GIB
 
 
@@ -166,9 +168,6 @@ def test_step_time_equals_breakdown_sum():
 def test_decode_step_time_is_step_time_of_the_decode_shape(model, gpu, kw):
     """The simulator's decode-run path (other operators once per batch size, attention per step) prices the
     same step as the full cost function, to rounding."""
-    from flopwise.cost.step import decode_step_time
-    from flopwise.sim.shape import ShapeBuilder
-
     dep = deployment(model, gpu, **kw)
     builder = ShapeBuilder((None,))
     for b, c in ((1, 0), (1, 4095), (7, 7 * 1234), (64, 64 * 3000), (256, 256 * 900)):

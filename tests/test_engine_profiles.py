@@ -10,6 +10,7 @@ from flopwise.api import deployment, estimate
 from flopwise.cost import batch_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
+from flopwise.cost.step import roofs
 from flopwise.errors import SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
@@ -170,3 +171,19 @@ def test_case_knobs_keep_each_engines_meaning():
                                        "enable_prefix_caching": "False", "gpu_memory_utilization": 0.95}}, "simulate")
     assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
+
+
+def test_llamacpp_fp16_gemms_accumulate_in_fp16_on_geforce_only():
+    """llama.cpp's cuBLAS GEMMs accumulate in FP16 (CUBLAS_COMPUTE_16F): on an RTX 4090 their roof is
+    max(165.2, 330.3 x fp16_accumulate_compute) TFLOP/s; on an H100 (no separate FP16-accumulate rate) and under
+    vLLM (FP32 accumulate) it stays the FP16 peak."""
+    lcpp = deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b2000", weights="fp16")
+    share = lcpp.engine.kernels.fp16_accumulate_compute
+    assert 0.5 < share < 1
+    assert roofs(lcpp).nominal_peak_linear == pytest.approx(max(165.2, 330.3 * share) * 1e12)
+    assert roofs(deployment("llama-2-7b", "rtx-4090", weights="fp16")).nominal_peak_linear == pytest.approx(165.2e12)
+    h100 = deployment("llama-2-7b", "h100-sxm", engine="llamacpp@b2000", weights="fp16")
+    assert roofs(h100).nominal_peak_linear == pytest.approx(h100.hardware.peak_tflops["fp16"] * 1e12)
+    # quantized weights before MMQ's int8 tensor cores (b3100) are dequantized to fp16 and take the same path
+    q4 = deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b2000", weights="q4_0")
+    assert roofs(q4).nominal_peak_linear == pytest.approx(max(165.2, 330.3 * share) * 1e12)

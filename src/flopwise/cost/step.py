@@ -192,6 +192,8 @@ def roofs(dep: Deployment) -> Roofs:
         compute = kf.quantized_gemm_dtype
     linear_dtype = hw.compute_dtype(compute, weight_only_fallback=compute in ("fp8", "fp4"))
     nominal = hw.peak_tflops[linear_dtype] * 1e12
+    if linear_dtype == "fp16" and kf.fp16_accumulate_compute and hw.fp16_accumulate_tflops:
+        nominal = max(nominal, hw.fp16_accumulate_tflops * 1e12 * kf.fp16_accumulate_compute)
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in ("fp8", "int8", "fp4") else 1.0
     weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0

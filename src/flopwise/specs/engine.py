@@ -135,7 +135,11 @@ class KernelFactors:
         step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
         batches); such a step takes at least kernels x this (`cost/step.py`);
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
-        (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676).
+        (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676);
+    fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
+        FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16
+        (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F); 0 where they accumulate in FP32. Their roof is the larger of
+        the two (a card held at its power limit sustains less than the nominal 2x).
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -144,12 +148,16 @@ class KernelFactors:
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
     quantized_gemm_dtype: str = "fp16"
+    fp16_accumulate_compute: float = 0.0
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")
+        if self.fp16_accumulate_compute > 1:
+            raise SpecError(f"engine kernels: fp16_accumulate_compute must be in [0, 1], got "
+                            f"{self.fp16_accumulate_compute}")
         for name in ("moe_bandwidth", "quantized_gemm_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")

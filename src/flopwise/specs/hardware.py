@@ -114,6 +114,9 @@ class HardwareSpec:
     memory_gib: float
     memory_bandwidth_gbs: float
     peak_tflops: dict[str, float]
+    # dense FP16 tensor TFLOP/s with FP16 accumulate, where it exceeds peak_tflops.fp16 (GeForce cards run the FP32
+    # accumulate that peak_tflops assumes at half rate); a GEMM that accumulates in FP16 (KernelFactors) gets it
+    fp16_accumulate_tflops: float | None = None
     interconnect: str = "none"
     interconnect_gbs: float = 0.0
     gpus_per_node: int = 1  # GPUs in one server's peer fabric (NVLink / Infinity Fabric domain)
@@ -137,6 +140,9 @@ class HardwareSpec:
             number(self.tdp_w, f"{where}: tdp_w", lo=0, lo_open=True, error=SpecError)
         if self.price_per_hour_usd is not None:
             number(self.price_per_hour_usd, f"{where}: price_per_hour_usd", lo=0, error=SpecError)
+        if self.fp16_accumulate_tflops is not None:
+            number(self.fp16_accumulate_tflops, f"{where}: fp16_accumulate_tflops", lo=0, lo_open=True,
+                   error=SpecError)
         if self.released is not None:
             integer(self.released, f"{where}: released", lo=1950, hi=2100, error=SpecError)
         if not isinstance(self.peak_tflops, dict) or not self.peak_tflops:
