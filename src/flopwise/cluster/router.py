@@ -49,11 +49,12 @@ BALANCE_REL = 1.0001
 
 
 def _least_outstanding(cands: Sequence[R]) -> R:
-    best = cands[0]
-    for r in cands:
-        if r.num_outstanding < best.num_outstanding:
-            best = r
-    return best
+    """The first candidate with the fewest outstanding requests (`min` keeps the first of equals)."""
+    return min(cands, key=_outstanding)
+
+
+def _outstanding(r: Routable) -> int:
+    return r.num_outstanding
 
 
 class Router:

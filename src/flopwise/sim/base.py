@@ -155,8 +155,28 @@ class BaseScheduler:
             assert acceptance is not None
             draws = iter(acceptance.draw(out.num_decodes))
             emitted = 0
+        if draws is None:  # no speculation this step: the common path, per request per step
+            for req, n in zip(out.reqs, out.num_new, strict=True):
+                c = req.num_computed_tokens + n
+                req.num_computed_tokens = c
+                if c == req.num_tokens:  # Request.sample(step), inlined
+                    req.num_output_tokens += 1
+                    req.num_tokens = c + 1
+                    ranges = req.token_steps
+                    if ranges and ranges[-1] == step:
+                        ranges[-1] = step + 1
+                    else:
+                        ranges.append(step)
+                        ranges.append(step + 1)
+                    emitted_total += 1
+                    if req.num_output_tokens == req.max_tokens:
+                        finished.append(req)
+            self.num_emitted = emitted_total
+            if finished:
+                self.finish(finished, end_at)
+            return finished
         for req, n in zip(out.reqs, out.num_new, strict=True):
-            if draws is not None and req.is_decoding:
+            if req.is_decoding:
                 e = min(next(draws), req.max_tokens - req.num_output_tokens)
                 req.num_computed_tokens += e
                 req.emit(step, e)
@@ -167,15 +187,8 @@ class BaseScheduler:
                 continue
             c = req.num_computed_tokens + n
             req.num_computed_tokens = c
-            if c == req.num_tokens:  # Request.sample(step), inlined: this loop runs per request per step
-                req.num_output_tokens += 1
-                req.num_tokens = c + 1
-                ranges = req.token_steps
-                if ranges and ranges[-1] == step:
-                    ranges[-1] = step + 1
-                else:
-                    ranges.append(step)
-                    ranges.append(step + 1)
+            if c == req.num_tokens:
+                req.sample(step)
                 emitted_total += 1
                 if req.num_output_tokens == req.max_tokens:
                     finished.append(req)

@@ -46,11 +46,11 @@ def plan_decode_run(sched: BaseScheduler, max_decodes: int) -> int:
         return 0
     k = 1 << 62
     for r in running:
-        if r.num_computed_tokens != r.num_tokens - 1 or not r.num_output_tokens:
+        out = r.num_output_tokens
+        if not out or r.num_computed_tokens != r.num_tokens - 1:
             return 0
-        left = r.max_tokens - r.num_output_tokens
-        if left < k:
-            k = left
+        if r.max_tokens - out < k:
+            k = r.max_tokens - out
     return sched.kv.decode_steps_that_fit(running, k)
 
 

@@ -388,11 +388,22 @@ def _apply_run(sched: BaseScheduler, tl: Timeline, k: int, step0: int, start: fl
     """Advance every running request by the run's k decode steps (their tokens at steps step0 .. step0+k-1)."""
     kv, running = sched.kv, sched.running
     kv.allocate_decode_run(running, k)
-    for r in running:
-        r.sample(step0, k)
+    finished = []
+    end_step = step0 + k
+    for r in running:  # r.sample(step0, k) and k more computed tokens, inlined: per request per run
+        n = r.num_output_tokens + k
+        r.num_output_tokens = n
+        r.num_tokens += k
         r.num_computed_tokens += k
+        ranges = r.token_steps
+        if ranges and ranges[-1] == step0:
+            ranges[-1] = end_step
+        else:
+            ranges.append(step0)
+            ranges.append(end_step)
+        if n == r.max_tokens:
+            finished.append(r)
     tl.add(start, end - start, len(running), len(sched.waiting), kv.usage, 0)
-    finished = [r for r in running if r.num_output_tokens == r.max_tokens]
     if finished:
         sched.finish(finished, end)
     return finished
