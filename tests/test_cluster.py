@@ -330,6 +330,23 @@ def test_fleet_plan_ranks_aggregated_and_disaggregated():
     assert best["gpus_for_rate"] == math.ceil(100.0 / best["max_request_rate"]) * 2
 
 
+def test_fleet_plan_does_not_depend_on_its_workers():
+    """Layouts are searched one per worker process: one worker or two give the same ranked candidates."""
+    from flopwise.plan.fleet import plan_fleet
+    from flopwise.specs.sla import parse_sla
+
+    def make(t, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
+
+    def run(workers):
+        return plan_fleet(make, 2, lambda r: build_workload(num_requests=40, input_len=1024, output_len=64,
+                                                             request_rate=r, seed=0),
+                          parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), tps=(1, 2), iterations=2, workers=workers)
+
+    one, two = run(1), run(2)
+    assert one == two and len(one) >= 3 and one[0].max_rate > 0
+
+
 def test_router_help_names_every_router():
     """The CLI help lists the routers (params.py imports nothing heavy, so it restates them): the lists agree."""
     from flopwise.cluster import ROUTERS

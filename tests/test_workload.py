@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from flopwise.errors import WorkloadError
 from flopwise.workload import NAMED_WORKLOADS, ArrivalProcess, arrival_times, build_workload, load_trace, parse_length
+from flopwise.workload.spec import RequestSpec
 
 
 def test_length_forms():
@@ -173,3 +175,11 @@ def test_bad_rate_profiles_are_one_clear_error(spec, msg):
 def test_a_rate_profile_excludes_a_fixed_rate():
     with pytest.raises(WorkloadError, match="drop --request-rate"):
         build_workload(num_requests=5, input_len=10, output_len=10, request_rate=3.0, rate_profile="60s:5")
+
+
+def test_request_sent_at_copies_and_checks_only_the_time():
+    r = RequestSpec(arrival_at=0.0, input_tokens=10, output_tokens=5, prefix_id=3, prefix_tokens=4, priority=2)
+    assert r.sent_at(1.5) == replace(r, arrival_at=1.5) and r.arrival_at == 0.0
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(WorkloadError, match="arrival times"):
+            r.sent_at(bad)

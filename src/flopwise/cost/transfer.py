@@ -33,6 +33,7 @@ are not modelled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from flopwise.cost.layout import layout
 from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S
@@ -97,8 +98,13 @@ def link_between(kind: str, sender: HardwareSpec, receiver: HardwareSpec, same_n
 
 def kv_transfer_bytes(dep: Deployment, num_tokens: int) -> float:
     """Bytes of one copy of `num_tokens` tokens' KV cache (all layers, tp = pp = 1 sizes)."""
+    return num_tokens * _kv_bytes_per_token(dep)
+
+
+@lru_cache(maxsize=256)
+def _kv_bytes_per_token(dep: Deployment) -> float:
     one = dep if dep.tp == 1 and dep.pp == 1 and dep.replicas == 1 else replace(dep, tp=1, pp=1, replicas=1)
-    return num_tokens * layout(one).kv_bytes_per_token
+    return layout(one).kv_bytes_per_token
 
 
 @dataclass(slots=True)

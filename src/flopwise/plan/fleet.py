@@ -4,11 +4,13 @@ For one GPU type and `total_gpus`, the candidates are
     aggregated      R replicas of TP t (R = total_gpus // t), one mixed pool behind a least-outstanding router;
     disaggregated   a prefill pool of Np x TP tp and a decode pool of Nd x TP td using every GPU
                     (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
-Each is simulated as a fleet (`cluster/`) and its highest request rate meeting the SLA found by bisection
-(`sim.max_rate.bisect_max_rate`: short probes, so it can pass a rate a long run would not; `simulate
---find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost); candidates are
-ranked by output tokens/s per GPU at that rate (rate x mean output tokens / GPUs, as the single-replica
-planner's goodput). Which constraint binds is read off the run at the rate just above.
+Each is simulated as a fleet (`cluster/`), one layout per worker process, and its highest request rate meeting
+the SLA found by bisection (`sim.max_rate.bisect_max_rate`: short probes, so it can pass a rate a long run would
+not; `simulate --find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost).
+Candidates are ranked by output tokens/s per GPU at their rate (rate x mean output tokens / GPUs, as the
+single-replica planner's goodput). Which constraint binds is read off the probe just above the answer. No
+layout is pruned: the rate a short run completes at an infinite load is no ceiling for a fleet (several
+replicas serve a burst's requests at once), so there is no cheap bound to prune by.
 
 This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
 aggregated,disaggregated` calls it after that planner, for the first GPU given.
@@ -17,6 +19,7 @@ aggregated,disaggregated` calls it after that planner, for the first GPU given.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,7 @@ from flopwise.cluster import FleetResult, simulate_fleet
 from flopwise.cluster.build import build_cluster
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import FlopwiseError
+from flopwise.plan.runner import Runner
 from flopwise.sim.max_rate import bisect_max_rate
 from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.deployment import Deployment
@@ -42,12 +46,12 @@ class FleetCandidate:
     serving: str
     layout: str  # "4xtp2" or "prefill=2xtp2,decode=1xtp4"
     num_gpus: int
-    max_rate: float  # requests/s meeting the SLA (0: none)
+    max_rate: float  # requests/s meeting the SLA (0: none, or not searched)
     output_tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float | None
     p95_ttft_ms: float | None
     p95_tpot_ms: float | None
-    binding: str  # the SLA objective that fails first above max_rate ("" if none failed)
+    binding: str  # the SLA objective that fails first above max_rate ("" if none failed; "infeasible")
 
 
 def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int, ...] = TPS,
@@ -72,17 +76,75 @@ def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int,
     return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Search:
+    """What every layout's jobs share (forked workers inherit it; `workload_at` need not be picklable)."""
+
+    specs: tuple[tuple[str, str, ClusterSpec | None], ...]  # (serving, layout, fleet or None where it cannot fit)
+    workload_at: Callable[[float], Workload]
+    sla: SLA
+    iterations: int
+    mean_out: float
+    total_gpus: int
+
+
+_SEARCH: _Search | None = None  # set by plan_fleet while its jobs run
+
+
+def _search() -> _Search:
+    assert _SEARCH is not None, "a fleet-plan job ran outside plan_fleet"
+    return _SEARCH
+
+
+def _infeasible(mode: str, text: str, num_gpus: int) -> FleetCandidate:
+    return FleetCandidate(serving=mode, layout=text, num_gpus=num_gpus, max_rate=0.0, output_tokens_per_s_per_gpu=0.0,
+                          tokens_per_s_per_user=None, p95_ttft_ms=None, p95_tpot_ms=None, binding="infeasible")
+
+
+def _search_job(i: int) -> FleetCandidate:
+    """Layout i's highest rate meeting the SLA (bisection), and the constraint that fails just above it."""
+    ctx = _search()
+    mode, text, spec = ctx.specs[i]
+    assert spec is not None
+    runs: dict[float, FleetResult] = {}  # every probe by rate: the binding constraint is read off one of them
+
+    def run_at(rate: float) -> FleetResult:
+        res = runs.get(rate)
+        if res is None:
+            res = runs[rate] = simulate_fleet(spec, ctx.workload_at(rate), sla=ctx.sla, metrics="exact")
+        return res
+
+    try:
+        found = bisect_max_rate(run_at, iterations=ctx.iterations)
+    except FlopwiseError:
+        return _infeasible(mode, text, ctx.total_gpus)
+    s = found.result.metrics()
+    above = [r for r, ok in found.probes if not ok and r > found.rate]
+    binding = ""
+    if above:
+        fail = run_at(min(above)).metrics()
+        binding = ",".join(k for k, v in (fail.sla_objectives_met or {}).items() if not v)
+    tpot = s.tpot_ms.mean
+    return FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
+                          output_tokens_per_s_per_gpu=found.rate * ctx.mean_out / spec.num_gpus,
+                          tokens_per_s_per_user=1e3 / tpot if tpot else None, p95_ttft_ms=s.ttft_ms.p95,
+                          p95_tpot_ms=s.tpot_ms.p95, binding=binding)
+
+
 def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
                sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
                iterations: int = 5, max_disaggregated: int = 12,
-               layouts: list[tuple[str, str]] | None = None) -> list[FleetCandidate]:
+               layouts: list[tuple[str, str]] | None = None, workers: int | None = None) -> list[FleetCandidate]:
     """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
-    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment."""
-    out = []
+    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment. The layouts are searched `workers` at
+    a time (default: one per CPU; the answer does not depend on it); those that do not fit in memory are left
+    out."""
+    global _SEARCH
     sample = workload_at(1.0).requests
     mean_out = sum(r.output_tokens for r in sample) / len(sample)
     if layouts is None:
         layouts = candidate_layouts(total_gpus, serving, tps, max_disaggregated)
+    specs: list[tuple[str, str, ClusterSpec | None]] = []
     for mode, text in layouts:
         try:
             if mode == "aggregated":
@@ -94,27 +156,21 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
                 spec = build_cluster(make, tp=1, replicas=1, disaggregate=text, router="least-outstanding")
                 if not all(memory_plan(p.deployment).fits for p in spec.pools):
                     continue
-            def run_at(rate: float, spec: ClusterSpec = spec) -> FleetResult:
-                return simulate_fleet(spec, workload_at(rate), sla=sla, metrics="exact")
-
-            found = bisect_max_rate(run_at, iterations=iterations)
         except FlopwiseError:
-            out.append(FleetCandidate(serving=mode, layout=text, num_gpus=total_gpus, max_rate=0.0,
-                                      output_tokens_per_s_per_gpu=0.0, tokens_per_s_per_user=None, p95_ttft_ms=None,
-                                      p95_tpot_ms=None, binding="infeasible"))
+            specs.append((mode, text, None))
             continue
-        s = found.result.metrics()
-        above = [r for r, ok in found.probes if not ok and r > found.rate]
-        binding = ""
-        if above:
-            fail = simulate_fleet(spec, workload_at(min(above)), sla=sla, metrics="exact").metrics()
-            binding = ",".join(k for k, v in (fail.sla_objectives_met or {}).items() if not v)
-        tpot = s.tpot_ms.mean
-        out.append(FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
-                                  output_tokens_per_s_per_gpu=found.rate * mean_out / spec.num_gpus,
-                                  tokens_per_s_per_user=1e3 / tpot if tpot else None,
-                                  p95_ttft_ms=s.ttft_ms.p95, p95_tpot_ms=s.tpot_ms.p95, binding=binding))
-    out.sort(key=lambda c: -c.output_tokens_per_s_per_gpu)
+        specs.append((mode, text, spec))
+    _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, iterations=iterations, mean_out=mean_out,
+                      total_gpus=total_gpus)
+    runner = Runner(max(1, workers or os.cpu_count() or 1))
+    try:
+        searched = runner.map(_search_job, [i for i, (_, _, spec) in enumerate(specs) if spec is not None])
+    finally:
+        runner.close()
+        _SEARCH = None
+    found = iter(searched)
+    out = [next(found) if spec is not None else _infeasible(mode, text, total_gpus) for mode, text, spec in specs]
+    out.sort(key=lambda c: -c.output_tokens_per_s_per_gpu)  # stable: ties keep the layouts' order
     return out
 
 

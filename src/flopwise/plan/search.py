@@ -33,11 +33,9 @@ The search builds no command strings: `flopwise.launch` renders the first choice
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -57,6 +55,7 @@ from flopwise.plan.evaluate import (
     measure_at_load,
 )
 from flopwise.plan.pareto import pareto_front
+from flopwise.plan.runner import Runner
 from flopwise.plan.space import Candidate, SearchSpace, enumerate_candidates, require_candidates, weight_formats
 from flopwise.plan.tradeoffs import Tradeoff, tradeoffs
 from flopwise.sim.config import SimConfig
@@ -303,24 +302,6 @@ def _sweep_job(ctx: _Context, item: tuple[Evaluation, float]) -> dict[str, Any]:
     return latency_point(rate, p.summary, p.ok)
 
 
-class _Runner:
-    """Runs jobs in a process pool of `workers` (fork), or inline with one worker."""
-
-    def __init__(self, workers: int):
-        self.workers = workers
-        self.pool = (ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-                     if workers > 1 else None)
-
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        if self.pool is None or len(items) < 2:
-            return [fn(i) for i in items]
-        return list(self.pool.map(fn, items))
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-
-
 # ------------------------------------------------------------------------------------------- the search
 
 
@@ -377,7 +358,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     if req.num_requests:
         rule = replace(rule, min_window_requests=req.num_requests,
                        max_window_requests=max(rule.max_window_requests, req.num_requests))
-    runner = _Runner(max(1, req.workers or os.cpu_count() or 1))
+    runner = Runner(max(1, req.workers or os.cpu_count() or 1))
     sizes = _sizes(rule, live, sla)
     ctx = _Context(stream=stream, sla=sla, rule=rule, sizes=sizes, e2e_s={c.label: b.e2e_estimate_s for c, b in live},
                    seed=req.seed)
@@ -421,7 +402,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     return result
 
 
-def _capacity_pass(runner: _Runner, ctx: _Context, queue: list[Candidate], evaluated: dict[str, Evaluation],
+def _capacity_pass(runner: Runner, ctx: _Context, queue: list[Candidate], evaluated: dict[str, Evaluation],
                    infeasible: list[Infeasible], pruned: list[tuple[Candidate, str]], objective: str,
                    axis: dict[str, float], bound_of: dict[str, Bounds], mean_out: float,
                    progress: Callable[[int, int], None] | None, total: int) -> None:
@@ -448,7 +429,7 @@ def _capacity_pass(runner: _Runner, ctx: _Context, queue: list[Candidate], evalu
             progress(done + len(pruned), total)
 
 
-def _latency_pass(runner: _Runner, ctx: _Context, live: list[tuple[Candidate, Bounds]],
+def _latency_pass(runner: Runner, ctx: _Context, live: list[tuple[Candidate, Bounds]],
                   evaluated: dict[str, Evaluation], infeasible: list[Infeasible], pruned: list[tuple[Candidate, str]],
                   bound_of: dict[str, Bounds], user_ceiling: dict[str, float], rate: float | None) -> float | None:
     """The latency objective: every candidate at one offered load (module docstring), in order of its per-user
@@ -525,7 +506,7 @@ def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: 
     return kept
 
 
-def _refine(runner: _Runner, ctx: _Context, evaluated: dict[str, Evaluation], objective: str,
+def _refine(runner: Runner, ctx: _Context, evaluated: dict[str, Evaluation], objective: str,
             bound_of: dict[str, Bounds], max_effort: float, ceil_axis: dict[str, float],
             pruned: list[tuple[Candidate, str]], tie_axis: dict[str, float]) -> None:
     """Adaptive effort: simulate the leader and whatever overlaps it again with a longer window, when the

@@ -280,21 +280,16 @@ def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> M
         probes.append((rate, ok))
         return ok, res
 
-    lo = bound / 64
-    ok, best = probe(lo)
-    if not ok:
-        failed = ", ".join(k for k, v in (best.metrics().sla_objectives_met or {}).items() if not v)
-        raise InfeasibleError(f"the SLA fails even at {lo:.3g} req/s ({failed}); relax it or use a faster "
-                              "deployment (more GPUs, a smaller weight format)")
-    lo_res, hi = best, bound
+    lo = floor = bound / 64  # probed only if nothing above it passes (it nearly always does: one run saved)
+    best: Any = None
+    hi = bound
     for _ in range(6):
         ok, res = probe(hi)
         if not ok:
             break
-        lo, lo_res, hi = hi, res, 2 * hi
+        lo, best, hi = hi, res, 2 * hi
     else:
-        return MaxRate(rate=lo, result=lo_res, upper_bound=bound, probes=tuple(probes))
-    best = lo_res
+        return MaxRate(rate=lo, result=best, upper_bound=bound, probes=tuple(probes))
     for _ in range(iterations):
         mid = (lo + hi) / 2
         ok, res = probe(mid)
@@ -302,4 +297,10 @@ def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> M
             lo, best = mid, res
         else:
             hi = mid
+    if best is None:  # every probe above the floor failed: the floor decides between a tiny rate and none
+        ok, best = probe(floor)
+        if not ok:
+            failed = ", ".join(k for k, v in (best.metrics().sla_objectives_met or {}).items() if not v)
+            raise InfeasibleError(f"the SLA fails even at {floor:.3g} req/s ({failed}); relax it or use a faster "
+                                  "deployment (more GPUs, a smaller weight format)")
     return MaxRate(rate=lo, result=best, upper_bound=bound, probes=tuple(probes))

@@ -104,7 +104,7 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     if profile is not None:
         number(burstiness, "--burstiness (gamma shape)", lo=0, lo_open=True)
         times = profile_times(profile, len(specs), burstiness, rng_arrival)
-        specs = [replace(s, arrival_at=float(t)) for t, s in zip(times, specs, strict=True)]
+        specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
         return Workload(tuple(specs), name=name, classes=kinds)
     if request_rate is None and timed:
         return Workload(tuple(specs), name=name, classes=kinds)
@@ -114,7 +114,7 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     else:
         proc = ArrivalProcess(kind=arrival, rate=request_rate, burstiness=burstiness, rescale=rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
-    specs = [replace(s, arrival_at=float(t)) for t, s in zip(times, specs, strict=True)]
+    specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
     return Workload(tuple(specs), name=name, classes=kinds)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +46,16 @@ class RequestSpec:
             raise WorkloadError(f"a request's timeout must be a finite number of seconds > 0, got {self.timeout_s!r}")
         if not (isinstance(self.arrival_at, int | float) and math.isfinite(self.arrival_at) and self.arrival_at >= 0):
             raise WorkloadError(f"arrival times must be finite numbers >= 0 (s), got {self.arrival_at!r}")
+
+
+    def sent_at(self, arrival_at: float) -> RequestSpec:
+        """This request sent at `arrival_at` (a copy: only the new time is checked, the rest was checked once;
+        `dataclasses.replace` would re-check every field, per request of every stream built)."""
+        if not (isinstance(arrival_at, int | float) and math.isfinite(arrival_at) and arrival_at >= 0):
+            raise WorkloadError(f"arrival times must be finite numbers >= 0 (s), got {arrival_at!r}")
+        new = copy.copy(self)
+        object.__setattr__(new, "arrival_at", arrival_at)
+        return new
 
 
 @dataclass(frozen=True, slots=True)
