@@ -83,6 +83,7 @@ class BlockManager:
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
+    _keys: dict[int, tuple[tuple[int, int], ...]] = field(init=False, default_factory=dict)  # a prefix's block keys
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
@@ -122,18 +123,22 @@ class BlockManager:
             return NO_HIT
         max_blocks = (req.num_tokens - 1) // self.block_size
         region = min(self._prefix_region(req), max_blocks)
-        keys: list[tuple[int, int]] = []
+        keys: tuple[tuple[int, int], ...] = ()
         evictable = 0
         refs = self._refs
         pid = req.prefix_id
-        if pid is not None:  # else region is 0
-            for i in range(region):
-                k = (pid, i)
+        if pid is not None and region:  # else region is 0
+            every = self._keys.get(pid)
+            if every is None or len(every) < region:
+                every = self._keys[pid] = tuple((pid, i) for i in range(region))
+            n = 0
+            for k in every[:region]:
                 r = refs.get(k)
                 if r is None:
                     break
-                keys.append(k)
+                n += 1
                 evictable += r == 0
+            keys = every[:n]
         own = 0
         own_key = ("own", req.request_id, req.num_preemptions)
         if len(keys) == region and (ext := self._free.get(own_key)) is not None:
@@ -141,7 +146,7 @@ class BlockManager:
             evictable += own
         if not keys and not own:
             return NO_HIT
-        return CacheHit(num_tokens=(len(keys) + own) * self.block_size, prefix_keys=tuple(keys), num_own=own,
+        return CacheHit(num_tokens=(len(keys) + own) * self.block_size, prefix_keys=keys, num_own=own,
                         own_key=own_key, num_evictable=evictable)
 
     def blocks_needed(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> int:
@@ -187,14 +192,19 @@ class BlockManager:
                     self._push(("own", req.request_id, req.num_preemptions), ext)
                 else:
                     self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
-            for k in reversed(req.prefix_blocks):
+            refs, free_q = self._refs, self._free
+            pushed = 0
+            for k in reversed(req.prefix_blocks):  # `_push`, inlined: every freed request's prefix, block by block
                 if k is None:
-                    self._push(next(self._anon), _Extent(1, 0))
+                    free_q[next(self._anon)] = _Extent(1, 0)
+                    pushed += 1
                     continue
-                r = self._refs[k] - 1
-                self._refs[k] = r
+                r = refs[k] - 1
+                refs[k] = r
                 if r == 0:
-                    self._push(k, _Extent(1, 1))
+                    free_q[k] = _Extent(1, 1)
+                    pushed += 1
+            self._num_free_used += pushed
         req.prefix_blocks = []
         req.num_own_blocks = 0
         req.num_slots = 0
