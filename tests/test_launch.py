@@ -337,8 +337,21 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
     for a in argvs:
         cfg = json.loads(a[a.index("--kv-transfer-config") + 1])
         assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-    if VLLM_PY.exists():
-        for c, r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs), strict=True):
-            assert r["ok"], f"{r['error']}\n{c}"
     assert vl["router"] is None and any("router" in n for n in vl["notes"])
     assert "reason" in disaggregated_launch(spec, family="trtllm", **kw)
+    # the same fleet under NVIDIA Dynamo: its frontend, and each vLLM instance as a worker with its role
+    dyn = vl["dynamo"]
+    frontend = shlex.split(dyn["frontend"].replace("\\\n", " "))
+    assert frontend == ["python", "-m", "dynamo.frontend", "--http-port", "8000"]
+    workers = [shlex.split(c.replace("\\\n", " ")) for p in dyn["pools"] for c in p["commands"]]
+    assert [w[0] for w in workers] == [f"VLLM_NIXL_SIDE_CHANNEL_PORT={20097 + i}" for i in range(3)]
+    assert [w[w.index("--disaggregation-mode") + 1] for w in workers] == ["prefill", "prefill", "decode"]
+    vllm_args = []
+    for w, a in zip(workers, argvs, strict=True):
+        assert w[1:5] == ["python", "-m", "dynamo.vllm", "--model"] and "--port" not in w
+        rest = w[6:w.index("--disaggregation-mode")]
+        assert [w[5], *rest] == [x for i, x in enumerate(a) if "--port" not in (x, a[i - 1])]
+        vllm_args.append([w[5], *rest])
+    if VLLM_PY.exists():  # the instances, and what a Dynamo worker passes on to vLLM, parse as vLLM's arguments
+        for c, r in zip(cmds + cmds, _parse(VLLM_PY, "vllm_args.py", argvs + vllm_args), strict=True):
+            assert r["ok"], f"{r['error']}\n{c}"

@@ -3,7 +3,10 @@ sends each request to a prefill instance and then to a decode instance with its 
 
     vllm    each instance: `vllm serve` as planned + `--kv-transfer-config` naming the NIXL connector with role
             kv_both (vLLM's disaggregated-prefill docs); in front, a P/D-aware router (llm-d, NVIDIA Dynamo, or
-            vLLM's disaggregated-serving proxy example), named in the notes
+            vLLM's disaggregated-serving proxy example), named in the notes. Also the same fleet under NVIDIA
+            Dynamo (`dynamo`): `python -m dynamo.frontend` and one `python -m dynamo.vllm` worker per instance,
+            the instance's vLLM arguments with `--disaggregation-mode prefill|decode` and the connector, each
+            worker its own NIXL side-channel port (the engine catalog's [launch.dynamo] table)
     sglang  prefill instances `--disaggregation-mode prefill`, decode instances `--disaggregation-mode decode`, both
             `--disaggregation-transfer-backend` (mooncake; nixl also); the router
             `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`
@@ -86,5 +89,34 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
                      "disaggregated-serving proxy example) over the instances above: "
                      + ", ".join(shlex.quote(u) for u in urls["prefill"] + urls["decode"]))
+        out["dynamo"] = _dynamo(out["pools"], engine_profile(family, spec.pools[0].deployment.engine))
     out["notes"] = notes
     return out
+
+
+def _dynamo(pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any]:
+    """The vLLM instances above as NVIDIA Dynamo workers behind its frontend: each `vllm serve MODEL ...` command
+    becomes `python -m dynamo.vllm --model MODEL ...` without its HTTP port (the frontend serves HTTP) and with the
+    worker's role; workers get NIXL side-channel ports side_channel_port, +1, ... so that any may share a host."""
+    d, la = engine.launch.table("dynamo"), engine.launch
+    port_flag = la.table("flags")["port"]
+    serve = la["command"]
+    frontend = CommandLine(d["frontend"]).flag(d["http_port_flag"], 8000).render()
+    out_pools = []
+    side = int(d["side_channel_port"])
+    for pool in pools:
+        commands = []
+        for cmd in pool["commands"]:
+            head, _, rest = cmd.partition(" \\\n    ")
+            model = head[len(serve):].strip()
+            line = CommandLine(f"{d['side_channel_env']}={side}", d["worker"], d["model_flag"], model)
+            side += 1
+            parts = rest.split(" \\\n    ") if rest else []
+            line.parts.extend(p for p in parts if not p.startswith(f"{port_flag} "))
+            commands.append(line.flag(d["role_flag"], pool["role"]).render())
+        out_pools.append({"role": pool["role"], "replicas": pool["replicas"], "tp": pool["tp"], "commands": commands})
+    return {"version": f">= {d['since']}", "frontend": frontend, "pools": out_pools,
+            "notes": [f"Dynamo discovers its workers through etcd by default: start etcd first, or set "
+                      f"{d['discovery_env']}=file on the frontend and every worker (one host or a shared directory)",
+                      f"{d['router_mode_flag']} kv on the frontend routes by KV-cache overlap (the workers must "
+                      "then publish KV events, --kv-events-config); the default is round-robin"]}

@@ -152,3 +152,25 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
     if s.get("disaggregated_over_aggregated") is not None:
         console.print(f"[bold]{s['winner']} wins[/]: best disaggregated / best aggregated output tokens/s per GPU = "
                       f"{s['disaggregated_over_aggregated']:.2f}")
+    best = s.get("best", {}).get("disaggregated")
+    for family, launch in (s.get("disaggregated_launch") or {}).items():
+        if "reason" in launch:
+            continue
+        console.print(f"[bold]Launch the best disaggregated fleet ({best['layout'] if best else ''}) on {family}[/]")
+        _disaggregated(console, launch)
+        if launch.get("dynamo"):
+            d = launch["dynamo"]
+            console.print(f"[bold]# the same fleet under NVIDIA Dynamo {d['version']}[/]")
+            _disaggregated(console, d, router=d["frontend"], label="frontend (the OpenAI API; it finds the workers)")
+
+
+def _disaggregated(console: Console, launch: dict[str, Any], router: str | None = None, label: str = "router") -> None:
+    for note in launch["notes"]:
+        _plain(console, f"# {note}")
+    for pool in launch["pools"]:
+        _plain(console, f"# {pool['role']}: {pool['replicas']} x TP {pool['tp']}")
+        for cmd in pool["commands"]:
+            _plain(console, cmd)
+    if router or launch.get("router"):
+        _plain(console, f"# {label}")
+        _plain(console, router or launch["router"])
