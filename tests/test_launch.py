@@ -355,3 +355,32 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
     if VLLM_PY.exists():  # the instances, and what a Dynamo worker passes on to vLLM, parse as vLLM's arguments
         for c, r in zip(cmds + cmds, _parse(VLLM_PY, "vllm_args.py", argvs + vllm_args), strict=True):
             assert r["ok"], f"{r['error']}\n{c}"
+
+
+def test_plan_report_prints_the_best_disaggregated_fleets_commands():
+    """`plan --serving` text output: the comparison table, then each engine's commands for the best disaggregated
+    fleet, vLLM's also under Dynamo (its frontend and workers)."""
+    from rich.console import Console
+
+    from flopwise.cluster.build import build_cluster
+    from flopwise.launch.disaggregated import disaggregated_launch
+    from flopwise.plan.fleet import FleetCandidate, fleet_plan_to_dict
+    from flopwise.report.plan_report import _render_serving
+
+    def make(tp, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=tp, num_gpus=tp * n)
+
+    layout = "prefill=1xtp1,decode=1xtp1"
+    spec = build_cluster(make, tp=1, replicas=1, disaggregate=layout)
+    cand = FleetCandidate(serving="disaggregated", layout=layout, num_gpus=2, max_rate=10.0,
+                          output_tokens_per_s_per_gpu=900.0, tokens_per_s_per_user=60.0, p95_ttft_ms=200.0,
+                          p95_tpot_ms=15.0, binding="p95_ttft<=300ms")
+    s = fleet_plan_to_dict([cand], rate=None) | {"gpu": "h100-sxm", "total_gpus": 2, "weights": "bf16", "kv": "bf16"}
+    s["disaggregated_launch"] = {f: disaggregated_launch(spec, model_id="meta-llama/Llama-3.1-8B", max_model_len=4096,
+                                                         max_prompt_len=2048, family=f) for f in ("vllm", "sglang")}
+    console = Console(width=200, record=True)
+    _render_serving(console, s)
+    text = console.export_text()
+    assert f"Launch the best disaggregated fleet ({layout}) on vllm" in text and "NVIDIA Dynamo >= 1.4.0" in text
+    assert text.count("python -m dynamo.vllm --model meta-llama/Llama-3.1-8B") == 2
+    assert "python -m dynamo.frontend" in text and "python -m sglang_router.launch_router --pd-disaggregation" in text
