@@ -46,7 +46,7 @@ class FleetCandidate:
     serving: str
     layout: str  # "4xtp2" or "prefill=2xtp2,decode=1xtp4"
     num_gpus: int
-    max_rate: float  # requests/s meeting the SLA (0: none, or not searched)
+    max_rate: float  # requests/s meeting the SLA (0: none)
     output_tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float | None
     p95_ttft_ms: float | None
