@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from flopwise.cost.attention import AttentionWork
+from flopwise.cost.attention import AttentionLayout, AttentionWork
 from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
@@ -317,10 +317,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels)
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
-            pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
-            kv_b = (work.prefill_kv_read + work.decode_kv_read + (T_all if at.writes_kv else 0)) * at.kv_bytes_per_token
-            acc.add("attention", n, share * pairs_flops, T / S * at.q_per_kv, 0.0, share * kv_b,
-                    T * at.q_out_elems * a, at.attn_kernels, attention=True)
+            flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, T_all, a)
+            acc.add("attention", n, flops, m, 0.0, kv_b, act_b, at.attn_kernels, attention=True)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
                 acc.add("indexer", n, share * (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
@@ -377,6 +375,16 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     return acc
 
 
+def _attention_op(at: AttentionLayout, work: AttentionWork, share: float, T: float, S: float, T_all: float,
+                  a: int) -> tuple[float, float, float, float]:
+    """One layer's attention over `work` on one GPU of an attention group holding `share` of the batch (T of its
+    tokens, S sequences; T_all tokens in the whole batch write KV): (FLOPs, GEMM rows, KV bytes, activation
+    bytes)."""
+    pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
+    kv_b = (work.prefill_kv_read + work.decode_kv_read + (T_all if at.writes_kv else 0)) * at.kv_bytes_per_token
+    return share * pairs_flops, T / S * at.q_per_kv, share * kv_b, T * at.q_out_elems * a
+
+
 def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: float,
               groups: tuple[LayerGroup, ...]) -> tuple[str, int, float, float] | None:
     """A MoE layer's collective where it is not the attention group's all-reduce: (name, per layer, seconds,
@@ -428,12 +436,16 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
 @dataclass(frozen=True, slots=True)
 class _DecodeBase:
     """A decode step of b rows apart from its attention: the device seconds of every other operator plus the
-    fixed per-step cost, the host seconds, and per attention group (count, FLOPs per pair, GEMM rows, KV bytes per
-    context token, KV bytes written, activation bytes, kernels)."""
+    fixed per-step cost, the host seconds, the layer groups with attention, and what `_attention_op` needs of the
+    batch (an attention group's share, its tokens and sequences, the batch's tokens, activation bytes)."""
 
     rest_s: float
     host_s: float
-    attention: tuple[tuple[int, float, float, float, float, float, int], ...]
+    groups: tuple[LayerGroup, ...]
+    share: float
+    rows: float
+    num_seqs: int
+    act_bytes: int
 
 
 @lru_cache(maxsize=8192)
@@ -446,14 +458,10 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
         return None
     shape = BatchShape(b, b, b, {None: AttentionWork(0, 0, b, 0)})
     acc = _run(dep, shape, False, attention=False)
-    share = 1.0 / dep.dp
-    rows = b / dep.dp if dep.dp > 1 else b  # one attention group's share (as `_run`)
-    a = lay.act_bytes
-    groups = tuple((g.count, share * at.pair_flops_decode, 1.0 * at.q_per_kv, share * at.kv_bytes_per_token,
-                    share * (b if at.writes_kv else 0) * at.kv_bytes_per_token, rows * at.q_out_elems * a,
-                    at.attn_kernels)
-                   for g in lay.groups if (at := g.attn).has_pairs)
-    return _DecodeBase(acc.total + dep.hardware.efficiency.step_overhead_s, host_s(dep, shape), groups)
+    rows = b / dep.dp if dep.dp > 1 else b  # one attention group's tokens and sequences (as `_run`)
+    return _DecodeBase(rest_s=acc.total + dep.hardware.efficiency.step_overhead_s, host_s=host_s(dep, shape),
+                       groups=tuple(g for g in lay.groups if g.attn.has_pairs), share=1.0 / dep.dp, rows=rows,
+                       num_seqs=b, act_bytes=lay.act_bytes)
 
 
 def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
@@ -467,10 +475,11 @@ def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
                                          {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
     r = roofs(dep)
     device = base.rest_s
-    pairs = context_sum + num_seqs
-    for count, pair_flops, m, kv_per_token, kv_written, act_b, kernels in base.attention:
-        device += count * _op_seconds(r, r.attention_rate, pairs * pair_flops, m, 0.0,
-                                      context_sum * kv_per_token + kv_written, act_b, kernels)[0]
+    work = AttentionWork(0, 0, context_sum + num_seqs, context_sum)
+    for g in base.groups:
+        flops, m, kv_b, act_b = _attention_op(g.attn, work, base.share, base.rows, base.rows, base.num_seqs,
+                                              base.act_bytes)
+        device += g.count * _op_seconds(r, r.attention_rate, flops, m, 0.0, kv_b, act_b, g.attn.attn_kernels)[0]
     return _combine(dep, device, base.host_s)
 
 
