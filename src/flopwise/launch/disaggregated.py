@@ -5,8 +5,9 @@ sends each request to a prefill instance and then to a decode instance with its 
             kv_both (vLLM's disaggregated-prefill docs); in front, a P/D-aware router (llm-d, NVIDIA Dynamo, or
             vLLM's disaggregated-serving proxy example), named in the notes. Also the same fleet under NVIDIA
             Dynamo (`dynamo`): `python -m dynamo.frontend` and one `python -m dynamo.vllm` worker per instance,
-            the instance's vLLM arguments with `--disaggregation-mode prefill|decode` and the connector, each
-            worker its own NIXL side-channel port (the engine catalog's [launch.dynamo] table)
+            the instance's vLLM arguments (rendered by `launch/vllm.py` after Dynamo's launcher words) with
+            `--disaggregation-mode prefill|decode` and the connector, each worker its own NIXL side-channel port
+            (the engine catalog's [launch.dynamo] table)
     sglang  prefill instances `--disaggregation-mode prefill`, decode instances `--disaggregation-mode decode`, both
             `--disaggregation-transfer-backend` (mooncake; nixl also); the router
             `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`
@@ -33,8 +34,9 @@ PREFILL_PORT = 30000
 DECODE_PORT = 31000
 
 
-def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]]) -> LaunchCommand:
-    base = (render_vllm if engine.family == "vllm" else render_sglang)(target, engine)
+def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]],
+              launcher: tuple[str, ...] | None = None) -> LaunchCommand:
+    base = render_vllm(target, engine, launcher) if engine.family == "vllm" else render_sglang(target, engine)
     if base.command is None:
         return base
     line = CommandLine(base.command)
@@ -54,19 +56,22 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
     out: dict[str, Any] = {"engine": family, "pools": []}
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     notes: list[str] = []
+    dynamo_pools: list[dict[str, Any]] = []
     for pool in spec.pools:
         dep = pool.deployment
         eng = engine_profile(family, dep.engine)
         flags = eng.launch.table("flags")
         one = LaunchTarget(deployment=dep, model_id=model_id, max_model_len=max_model_len,
                            max_prompt_len=max_prompt_len)
+        if family == "vllm":
+            first = sum(p["replicas"] for p in dynamo_pools)  # workers numbered across the fleet
+            dynamo_pools.append(_dynamo_pool(pool.role, pool.num_replicas, one, eng, first))
         commands = []
         for i in range(pool.num_replicas):
             port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i
             if family == "vllm":
-                connector = json.dumps({"kv_connector": eng.launch["kv_connector"], "kv_role": "kv_both"},
-                                       separators=(",", ":"))
-                extra: list[tuple[str, object]] = [(flags["kv_transfer_config"], connector), (flags["port"], port)]
+                extra: list[tuple[str, object]] = [(flags["kv_transfer_config"], _connector(eng)),
+                                                   (flags["port"], port)]
             else:
                 extra = [(flags["disaggregation_mode"], pool.role),
                          (flags["disaggregation_backend"], eng.launch["disaggregation_backend"]), (flags["port"], port)]
@@ -89,33 +94,37 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
                      "disaggregated-serving proxy example) over the instances above: "
                      + ", ".join(shlex.quote(u) for u in urls["prefill"] + urls["decode"]))
-        out["dynamo"] = _dynamo(out["pools"], engine_profile(family, spec.pools[0].deployment.engine))
+        out["dynamo"] = _dynamo(dynamo_pools, engine_profile(family, spec.pools[0].deployment.engine))
     out["notes"] = notes
     return out
 
 
+def _connector(engine: EngineProfile) -> str:
+    """vLLM's --kv-transfer-config: the NIXL connector, each instance both sending and receiving."""
+    return json.dumps({"kv_connector": engine.launch["kv_connector"], "kv_role": "kv_both"}, separators=(",", ":"))
+
+
+def _dynamo_pool(role: str, replicas: int, target: LaunchTarget, engine: EngineProfile,
+                 first: int) -> dict[str, Any]:
+    """One pool's NVIDIA Dynamo workers: `python -m dynamo.vllm --model MODEL` with the instance's vLLM arguments
+    (no HTTP port: the frontend serves HTTP), the connector and the worker's role; worker i of the fleet (from
+    `first` on) gets NIXL side-channel port side_channel_port + i, so that any may share a host."""
+    d, flags = engine.launch.table("dynamo"), engine.launch.table("flags")
+    commands = []
+    for i in range(first, first + replicas):
+        launcher = (f"{d['side_channel_env']}={int(d['side_channel_port']) + i}", d["worker"], d["model_flag"])
+        cmd = _instance(target, engine, [(flags["kv_transfer_config"], _connector(engine)), (d["role_flag"], role)],
+                        launcher)
+        if cmd.command is not None:
+            commands.append(cmd.command)
+    return {"role": role, "replicas": replicas, "tp": target.deployment.tp, "commands": commands}
+
+
 def _dynamo(pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any]:
-    """The vLLM instances above as NVIDIA Dynamo workers behind its frontend: each `vllm serve MODEL ...` command
-    becomes `python -m dynamo.vllm --model MODEL ...` without its HTTP port (the frontend serves HTTP) and with the
-    worker's role; workers get NIXL side-channel ports side_channel_port, +1, ... so that any may share a host."""
-    d, la = engine.launch.table("dynamo"), engine.launch
-    port_flag = la.table("flags")["port"]
-    serve = la["command"]
+    """The fleet's vLLM instances as NVIDIA Dynamo workers (`_dynamo_pool`) behind its frontend."""
+    d = engine.launch.table("dynamo")
     frontend = CommandLine(d["frontend"]).flag(d["http_port_flag"], 8000).render()
-    out_pools = []
-    side = int(d["side_channel_port"])
-    for pool in pools:
-        commands = []
-        for cmd in pool["commands"]:
-            head, _, rest = cmd.partition(" \\\n    ")
-            model = head[len(serve):].strip()
-            line = CommandLine(f"{d['side_channel_env']}={side}", d["worker"], d["model_flag"], model)
-            side += 1
-            parts = rest.split(" \\\n    ") if rest else []
-            line.parts.extend(p for p in parts if not p.startswith(f"{port_flag} "))
-            commands.append(line.flag(d["role_flag"], pool["role"]).render())
-        out_pools.append({"role": pool["role"], "replicas": pool["replicas"], "tp": pool["tp"], "commands": commands})
-    return {"version": f">= {d['since']}", "frontend": frontend, "pools": out_pools,
+    return {"version": f">= {d['since']}", "frontend": frontend, "pools": pools,
             "notes": [f"Dynamo discovers its workers through etcd by default: start etcd first, or set "
                       f"{d['discovery_env']}=file on the frontend and every worker (one host or a shared directory)",
                       f"{d['router_mode_flag']} kv on the frontend routes by KV-cache overlap (the workers must "

@@ -56,7 +56,9 @@ def _speculative(target: LaunchTarget, engine: EngineProfile, notes: list[str]) 
     return cfg
 
 
-def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
+def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...] | None = None) -> LaunchCommand:
+    """`vllm serve MODEL` with the deployment's flags; `launcher`: other words before the model (a program that
+    takes vLLM's engine arguments, e.g. NVIDIA Dynamo's `python -m dynamo.vllm --model`)."""
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
     if dep.weights.name in GGUF_FORMATS:
@@ -67,7 +69,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or recipe for vLLM is known")
     notes = [src.note] if src.note else []
-    line = CommandLine(la["command"], src.model)
+    line = CommandLine(*(launcher or (la["command"],)), src.model)
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
