@@ -41,6 +41,7 @@ Definitions (times in ms, instants in seconds on one monotonic clock):
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -146,9 +147,9 @@ class RequestRecord:
         if not self.ok:
             return False
         values = {"ttft": self.ttft_ms, "e2e": self.e2e_ms, "tpot": self.tpot_ms}
-        itl = self.itls_ms()
         for o in sla.objectives:
             if o.metric == "itl":
+                itl = self.itls_ms()
                 if itl.size and float(itl.max()) > o.limit_ms:
                     return False
                 continue
@@ -217,6 +218,20 @@ def objectives_met(stats: Mapping[str, LatencyStats], sla: SLA) -> dict[str, boo
         v = stats[f"{o.metric}_ms"].get(o.stat)
         met[str(o)] = v is not None and v <= o.limit_ms
     return met
+
+
+def sla_ratio(summary: RunSummary, sla: SLA) -> float:
+    """max over the SLA's objectives of value / limit on the aggregate: <= 1 exactly where `summary.sla_met`
+    (infinite where an objective has no value or nothing completed; 0 without objectives)."""
+    if not summary.num_completed:
+        return math.inf
+    ratio = 0.0
+    for o in sla.objectives:
+        v = summary.latency(o.metric).get(o.stat)
+        if v is None:
+            return math.inf
+        ratio = max(ratio, v / o.limit_ms)
+    return ratio
 
 
 def delivered_rate(arrivals: Sequence[float], origin_at: float | None = None) -> float | None:

@@ -5,8 +5,9 @@ For one GPU type and `total_gpus`, the candidates are
     disaggregated   a prefill pool of Np x TP tp and a decode pool of Nd x TP td using every GPU
                     (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
 Each is simulated as a fleet (`cluster/`), one layout per worker process, and its highest request rate meeting
-the SLA found by bisection (`sim.max_rate.bisect_max_rate`: short probes, so it can pass a rate a long run would
-not; `simulate --find-max-rate` on a fleet applies the sustained-rate rule instead, at several times the cost).
+the SLA found by interpolating its SLA ratio between probes (`sim.max_rate.interpolate_max_rate`, to within
+`rate_tolerance`: short probes, so it can pass a rate a long run would not; `simulate --find-max-rate` on a fleet
+applies the sustained-rate rule instead, at several times the cost).
 Candidates are ranked by output tokens/s per GPU at their rate (rate x mean output tokens / GPUs, as the
 single-replica planner's goodput). Which constraint binds is read off the probe just above the answer. No
 layout is pruned: the rate a short run completes at an infinite load is no ceiling for a fleet (several
@@ -29,7 +30,7 @@ from flopwise.cluster.build import build_cluster
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import FlopwiseError
 from flopwise.plan.runner import Runner
-from flopwise.sim.max_rate import bisect_max_rate
+from flopwise.sim.max_rate import interpolate_max_rate
 from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
@@ -83,7 +84,7 @@ class _Search:
     specs: tuple[tuple[str, str, ClusterSpec | None], ...]  # (serving, layout, fleet or None where it cannot fit)
     workload_at: Callable[[float], Workload]
     sla: SLA
-    iterations: int
+    rate_tolerance: float
     mean_out: float
     total_gpus: int
 
@@ -102,7 +103,7 @@ def _infeasible(mode: str, text: str, num_gpus: int) -> FleetCandidate:
 
 
 def _search_job(i: int) -> FleetCandidate:
-    """Layout i's highest rate meeting the SLA (bisection), and the constraint that fails just above it."""
+    """Layout i's highest rate meeting the SLA (`interpolate_max_rate`), and the constraint that fails just above it."""
     ctx = _search()
     mode, text, spec = ctx.specs[i]
     assert spec is not None
@@ -115,7 +116,7 @@ def _search_job(i: int) -> FleetCandidate:
         return res
 
     try:
-        found = bisect_max_rate(run_at, iterations=ctx.iterations)
+        found = interpolate_max_rate(run_at, ctx.sla, rate_tolerance=ctx.rate_tolerance)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
     s = found.result.metrics()
@@ -133,7 +134,7 @@ def _search_job(i: int) -> FleetCandidate:
 
 def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
                sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
-               iterations: int = 5, max_disaggregated: int = 12,
+               rate_tolerance: float = 1 / 32, max_disaggregated: int = 12,
                layouts: list[tuple[str, str]] | None = None, workers: int | None = None) -> list[FleetCandidate]:
     """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
     `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment. The layouts are searched `workers` at
@@ -160,8 +161,8 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
             specs.append((mode, text, None))
             continue
         specs.append((mode, text, spec))
-    _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, iterations=iterations, mean_out=mean_out,
-                      total_gpus=total_gpus)
+    _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, rate_tolerance=rate_tolerance,
+                      mean_out=mean_out, total_gpus=total_gpus)
     runner = Runner(max(1, workers or os.cpu_count() or 1))
     try:
         searched = runner.map(_search_job, [i for i, (_, _, spec) in enumerate(specs) if spec is not None])

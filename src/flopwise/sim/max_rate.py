@@ -37,7 +37,7 @@ import numpy as np
 from flopwise.cost.capacity import Bounds, bounds
 from flopwise.cost.memory import max_sequences
 from flopwise.errors import InfeasibleError
-from flopwise.metrics.summary import summarize
+from flopwise.metrics.summary import sla_ratio, summarize
 from flopwise.sim.config import SimConfig
 from flopwise.sim.simulate import RunResult, simulate
 from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, measure
@@ -45,12 +45,13 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "bisect_max_rate"]
+__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "interpolate_max_rate"]
 
 WorkloadAt = Callable[[float, int], Workload]
 Runner = Callable[[Workload], RunResult]  # simulates a stream on something other than one deployment (a fleet)
 _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
                 "sla_objectives_met", "sla_met")
+_TINY = 1e-9  # a floor under a score of 0 (no objective measured yet), whose log the line needs
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
 
 
@@ -265,42 +266,74 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
     return (float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
 
 
-def bisect_max_rate(run_at: Callable[[float], Any], *, iterations: int = 8) -> MaxRate:
-    """The highest rate meeting the SLA over any simulation by plain bisection between bound / 64 and the rate
-    the system completes at an infinite offered load: `run_at(rate)` returns a result whose `metrics()` is its
-    `RunSummary` (a fleet's result). The fleet planner (`plan/fleet.py`) searches this way, for speed: its short
-    probes can pass a rate a long run would not; `simulate --replicas/--disaggregate --find-max-rate` runs
-    `find_max_rate` with the fleet as its `run` (the sustained-rate rule)."""
+def interpolate_max_rate(run_at: Callable[[float], Any], sla: SLA, *, rate_tolerance: float = 1 / 32,
+                         max_probes: int = 16) -> MaxRate:
+    """The highest rate meeting the SLA over any simulation, found on the SLA ratio s(r) = max over objectives of
+    value / limit on the aggregate (`metrics.summary.sla_ratio`: a run passes at s <= 1, as its `sla_met`):
+    `run_at(rate)` returns a result whose `metrics()` is its `RunSummary` (a fleet's result). The fleet planner
+    (`plan/fleet.py`) searches this way, for speed: its short probes can pass a rate a long run would not;
+    `simulate --replicas/--disaggregate --find-max-rate` runs `find_max_rate` with the fleet as its `run` (the
+    sustained-rate rule).
+
+    1. The bound B: the rate the system completes at an infinite offered load. Probe B, 2B, 4B, ... (at most 6)
+       while they pass; if B fails, halve down to B / 64, where nothing passing means no rate does.
+    2. Between a passing lo and a failing hi, alternate two probes until (hi - lo) / lo <= `rate_tolerance`: the
+       rate where log s crosses 0 on the line through the bracket's ends (regula falsi, kept 10% inside the
+       bracket), then a check one tolerance beyond it on the side it fell (pass: lo(1 + tol); fail:
+       hi / (1 + tol)), which closes the bracket when the line was close. Where log s is nearly linear in r
+       this takes two probes, against the five of bisection for the same tolerance.
+    The answer is lo, the highest rate that passed, within `rate_tolerance` of the failing rate above it."""
     bound = run_at(math.inf).metrics().request_throughput
     probes: list[tuple[float, bool]] = []
 
-    def probe(rate: float) -> tuple[bool, Any]:
+    def probe(rate: float) -> tuple[bool, float, Any]:
         res = run_at(rate)
-        ok = bool(res.metrics().sla_met)
+        s = sla_ratio(res.metrics(), sla)
+        ok = s <= 1.0
         probes.append((rate, ok))
-        return ok, res
+        return ok, s, res
 
-    lo = floor = bound / 64  # probed only if nothing above it passes (it nearly always does: one run saved)
-    best: Any = None
-    hi = bound
-    for _ in range(6):
-        ok, res = probe(hi)
-        if not ok:
-            break
-        lo, best, hi = hi, res, 2 * hi
-    else:
+    def done(lo: float, best: Any) -> MaxRate:
         return MaxRate(rate=lo, result=best, upper_bound=bound, probes=tuple(probes))
-    for _ in range(iterations):
-        mid = (lo + hi) / 2
-        ok, res = probe(mid)
-        if ok:
-            lo, best = mid, res
+
+    hi = bound
+    ok, s_hi, res = probe(hi)
+    if ok:
+        lo, s_lo, best = hi, s_hi, res
+        for _ in range(5):
+            hi = 2 * lo
+            ok, s, res = probe(hi)
+            if not ok:
+                s_hi = s
+                break
+            lo, s_lo, best = hi, s, res
         else:
-            hi = mid
-    if best is None:  # every probe above the floor failed: the floor decides between a tiny rate and none
-        ok, best = probe(floor)
-        if not ok:
-            failed = ", ".join(k for k, v in (best.metrics().sla_objectives_met or {}).items() if not v)
-            raise InfeasibleError(f"the SLA fails even at {floor:.3g} req/s ({failed}); relax it or use a faster "
-                                  "deployment (more GPUs, a smaller weight format)")
-    return MaxRate(rate=lo, result=best, upper_bound=bound, probes=tuple(probes))
+            return done(lo, best)
+    else:
+        floor = bound / 64
+        while True:
+            r = max(hi / 2, floor)
+            ok, s, res = probe(r)
+            if ok:
+                lo, s_lo, best = r, s, res
+                break
+            if r <= floor:
+                failed = ", ".join(k for k, v in (res.metrics().sla_objectives_met or {}).items() if not v)
+                raise InfeasibleError(f"the SLA fails even at {floor:.3g} req/s ({failed}); relax it or use a "
+                                      "faster deployment (more GPUs, a smaller weight format)")
+            hi, s_hi = r, s
+    check = False  # the next probe checks one tolerance beyond the last interpolated one
+    last = lo
+    while (hi - lo) / lo > rate_tolerance * (1 + 1e-9) and len(probes) < max_probes:
+        if check:
+            r = lo * (1 + rate_tolerance) if last == lo else hi / (1 + rate_tolerance)
+        else:
+            r = _crossing(lo, max(s_lo, _TINY), hi, s_hi) if math.isfinite(s_hi) else (lo + hi) / 2
+            r = min(max(r, lo + 0.1 * (hi - lo)), hi - 0.1 * (hi - lo))
+        ok, s, res = probe(r)
+        if ok:
+            lo, s_lo, best = r, s, res
+        else:
+            hi, s_hi = r, s
+        last, check = r, not check
+    return done(lo, best)

@@ -89,10 +89,14 @@ class SimResult:
     phases: np.ndarray  # (requests, 5): where each request's time went (sim/breakdown.py), ms
     sla: SLA | None
     wall_s: float
+    _summary: tuple[SLA | None, RunSummary] | None = field(default=None, repr=False, compare=False)
 
     def metrics(self) -> RunSummary:
-        """The run's latency, throughput and SLA figures."""
-        return summarize(self.records, self.sla)
+        """The run's latency, throughput and SLA figures (summarized once per SLA: a planner asks again)."""
+        cached = self._summary
+        if cached is None or cached[0] != self.sla:
+            cached = self._summary = (self.sla, summarize(self.records, self.sla))
+        return cached[1]
 
     def report(self) -> SimSummary:
         """Everything the run's summary holds, typed."""

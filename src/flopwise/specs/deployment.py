@@ -55,6 +55,7 @@ class Deployment:
     max_num_batched_tokens: int
     speculative: SpeculativeSpec | None = None
     _hash: int = field(default=0, compare=False, repr=False)
+    _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "replicas", "dp", "ep", "nodes", "block_size", "max_num_seqs",
@@ -91,7 +92,9 @@ class Deployment:
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
                             f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")
-        object.__setattr__(self, "_hash", hash(self._key()))
+        key = self._key()
+        object.__setattr__(self, "_k", key)
+        object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:
         return self._hash
@@ -108,7 +111,7 @@ class Deployment:
             return True
         if not isinstance(other, Deployment) or self._hash != other._hash:
             return False
-        return self._key() == other._key()
+        return bool(self._k == other._k)
 
     @property
     def num_gpus(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -53,7 +52,9 @@ class RequestSpec:
         `dataclasses.replace` would re-check every field, per request of every stream built)."""
         if not (isinstance(arrival_at, int | float) and math.isfinite(arrival_at) and arrival_at >= 0):
             raise WorkloadError(f"arrival times must be finite numbers >= 0 (s), got {arrival_at!r}")
-        new = copy.copy(self)
+        new = object.__new__(RequestSpec)
+        for name in RequestSpec.__slots__:  # a field-by-field copy: `copy.copy` goes through __reduce_ex__, 4x slower
+            object.__setattr__(new, name, getattr(self, name))
         object.__setattr__(new, "arrival_at", arrival_at)
         return new
 
