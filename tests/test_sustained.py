@@ -109,3 +109,65 @@ def test_no_latency_bound_is_the_saturated_rate():
     assert found.probes == ((math.inf, True),)
     lo, hi = found.interval
     assert 0 < lo <= found.rate <= hi <= found.upper_bound
+
+
+class _FakeRun:
+    """A run whose p95 TTFT is 300 ms x (rate / 100)^3 and which completes `done` requests/s at infinite load."""
+
+    def __init__(self, rate: float, done: float = 40.0):
+        self.rate, self.done = rate, done
+
+    def metrics(self):
+        from types import SimpleNamespace
+
+        from flopwise.metrics.summary import LatencyStats
+
+        ttft = 300.0 * (min(self.rate, 1e6) / 100.0) ** 3
+        stats = LatencyStats.of([ttft])
+        return SimpleNamespace(num_completed=1, latency=lambda metric: stats, request_throughput=self.done,
+                               sla_objectives_met={"p95_ttft<=300ms": ttft <= 300.0})
+
+
+@pytest.mark.parametrize("start", [None, 60.0, 130.0, 400.0])
+def test_interpolated_search_closes_on_the_crossing(start):
+    """s(r) = (r / 100)^3 crosses 1 at r = 100: the answer passes, the failing probe above it is within the
+    tolerance, and it takes far fewer probes than bisection would from the same start."""
+    from flopwise.sim.max_rate import RATE_TOLERANCE, interpolate_max_rate
+
+    sla = parse_sla("p95_ttft<=300ms")
+    found = interpolate_max_rate(lambda r: _FakeRun(r), sla, start=start)
+    assert 100.0 / (1 + RATE_TOLERANCE) <= found.rate <= 100.0
+    above = min(r for r, ok in found.probes if not ok)
+    assert above > 100.0 and (above - found.rate) / found.rate <= RATE_TOLERANCE * (1 + 1e-9)
+    assert all(ok == (r <= 100.0) for r, ok in found.probes)
+    assert len(found.probes) <= 6
+
+
+def test_interpolated_search_infeasible_names_the_objective():
+    from flopwise.sim.max_rate import interpolate_max_rate
+
+    with pytest.raises(InfeasibleError, match="p95_ttft"):
+        interpolate_max_rate(lambda r: _FakeRun(r * 1e4), parse_sla("p95_ttft<=300ms"), start=50.0)
+
+
+def test_capacity_estimate_splits_into_prefill_and_decode_shares():
+    """The estimate's request time is its prefill share plus its decode share (where no ceiling caps it), and a
+    fleet's estimate is R x one replica's, or the slower of the prefill and decode pools."""
+    from flopwise.cluster.build import build_cluster
+    from flopwise.cost.capacity import bounds
+    from flopwise.plan.fleet import capacity_estimate
+
+    sla = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms")
+
+    def make(t, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
+
+    b = bounds(make(1, 1), sla, 1000, 200)
+    assert b.max_rate_estimate < b.max_rate_ceiling
+    assert 1.0 / b.max_rate_estimate == pytest.approx(b.prefill_share_s + b.decode_share_s, rel=1e-12)
+    agg = build_cluster(make, tp=1, replicas=4)
+    assert capacity_estimate(agg, sla, 1000, 200) == pytest.approx(4 * b.max_rate_estimate, rel=1e-12)
+    dis = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=2xtp1,decode=3xtp2")
+    bp, bd = bounds(make(1, 2), sla, 1000, 200), bounds(make(2, 3), sla, 1000, 200)
+    assert capacity_estimate(dis, sla, 1000, 200) == pytest.approx(
+        min(2 / bp.prefill_share_s, 3 / bd.decode_share_s), rel=1e-12)

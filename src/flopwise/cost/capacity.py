@@ -63,6 +63,8 @@ class Bounds:
     engine_ceiling: float = math.inf  # requests/s the GPUs allow
     frontend_ceiling: float = math.inf  # requests/s the API server's CPU allows (inf offline)
     e2e_estimate_s: float = 0.0  # one request's latency near the ceiling
+    prefill_share_s: float = 0.0  # t_est's prefill part: engine seconds per request in prefill chunks
+    decode_share_s: float = 0.0  # t_est's decode part: (out - 1) x per-token time at batch B / B
 
     @property
     def binding(self) -> str:
@@ -152,7 +154,8 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
         prefill_compute += step_cost(prop, prefill_shape(per_chunk, input_len, pw)).compute_s / per_chunk
     token_s = _token_s(dep, b, ctx)
     prefill = prefill_compute * (1.0 - cached_share)
-    t_est = prefill + (output_len - 1) * token_s / b
+    decode = (output_len - 1) * token_s / b
+    t_est = prefill + decode
     if dep.speculative is None:
         dec_compute = step_cost(dep, decode_shape(b, ctx, w)).compute_s / b
         t_req = max((output_len - 1) * token_s / b, (output_len - 1) * dec_compute + prefill)
@@ -163,4 +166,4 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     ceiling = min(engine, front)
     return Bounds(ttft_floor_ms=ttft, tpot_floor_ms=tpot, max_rate_ceiling=ceiling, feasible=not reasons,
                   reason="; ".join(reasons) or None, max_rate_estimate=min(1.0 / t_est, ceiling), engine_ceiling=engine,
-                  frontend_ceiling=front, e2e_estimate_s=e2e)
+                  frontend_ceiling=front, e2e_estimate_s=e2e, prefill_share_s=prefill, decode_share_s=decode)

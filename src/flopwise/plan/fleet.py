@@ -27,16 +27,18 @@ from typing import Any
 
 from flopwise.cluster import FleetResult, simulate_fleet
 from flopwise.cluster.build import build_cluster
+from flopwise.cost.capacity import bounds
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import FlopwiseError
 from flopwise.plan.runner import Runner
-from flopwise.sim.max_rate import interpolate_max_rate
+from flopwise.sim.max_rate import RATE_TOLERANCE, interpolate_max_rate
 from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SERVING_MODES", "FleetCandidate", "candidate_layouts", "plan_fleet", "fleet_plan_to_dict"]
+__all__ = ["SERVING_MODES", "FleetCandidate", "candidate_layouts", "capacity_estimate", "plan_fleet",
+           "fleet_plan_to_dict"]
 
 SERVING_MODES = ("aggregated", "disaggregated")
 TPS = (1, 2, 4, 8)
@@ -85,6 +87,7 @@ class _Search:
     workload_at: Callable[[float], Workload]
     sla: SLA
     rate_tolerance: float
+    mean_in: int
     mean_out: float
     total_gpus: int
 
@@ -102,6 +105,21 @@ def _infeasible(mode: str, text: str, num_gpus: int) -> FleetCandidate:
                           tokens_per_s_per_user=None, p95_ttft_ms=None, p95_tpot_ms=None, binding="infeasible")
 
 
+def capacity_estimate(spec: ClusterSpec, sla: SLA, input_len: int, output_len: int) -> float:
+    """Requests/s the fleet's pools serve by the closed-form capacity estimate (`cost.capacity`), where the
+    search starts: R x one replica's estimate for a mixed pool; for prefill and decode pools the smaller of
+    Np / (a prompt's prefill seconds) and Nd / (a request's decode seconds at the decode pool's batch). No bound
+    (queueing and the KV hand-off are left out): the search brackets the answer from it."""
+    rate = math.inf
+    for pool in spec.pools:
+        b = bounds(pool.deployment, sla, input_len, output_len)
+        share = {"mixed": 1.0 / b.max_rate_estimate if b.max_rate_estimate > 0 else math.inf,
+                 "prefill": b.prefill_share_s, "decode": b.decode_share_s}[pool.role]
+        if share > 0:
+            rate = min(rate, pool.num_replicas / share)
+    return rate
+
+
 def _search_job(i: int) -> FleetCandidate:
     """Layout i's highest rate meeting the SLA (`interpolate_max_rate`), and the constraint that fails just above it."""
     ctx = _search()
@@ -116,7 +134,9 @@ def _search_job(i: int) -> FleetCandidate:
         return res
 
     try:
-        found = interpolate_max_rate(run_at, ctx.sla, rate_tolerance=ctx.rate_tolerance)
+        start = capacity_estimate(spec, ctx.sla, ctx.mean_in, max(1, round(ctx.mean_out)))
+        found = interpolate_max_rate(run_at, ctx.sla, start=start if 0 < start < math.inf else None,
+                                     rate_tolerance=ctx.rate_tolerance)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
     s = found.result.metrics()
@@ -132,9 +152,13 @@ def _search_job(i: int) -> FleetCandidate:
                           p95_tpot_ms=s.tpot_ms.p95, binding=binding)
 
 
+def _replicas(spec: ClusterSpec | None) -> int:
+    return sum(p.num_replicas for p in spec.pools) if spec is not None else 0
+
+
 def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
                sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
-               rate_tolerance: float = 1 / 32, max_disaggregated: int = 12,
+               rate_tolerance: float = RATE_TOLERANCE, max_disaggregated: int = 12,
                layouts: list[tuple[str, str]] | None = None, workers: int | None = None) -> list[FleetCandidate]:
     """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
     `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment. The layouts are searched `workers` at
@@ -143,6 +167,7 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
     global _SEARCH
     sample = workload_at(1.0).requests
     mean_out = sum(r.output_tokens for r in sample) / len(sample)
+    mean_in = max(1, round(sum(r.input_tokens for r in sample) / len(sample)))
     if layouts is None:
         layouts = candidate_layouts(total_gpus, serving, tps, max_disaggregated)
     specs: list[tuple[str, str, ClusterSpec | None]] = []
@@ -162,15 +187,19 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
             continue
         specs.append((mode, text, spec))
     _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, rate_tolerance=rate_tolerance,
-                      mean_out=mean_out, total_gpus=total_gpus)
+                      mean_in=mean_in, mean_out=mean_out, total_gpus=total_gpus)
     runner = Runner(max(1, workers or os.cpu_count() or 1))
+    # the costliest first (more replicas, more events per probe), so that no worker is left with a long one at
+    # the end; the answer does not depend on the order
+    jobs = sorted((i for i, (_, _, spec) in enumerate(specs) if spec is not None),
+                  key=lambda i: -_replicas(specs[i][2]))
     try:
-        searched = runner.map(_search_job, [i for i, (_, _, spec) in enumerate(specs) if spec is not None])
+        searched = dict(zip(jobs, runner.map(_search_job, jobs), strict=True))
     finally:
         runner.close()
         _SEARCH = None
-    found = iter(searched)
-    out = [next(found) if spec is not None else _infeasible(mode, text, total_gpus) for mode, text, spec in specs]
+    out = [searched[i] if spec is not None else _infeasible(mode, text, total_gpus)
+           for i, (mode, text, spec) in enumerate(specs)]
     out.sort(key=lambda c: -c.output_tokens_per_s_per_gpu)  # stable: ties keep the layouts' order
     return out
 
