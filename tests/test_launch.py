@@ -338,7 +338,35 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
         cfg = json.loads(a[a.index("--kv-transfer-config") + 1])
         assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert vl["router"] is None and any("router" in n for n in vl["notes"])
-    assert "reason" in disaggregated_launch(spec, family="trtllm", **kw)
+    assert "reason" in disaggregated_launch(spec, family="llamacpp", **kw)
+    # TensorRT-LLM: context and generation trtllm-serve instances, each pool's YAML with its KV transceiver, and
+    # trtllm-serve disaggregated over the URLs its config lists
+    trt = disaggregated_launch(spec, family="trtllm", **kw)
+    tdata = json.loads((DATA / "trtllm_serve.json").read_text())
+    ports: dict[str, list[str]] = {"prefill": [], "decode": []}
+    for pool in trt["pools"]:
+        for cmd in pool["commands"]:
+            argv = shlex.split(cmd.replace("\\\n", " "))
+            assert argv[0] == "trtllm-serve" and _check_by_data(argv[2:], tdata) is None, cmd
+            doc = yaml.safe_load(trt["files"][argv[argv.index("--extra_llm_api_options") + 1]])
+            assert set(doc) <= set(tdata["yaml"]["top"]), doc
+            assert doc["cache_transceiver_config"] == {"backend": "UCX", "max_tokens_in_buffer": 4096}
+            assert set(doc["cache_transceiver_config"]) <= set(tdata["yaml"]["cache_transceiver_config"])
+            assert doc["cache_transceiver_config"]["backend"] in tdata["yaml"]["cache_transceiver_backends"]
+            assert doc.get("disable_overlap_scheduler", False) is (pool["role"] == "prefill")
+            assert doc["kv_cache_config"]["dtype"] == "fp8"
+            ports[pool["role"]].append(argv[argv.index("--port") + 1])
+    assert ports == {"prefill": ["30000", "30001"], "decode": ["31000"]}
+    cfg = yaml.safe_load(trt["files"]["disagg_config.yaml"])
+    assert set(cfg) == {"hostname", "port", "context_servers", "generation_servers"} and cfg["port"] == 8000
+    assert cfg["context_servers"] == {"num_instances": 2, "urls": ["<prefill-0-host>:30000", "<prefill-1-host>:30001"]}
+    assert cfg["generation_servers"] == {"num_instances": 1, "urls": ["<decode-0-host>:31000"]}
+    assert shlex.split(trt["router"].replace("\\\n", " ")) == ["trtllm-serve", "disaggregated", "-c",
+                                                                 "disagg_config.yaml"]
+    old = build_cluster(lambda tp, n: deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, weights="fp8",
+                                                 kv="fp8", engine="trtllm@0.17"),
+                        tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")
+    assert ">= 1.0.0" in disaggregated_launch(old, family="trtllm", **kw)["reason"]  # max_num_tokens before 1.0
     # the same fleet under NVIDIA Dynamo: its frontend, and each vLLM instance as a worker with its role
     dyn = vl["dynamo"]
     frontend = shlex.split(dyn["frontend"].replace("\\\n", " "))
@@ -377,10 +405,12 @@ def test_plan_report_prints_the_best_disaggregated_fleets_commands():
                           p95_tpot_ms=15.0, binding="p95_ttft<=300ms")
     s = fleet_plan_to_dict([cand], rate=None) | {"gpu": "h100-sxm", "total_gpus": 2, "weights": "bf16", "kv": "bf16"}
     s["disaggregated_launch"] = {f: disaggregated_launch(spec, model_id="meta-llama/Llama-3.1-8B", max_model_len=4096,
-                                                         max_prompt_len=2048, family=f) for f in ("vllm", "sglang")}
+                                                         max_prompt_len=2048, family=f)
+                                 for f in ("vllm", "sglang", "trtllm")}
     console = Console(width=200, record=True)
     _render_serving(console, s)
     text = console.export_text()
     assert f"Launch the best disaggregated fleet ({layout}) on vllm" in text and "NVIDIA Dynamo >= 1.4.0" in text
     assert text.count("python -m dynamo.vllm --model meta-llama/Llama-3.1-8B") == 2
     assert "python -m dynamo.frontend" in text and "python -m sglang_router.launch_router --pd-disaggregation" in text
+    assert "cat > disagg_config.yaml <<'EOF'" in text and "trtllm-serve disaggregated" in text

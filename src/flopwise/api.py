@@ -613,7 +613,7 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
         family = spec.pools[0].deployment.engine.family
         out["disaggregated_launch"] = {f: disaggregated_launch(spec, model_id=model_id, max_model_len=max_len,
                                                                max_prompt_len=max_prompt, family=f)
-                                       for f in dict.fromkeys((family, "vllm", "sglang"))}
+                                       for f in dict.fromkeys((family, "vllm", "sglang", "trtllm"))}
     return out
 
 

@@ -11,6 +11,11 @@ sends each request to a prefill instance and then to a decode instance with its 
     sglang  prefill instances `--disaggregation-mode prefill`, decode instances `--disaggregation-mode decode`, both
             `--disaggregation-transfer-backend` (mooncake; nixl also); the router
             `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`
+    trtllm  each instance: `trtllm-serve` as planned + `--host/--port`, reading its pool's YAML (context servers:
+            the planned options + `disable_overlap_scheduler` + `cache_transceiver_config` with the transfer backend
+            and a buffer of the longest prompt; generation servers: the options + `cache_transceiver_config`); in
+            front, `trtllm-serve disaggregated -c disagg_config.yaml`, which lists the context and generation
+            servers' URLs (the engine catalog's [launch.disaggregated] table; `files` holds the three YAML files)
 
 Each pool's instance is the single-replica command of its deployment (`render`), so TP, formats and knobs are
 spelled as everywhere else; ports are 30000 + i for prefill instance i and 31000 + j for decode instance j.
@@ -24,6 +29,7 @@ from typing import Any
 
 from flopwise.launch.common import CommandLine, LaunchCommand, LaunchTarget, engine_profile
 from flopwise.launch.sglang import render as render_sglang
+from flopwise.launch.trtllm import render as render_trtllm
 from flopwise.launch.vllm import render as render_vllm
 from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.engine import EngineProfile
@@ -32,6 +38,7 @@ __all__ = ["disaggregated_launch", "PREFILL_PORT", "DECODE_PORT"]
 
 PREFILL_PORT = 30000
 DECODE_PORT = 31000
+ROUTER_PORT = 8000  # where clients send requests: the P/D router, proxy or frontend
 
 
 def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]],
@@ -48,11 +55,13 @@ def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str
 
 def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
                          family: str) -> dict[str, Any]:
-    """The prefill and decode instance commands and the router for `spec` on the engine `family` (vllm or
-    sglang); {"reason": ...} where that engine has no such launch here."""
+    """The prefill and decode instance commands and the router for `spec` on the engine `family` (vllm, sglang
+    or trtllm); {"reason": ...} where that engine has no such launch here."""
+    if family == "trtllm":
+        return _trtllm(spec, model_id=model_id, max_model_len=max_model_len, max_prompt_len=max_prompt_len)
     if family not in ("vllm", "sglang"):
-        return {"engine": family, "reason": f"disaggregated launch is rendered for vllm and sglang, not {family} "
-                                            "(TensorRT-LLM: trtllm-serve disaggregated with its YAML config)"}
+        return {"engine": family, "reason": f"disaggregated launch is rendered for vllm, sglang and trtllm, not "
+                                            f"{family}"}
     out: dict[str, Any] = {"engine": family, "pools": []}
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     notes: list[str] = []
@@ -88,7 +97,7 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
             router.flag("--prefill", u)
         for u in urls["decode"]:
             router.flag("--decode", u)
-        out["router"] = router.flag("--host", "0.0.0.0").flag("--port", 8000).render()
+        out["router"] = router.flag("--host", "0.0.0.0").flag("--port", ROUTER_PORT).render()
     else:
         out["router"] = None
         notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
@@ -123,9 +132,54 @@ def _dynamo_pool(role: str, replicas: int, target: LaunchTarget, engine: EngineP
 def _dynamo(pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any]:
     """The fleet's vLLM instances as NVIDIA Dynamo workers (`_dynamo_pool`) behind its frontend."""
     d = engine.launch.table("dynamo")
-    frontend = CommandLine(d["frontend"]).flag(d["http_port_flag"], 8000).render()
+    frontend = CommandLine(d["frontend"]).flag(d["http_port_flag"], ROUTER_PORT).render()
     return {"version": f">= {d['since']}", "frontend": frontend, "pools": pools,
             "notes": [f"Dynamo discovers its workers through etcd by default: start etcd first, or set "
                       f"{d['discovery_env']}=file on the frontend and every worker (one host or a shared directory)",
                       f"{d['router_mode_flag']} kv on the frontend routes by KV-cache overlap (the workers must "
                       "then publish KV events, --kv-events-config); the default is round-robin"]}
+
+
+def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None) -> dict[str, Any]:
+    """TensorRT-LLM's disaggregated serving: context (prefill) and generation (decode) `trtllm-serve` instances,
+    each pool's YAML naming its KV transceiver, and `trtllm-serve disaggregated` over them."""
+    eng = engine_profile("trtllm", spec.pools[0].deployment.engine)
+    d, flags = eng.launch.table("disaggregated"), eng.launch.table("flags")
+    if not eng.at_least(d["since"]):
+        return {"engine": eng.name, "reason": f"TensorRT-LLM's disaggregated launch is rendered for >= {d['since']} "
+                                              f"({d['transceiver']} with {d['backend_key']}), not {eng.version}"}
+    buffer = max_prompt_len or max_model_len  # the transceiver's buffer: at least the longest prompt
+    out: dict[str, Any] = {"engine": "trtllm", "pools": []}
+    files: dict[str, str] = {}
+    notes: list[str] = []
+    urls: dict[str, list[str]] = {"prefill": [], "decode": []}
+    for pool in spec.pools:
+        role = "context" if pool.role == "prefill" else "generation"
+        extra = f"{d['overlap_key']}: true\n" if role == "context" else ""
+        extra += f"{d['transceiver']}:\n  {d['backend_key']}: {d['backend']}\n  {d['buffer_key']}: {buffer}\n"
+        one = LaunchTarget(deployment=pool.deployment, model_id=model_id, max_model_len=max_model_len,
+                           max_prompt_len=max_prompt_len)
+        commands = []
+        for i in range(pool.num_replicas):
+            port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i
+            base = render_trtllm(one, eng, options_file=d[f"{role}_options_file"], extra_yaml=extra)
+            if base.command is None:
+                return {"engine": "trtllm", "reason": base.reason}
+            files.update(base.files)
+            notes += [n for n in base.notes if n not in notes]
+            if base.prepare is not None and f"make the checkpoint first: {base.prepare}" not in notes:
+                notes.append(f"make the checkpoint first: {base.prepare}")
+            commands.append(CommandLine(base.command).flag(flags["host"], "0.0.0.0").flag(flags["port"], port)
+                            .render())
+            urls[pool.role].append(f"<{pool.role}-{i}-host>:{port}")
+        out["pools"].append({"role": pool.role, "replicas": pool.num_replicas, "tp": pool.deployment.tp,
+                             "commands": commands})
+    config = ["hostname: 0.0.0.0", f"port: {ROUTER_PORT}"]
+    for role in ("prefill", "decode"):
+        config += [f"{d[role + '_servers']}:", f"  num_instances: {len(urls[role])}", "  urls:"]
+        config += [f'    - "{u}"' for u in urls[role]]
+    files[d["config_file"]] = "\n".join(config) + "\n"
+    out["files"] = files
+    out["router"] = CommandLine(d["proxy"]).flag(d["config_flag"], d["config_file"]).render()
+    out["notes"] = notes
+    return out

@@ -63,7 +63,10 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
+def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | None = None,
+           extra_yaml: str = "") -> LaunchCommand:
+    """The deployment's `trtllm-serve` command and its YAML; `options_file` names the YAML instead of the profile's
+    file and `extra_yaml` is appended to it (a disaggregated instance's role: `launch/disaggregated.py`)."""
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
     if dep.weights.name in GGUF_FORMATS:
@@ -86,8 +89,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
-    name = la["extra_options_file"]
+    name = options_file or la["extra_options_file"]
     line.flag(flags["extra_options"], name)
-    yaml = _yaml(target, engine, notes)
+    yaml = _yaml(target, engine, notes) + extra_yaml
     return LaunchCommand(engine=engine.name, command=line.render(), files=((name, yaml),), prepare=src.prepare,
                          checkpoint=src.checkpoint, notes=tuple(notes))

@@ -167,6 +167,8 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
 def _disaggregated(console: Console, launch: dict[str, Any], router: str | None = None, label: str = "router") -> None:
     for note in launch["notes"]:
         _plain(console, f"# {note}")
+    for name, text in (launch.get("files") or {}).items():
+        _plain(console, f"cat > {name} <<'EOF'\n{text}EOF")
     for pool in launch["pools"]:
         _plain(console, f"# {pool['role']}: {pool['replicas']} x TP {pool['tp']}")
         for cmd in pool["commands"]:

@@ -291,6 +291,10 @@ class EngineProfile:
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
 
+    def at_least(self, version: str) -> bool:
+        """Whether this profile's version is `version` or later (MAJOR.MINOR[.PATCH])."""
+        return _version_key(self.version) >= _version_key(version)
+
     def __post_init__(self) -> None:
         if self.memory_policy not in MEMORY_POLICIES:
             raise SpecError(f"engine {self.family}: memory_policy must be one of {', '.join(MEMORY_POLICIES)}, "
