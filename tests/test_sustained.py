@@ -171,3 +171,12 @@ def test_capacity_estimate_splits_into_prefill_and_decode_shares():
     bp, bd = bounds(make(1, 2), sla, 1000, 200), bounds(make(2, 3), sla, 1000, 200)
     assert capacity_estimate(dis, sla, 1000, 200) == pytest.approx(
         min(2 / bp.prefill_share_s, 3 / bd.decode_share_s), rel=1e-12)
+
+
+def test_interpolated_search_without_a_queueing_objective_is_the_saturated_rate():
+    """No TTFT or E2E bound: the answer is what the system completes at an infinite load (40 req/s here), where
+    the SLA holds there; a TPOT bound that fails there sends it to the search."""
+    from flopwise.sim.max_rate import interpolate_max_rate
+
+    found = interpolate_max_rate(lambda r: _FakeRun(r), parse_sla("none"), start=10.0)
+    assert found.rate == 40.0 and found.probes == ((40.0, True),)

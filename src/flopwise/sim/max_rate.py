@@ -293,7 +293,9 @@ def interpolate_max_rate(run_at: Callable[[float], Any], sla: SLA, *, start: flo
        bracket (so a probe next to the crossing closes it), until (hi - lo) / lo <= `rate_tolerance` (the
        single-replica search's 4%; 1,000-request probes of a fleet scatter by 5-7% in the rate where they cross,
        so a finer bracket resolves noise): two to four probes where bisection of [lo, 2 lo] takes five.
-    The answer is lo, the highest rate that passed, within `rate_tolerance` of the failing rate above it."""
+    The answer is lo, the highest rate that passed, within `rate_tolerance` of the failing rate above it.
+    Without a TTFT or E2E objective queueing costs nothing: the answer is the rate completed at an infinite offered
+    load where that run meets the SLA (its TPOT at the largest batch), and the search runs only where it does not."""
     probes: list[tuple[float, bool]] = []
 
     def probe(rate: float) -> tuple[bool, float, Any]:
@@ -306,6 +308,12 @@ def interpolate_max_rate(run_at: Callable[[float], Any], sla: SLA, *, start: flo
     def done(lo: float, best: Any) -> MaxRate:
         return MaxRate(rate=lo, result=best, upper_bound=math.inf, probes=tuple(probes))
 
+    if not any(o.metric in ("ttft", "e2e") for o in sla.objectives):  # queueing costs nothing (`find_max_rate`)
+        sat = run_at(math.inf)
+        rate = sat.metrics().request_throughput
+        if sla_ratio(sat.metrics(), sla) <= 1.0:
+            probes.append((rate, True))
+            return done(rate, sat)
     if start is None:
         first, up, down = run_at(math.inf).metrics().request_throughput, 2.0, 0.0
     else:  # an estimate good to about 20%: the first step tries the other side of that
