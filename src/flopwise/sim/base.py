@@ -156,21 +156,43 @@ class BaseScheduler:
             draws = iter(acceptance.draw(out.num_decodes))
             emitted = 0
         if draws is None:  # no speculation this step: the common path, per request per step
-            for req, n in zip(out.reqs, out.num_new, strict=True):
-                c = req.num_computed_tokens + n
+            reqs, news, end = out.reqs, out.num_new, step + 1
+            start = 0
+            for pos in (*out.chunk_rows, len(reqs)):  # the decode rows between the chunk rows, then that chunk row
+                for i in range(start, pos):  # a decode row: its one token computed, so it samples (Request.sample)
+                    req = reqs[i]
+                    c = req.num_tokens
+                    req.num_computed_tokens = c
+                    req.num_tokens = c + 1
+                    o = req.num_output_tokens + 1
+                    req.num_output_tokens = o
+                    ranges = req.token_steps
+                    if ranges and ranges[-1] == step:  # (empty where its first token came from elsewhere)
+                        ranges[-1] = end
+                    else:
+                        ranges.append(step)
+                        ranges.append(end)
+                    if o == req.max_tokens:
+                        finished.append(req)
+                emitted_total += pos - start
+                if pos == len(reqs):
+                    break
+                req = reqs[pos]
+                c = req.num_computed_tokens + news[pos]
                 req.num_computed_tokens = c
-                if c == req.num_tokens:  # Request.sample(step), inlined
+                if c == req.num_tokens:  # its prompt (or recomputation) done: it samples its next token
                     req.num_output_tokens += 1
                     req.num_tokens = c + 1
                     ranges = req.token_steps
                     if ranges and ranges[-1] == step:
-                        ranges[-1] = step + 1
+                        ranges[-1] = end
                     else:
                         ranges.append(step)
-                        ranges.append(step + 1)
+                        ranges.append(end)
                     emitted_total += 1
                     if req.num_output_tokens == req.max_tokens:
                         finished.append(req)
+                start = pos + 1
             self.num_emitted = emitted_total
             if finished:
                 self.finish(finished, end_at)

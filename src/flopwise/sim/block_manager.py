@@ -179,6 +179,20 @@ class BlockManager:
         if pid is not None and before < req.num_prefix_tokens and self.enable_prefix_caching:
             self._cache_prefix(req, pid, before, total)
 
+    def extend_decode(self, req: Request, num_new_tokens: int) -> bool:
+        """`allocate(req, num_new_tokens)` for a decoding request (past its shared prefix, so its new blocks are
+        private and nothing is cached) when the free pool holds them; False, with nothing taken, when it does not
+        (the scheduler then preempts). The decode path of `can_allocate` + `allocate`, in one call."""
+        new = self._blocks_for(req.num_computed_tokens + num_new_tokens) - len(req.prefix_blocks) - req.num_own_blocks
+        if new <= 0:
+            return True
+        if new > self.num_unused + self._num_free_used:
+            return False
+        self._take(new)
+        req.num_own_blocks += new
+        req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
+        return True
+
     def free(self, req: Request, reusable: bool) -> None:
         """Return all of `req`'s blocks, tail first. `reusable`: a preempted request may hit its own private
         blocks when it comes back; a finished one never will."""

@@ -45,7 +45,7 @@ class VllmScheduler(BaseScheduler):
         count and a context sum: the rows it schedules are always the first m of `running` (it stops at the
         first request it cannot serve, and preemption pops from the end), so `out` gets them as one slice,
         with one token each except the listed chunks."""
-        running = self.running
+        running, kv = self.running, self.kv
         d = self.decode_tokens
         chunks: list[tuple[int, int]] = []  # (position, tokens) of the rows that are not decodes
         num_decodes = context_sum = 0
@@ -55,7 +55,8 @@ class VllmScheduler(BaseScheduler):
             c = req.num_computed_tokens
             n = req.num_tokens - c
             if n == 1 and req.num_output_tokens:  # a decode (Request.is_decoding); past its prompt and prefix
-                if d > budget or (c + d > req.num_slots and not self._make_room(out, req, d)):
+                if d > budget or (c + d > req.num_slots and not kv.extend_decode(req, d)
+                                  and not self._make_room(out, req, d)):
                     break
                 num_decodes += 1
                 context_sum += c
