@@ -380,8 +380,26 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
         rest = w[6:w.index("--disaggregation-mode")]
         assert [w[5], *rest] == [x for i, x in enumerate(a) if "--port" not in (x, a[i - 1])]
         vllm_args.append([w[5], *rest])
-    if VLLM_PY.exists():  # the instances, and what a Dynamo worker passes on to vLLM, parse as vLLM's arguments
-        for c, r in zip(cmds + cmds, _parse(VLLM_PY, "vllm_args.py", argvs + vllm_args), strict=True):
+    # the same fleet as llm-d ModelService values: each pool's pods, and the instance's vLLM arguments less what
+    # the chart adds (program, model, --port, --tensor-parallel-size)
+    llmd = vl["llm_d"]
+    values = yaml.safe_load(llmd["files"]["ms-pd-values.yaml"])
+    assert values["modelArtifacts"] == {"uri": "hf://Qwen/Qwen3-32B-FP8", "name": "Qwen/Qwen3-32B-FP8"}
+    assert values["routing"] == {"servicePort": 8000, "proxy": {"connector": "nixlv2"}}
+    chart_args = []
+    for role, replicas, tp, port in (("prefill", 2, 1, 8000), ("decode", 1, 2, 8200)):
+        pods = values[role]
+        assert (pods["create"], pods["replicas"], pods["parallelism"]) == (True, replicas, {"tensor": tp})
+        (c,) = pods["containers"]
+        assert c["modelCommand"] == "vllmServe" and c["ports"][0] == {"containerPort": port, "name": "vllm"}
+        instance = argvs[0] if role == "prefill" else argvs[2]
+        strip = {i for i, x in enumerate(instance) if x in ("--port", "--tensor-parallel-size")}
+        assert c["args"] == [x for i, x in enumerate(instance[1:], 1) if i not in strip and i - 1 not in strip]
+        chart_args.append([instance[0], *c["args"], "--tensor-parallel-size", str(tp), "--port", str(port)])
+    assert llmd["commands"][-1].startswith("helm install ms-pd llm-d-modelservice/llm-d-modelservice")
+    if VLLM_PY.exists():  # the instances, what a Dynamo worker passes on to vLLM and what llm-d's pods run parse as
+        for c, r in zip(cmds + cmds + ["llm-d"] * 2, _parse(VLLM_PY, "vllm_args.py", argvs + vllm_args + chart_args),
+                        strict=True):  # vLLM's arguments
             assert r["ok"], f"{r['error']}\n{c}"
 
 
@@ -414,3 +432,4 @@ def test_plan_report_prints_the_best_disaggregated_fleets_commands():
     assert text.count("python -m dynamo.vllm --model meta-llama/Llama-3.1-8B") == 2
     assert "python -m dynamo.frontend" in text and "python -m sglang_router.launch_router --pd-disaggregation" in text
     assert "cat > disagg_config.yaml <<'EOF'" in text and "trtllm-serve disaggregated" in text
+    assert "cat > ms-pd-values.yaml <<'EOF'" in text and "helm install ms-pd llm-d-modelservice" in text

@@ -7,7 +7,10 @@ sends each request to a prefill instance and then to a decode instance with its 
             Dynamo (`dynamo`): `python -m dynamo.frontend` and one `python -m dynamo.vllm` worker per instance,
             the instance's vLLM arguments (rendered by `launch/vllm.py` after Dynamo's launcher words) with
             `--disaggregation-mode prefill|decode` and the connector, each worker its own NIXL side-channel port
-            (the engine catalog's [launch.dynamo] table)
+            (the engine catalog's [launch.dynamo] table). And as llm-d's ModelService Helm values (`llm_d`):
+            `prefill:` / `decode:` pods with their replicas, `parallelism.tensor` and the instances' vLLM arguments
+            (the chart adds `vllm serve`, the port and the TP), decode pods behind the routing sidecar (chart
+            v0.4.x, as llm-d's P/D guide installed it before llm-d 0.7; the [launch.llm_d] table)
     sglang  prefill instances `--disaggregation-mode prefill`, decode instances `--disaggregation-mode decode`, both
             `--disaggregation-transfer-backend` (mooncake; nixl also); the router
             `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`
@@ -103,7 +106,9 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
                      "disaggregated-serving proxy example) over the instances above: "
                      + ", ".join(shlex.quote(u) for u in urls["prefill"] + urls["decode"]))
-        out["dynamo"] = _dynamo(dynamo_pools, engine_profile(family, spec.pools[0].deployment.engine))
+        eng0 = engine_profile(family, spec.pools[0].deployment.engine)
+        out["dynamo"] = _dynamo(dynamo_pools, eng0)
+        out["llm_d"] = _llm_d(spec, out["pools"], eng0)
     out["notes"] = notes
     return out
 
@@ -183,3 +188,45 @@ def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_
     out["router"] = CommandLine(d["proxy"]).flag(d["config_flag"], d["config_file"]).render()
     out["notes"] = notes
     return out
+
+
+def _llm_d(spec: ClusterSpec, pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any]:
+    """The fleet as llm-d's ModelService Helm values (the [launch.llm_d] table): the checkpoint the instances load,
+    each pool's replicas and tensor parallelism, and the vLLM arguments of its instances (as rendered, less what
+    the chart adds: the program, the model, --port and --tensor-parallel-size)."""
+    d, flags = engine.launch.table("llm_d"), engine.launch.table("flags")
+    program = len(shlex.split(engine.launch["command"]))
+    served = shlex.split(pools[0]["commands"][0].replace("\\\n", " "))[program]  # the checkpoint the pods load
+    lines = ["modelArtifacts:", f"  uri: hf://{served}", f"  name: {served}", "routing:",
+             f"  servicePort: {d['service_port']}", "  proxy:", f"    connector: {d['proxy_connector']}"]
+    for pool, rendered in zip(spec.pools, pools, strict=True):
+        argv = shlex.split(rendered["commands"][0].replace("\\\n", " "))
+        args: list[str] = []
+        skip = False
+        for a in argv[program + 1:]:  # after the program and the model
+            if not skip and a in (flags["tp"], flags["port"]):
+                skip = True  # the flag and its value
+            elif skip:
+                skip = False
+            else:
+                args.append(a)
+        port = d["decode_port"] if pool.role == "decode" else d["service_port"]
+        lines += [f"{pool.role}:", "  create: true", f"  replicas: {pool.num_replicas}", "  parallelism:",
+                  f"    tensor: {pool.deployment.tp}", "  containers:", "  - name: vllm", f"    image: {d['image']}",
+                  f"    modelCommand: {d['model_command']}", "    args:"]
+        lines += [f"      - {json.dumps(a)}" for a in args]
+        lines += ["    env:", f"      - name: {d['side_channel_host_env']}", "        valueFrom:",
+                  "          fieldRef:", "            fieldPath: status.podIP", "    ports:",
+                  f"      - containerPort: {port}", "        name: vllm", f"      - containerPort: {d['nixl_port']}",
+                  "        name: nixl", "    mountModelVolume: true"]
+    name = d["values_file"]
+    repo = d["chart"].split("/")[0]
+    return {"chart": f"{d['chart']} {d['chart_version']}", "files": {name: "\n".join(lines) + "\n"},
+            "commands": [f"helm repo add {repo} {d['repo_url']}",
+                         CommandLine(f"helm install {d['release']} {d['chart']}").flag("--version", d["chart_version"])
+                         .flag("-f", name).render()],
+            "notes": ["llm-d's P/D guide (before llm-d 0.7) installs this chart beside the llm-d infra (gateway) and "
+                      "an InferencePool release with the P/D-aware scheduler; llm-d 0.7 deploys the same pods through "
+                      "Kustomize overlays instead",
+                      f"decode pods serve vLLM on {d['decode_port']} behind the routing sidecar on "
+                      f"{d['service_port']}; prefill pods serve on {d['service_port']}"]}

@@ -162,6 +162,15 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
             d = launch["dynamo"]
             console.print(f"[bold]# the same fleet under NVIDIA Dynamo {d['version']}[/]")
             _disaggregated(console, d, router=d["frontend"], label="frontend (the OpenAI API; it finds the workers)")
+        if launch.get("llm_d"):
+            d = launch["llm_d"]
+            console.print(f"[bold]# the same fleet on Kubernetes with llm-d ({d['chart']})[/]")
+            for note in d["notes"]:
+                _plain(console, f"# {note}")
+            for name, text in d["files"].items():
+                _plain(console, f"cat > {name} <<'EOF'\n{text}EOF")
+            for cmd in d["commands"]:
+                _plain(console, cmd)
 
 
 def _disaggregated(console: Console, launch: dict[str, Any], router: str | None = None, label: str = "router") -> None:
