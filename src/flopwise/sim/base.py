@@ -181,14 +181,7 @@ class BaseScheduler:
                 c = req.num_computed_tokens + news[pos]
                 req.num_computed_tokens = c
                 if c == req.num_tokens:  # its prompt (or recomputation) done: it samples its next token
-                    req.num_output_tokens += 1
-                    req.num_tokens = c + 1
-                    ranges = req.token_steps
-                    if ranges and ranges[-1] == step:
-                        ranges[-1] = end
-                    else:
-                        ranges.append(step)
-                        ranges.append(end)
+                    req.sample(step)
                     emitted_total += 1
                     if req.num_output_tokens == req.max_tokens:
                         finished.append(req)
