@@ -14,6 +14,7 @@ from flopwise.cost.step import roofs
 from flopwise.errors import SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
+from flopwise.sim.replica import make_scheduler
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import GIB, get_hardware
 from flopwise.validation.engines import case_engine
@@ -187,3 +188,12 @@ def test_llamacpp_fp16_gemms_accumulate_in_fp16_on_geforce_only():
     # quantized weights before MMQ's int8 tensor cores (b3100) are dequantized to fp16 and take the same path
     q4 = deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b2000", weights="q4_0")
     assert roofs(q4).nominal_peak_linear == pytest.approx(max(165.2, 330.3 * share) * 1e12)
+
+
+def test_trtllm_reserves_whole_sequences_and_vllm_does_not():
+    """TensorRT-LLM's default capacity policy (GUARANTEED_NO_EVICT) is the profile's `reserve_max_tokens`, which
+    the simulator's scheduler takes; vLLM and SGLang allocate as tokens come."""
+    for engine, reserves in (("trtllm", True), ("trtllm@0.17", True), ("vllm", False), ("sglang", False)):
+        dep = deployment("llama-3.1-8b", "h100-sxm", engine=engine)
+        assert dep.engine.reserve_max_tokens is reserves
+        assert getattr(make_scheduler(dep, SimConfig().resolved(dep)), "reserve_full", False) is reserves

@@ -93,6 +93,24 @@ def test_tiny_pool_preempts_the_newest_request_at_a_predictable_step():
     assert a.num_output_tokens == 18
 
 
+def test_reserving_admission_never_preempts_and_starts_b_when_a_finishes():
+    """The same pool and requests under TensorRT-LLM's GUARANTEED_NO_EVICT (`reserve_full`): A's whole sequence
+    is 16 + 40 - 1 = 55 tokens = 4 blocks, the whole pool, so B waits (no preemption, ever) until A has sampled
+    its 40 tokens at step 40 and freed its blocks; B then starts at step 41."""
+    kv = BlockManager(num_blocks=4, block_size=16, enable_prefix_caching=False)
+    sched = VllmScheduler(kv, max_num_seqs=8, max_num_batched_tokens=64)
+    sched.reserve_full = True
+    a, b = _req(0, 16, 40), _req(1, 16, 40)
+    sched.add_request(a)
+    sched.add_request(b)
+    for step in range(1, 41):
+        out = _step(sched, step)
+        assert out.num_preempted == 0 and out.reqs == [a]
+    assert a.status == RequestStatus.FINISHED and a.num_output_tokens == 40 and sched.num_reserved_blocks == 0
+    out = _step(sched, 41)
+    assert out.reqs == [b] and sched.num_reserved_blocks == 4 and b.num_reserved_blocks == 4
+
+
 def test_a_preempted_request_hits_its_own_blocks():
     kv = BlockManager(num_blocks=10, block_size=16)
     r = _req(0, 40, 10)

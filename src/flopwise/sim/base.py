@@ -80,6 +80,21 @@ class BaseScheduler:
         # the priority policy keeps `waiting` and `running` ordered by (priority, arrival): the waiting head
         # is the most urgent and preemption, which pops the end of `running`, takes the least urgent
         self.by_priority = False
+        # reserving admission (`reserve_max_tokens`): the blocks the running requests hold at their full length
+        self.reserve_full = False
+        self.num_reserved_blocks = 0
+
+    def full_blocks(self, req: Request) -> int:
+        """Blocks `req` holds at its last step: prompt + max_tokens - 1 computed tokens, plus speculative slots."""
+        return self.kv.blocks_held(req.num_prompt_tokens + req.max_tokens - 1 + self.decode_tokens - 1)
+
+    def reservation_fits(self, req: Request) -> bool:
+        """Whether `req` may start under reserving admission (always without it)."""
+        return not self.reserve_full or self.num_reserved_blocks + self.full_blocks(req) <= self.kv.num_blocks
+
+    def _release(self, req: Request) -> None:
+        self.num_reserved_blocks -= req.num_reserved_blocks
+        req.num_reserved_blocks = 0
 
     def use_speculation(self, acceptance: Acceptance) -> None:
         """Serve decodes speculatively from now on (call before the first step)."""
@@ -109,6 +124,8 @@ class BaseScheduler:
                 r.aborted_at = now
                 if r.num_blocks:
                     self.kv.free(r, reusable=False)
+                if r.num_reserved_blocks:
+                    self._release(r)
             self._forget(ids)
         return gone
 
@@ -131,6 +148,9 @@ class BaseScheduler:
         raise NotImplementedError
 
     def _start(self, req: Request, now: float) -> None:
+        if self.reserve_full:
+            req.num_reserved_blocks = n = self.full_blocks(req)
+            self.num_reserved_blocks += n
         req.status = RequestStatus.RUNNING
         if req.first_scheduled_at is None:
             req.first_scheduled_at = now
@@ -219,6 +239,8 @@ class BaseScheduler:
             req.status = RequestStatus.FINISHED
             req.finished_at = end_at
             self.kv.free(req, reusable=False)
+            if req.num_reserved_blocks:
+                self._release(req)
         self.running = [r for r in self.running if r.finished_at is None]
 
 

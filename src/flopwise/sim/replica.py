@@ -75,8 +75,10 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     kv = BlockManager(num_blocks=memory_plan(dep).num_blocks, block_size=dep.block_size, enable_prefix_caching=caching,
                       blocks_for=blocks_for)
     cls = VllmScheduler if config.scheduler == "vllm" else StaticScheduler
-    return cls(kv, max_num_seqs=dep.running_limit, max_num_batched_tokens=dep.token_budget,
-               enable_chunked_prefill=config.chunked_prefill(dep))
+    sched = cls(kv, max_num_seqs=dep.running_limit, max_num_batched_tokens=dep.token_budget,
+                enable_chunked_prefill=config.chunked_prefill(dep))
+    sched.reserve_full = dep.engine.reserve_max_tokens and cls is VllmScheduler
+    return sched
 
 
 class Replica:

@@ -68,6 +68,7 @@ class Request:
     prefix_blocks: list[tuple[int, int] | None] = field(default_factory=list)
     num_own_blocks: int = 0
     num_slots: int = 0
+    num_reserved_blocks: int = 0  # blocks set aside for its whole sequence (a reserving scheduler), while running
 
     def __post_init__(self) -> None:
         self.num_tokens = self.num_prompt_tokens + self.num_output_tokens

@@ -11,7 +11,9 @@ lacks (`num_tokens - num_computed_tokens`):
    to the front of the waiting queue, counted) until the allocation fits; if the request itself is the newest,
    it is preempted and the loop stops.
 2. Only if nobody was preempted in this step: waiting requests in FCFS order (`_schedule_waiting`), while
-   the budget lasts and fewer than `max_num_seqs` run. Each first looks up its prefix-cache hit, then asks for
+   the budget lasts and fewer than `max_num_seqs` run (and, with reserving admission, `reserve_max_tokens`,
+   while the blocks of every running sequence at its full length and its own fit the pool: TensorRT-LLM's
+   GUARANTEED_NO_EVICT, which never preempts). Each first looks up its prefix-cache hit, then asks for
    min(uncached tokens, budget) tokens (chunked prefill) and stops the loop at the first that cannot get its
    blocks. With chunked prefill off, a prompt larger than the remaining budget waits (the loop stops).
    A request with KV computed elsewhere (`num_external_tokens`, disaggregated serving) counts those tokens as
@@ -99,7 +101,7 @@ class VllmScheduler(BaseScheduler):
                     return
                 n = budget
             held = n + computed - hit.num_tokens  # the external tokens need blocks too
-            if not kv.can_allocate(req, held, hit):
+            if not kv.can_allocate(req, held, hit) or not self.reservation_fits(req):
                 return
             waiting.popleft()
             kv.allocate(req, held, hit)
@@ -113,6 +115,8 @@ class VllmScheduler(BaseScheduler):
         req.status = RequestStatus.PREEMPTED
         req.num_preemptions += 1
         self.kv.free(req, reusable=True)
+        if req.num_reserved_blocks:
+            self._release(req)
         req.num_computed_tokens = 0
         if self.by_priority:  # back among the waiting by its key (vLLM's priority queue)
             self.add_request(req)
@@ -138,4 +142,4 @@ class VllmScheduler(BaseScheduler):
             if not self.enable_chunked_prefill:
                 return False
             n = budget
-        return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit)
+        return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit) and self.reservation_fits(head)

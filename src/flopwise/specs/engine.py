@@ -286,6 +286,9 @@ class EngineProfile:
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
     activation_reserve_gib: float = 0.0  # memory kept outside the KV pool beyond the profiled peak (graphs, ...)
+    # admit a request only while the KV blocks of every running sequence at its full length (prompt + max tokens)
+    # and its own fit the pool, so nothing is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy)
+    reserve_max_tokens: bool = False
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -384,7 +387,8 @@ class _Family:
 _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch"}
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
-                 "activation_reserve_gib", "memory_fraction_by_tp", "memory_reserve", "sources", "since", "source"}
+                 "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve", "sources",
+                 "since", "source"}
 
 
 @cache
@@ -504,6 +508,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             enable_chunked_prefill=bool(table["enable_chunked_prefill"]),
             enable_prefix_caching=bool(table["enable_prefix_caching"]),
             activation_reserve_gib=float(table.get("activation_reserve_gib", 0.0)),
+            reserve_max_tokens=bool(table.get("reserve_max_tokens", False)),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             sources=tuple(sources), launch=_launch_table(fam, key))
