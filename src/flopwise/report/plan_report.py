@@ -155,6 +155,7 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
     best = s.get("best", {}).get("disaggregated")
     for family, launch in (s.get("disaggregated_launch") or {}).items():
         if "reason" in launch:
+            _plain(console, f"  {launch.get('engine', family)}: disaggregated fleet not rendered ({launch['reason']})")
             continue
         console.print(f"[bold]Launch the best disaggregated fleet ({best['layout'] if best else ''}) on {family}[/]")
         _disaggregated(console, launch)
