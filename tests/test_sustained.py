@@ -180,3 +180,20 @@ def test_interpolated_search_without_a_queueing_objective_is_the_saturated_rate(
 
     found = interpolate_max_rate(lambda r: _FakeRun(r), parse_sla("none"), start=10.0)
     assert found.rate == 40.0 and found.probes == ((40.0, True),)
+
+
+def test_sla_ratio_agrees_with_sla_met():
+    """The ratio the fleet search interpolates passes exactly where the summary's own SLA check does."""
+    from flopwise.metrics.summary import sla_ratio
+
+    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    res = simulate(dep, build_workload(num_requests=60, input_len=512, output_len=64, request_rate=20.0, seed=0))
+    m = res.metrics()
+    ttft, tpot = m.ttft_ms.p95, m.tpot_ms.p95
+    for text, ratio in ((f"p95_ttft<={ttft * 1.01}ms", 1 / 1.01), (f"p95_ttft<={ttft * 0.99}ms,p95_tpot<=1s", 1 / 0.99),
+                        (f"p95_tpot<={tpot / 2}ms", 2.0)):
+        sla = parse_sla(text)
+        s = simulate(dep, build_workload(num_requests=60, input_len=512, output_len=64, request_rate=20.0, seed=0),
+                     sla=sla).metrics()
+        assert sla_ratio(s, sla) == pytest.approx(ratio, rel=1e-9) and (sla_ratio(s, sla) <= 1) == s.sla_met
+    assert sla_ratio(m, parse_sla("none")) == 0.0
