@@ -13,10 +13,15 @@ from flopwise.sim import SimConfig, simulate
 from flopwise.sim import replica as engine_mod
 from flopwise.workload import RequestSpec, Workload, build_workload
 
+# hand-checked steps assume an engine that plans each step when the one before ends (vLLM 0.8-0.13); vLLM >= 0.14
+# plans a step ahead, so a request that arrives during a step joins the step after the next
+# (test_sim_engine.py::test_an_engine_that_schedules_ahead_admits_a_step_later)
+SYNC = "vllm@0.13"
+
 
 @pytest.fixture(scope="module")
 def dep():
-    return deployment("llama-3.1-8b", "h100-sxm", frontend="none")  # the engine alone: hand-checked steps
+    return deployment("llama-3.1-8b", "h100-sxm", frontend="none", engine=SYNC)  # the engine alone: hand-checked steps
 
 
 def _t(dep, rows, logits=None):
@@ -25,13 +30,13 @@ def _t(dep, rows, logits=None):
 
 def test_one_request_reproduces_the_static_estimate(dep):
     # <= 33 decode steps: the estimate is exact, and so must the simulator be (up to its 1e-9 interpolation).
-    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20)
+    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=20, engine=SYNC)
     s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=20),))).summary()
     assert s["ttft_ms"]["mean"] == e.ttft_ms
     assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-9)
     assert s["e2e_ms"]["mean"] == pytest.approx(e.e2e_ms, rel=1e-9)
     # longer outputs: the estimate averages 33 sampled contexts (its own error is well under 0.1%)
-    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=400)
+    e = estimate("llama-3.1-8b", "h100-sxm", batch=1, input_len=512, output_len=400, engine=SYNC)
     s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=512, output_tokens=400),))).summary()
     assert s["tpot_ms"]["mean"] == pytest.approx(e.tpot_ms, rel=1e-4)
     assert s["num_steps"] == 400
@@ -41,7 +46,7 @@ def test_two_requests_split_prefill_under_the_token_budget():
     # budget 1000, two 600-token prompts at t=0 (vLLM: running first, then FCFS waiting, chunked):
     #   step 1: A prefills 600, B gets the remaining 400 (chunk; emits no token)
     #   step 2: A decodes 1 (context 600), B prefills its last 200 (context 400) and emits its first token
-    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000, frontend="none")
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000, frontend="none", engine=SYNC)
     res = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=600, output_tokens=3),
                                   RequestSpec(arrival_at=0.0, input_tokens=600, output_tokens=3))))
     s1 = _t(dep, [(600, 0), (400, 0)], 1)  # only A's row produces a token
@@ -102,7 +107,7 @@ def test_seed_determinism(dep):
 
 
 def test_static_batching_waits_for_a_full_batch():
-    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4, frontend="none")
+    dep = deployment("llama-3.1-8b", "h100-sxm", max_num_seqs=4, frontend="none", engine=SYNC)
     wl = Workload(tuple(RequestSpec(arrival_at=float(i), input_tokens=100, output_tokens=5) for i in range(4)))
     res = simulate(dep, wl, SimConfig(scheduler="static"))
     assert [r.first_scheduled_at for r in res.records] == [3.0] * 4
@@ -147,9 +152,32 @@ def test_staggered_closed_loop_sends_prefill_the_first_request_alone(dep):
 
 
 def test_replicas_split_the_stream(dep):
-    two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, frontend="none")
+    two = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, frontend="none", engine=SYNC)
     wl = build_workload(num_requests=100, input_len=256, output_len=32, request_rate=math.inf)
     s1, s2 = simulate(dep, wl).summary(), simulate(two, wl).summary()
     assert s2["num_requests"] == 100
     assert s2["duration_s"] < s1["duration_s"]
     assert len(simulate(two, wl).timelines) == 2
+
+
+def test_an_engine_that_schedules_ahead_admits_a_step_later():
+    """vLLM >= 0.14 (async scheduling) plans step k+1 when step k starts: A (128 in) arrives at an idle engine and
+    prefills alone; B and C arrive 1 and 2 ms later, during that prefill, which the plan of step 2 (A's first
+    decode, alone) had already been made without them; they prefill in step 3, with A's second decode. A
+    synchronous engine (vLLM 0.13) prefills them in step 2."""
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=128, output_tokens=4),
+                   RequestSpec(arrival_at=1e-3, input_tokens=128, output_tokens=4),
+                   RequestSpec(arrival_at=2e-3, input_tokens=128, output_tokens=4)))
+    ahead = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
+    assert ahead.engine.host.async_scheduling
+    p0 = _t(ahead, [(128, 0)])
+    assert p0 > 2e-3
+    d1 = _t(ahead, [(1, 128)])
+    s3 = _t(ahead, [(1, 129), (128, 0), (128, 0)])
+    a, b, c = simulate(ahead, wl).records
+    assert a.token_times[:3] == pytest.approx([p0, p0 + d1, p0 + d1 + s3], rel=1e-12)
+    assert b.token_times[0] == c.token_times[0] == pytest.approx(p0 + d1 + s3, rel=1e-12)
+    sync = deployment("llama-3.1-8b", "h100-sxm", frontend="none", engine=SYNC)
+    sa, sb, _ = simulate(sync, wl).records
+    s2 = _t(sync, [(1, 128), (128, 0), (128, 0)])
+    assert sb.token_times[0] == sa.token_times[1] == pytest.approx(_t(sync, [(128, 0)]) + s2, rel=1e-12)

@@ -88,7 +88,7 @@ class Replica:
                  "shared_cpu", "tl", "inbox", "next_at", "next_rank", "num_outstanding", "last_delivery_at",
                  "deadlines", "_aborted",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
-                 "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t")
+                 "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start")
 
     def __init__(self, dep: Deployment, config: SimConfig, *, index: int = 0):
         """`config` is resolved against the deployment here; `index` seeds the replica's own draws."""
@@ -128,6 +128,12 @@ class Replica:
         self._run_step0 = self._run_j = self._run_batch = 0
         self._run_durations: list[float] = []
         self._run_host: float | None = None
+        # an engine that schedules a step ahead (async scheduling) plans step k+1 when step k starts: a request
+        # that reaches the engine while step k runs joins step k+2, so the next plan admits only those that had
+        # arrived when the step that just ended began (`_cutoff`; None: the engine was idle, no lag)
+        self.ahead = dep.engine.host.async_scheduling and not self.shared_cpu
+        self._cutoff: float | None = None
+        self._step_start = 0.0
 
     # ---- queries -------------------------------------------------------------------------------------
     def check(self, specs: Iterable[RequestSpec]) -> None:
@@ -196,7 +202,7 @@ class Replica:
                 ready = fe.next_ready_at()  # request has left the API server
                 assert ready is not None
                 ends = self._run_ends
-                k = max(bisect_left(ends, ready), self._run_j) + 1
+                k = max(bisect_left(ends, ready), self._run_j) + 1 + self.ahead
                 if k < self._run_k:
                     self._run_k = k
                     self.next_at = ends[k - 1]
@@ -206,8 +212,8 @@ class Replica:
         if self.next_at is None:
             self.next_at, self.next_rank = req.arrival_at, SCHEDULE
         elif self._run_cut:  # cut the pending decode run at the first step ending at or after the arrival
-            ends = self._run_ends
-            k = bisect_left(ends, req.arrival_at) + 1
+            ends = self._run_ends  # (scheduling a step ahead: the step after that one)
+            k = bisect_left(ends, req.arrival_at) + 1 + self.ahead
             if k < self._run_k:
                 self._run_k = k
                 self.next_at = ends[k - 1]
@@ -248,24 +254,42 @@ class Replica:
         now = self.next_at
         assert now is not None
         sched, fe = self.sched, self.fe
+        cutoff = now if self._cutoff is None else self._cutoff
+        self._cutoff = None
+        held = False  # requests that reached the engine after the cutoff wait for the next plan
         if fe is None:
             if self.inbox:
-                for req in self.inbox:
-                    sched.add_request(req)
-                self.inbox = []
+                inbox = self.inbox
+                if inbox[-1].arrival_at <= cutoff:
+                    for req in inbox:
+                        sched.add_request(req)
+                    self.inbox = []
+                else:
+                    self.inbox = [r for r in inbox if r.arrival_at > cutoff]
+                    for req in inbox:
+                        if req.arrival_at <= cutoff:
+                            sched.add_request(req)
+                    held = True
         else:
-            for req in fe.pop_ready(now):
+            for req in fe.pop_ready(cutoff):
                 sched.add_request(req)
+            ready = fe.next_ready_at()
+            held = ready is not None and ready <= now
         if self.deadlines:
             gone = sched.abort_expired(now)
             if gone:
                 self._aborted.extend(gone)
                 self.last_delivery_at = max(self.last_delivery_at, now)
         if not sched.has_work:
+            if held:  # the engine would be idle: it takes them now
+                self.next_at, self.next_rank, self._phase = now, SCHEDULE, _IDLE
+                return
             self._wait(fe)
             return
         dep, tl = self.dep, self.tl
         k = plan_decode_run(sched, self.max_decodes) if self.spec is None else 0
+        if k and held:
+            k = 1  # a held request joins the step after this one
         if k:
             durations = run_durations(dep, self.builder, sched, k)
             self._run_start = now
@@ -297,13 +321,16 @@ class Replica:
             if self._run_cut:  # a request already on its way through the API server may cut the run
                 ready = fe.next_ready_at()
                 if ready is not None:
-                    k = min(k, bisect_left(ends, ready) + 1)
+                    k = min(k, bisect_left(ends, ready) + 1 + (self.ahead and ready > now))
                     self._run_k, self._run_cut = k, False
             self._run_ends = ends
             self._phase, self.next_at, self.next_rank = _FE_RUN, ends[k - 1], STEP_END
             return
-        out = sched.schedule(now, more_coming or bool(fe and fe.pending))
+        out = sched.schedule(now, more_coming or bool(fe and fe.pending) or held)
         if out.is_empty:
+            if held:
+                self.next_at, self.next_rank, self._phase = now, SCHEDULE, _IDLE
+                return
             self._wait(fe)
             return
         shape, prompt = self.builder.step(out)
@@ -319,6 +346,7 @@ class Replica:
             now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
         step_ends = tl.step_end_at
         self._step = len(step_ends)
+        self._step_start = now
         step_ends.append(now + dt)
         tl.add(now, dt, len(sched.running), len(sched.waiting), self.kv.usage, prompt)
         self._out = out
@@ -356,14 +384,20 @@ class Replica:
             finished = sched.postprocess(out, self._step, t)  # type: ignore[arg-type]
             if fe is not None:
                 tl.delivered_at.append(fe.deliver(t, sched.num_emitted))
+            if self.ahead:
+                self._cutoff = self._step_start
         elif phase == _RUN:
             k = self._run_k
+            if self.ahead:  # the run's last step began at the end of the one before it
+                self._cutoff = self._run_ends[k - 2] if k >= 2 else self._run_start
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
             self._run_cut = False
         elif phase == _FE_RUN:
             k = self._run_k
+            if self.ahead:
+                self._cutoff = self._run_ends[k - 2] if k >= 2 else self._run_start
             self._deliver_run(t, strictly_before=False)
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
