@@ -14,7 +14,10 @@ single-replica loop always had: requests that arrive by the end of a step reach 
 step's tokens are streamed, and join the scheduling of the next step, which is planned after the step's
 results are applied (and after any closed-loop client, released by a completion, has sent its next request).
 
-    SCHEDULE at t   hand the requests that reached the engine by t to the scheduler, then plan: a run of
+    SCHEDULE at t   hand the requests that reached the engine by t to the scheduler (an engine that schedules a
+                    step ahead, `async_scheduling`, planned this step when the one that just ended began: only
+                    the requests that had arrived by then; the rest join the plan after, unless the engine
+                    would otherwise idle), then plan: a run of
                     identical decode steps (`decode_run.py`) or one general step, priced by `cost.step_time`;
                     its end is the next STEP_END (nothing to run: the next request leaving the API server, or
                     None)
