@@ -25,8 +25,8 @@ from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 
-__all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "engine_memory_fraction", "ModelSource", "model_source",
-           "on_engine", "GGUF_FORMATS"]
+__all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
+           "model_source", "on_engine", "GGUF_FORMATS"]
 
 GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0")
 
@@ -66,7 +66,7 @@ class LaunchCommand:
 
     def argv(self) -> list[str]:
         """The command as the shell splits it (for argument-parser checks)."""
-        return shlex.split(self.command.replace("\\\n", " "), comments=True) if self.command else []
+        return command_argv(self.command) if self.command else []
 
     def file(self, name: str) -> str | None:
         return next((text for n, text in self.files if n == name), None)
@@ -74,6 +74,11 @@ class LaunchCommand:
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "command": self.command, "files": dict(self.files), "prepare": self.prepare,
                 "checkpoint": self.checkpoint, "notes": list(self.notes), "reason": self.reason}
+
+
+def command_argv(command: str) -> list[str]:
+    """A rendered command (continuation lines and all) as the shell splits it."""
+    return shlex.split(command.replace("\\\n", " "), comments=True)
 
 
 class CommandLine:

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from typing import Any
 
-from flopwise.launch.common import CommandLine, LaunchCommand, LaunchTarget, engine_profile
+from flopwise.launch.common import CommandLine, LaunchCommand, LaunchTarget, command_argv, engine_profile
 from flopwise.launch.sglang import render as render_sglang
 from flopwise.launch.trtllm import render as render_trtllm
 from flopwise.launch.vllm import render as render_vllm
@@ -44,16 +45,20 @@ DECODE_PORT = 31000
 ROUTER_PORT = 8000  # where clients send requests: the P/D router, proxy or frontend
 
 
-def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]],
-              launcher: tuple[str, ...] | None = None) -> LaunchCommand:
-    base = render_vllm(target, engine, launcher) if engine.family == "vllm" else render_sglang(target, engine)
+def _with_flags(base: LaunchCommand, extra: list[tuple[str, object]]) -> LaunchCommand:
+    """`base` with `extra` (flag, value) pairs appended to its command."""
     if base.command is None:
         return base
     line = CommandLine(base.command)
     for flag, value in extra:
         line.flag(flag, value)
-    return LaunchCommand(engine=base.engine, command=line.render(), files=base.files, prepare=base.prepare,
-                         checkpoint=base.checkpoint, notes=base.notes)
+    return replace(base, command=line.render())
+
+
+def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str, object]],
+              launcher: tuple[str, ...] | None = None) -> LaunchCommand:
+    base = render_vllm(target, engine, launcher) if engine.family == "vllm" else render_sglang(target, engine)
+    return _with_flags(base, extra)
 
 
 def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
@@ -167,15 +172,15 @@ def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_
         commands = []
         for i in range(pool.num_replicas):
             port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i
-            base = render_trtllm(one, eng, options_file=d[f"{role}_options_file"], extra_yaml=extra)
+            base = _with_flags(render_trtllm(one, eng, options_file=d[f"{role}_options_file"], extra_yaml=extra),
+                               [(flags["host"], "0.0.0.0"), (flags["port"], port)])
             if base.command is None:
                 return {"engine": "trtllm", "reason": base.reason}
             files.update(base.files)
             notes += [n for n in base.notes if n not in notes]
             if base.prepare is not None and f"make the checkpoint first: {base.prepare}" not in notes:
                 notes.append(f"make the checkpoint first: {base.prepare}")
-            commands.append(CommandLine(base.command).flag(flags["host"], "0.0.0.0").flag(flags["port"], port)
-                            .render())
+            commands.append(base.command)
             urls[pool.role].append(f"<{pool.role}-{i}-host>:{port}")
         out["pools"].append({"role": pool.role, "replicas": pool.num_replicas, "tp": pool.deployment.tp,
                              "commands": commands})
@@ -196,11 +201,11 @@ def _llm_d(spec: ClusterSpec, pools: list[dict[str, Any]], engine: EngineProfile
     the chart adds: the program, the model, --port and --tensor-parallel-size)."""
     d, flags = engine.launch.table("llm_d"), engine.launch.table("flags")
     program = len(shlex.split(engine.launch["command"]))
-    served = shlex.split(pools[0]["commands"][0].replace("\\\n", " "))[program]  # the checkpoint the pods load
+    served = command_argv(pools[0]["commands"][0])[program]  # the checkpoint the pods load
     lines = ["modelArtifacts:", f"  uri: hf://{served}", f"  name: {served}", "routing:",
              f"  servicePort: {d['service_port']}", "  proxy:", f"    connector: {d['proxy_connector']}"]
     for pool, rendered in zip(spec.pools, pools, strict=True):
-        argv = shlex.split(rendered["commands"][0].replace("\\\n", " "))
+        argv = command_argv(rendered["commands"][0])
         args: list[str] = []
         skip = False
         for a in argv[program + 1:]:  # after the program and the model
@@ -229,4 +234,6 @@ def _llm_d(spec: ClusterSpec, pools: list[dict[str, Any]], engine: EngineProfile
                       "an InferencePool release with the P/D-aware scheduler; llm-d 0.7 deploys the same pods through "
                       "Kustomize overlays instead",
                       f"decode pods serve vLLM on {d['decode_port']} behind the routing sidecar on "
-                      f"{d['service_port']}; prefill pods serve on {d['service_port']}"]}
+                      f"{d['service_port']}; prefill pods serve on {d['service_port']}",
+                      f"the image ({d['image']}) brings its own vLLM build, not necessarily the planned "
+                      f"{engine.name}; the arguments above are long-standing vLLM flags"]}

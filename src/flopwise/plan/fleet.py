@@ -113,8 +113,10 @@ def capacity_estimate(spec: ClusterSpec, sla: SLA, input_len: int, output_len: i
     rate = math.inf
     for pool in spec.pools:
         b = bounds(pool.deployment, sla, input_len, output_len)
-        share = {"mixed": 1.0 / b.max_rate_estimate if b.max_rate_estimate > 0 else math.inf,
-                 "prefill": b.prefill_share_s, "decode": b.decode_share_s}[pool.role]
+        if pool.role == "mixed":
+            rate = min(rate, pool.num_replicas * b.max_rate_estimate)
+            continue
+        share = b.prefill_share_s if pool.role == "prefill" else b.decode_share_s
         if share > 0:
             rate = min(rate, pool.num_replicas / share)
     return rate

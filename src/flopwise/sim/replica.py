@@ -261,18 +261,13 @@ class Replica:
         self._cutoff = None
         held = False  # requests that reached the engine after the cutoff wait for the next plan
         if fe is None:
-            if self.inbox:
+            if self.inbox:  # in arrival order
                 inbox = self.inbox
-                if inbox[-1].arrival_at <= cutoff:
-                    for req in inbox:
-                        sched.add_request(req)
-                    self.inbox = []
-                else:
-                    self.inbox = [r for r in inbox if r.arrival_at > cutoff]
-                    for req in inbox:
-                        if req.arrival_at <= cutoff:
-                            sched.add_request(req)
-                    held = True
+                n = bisect_right(inbox, cutoff, key=_arrival_at)
+                for req in inbox[:n]:
+                    sched.add_request(req)
+                self.inbox = inbox[n:]
+                held = n < len(inbox)
         else:
             for req in fe.pop_ready(cutoff):
                 sched.add_request(req)
@@ -420,6 +415,10 @@ class Replica:
         self.last_delivery_at = tl.delivered_at[-1] if fe is not None else t
         self._phase, self.next_rank = _IDLE, SCHEDULE  # next_at stays t: plan the next step there
         return finished
+
+
+def _arrival_at(req: Request) -> float:
+    return req.arrival_at
 
 
 def _apply_run(sched: BaseScheduler, tl: Timeline, k: int, step0: int, start: float,
