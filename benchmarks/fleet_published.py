@@ -34,8 +34,8 @@ def main() -> None:
     def make(tp: int, n: int):
         return deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, weights="fp8", kv="fp8")
 
-    def workload_at(rate: float):
-        return build_workload(num_requests=args.num_requests, input_len=4000, output_len=500, request_rate=rate,
+    def workload_at(rate: float, n: int | None = None):
+        return build_workload(num_requests=n or args.num_requests, input_len=4000, output_len=500, request_rate=rate,
                               seed=0)
 
     sla = parse_sla(f"p95_ttft<={args.ttft_ms:g}ms,p95_tpot<={args.tpot_ms:g}ms")

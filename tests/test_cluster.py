@@ -21,6 +21,7 @@ from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request
+from flopwise.sim.steady import SteadyRule
 from flopwise.specs.cluster import ClusterSpec, PoolSpec, parse_disaggregate
 from flopwise.specs.hardware import get_hardware
 from flopwise.workload import RequestSpec, Workload, build_workload
@@ -312,6 +313,14 @@ def test_fleet_plan_layouts_by_hand():
     assert len(dis) == len(set(dis))
 
 
+_SMALL_RULE = SteadyRule(min_warmup_requests=10, min_warmup_s=0.2, min_window_requests=40, min_window_s=0.5,
+                         detect_overload=0.5, num_batches=4, num_bootstrap=40)  # probes of a few hundred requests
+
+
+def _fleet_stream(rate, n=None):
+    return build_workload(num_requests=n or 40, input_len=1024, output_len=64, request_rate=rate, seed=0)
+
+
 def test_fleet_plan_ranks_aggregated_and_disaggregated():
     from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
     from flopwise.specs.sla import parse_sla
@@ -319,15 +328,19 @@ def test_fleet_plan_ranks_aggregated_and_disaggregated():
     def make(t, n):
         return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
 
-    cands = plan_fleet(make, 2, lambda r: build_workload(num_requests=40, input_len=1024, output_len=64,
-                                                          request_rate=r, seed=0),
-                       parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), tps=(1, 2), rate_tolerance=0.25)
+    cands = plan_fleet(make, 2, _fleet_stream, parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), rule=_SMALL_RULE,
+                       tps=(1, 2), rate_tolerance=0.25)
     d = fleet_plan_to_dict(cands, rate=100.0)
     assert {c["serving"] for c in d["candidates"]} == {"aggregated", "disaggregated"}
     rates = [c["output_tokens_per_s_per_gpu"] for c in d["candidates"]]
     assert rates == sorted(rates, reverse=True) and d["winner"] in ("aggregated", "disaggregated")
     best = d["candidates"][0]
     assert best["gpus_for_rate"] == math.ceil(100.0 / best["max_request_rate"]) * 2
+    # the leader is searched again at full effort; every rate lies in its interval, under the summed ceilings
+    assert best["screened"] is False and cands[0].effort == 1.0
+    for c in cands:
+        lo, hi = c.rate_interval
+        assert lo <= c.max_rate <= hi and c.num_simulated_requests > 0
 
 
 def test_fleet_plan_does_not_depend_on_its_workers():
@@ -339,9 +352,8 @@ def test_fleet_plan_does_not_depend_on_its_workers():
         return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
 
     def run(workers):
-        return plan_fleet(make, 2, lambda r: build_workload(num_requests=40, input_len=1024, output_len=64,
-                                                             request_rate=r, seed=0),
-                          parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), tps=(1, 2), rate_tolerance=0.25, workers=workers)
+        return plan_fleet(make, 2, _fleet_stream, parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), rule=_SMALL_RULE,
+                          tps=(1, 2), rate_tolerance=0.25, workers=workers)
 
     one, two = run(1), run(2)
     assert one == two and len(one) >= 3 and one[0].max_rate > 0

@@ -111,45 +111,6 @@ def test_no_latency_bound_is_the_saturated_rate():
     assert 0 < lo <= found.rate <= hi <= found.upper_bound
 
 
-class _FakeRun:
-    """A run whose p95 TTFT is 300 ms x (rate / 100)^3 and which completes `done` requests/s at infinite load."""
-
-    def __init__(self, rate: float, done: float = 40.0):
-        self.rate, self.done = rate, done
-
-    def metrics(self):
-        from types import SimpleNamespace
-
-        from flopwise.metrics.summary import LatencyStats
-
-        ttft = 300.0 * (min(self.rate, 1e6) / 100.0) ** 3
-        stats = LatencyStats.of([ttft])
-        return SimpleNamespace(num_completed=1, latency=lambda metric: stats, request_throughput=self.done,
-                               sla_objectives_met={"p95_ttft<=300ms": ttft <= 300.0})
-
-
-@pytest.mark.parametrize("start", [None, 60.0, 130.0, 400.0])
-def test_interpolated_search_closes_on_the_crossing(start):
-    """s(r) = (r / 100)^3 crosses 1 at r = 100: the answer passes, the failing probe above it is within the
-    tolerance, and it takes far fewer probes than bisection would from the same start."""
-    from flopwise.sim.max_rate import RATE_TOLERANCE, interpolate_max_rate
-
-    sla = parse_sla("p95_ttft<=300ms")
-    found = interpolate_max_rate(lambda r: _FakeRun(r), sla, start=start)
-    assert 100.0 / (1 + RATE_TOLERANCE) <= found.rate <= 100.0
-    above = min(r for r, ok in found.probes if not ok)
-    assert above > 100.0 and (above - found.rate) / found.rate <= RATE_TOLERANCE * (1 + 1e-9)
-    assert all(ok == (r <= 100.0) for r, ok in found.probes)
-    assert len(found.probes) <= 6
-
-
-def test_interpolated_search_infeasible_names_the_objective():
-    from flopwise.sim.max_rate import interpolate_max_rate
-
-    with pytest.raises(InfeasibleError, match="p95_ttft"):
-        interpolate_max_rate(lambda r: _FakeRun(r * 1e4), parse_sla("p95_ttft<=300ms"), start=50.0)
-
-
 def test_capacity_estimate_splits_into_prefill_and_decode_shares():
     """The estimate's request time is its prefill share plus its decode share (where no ceiling caps it), and a
     fleet's estimate is R x one replica's, or the slower of the prefill and decode pools."""
@@ -173,27 +134,37 @@ def test_capacity_estimate_splits_into_prefill_and_decode_shares():
         min(2 / bp.prefill_share_s, 3 / bd.decode_share_s), rel=1e-12)
 
 
-def test_interpolated_search_without_a_queueing_objective_is_the_saturated_rate():
-    """No TTFT or E2E bound: the answer is what the system completes at an infinite load (40 req/s here), where
-    the SLA holds there; a TPOT bound that fails there sends it to the search."""
-    from flopwise.sim.max_rate import interpolate_max_rate
-
-    found = interpolate_max_rate(lambda r: _FakeRun(r), parse_sla("none"), start=10.0)
-    assert found.rate == 40.0 and found.probes == ((40.0, True),)
 
 
-def test_sla_ratio_agrees_with_sla_met():
-    """The ratio the fleet search interpolates passes exactly where the summary's own SLA check does."""
-    from flopwise.metrics.summary import sla_ratio
+def test_capacity_ceiling_sums_the_replicas_and_bounds_the_estimate():
+    """The fleet's ceiling is every replica's closed-form ceiling summed, and no split's estimate exceeds it."""
+    from flopwise.cluster.build import build_cluster
+    from flopwise.cost.capacity import bounds
+    from flopwise.plan.fleet import capacity_ceiling, capacity_estimate
 
-    dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
-    res = simulate(dep, build_workload(num_requests=60, input_len=512, output_len=64, request_rate=20.0, seed=0))
-    m = res.metrics()
-    ttft, tpot = m.ttft_ms.p95, m.tpot_ms.p95
-    for text, ratio in ((f"p95_ttft<={ttft * 1.01}ms", 1 / 1.01), (f"p95_ttft<={ttft * 0.99}ms,p95_tpot<=1s", 1 / 0.99),
-                        (f"p95_tpot<={tpot / 2}ms", 2.0)):
-        sla = parse_sla(text)
-        s = simulate(dep, build_workload(num_requests=60, input_len=512, output_len=64, request_rate=20.0, seed=0),
-                     sla=sla).metrics()
-        assert sla_ratio(s, sla) == pytest.approx(ratio, rel=1e-9) and (sla_ratio(s, sla) <= 1) == s.sla_met
-    assert sla_ratio(m, parse_sla("none")) == 0.0
+    sla = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms")
+
+    def make(t, n):
+        return deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none")
+
+    dis = build_cluster(make, tp=1, replicas=1, disaggregate="prefill=2xtp1,decode=3xtp2")
+    c1, c2 = bounds(make(1, 2), sla, 1000, 200).max_rate_ceiling, bounds(make(2, 3), sla, 1000, 200).max_rate_ceiling
+    assert capacity_ceiling(dis, sla, 1000, 200) == pytest.approx(2 * c1 + 3 * c2, rel=1e-12)
+    for text in ("prefill=1xtp1,decode=7xtp1", "prefill=6xtp1,decode=1xtp2", "prefill=2xtp2,decode=2xtp2"):
+        spec = build_cluster(make, tp=1, replicas=1, disaggregate=text)
+        assert capacity_estimate(spec, sla, 1000, 200) <= capacity_ceiling(spec, sla, 1000, 200)
+
+
+def test_fleet_contenders_are_the_leader_and_what_reaches_it():
+    """Round 2 refines the leader and each layout whose interval's top (in tokens/s per GPU) reaches the leader's
+    interval bottom; a layout with no rate never is."""
+    from flopwise.plan.fleet import FleetCandidate, _contenders
+
+    def cand(rate, lo, hi, gpus=8):
+        return FleetCandidate(serving="aggregated", layout=f"{rate}", num_gpus=gpus, max_rate=rate,
+                              output_tokens_per_s_per_gpu=rate * 100 / gpus, tokens_per_s_per_user=None,
+                              p95_ttft_ms=None, p95_tpot_ms=None, binding="", rate_interval=(lo, hi))
+
+    found = {0: cand(100, 95, 104), 1: cand(90, 85, 96), 2: cand(90, 85, 94), 3: cand(0, 0, 0), 4: cand(50, 40, 200)}
+    assert sorted(_contenders(found)) == [0, 1, 4]
+    assert _contenders({3: cand(0, 0, 0)}) == []

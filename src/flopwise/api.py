@@ -571,7 +571,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     result = run(req, progress=progress)
     d = plan_to_dict(result, launch=plan_launch(result))
     if "disaggregated" in modes:
-        d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, engine,
+        d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, result.rule, engine,
                                    hardware_file, weight_names, kv_names,
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len))
     if html_path is not None:
@@ -582,7 +582,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     return Plan(summary=d, result=result)
 
 
-def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, engine: str,
+def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, rule: Any, engine: str,
                 hardware_file: PathLike | None, weights: Sequence[str] | None,
                 kvs: Sequence[str] | None, launch_for: tuple[str, int, int | None]) -> dict[str, Any]:
     """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format, and
@@ -599,12 +599,12 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     def make(t: int, n: int) -> Deployment:
         return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
 
-    def workload_at(r: float) -> Any:
-        return build_workload(num_requests=req.num_requests, workload=req.workload if req.trace is None else None,
+    def workload_at(r: float, n: int | None = None) -> Any:
+        return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,
                               input_len=req.input_len, output_len=req.output_len, trace=req.trace,
                               request_rate=r, seed=req.seed)
 
-    out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, sla, modes), req.rate)
+    out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, sla, modes, rule=rule), req.rate)
     out.update({"gpu": gpu, "total_gpus": total, "weights": w, "kv": k})
     best = out["best"].get("disaggregated")
     if best is not None:

@@ -220,20 +220,6 @@ def objectives_met(stats: Mapping[str, LatencyStats], sla: SLA) -> dict[str, boo
     return met
 
 
-def sla_ratio(summary: RunSummary, sla: SLA) -> float:
-    """max over the SLA's objectives of value / limit on the aggregate: <= 1 exactly where `summary.sla_met`
-    (infinite where an objective has no value or nothing completed; 0 without objectives)."""
-    if not summary.num_completed:
-        return math.inf
-    ratio = 0.0
-    for o in sla.objectives:
-        v = summary.latency(o.metric).get(o.stat)
-        if v is None:
-            return math.inf
-        ratio = max(ratio, v / o.limit_ms)
-    return ratio
-
-
 def delivered_rate(arrivals: Sequence[float], origin_at: float | None = None) -> float | None:
     """Scheduled sends per second (see the module docstring); None when it is not defined."""
     if not arrivals:

@@ -4,17 +4,23 @@ For one GPU type and `total_gpus`, the candidates are
     aggregated      R replicas of TP t (R = total_gpus // t), one mixed pool behind a least-outstanding router;
     disaggregated   a prefill pool of Np x TP tp and a decode pool of Nd x TP td using every GPU
                     (Np tp + Nd td = total_gpus), KV over the catalog's links (`cost/transfer.py`).
-Each is simulated as a fleet (`cluster/`), one layout per worker process, and its highest request rate meeting
-the SLA found by interpolating its SLA ratio between probes (`sim.max_rate.interpolate_max_rate`, to within
-`rate_tolerance`: short probes, so it can pass a rate a long run would not; `simulate --find-max-rate` on a fleet
-applies the sustained-rate rule instead, at several times the cost).
+Each is simulated as a fleet (`cluster/`), one layout per worker process, and its highest sustained request
+rate found by the single-replica planner's rule (`sim.max_rate.find_max_rate` with the fleet as its `run`:
+every probe judged after a warm-up, over a window long enough in requests and in time, SLA met and no growing
+backlog, `sim/steady.py`), from the pools' closed-form capacity estimate (`capacity_estimate`), never above
+the replicas' summed ceilings (`capacity_ceiling`), to within `rate_tolerance`. Two rounds, as the
+single-replica planner's adaptive effort:
+1. every layout at `SCREEN_EFFORT` (the rule's window halved; warm-up and tail as at full effort);
+2. the leader and every layout whose rate interval reaches the leader's (a bootstrap over the window's batches,
+   `MaxRate.interval`) again at full effort, starting from its first answer.
+A layout screened out keeps its first-round rate and interval (`effort` says which).
 Candidates are ranked by output tokens/s per GPU at their rate (rate x mean output tokens / GPUs, as the
-single-replica planner's goodput). Which constraint binds is read off the probe just above the answer. No
-layout is pruned: the rate a short run completes at an infinite load is no ceiling for a fleet (several
-replicas serve a burst's requests at once), so there is no cheap bound to prune by.
+single-replica planner's goodput). Which constraint binds is read off the first probe above the answer that
+failed ("backlog" where only the queue's growth failed it). No layout is pruned: the summed ceilings are far
+above what prefill/decode splits serve, so there is no cheap bound to prune by.
 
 This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
-aggregated,disaggregated` calls it after that planner, for the first GPU given.
+aggregated,disaggregated` calls it after that planner, for the first GPU given, with that planner's rule.
 """
 
 from __future__ import annotations
@@ -31,17 +37,20 @@ from flopwise.cost.capacity import bounds
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import FlopwiseError
 from flopwise.plan.runner import Runner
-from flopwise.sim.max_rate import RATE_TOLERANCE, interpolate_max_rate
+from flopwise.sim.max_rate import RATE_TOLERANCE, find_max_rate
+from flopwise.sim.steady import SteadyRule
 from flopwise.specs.cluster import ClusterSpec
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SERVING_MODES", "FleetCandidate", "candidate_layouts", "capacity_estimate", "plan_fleet",
-           "fleet_plan_to_dict"]
+__all__ = ["SERVING_MODES", "SCREEN_EFFORT", "FleetCandidate", "candidate_layouts", "capacity_estimate",
+           "capacity_ceiling", "plan_fleet", "fleet_plan_to_dict"]
 
 SERVING_MODES = ("aggregated", "disaggregated")
 TPS = (1, 2, 4, 8)
+SCREEN_EFFORT = 0.5  # the first round's window, as a multiple of the rule's
+SCREEN_TOLERANCE = 2.0  # the first round's bracket, as a multiple of rate_tolerance
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +64,9 @@ class FleetCandidate:
     p95_ttft_ms: float | None
     p95_tpot_ms: float | None
     binding: str  # the SLA objective that fails first above max_rate ("" if none failed; "infeasible")
+    rate_interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
+    effort: float = 0.0  # the window multiple of its last search (SCREEN_EFFORT: screened out in round 1)
+    num_simulated_requests: int = 0  # over every probe of both rounds
 
 
 def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int, ...] = TPS,
@@ -84,8 +96,9 @@ class _Search:
     """What every layout's jobs share (forked workers inherit it; `workload_at` need not be picklable)."""
 
     specs: tuple[tuple[str, str, ClusterSpec | None], ...]  # (serving, layout, fleet or None where it cannot fit)
-    workload_at: Callable[[float], Workload]
+    workload_at: Callable[[float, int | None], Workload]
     sla: SLA
+    rule: SteadyRule
     rate_tolerance: float
     mean_in: int
     mean_out: float
@@ -122,52 +135,85 @@ def capacity_estimate(spec: ClusterSpec, sla: SLA, input_len: int, output_len: i
     return rate
 
 
-def _search_job(i: int) -> FleetCandidate:
-    """Layout i's highest rate meeting the SLA (`interpolate_max_rate`), and the constraint that fails just above it."""
+def capacity_ceiling(spec: ClusterSpec, sla: SLA, input_len: int, output_len: int) -> float:
+    """An upper bound on the fleet's requests/s: every replica's closed-form ceiling summed (`cost.capacity`).
+    A prefill/decode split cannot beat it: with P and D a request's prefill and decode seconds, Np / P and
+    Nd / D cannot both exceed (Np + Nd) / (P + D)."""
+    return sum(p.num_replicas * bounds(p.deployment, sla, input_len, output_len).max_rate_ceiling for p in spec.pools)
+
+
+def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
+    """Layout i's sustained rate at window multiple `effort` (`find_max_rate` over fleet simulations), from
+    `start` (None: the capacity estimate), and the constraint that fails just above it. `spent`: requests its
+    earlier round simulated."""
+    i, effort, start, spent = item
     ctx = _search()
     mode, text, spec = ctx.specs[i]
     assert spec is not None
-    runs: dict[float, FleetResult] = {}  # every probe by rate: the binding constraint is read off one of them
+    out = max(1, round(ctx.mean_out))
+    ceiling = capacity_ceiling(spec, ctx.sla, ctx.mean_in, out)
+    estimate = capacity_estimate(spec, ctx.sla, ctx.mean_in, out)
+    estimate = min(estimate, ceiling) if 0 < estimate < math.inf else 0.8 * ceiling
+    e2e = max(bounds(p.deployment, ctx.sla, ctx.mean_in, out).e2e_estimate_s for p in spec.pools)
+    ttft = ctx.sla.limit("ttft")
+    rule = ctx.rule.at_effort(effort)
+    size = rule.size(estimate, e2e, ttft / 1e3 if ttft is not None else None)
 
-    def run_at(rate: float) -> FleetResult:
-        res = runs.get(rate)
-        if res is None:
-            res = runs[rate] = simulate_fleet(spec, ctx.workload_at(rate), sla=ctx.sla, metrics="exact")
-        return res
+    def run(wl: Workload) -> FleetResult:
+        return simulate_fleet(spec, wl, sla=ctx.sla, metrics="exact")
 
     try:
-        start = capacity_estimate(spec, ctx.sla, ctx.mean_in, max(1, round(ctx.mean_out)))
-        found = interpolate_max_rate(run_at, ctx.sla, start=start if 0 < start < math.inf else None,
-                                     rate_tolerance=ctx.rate_tolerance)
+        found = find_max_rate(spec.pools[0].deployment, ctx.workload_at, ctx.sla, rule=rule, ceiling=ceiling,
+                              size=size, e2e_s=e2e, start=estimate if start is None else start,
+                              rate_tolerance=ctx.rate_tolerance * (SCREEN_TOLERANCE if start is None else 1.0),
+                              max_probes=9 if start is None else 4, run=run)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
-    s = found.result.metrics()
-    above = [r for r, ok in found.probes if not ok and r > found.rate]
+    assert found.probe is not None
+    s = found.probe.summary  # the window's requests
+    fails = [p for p in found.trail if not p.ok and p.rate > found.rate]
     binding = ""
-    if above:
-        fail = run_at(min(above)).metrics()
-        binding = ",".join(k for k, v in (fail.sla_objectives_met or {}).items() if not v)
+    if fails:
+        first = min(fails, key=lambda p: p.rate)
+        binding = ",".join(k for k, v in (first.summary.sla_objectives_met or {}).items() if not v) or "backlog"
     tpot = s.tpot_ms.mean
     return FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
                           output_tokens_per_s_per_gpu=found.rate * ctx.mean_out / spec.num_gpus,
                           tokens_per_s_per_user=1e3 / tpot if tpot else None, p95_ttft_ms=s.ttft_ms.p95,
-                          p95_tpot_ms=s.tpot_ms.p95, binding=binding)
+                          p95_tpot_ms=s.tpot_ms.p95, binding=binding, rate_interval=found.interval, effort=effort,
+                          num_simulated_requests=spent + sum(p.num_requests for p in found.trail))
+
+
+def _contenders(found: dict[int, FleetCandidate]) -> list[int]:
+    """The leader (highest output tokens/s per GPU) and every layout whose rate interval, in those units,
+    reaches the leader's lower end."""
+    def per_gpu(c: FleetCandidate, rate: float) -> float:
+        return rate * c.output_tokens_per_s_per_gpu / c.max_rate if c.max_rate > 0 else 0.0
+
+    live = {i: c for i, c in found.items() if c.max_rate > 0}
+    if not live:
+        return []
+    lead = max(live.values(), key=lambda c: c.output_tokens_per_s_per_gpu)
+    floor = per_gpu(lead, min(lead.rate_interval[0], lead.max_rate))
+    return [i for i, c in live.items() if c is lead or per_gpu(c, max(c.rate_interval[1], c.max_rate)) >= floor]
 
 
 def _replicas(spec: ClusterSpec | None) -> int:
     return sum(p.num_replicas for p in spec.pools) if spec is not None else 0
 
 
-def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload_at: Callable[[float], Workload],
-               sla: SLA, serving: tuple[str, ...] = SERVING_MODES, *, tps: tuple[int, ...] = TPS,
+def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int,
+               workload_at: Callable[[float, int | None], Workload], sla: SLA,
+               serving: tuple[str, ...] = SERVING_MODES, *, rule: SteadyRule | None = None, tps: tuple[int, ...] = TPS,
                rate_tolerance: float = RATE_TOLERANCE, max_disaggregated: int = 12,
                layouts: list[tuple[str, str]] | None = None, workers: int | None = None) -> list[FleetCandidate]:
     """Rank the layouts of `total_gpus` GPUs (`layouts`: these (serving, layout) pairs instead of
-    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment. The layouts are searched `workers` at
-    a time (default: one per CPU; the answer does not depend on it); those that do not fit in memory are left
-    out."""
+    `candidate_layouts`); `make(tp, replicas)` builds a pool's deployment, `workload_at(rate, num_requests)` the
+    request stream (one seed; None: its default count), `rule` judges every probe (default `SteadyRule()`). The
+    layouts are searched `workers` at a time (default: one per CPU; the answer does not depend on it); those
+    that do not fit in memory are left out."""
     global _SEARCH
-    sample = workload_at(1.0).requests
+    sample = workload_at(1.0, None).requests
     mean_out = sum(r.output_tokens for r in sample) / len(sample)
     mean_in = max(1, round(sum(r.input_tokens for r in sample) / len(sample)))
     if layouts is None:
@@ -188,7 +234,8 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
             specs.append((mode, text, None))
             continue
         specs.append((mode, text, spec))
-    _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, rate_tolerance=rate_tolerance,
+    _SEARCH = _Search(specs=tuple(specs), workload_at=workload_at, sla=sla, rule=rule or SteadyRule(),
+                      rate_tolerance=rate_tolerance,
                       mean_in=mean_in, mean_out=mean_out, total_gpus=total_gpus)
     runner = Runner(max(1, workers or os.cpu_count() or 1))
     # the costliest first (more replicas, more events per probe), so that no worker is left with a long one at
@@ -196,7 +243,10 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int, workload
     jobs = sorted((i for i, (_, _, spec) in enumerate(specs) if spec is not None),
                   key=lambda i: -_replicas(specs[i][2]))
     try:
-        searched = dict(zip(jobs, runner.map(_search_job, jobs), strict=True))
+        searched = dict(zip(jobs, runner.map(_search_job, [(i, SCREEN_EFFORT, None, 0) for i in jobs]), strict=True))
+        again = [i for i in jobs if i in set(_contenders(searched))]  # round 2, still costliest first
+        items = [(i, 1.0, searched[i].max_rate, searched[i].num_simulated_requests) for i in again]
+        searched.update(zip(again, runner.map(_search_job, items), strict=True))
     finally:
         runner.close()
         _SEARCH = None
@@ -210,6 +260,8 @@ def fleet_plan_to_dict(cands: list[FleetCandidate], rate: float | None) -> dict[
     """JSON form: the ranked candidates and, per serving mode, its best and the GPUs it needs for `rate`."""
     def row(c: FleetCandidate) -> dict[str, Any]:
         return {"serving": c.serving, "layout": c.layout, "num_gpus": c.num_gpus, "max_request_rate": c.max_rate,
+                "max_request_rate_interval": list(c.rate_interval), "screened": 0 < c.effort < 1,
+                "num_simulated_requests": c.num_simulated_requests,
                 "output_tokens_per_s_per_gpu": c.output_tokens_per_s_per_gpu,
                 "tokens_per_s_per_user": c.tokens_per_s_per_user, "p95_ttft_ms": c.p95_ttft_ms,
                 "p95_tpot_ms": c.p95_tpot_ms, "binding": c.binding,

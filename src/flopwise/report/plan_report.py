@@ -140,11 +140,15 @@ def _launch(console: Console, launch: dict[str, Any]) -> None:
 def _render_serving(console: Console, s: dict[str, Any]) -> None:
     """The aggregated-vs-disaggregated fleet comparison (`plan --serving aggregated,disaggregated`)."""
     t = Table(title=f"fleets of {s['total_gpus']}x {s['gpu']} ({s['weights']}/{s['kv']} KV), each at its highest "
-                    "rate meeting the SLA")
-    for c in ("serving", "layout", "req/s", "out tok/s/GPU", "tok/s/user", "p95 TTFT ms", "p95 TPOT ms", "binds"):
+                    "sustained rate meeting the SLA (* screened: a half window, to twice the tolerance)")
+    for c in ("serving", "layout", "req/s", "interval", "out tok/s/GPU", "tok/s/user", "p95 TTFT ms", "p95 TPOT ms",
+              "binds"):
         t.add_column(c)
     for r in s["candidates"]:
-        t.add_row(r["serving"], r["layout"], f"{r['max_request_rate']:.2f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}",
+        lo, hi = r["max_request_rate_interval"]
+        mark = "*" if r["screened"] else ""
+        t.add_row(r["serving"], r["layout"], f"{r['max_request_rate']:.2f}{mark}",
+                  f"{lo:.0f}-{hi:.0f}" if r["max_request_rate"] > 0 else "-", f"{r['output_tokens_per_s_per_gpu']:,.0f}",
                   "-" if r["tokens_per_s_per_user"] is None else f"{r['tokens_per_s_per_user']:.0f}",
                   "-" if r["p95_ttft_ms"] is None else f"{r['p95_ttft_ms']:.0f}",
                   "-" if r["p95_tpot_ms"] is None else f"{r['p95_tpot_ms']:.1f}", r["binding"] or "-")

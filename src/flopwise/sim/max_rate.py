@@ -30,14 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from flopwise.cost.capacity import Bounds, bounds
 from flopwise.cost.memory import max_sequences
 from flopwise.errors import InfeasibleError
-from flopwise.metrics.summary import sla_ratio, summarize
+from flopwise.metrics.summary import summarize
 from flopwise.sim.config import SimConfig
 from flopwise.sim.simulate import RunResult, simulate
 from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, measure
@@ -45,14 +44,12 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "interpolate_max_rate",
-           "RATE_TOLERANCE"]
+__all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturated_rate", "RATE_TOLERANCE"]
 
 WorkloadAt = Callable[[float, int], Workload]
 Runner = Callable[[Workload], RunResult]  # simulates a stream on something other than one deployment (a fleet)
 _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
                 "sla_objectives_met", "sla_met")
-_TINY = 1e-9  # a floor under a score of 0 (no objective measured yet), whose log the line needs
 RATE_TOLERANCE = 0.04  # both planners stop when the bracket (hi - lo) / lo is this narrow
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)
 
@@ -105,11 +102,6 @@ def probe_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: SimCo
     wl = workload_at(rate, size.num_requests)
     res = run(wl) if run is not None else simulate(dep, wl, config, sla=sla)
     return measure(res, sla, rate, size, rule)
-
-
-def _log_ratio(s: float) -> float:
-    """log of an SLA ratio (infinite where nothing completed), floored where no objective is near its limit."""
-    return math.log(max(s, _TINY)) if math.isfinite(s) else math.inf
 
 
 def _crossing(lo: float, s_lo: float, hi: float, s_hi: float) -> float:
@@ -271,106 +263,3 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
     cross = np.clip(mid - level / slope, lo.rate / 2, min(ceiling, 2 * hi.rate))
     q_lo, q_hi = np.percentile(cross, [tail, 100 - tail])
     return (float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
-
-
-def interpolate_max_rate(run_at: Callable[[float], Any], sla: SLA, *, start: float | None = None,
-                         rate_tolerance: float = RATE_TOLERANCE, max_probes: int = 16) -> MaxRate:
-    """The highest rate meeting the SLA over any simulation, found on the SLA ratio s(r) = max over objectives of
-    value / limit on the aggregate (`metrics.summary.sla_ratio`: a run passes at s <= 1, as its `sla_met`):
-    `run_at(rate)` returns a result whose `metrics()` is its `RunSummary` (a fleet's result). The fleet planner
-    (`plan/fleet.py`) searches this way, for speed: its short probes can pass a rate a long run would not;
-    `simulate --replicas/--disaggregate --find-max-rate` runs `find_max_rate` with the fleet as its `run` (the
-    sustained-rate rule). There is no ceiling (`upper_bound` is infinite).
-
-    1. A bracket. From `start` (an estimate, such as the closed-form capacity of a fleet's pools), or else the rate
-       the system completes at an infinite offered load: probe it, then step toward the crossing until a probe
-       lands on the other side: first 1.25 x or 0.8 x the estimate (2 x, or s^-1/2 x, the completed rate), then
-       along the secant of log s through the last two probes, each step 1.1-2 x up or 0.25-0.9 x down. At most 8
-       probes; none passing down to the first rate / 64 means no rate does.
-    2. Between a passing lo and a failing hi, probe where log s crosses 0 on the line through the bracket's ends
-       (regula falsi with the Illinois step: an end that stays twice has its log s halved, since log s is convex
-       in r near saturation and the line alone would creep up from below), kept one tolerance inside the
-       bracket (so a probe next to the crossing closes it), until (hi - lo) / lo <= `rate_tolerance` (the
-       single-replica search's 4%; 1,000-request probes of a fleet scatter by 5-7% in the rate where they cross,
-       so a finer bracket resolves noise): two to four probes where bisection of [lo, 2 lo] takes five.
-    The answer is lo, the highest rate that passed, within `rate_tolerance` of the failing rate above it.
-    Without a TTFT or E2E objective queueing costs nothing: the answer is the rate completed at an infinite offered
-    load where that run meets the SLA (its TPOT at the largest batch), and the search runs only where it does not."""
-    probes: list[tuple[float, bool]] = []
-
-    def probe(rate: float) -> tuple[bool, float, Any]:
-        res = run_at(rate)
-        s = sla_ratio(res.metrics(), sla)
-        ok = s <= 1.0
-        probes.append((rate, ok))
-        return ok, s, res
-
-    def done(lo: float, best: Any) -> MaxRate:
-        return MaxRate(rate=lo, result=best, upper_bound=math.inf, probes=tuple(probes))
-
-    if not any(o.metric in ("ttft", "e2e") for o in sla.objectives):  # queueing costs nothing (`find_max_rate`)
-        sat = run_at(math.inf)
-        rate = sat.metrics().request_throughput
-        if sla_ratio(sat.metrics(), sla) <= 1.0:
-            probes.append((rate, True))
-            return done(rate, sat)
-    if start is None:
-        first, up, down = run_at(math.inf).metrics().request_throughput, 2.0, 0.0
-    else:  # an estimate good to about 20%: the first step tries the other side of that
-        first, up, down = start, 1.25, 0.8
-    floor = first / 64
-    r = first
-    prev: tuple[float, float, bool, float, Any] | None = None  # the last probe: (rate, log s, passed, s, result)
-    for _ in range(8):
-        ok, s, res = probe(r)
-        f = _log_ratio(s)
-        if prev is not None and prev[2] != ok:
-            break  # the last two probes bracket the crossing
-        if not ok and r <= floor:
-            failed = ", ".join(k for k, v in (res.metrics().sla_objectives_met or {}).items() if not v)
-            raise InfeasibleError(f"the SLA fails even at {floor:.3g} req/s ({failed}); relax it or use a "
-                                  "faster deployment (more GPUs, a smaller weight format)")
-        if prev is not None and math.isfinite(f) and math.isfinite(prev[1]) and f != prev[1]:
-            guess = r - f * (r - prev[0]) / (f - prev[1])  # the secant through the last two probes, extended
-        elif ok:
-            guess = r * (up if prev is None else 2.0)
-        elif prev is None and down:
-            guess = r * down
-        else:
-            guess = r * s ** -0.5 if math.isfinite(s) else r / 2
-        lo_x, hi_x = (1.1, 2.0) if ok else (0.25, 0.9)  # how far the next probe may go, as multiples of r
-        prev = (r, f, ok, s, res)
-        r = max(min(guess, r * hi_x), r * lo_x, floor)
-    else:  # no bracket within 8 probes: every one passed (no objective binds), or failed on the way to the floor
-        assert prev is not None
-        if prev[2]:
-            return done(prev[0], prev[4])
-        raise InfeasibleError(f"no rate meeting the SLA was found down to {prev[0]:.3g} req/s")
-    assert prev is not None
-    if ok:
-        lo, s_lo, best, hi, s_hi = r, s, res, prev[0], prev[3]
-    else:
-        lo, s_lo, best, hi, s_hi = prev[0], prev[3], prev[4], r, s
-    f_lo, f_hi = _log_ratio(s_lo), _log_ratio(s_hi)
-    moved = 0  # +1 / -1: the side that moved last (lo / hi), for the Illinois step
-    while (hi - lo) / lo > rate_tolerance * (1 + 1e-9) and len(probes) < max_probes:
-        inner_lo, inner_hi = lo * (1 + rate_tolerance), hi / (1 + rate_tolerance)
-        if inner_lo >= inner_hi:
-            r = (lo + hi) / 2
-        elif math.isinf(f_hi):
-            r = math.sqrt(lo * hi)
-        else:
-            r = min(max(lo - f_lo * (hi - lo) / (f_hi - f_lo), inner_lo), inner_hi)
-        ok, s, res = probe(r)
-        f = _log_ratio(s)
-        if ok:
-            lo, f_lo, best = r, f, res
-            if moved == 1:
-                f_hi /= 2  # Illinois: the same end moved twice, so pull the line toward the stuck one
-            moved = 1
-        else:
-            hi, f_hi = r, f
-            if moved == -1:
-                f_lo /= 2
-            moved = -1
-    return done(lo, best)
