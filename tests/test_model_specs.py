@@ -130,3 +130,28 @@ def test_config_from_directory(tmp_path):
     m = get_model(str(tmp_path))
     # per layer: q,o 2*64*64 + k,v 2*64*32 + mlp 3*64*128 + norms 2*64; final norm; tied embeddings
     assert m.total_params == 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 128) + 64 + 100 * 64
+
+
+def test_opt_13b_parameters_by_hand():
+    """OPT-13B (OPTForCausalLM): per layer q/k/v/o of h x h with biases, an ungated ReLU MLP h -> 20480 -> h with
+    biases, two LayerNorms (weight + bias); tied embeddings, learned positions of 2048 + 2 rows, a final LayerNorm:
+    12.85B, the OPT paper's "13B"."""
+    m = get_model("opt-13b")
+    h, f, layers, vocab = 5120, 20480, 40, 50272
+    per_layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h
+    total = layers * per_layer + vocab * h + (2048 + 2) * h + 2 * h
+    assert m.total_params == total == 12_853_473_280
+    a = m.layers[0].attention
+    assert (a.num_heads, a.num_kv_heads, a.head_dim) == (40, 40, 128) and m.layers[0].mlp.gated is False
+    assert m.tie_embeddings and m.per_layer_embedding_params == 2050 * h
+
+
+def test_opt_with_projected_embeddings_is_refused():
+    from flopwise.errors import ModelConfigError
+    from flopwise.specs.hf import parse_config
+
+    cfg = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 1024, "ffn_dim": 4096,
+           "num_attention_heads": 16, "num_hidden_layers": 24, "vocab_size": 50272, "max_position_embeddings": 2048,
+           "word_embed_proj_dim": 512, "do_layer_norm_before": False}
+    with pytest.raises(ModelConfigError, match="word_embed_proj_dim"):
+        parse_config(cfg, "facebook/opt-350m")
