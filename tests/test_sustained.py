@@ -156,15 +156,17 @@ def test_capacity_ceiling_sums_the_replicas_and_bounds_the_estimate():
 
 
 def test_fleet_contenders_are_the_leader_and_what_reaches_it():
-    """Round 2 refines the leader and each layout whose interval's top (in tokens/s per GPU) reaches the leader's
-    interval bottom; a layout with no rate never is."""
+    """Round 2 refines the leader and each layout whose interval's top, or the failing probe above its answer (in
+    tokens/s per GPU), reaches the leader's interval bottom; a layout with no rate never is."""
     from flopwise.plan.fleet import FleetCandidate, _contenders
 
-    def cand(rate, lo, hi, gpus=8):
+    def cand(rate, lo, hi, gpus=8, failed=math.inf):
         return FleetCandidate(serving="aggregated", layout=f"{rate}", num_gpus=gpus, max_rate=rate,
                               output_tokens_per_s_per_gpu=rate * 100 / gpus, tokens_per_s_per_user=None,
-                              p95_ttft_ms=None, p95_tpot_ms=None, binding="", rate_interval=(lo, hi))
+                              p95_ttft_ms=None, p95_tpot_ms=None, binding="", rate_interval=(lo, hi),
+                              failed_above=failed)
 
-    found = {0: cand(100, 95, 104), 1: cand(90, 85, 96), 2: cand(90, 85, 94), 3: cand(0, 0, 0), 4: cand(50, 40, 200)}
-    assert sorted(_contenders(found)) == [0, 1, 4]
+    found = {0: cand(100, 95, 104), 1: cand(90, 85, 96), 2: cand(90, 85, 94), 3: cand(0, 0, 0), 4: cand(50, 40, 200),
+             5: cand(90, 85, 94, failed=97.0), 6: cand(45, 40, 48, gpus=4)}
+    assert sorted(_contenders(found)) == [0, 1, 4, 5, 6]  # 6: 96 req/s per 8 GPUs at its interval's top
     assert _contenders({3: cand(0, 0, 0)}) == []

@@ -571,8 +571,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     result = run(req, progress=progress)
     d = plan_to_dict(result, launch=plan_launch(result))
     if "disaggregated" in modes:
-        d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, result.rule, engine,
-                                   hardware_file, weight_names, kv_names,
+        d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, result.rule,
+                                   engine, hardware_file, weight_names, kv_names,
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len))
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html

@@ -41,7 +41,6 @@ Definitions (times in ms, instants in seconds on one monotonic clock):
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar

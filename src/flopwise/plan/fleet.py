@@ -50,7 +50,7 @@ __all__ = ["SERVING_MODES", "SCREEN_EFFORT", "FleetCandidate", "candidate_layout
 SERVING_MODES = ("aggregated", "disaggregated")
 TPS = (1, 2, 4, 8)
 SCREEN_EFFORT = 0.5  # the first round's window, as a multiple of the rule's
-SCREEN_TOLERANCE = 2.0  # the first round's bracket, as a multiple of rate_tolerance
+SCREEN_TOLERANCE = 3.0  # the first round's bracket, as a multiple of rate_tolerance
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +67,7 @@ class FleetCandidate:
     rate_interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
     effort: float = 0.0  # the window multiple of its last search (SCREEN_EFFORT: screened out in round 1)
     num_simulated_requests: int = 0  # over every probe of both rounds
+    failed_above: float = math.inf  # the lowest probed rate above max_rate that failed (inf: none did)
 
 
 def candidate_layouts(total_gpus: int, serving: tuple[str, ...], tps: tuple[int, ...] = TPS,
@@ -166,13 +167,14 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
         found = find_max_rate(spec.pools[0].deployment, ctx.workload_at, ctx.sla, rule=rule, ceiling=ceiling,
                               size=size, e2e_s=e2e, start=estimate if start is None else start,
                               rate_tolerance=ctx.rate_tolerance * (SCREEN_TOLERANCE if start is None else 1.0),
-                              max_probes=9 if start is None else 4, run=run)
+                              max_probes=9 if start is None else 3, run=run)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
     assert found.probe is not None
     s = found.probe.summary  # the window's requests
     fails = [p for p in found.trail if not p.ok and p.rate > found.rate]
     binding = ""
+    first = None
     if fails:
         first = min(fails, key=lambda p: p.rate)
         binding = ",".join(k for k, v in (first.summary.sla_objectives_met or {}).items() if not v) or "backlog"
@@ -181,12 +183,14 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
                           output_tokens_per_s_per_gpu=found.rate * ctx.mean_out / spec.num_gpus,
                           tokens_per_s_per_user=1e3 / tpot if tpot else None, p95_ttft_ms=s.ttft_ms.p95,
                           p95_tpot_ms=s.tpot_ms.p95, binding=binding, rate_interval=found.interval, effort=effort,
-                          num_simulated_requests=spent + sum(p.num_requests for p in found.trail))
+                          num_simulated_requests=spent + sum(p.num_requests for p in found.trail),
+                          failed_above=first.rate if first is not None else math.inf)
 
 
 def _contenders(found: dict[int, FleetCandidate]) -> list[int]:
-    """The leader (highest output tokens/s per GPU) and every layout whose rate interval, in those units,
-    reaches the leader's lower end."""
+    """The leader (highest output tokens/s per GPU) and every layout that could pass it: whose rate interval's top,
+    or the failing probe above its answer (the bracket it was screened to), reaches the leader's interval bottom,
+    in output tokens/s per GPU."""
     def per_gpu(c: FleetCandidate, rate: float) -> float:
         return rate * c.output_tokens_per_s_per_gpu / c.max_rate if c.max_rate > 0 else 0.0
 
@@ -195,7 +199,10 @@ def _contenders(found: dict[int, FleetCandidate]) -> list[int]:
         return []
     lead = max(live.values(), key=lambda c: c.output_tokens_per_s_per_gpu)
     floor = per_gpu(lead, min(lead.rate_interval[0], lead.max_rate))
-    return [i for i, c in live.items() if c is lead or per_gpu(c, max(c.rate_interval[1], c.max_rate)) >= floor]
+    def top(c: FleetCandidate) -> float:  # where its crossing could still lie
+        return max(c.rate_interval[1], c.max_rate, c.failed_above if math.isfinite(c.failed_above) else 0.0)
+
+    return [i for i, c in live.items() if c is lead or per_gpu(c, top(c)) >= floor]
 
 
 def _replicas(spec: ClusterSpec | None) -> int:

@@ -148,7 +148,8 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
         lo, hi = r["max_request_rate_interval"]
         mark = "*" if r["screened"] else ""
         t.add_row(r["serving"], r["layout"], f"{r['max_request_rate']:.2f}{mark}",
-                  f"{lo:.0f}-{hi:.0f}" if r["max_request_rate"] > 0 else "-", f"{r['output_tokens_per_s_per_gpu']:,.0f}",
+                  f"{lo:.0f}-{hi:.0f}" if r["max_request_rate"] > 0 else "-",
+                  f"{r['output_tokens_per_s_per_gpu']:,.0f}",
                   "-" if r["tokens_per_s_per_user"] is None else f"{r['tokens_per_s_per_user']:.0f}",
                   "-" if r["p95_ttft_ms"] is None else f"{r['p95_ttft_ms']:.0f}",
                   "-" if r["p95_tpot_ms"] is None else f"{r['p95_tpot_ms']:.1f}", r["binding"] or "-")
