@@ -7,7 +7,8 @@ GPUs", 2025-05-05; its layout as secondary summaries of it give it): decode on 9
 22.3k output tokens/s per node for 2000-token inputs with the decode nodes kept saturated, ITL about 100 ms;
 prefill on 4 nodes as DP32 + EP32, 52.3k input tokens/s per node. It used DeepEP, DeepGEMM, EPLB (balanced expert
 load) and two-batch overlap; flopwise models the overlap (`two_batch_overlap`: a MoE layer takes the larger of
-its kernels and its all-to-alls) and balanced routing (`expert_skew` 1), not DeepEP's or DeepGEMM's kernels.
+its kernels and its all-to-alls) and the residual imbalance EPLB leaves (`expert_skew` 1.11, TensorRT-LLM's
+measurement with its static EPLB: `specs.expert_load.EPLB_SKEW`), not DeepEP's or DeepGEMM's kernels.
 
 This prices one decode step of the decode pool at the batch whose step reaches the published ITL, and a full
 prefill batch of the prefill pool (`cost.step`, no serving loop: a saturated pool is one steady step), at FP8
@@ -24,6 +25,7 @@ from flopwise.cost.batch import decode_shape, prefill_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
 from flopwise.cost.step import step_cost
+from flopwise.specs.expert_load import EPLB_SKEW
 
 INPUT_LEN = 2000
 PUBLISHED_DECODE_PER_NODE = 22_300.0
@@ -34,7 +36,7 @@ TBO = "--no-tbo" not in sys.argv  # the published run used two-batch overlap
 
 def main() -> None:
     dec = deployment("deepseek-v3", "h100-sxm", tp=1, dp=72, ep=72, nodes=9, weights="fp8", kv="bf16",
-                     engine="sglang", frontend="none", two_batch_overlap=TBO)
+                     engine="sglang", frontend="none", two_batch_overlap=TBO, expert_skew=EPLB_SKEW)
     fits = max_sequences(dec, INPUT_LEN + 100)
     print(f"decode pool: {dec.gpus_per_replica} x H100 (DP{dec.dp} EP{dec.ep}, {dec.nodes} nodes); the KV pool "
           f"holds {fits:,} sequences of {INPUT_LEN + 100} tokens ({fits / dec.gpus_per_replica:.0f} per GPU)")
@@ -54,7 +56,7 @@ def main() -> None:
     print(f"nearest the published ITL: {near[1]} per GPU, {near[2]:,.0f} tok/s/node "
           f"({near[2] / PUBLISHED_DECODE_PER_NODE - 1:+.0%} vs published)")
     pre = deployment("deepseek-v3", "h100-sxm", tp=1, dp=32, ep=32, nodes=4, weights="fp8", kv="bf16",
-                     engine="sglang", frontend="none", two_batch_overlap=TBO)
+                     engine="sglang", frontend="none", two_batch_overlap=TBO, expert_skew=EPLB_SKEW)
     per_rank = pre.max_num_batched_tokens // INPUT_LEN  # prompts per DP rank in one step
     batch = per_rank * pre.dp
     c = step_cost(pre, prefill_shape(batch, INPUT_LEN, layout(pre).windows))

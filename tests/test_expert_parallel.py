@@ -22,6 +22,8 @@ DSV3 = "deepseek-ai/DeepSeek-V3"
 
 
 def _dep(**kw):
+    """DeepSeek-V3 on H200s; balanced routing unless a skew is given (the hand checks assume an even spread)."""
+    kw.setdefault("expert_skew", 1.0)
     return build_deployment(DSV3, "h200", weights="fp8", kv="bf16", frontend="none", **kw)
 
 
@@ -169,3 +171,24 @@ def test_two_batch_overlap_hides_half_of_the_smaller_of_kernels_and_all_to_alls(
         "norms_residual"]["time_s"]
     # plain tensor parallelism has no all-to-all to hide
     assert _decode_cost(_dep(tp=8, two_batch_overlap=True)).time_s == _decode_cost(_dep(tp=8)).time_s
+
+
+def test_default_expert_skew_is_the_measured_deepseek_imbalance_scaled_to_the_ep_size():
+    """TensorRT-LLM blog 4: DeepSeek-R1 at EP 32 without EPLB, the hottest rank gets 1.564x more than the mean
+    (8 experts per rank). The excess scales as 1 / (experts per rank): EP 8 (32 per rank) 1 + 1.564 / 4; one
+    expert per rank at EP 256 would be 1 + 1.564 x 8 = 13.5 (under top-8's bound of 256 x 1 / 8 = 32). Other
+    routers have no measurement (1); a stated skew wins; TP-sharded experts have no busiest rank."""
+    from flopwise.specs.expert_load import default_expert_skew
+    from flopwise.specs.model_catalog import get_model
+
+    ds = get_model(DSV3)
+    assert default_expert_skew(ds, 1) == 1.0
+    assert default_expert_skew(ds, 8) == pytest.approx(1 + 1.564 / 4)
+    assert default_expert_skew(ds, 32) == pytest.approx(2.564)
+    assert default_expert_skew(ds, 256) == pytest.approx(1 + 1.564 * 8)
+    assert default_expert_skew(get_model("qwen3-30b-a3b"), 8) == 1.0
+    auto = build_deployment(DSV3, "h200", weights="fp8", kv="bf16", frontend="none", tp=8, ep=8)
+    assert auto.expert_skew == pytest.approx(1.391)
+    assert build_deployment(DSV3, "h200", weights="fp8", tp=8, ep=8, expert_skew=1.11).expert_skew == 1.11
+    even = _by_name(_decode_cost(_dep(tp=8, ep=8)))
+    assert _by_name(_decode_cost(auto))["moe_experts"]["flops"] == pytest.approx(1.391 * even["moe_experts"]["flops"])

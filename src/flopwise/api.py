@@ -208,7 +208,7 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 @documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
-               dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+               dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
              two_batch_overlap: bool = False,
                kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
@@ -237,7 +237,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
 def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              batch: int = 1, input_len: int = DEFAULT_INPUT_LEN, output_len: int = DEFAULT_OUTPUT_LEN,
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
-             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
              two_batch_overlap: bool = False,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: PathLike | None = None, family: str | None = None,
@@ -302,7 +302,7 @@ def _steady_rule(seed: int, num_requests: int | None) -> Any:
 @documented(input_len="lengths", output_len="output_lengths")
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              num_gpus: int | None = None, tp: int = 1, pp: int = 1, weights: str | None = None,
-             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float = 1.0,
+             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
              two_batch_overlap: bool = False,
              kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,

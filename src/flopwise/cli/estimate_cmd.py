@@ -53,7 +53,7 @@ def estimate_cmd(
     dp: Dp = None,
     ep: Ep = 1,
     nodes: Nodes = 1,
-    expert_skew: ExpertSkew = 1.0,
+    expert_skew: ExpertSkew = None,
     two_batch_overlap: TwoBatchOverlap = False,
     weights: Weights = None,
     kv: Kv = None,

@@ -13,7 +13,8 @@ def render_estimate(console: Console, r: Estimate) -> None:
     d = r.to_dict()
     dep = r.deployment
     console.print(f"[bold]{dep.model.summary()}[/]")
-    par = "".join(f", {k}={v}" for k, v in (("dp", dep.dp), ("ep", dep.ep), ("nodes", dep.nodes)) if v != 1)
+    par = "".join(f", {k}={v:.3g}" for k, v in (("dp", dep.dp), ("ep", dep.ep), ("expert_skew", dep.expert_skew),
+                                                ("nodes", dep.nodes)) if v != 1)
     console.print(f"on {dep.num_gpus} x {dep.hardware.name} (tp={dep.tp}, pp={dep.pp}{par}, replicas={dep.replicas}), "
                   f"weights {dep.weights.name}, KV {dep.kv.name}; batch {r.batch} x "
                   f"({r.input_len} in, {r.output_len} out)")

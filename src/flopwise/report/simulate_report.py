@@ -16,7 +16,7 @@ def _fmt(v: float | None, unit: str = "") -> str:
 
 def _ep(st: dict[str, Any]) -> str:
     """Expert parallelism, data-parallel attention and nodes where used (older summaries have no such keys)."""
-    parts = [f"{k}={st[k]}" for k in ("dp", "ep", "nodes") if st.get(k, 1) != 1]
+    parts = [f"{k}={st[k]:g}" for k in ("dp", "ep", "expert_skew", "nodes") if st.get(k, 1) != 1]
     return ", " + ", ".join(parts) if parts else ""
 
 

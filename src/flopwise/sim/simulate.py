@@ -138,7 +138,7 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
     plan = memory_plan(d)
     setup: dict[str, Any] = {
         "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "dp": d.dp,
-        "ep": d.ep, "nodes": d.nodes,
+        "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes,
         "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": workload.name,
         "concurrency": workload.concurrency, "scheduler": config.scheduler,
         "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",

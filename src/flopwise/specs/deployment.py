@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.expert_load import default_expert_skew
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
@@ -144,7 +145,7 @@ class Deployment:
 
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
-                    expert_skew: float = 1.0, two_batch_overlap: bool = False,
+                    expert_skew: float | None = None, two_batch_overlap: bool = False,
                     num_gpus: int | None = None,
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
@@ -153,7 +154,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16); KV follows the 16-bit activation dtype unless
-    given. `speculative`: speculative decoding (None: plain decoding).
+    given. `speculative`: speculative decoding (None: plain decoding). `expert_skew` None: the measured
+    imbalance of the model's router without a load balancer (`expert_load.default_expert_skew`).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
     this device, model context and parallelism (`EngineProfile.default_knobs`)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
@@ -177,7 +179,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d), tp=tp, pp=pp,
-                      replicas=replicas, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                      replicas=replicas, dp=dp, ep=ep, nodes=nodes,
+                      expert_skew=default_expert_skew(model, ep) if expert_skew is None else expert_skew,
                       two_batch_overlap=two_batch_overlap,
                       speculative=speculative,
                       max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,

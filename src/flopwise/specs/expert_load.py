@@ -1,0 +1,42 @@
+"""How unevenly routed tokens land on expert-parallel ranks when nothing rebalances them: a measured default.
+
+Under expert parallelism a MoE layer waits for its busiest rank (the all-to-all is a barrier), so the step
+runs at s = (rows on the busiest rank) / (mean rows per rank) (`Deployment.expert_skew`, `cost/step.py`).
+
+The one published measurement found (TensorRT-LLM tech blog 4, "Scaling Expert Parallelism in TensorRT-LLM",
+Table 1): DeepSeek-R1 at EP 32 (8 of its 256 routed experts per rank, top-8 routing, attention DP, iterations
+100-200 of a trtllm-bench run), no expert load balancer: the hottest rank receives 1.564 times more routed tokens
+than the mean (s = 2.564, averaged over layers and iterations), and the hottest expert 10.95 times more than the
+mean expert. With the static load balancer (EPLB, 288 slots) s = 1.11.
+
+Other EP sizes, by the blog's own account of where the excess comes from (a rank is hot because it holds a hot
+expert): the hot experts' surplus is shared by the j = E / ep experts on a rank, so the excess over the mean
+scales as 1 / j,
+    s(ep) = 1 + 1.564 x 8 / j       (DeepSeek-V3/R1: EP 8 -> 1.39, EP 16 -> 1.78, EP 32 -> 2.56, EP 64 -> 4.13)
+and s never exceeds what top-k routing allows: a rank holding j experts gets at most min(j, k) rows per token,
+so s <= ep x min(j, k) / k. The measurement is of DeepSeek's router; other routers (Mixtral's, Qwen3's, gpt-oss's)
+have no published figure, so they default to balanced routing (s = 1). An assumption, not a measurement, beyond
+EP 32 and for datasets other than the blog's (machine translation); state `--expert-skew` (1.11 with EPLB) to
+override it.
+"""
+
+from __future__ import annotations
+
+from flopwise.specs.model import ModelSpec
+
+__all__ = ["MEASURED_FAMILIES", "EPLB_SKEW", "default_expert_skew"]
+
+MEASURED_FAMILIES = ("deepseek", "deepseek-v3.2")  # routers of the DeepSeek-V3 kind (Kimi-K2 ships as one)
+EXCESS_AT_8_PER_RANK = 1.564  # TensorRT-LLM blog 4, Table 1: (max - mean) / mean at EP 32, no EPLB
+EPLB_SKEW = 1.11  # the same table with the static load balancer (288 slots, EP 32 / EP 36)
+
+
+def default_expert_skew(model: ModelSpec, ep: int) -> float:
+    """s(ep) of the module docstring: 1 without expert parallelism or for a router without a measurement."""
+    moe = [lay.mlp for lay in model.layers if lay.mlp.is_moe]
+    if ep <= 1 or not moe or model.family not in MEASURED_FAMILIES:
+        return 1.0
+    experts, top_k = moe[0].num_experts, moe[0].experts_per_token
+    per_rank = experts / ep
+    skew = 1.0 + EXCESS_AT_8_PER_RANK * 8.0 / per_rank
+    return min(skew, ep * min(per_rank, top_k) / top_k, 16.0)
