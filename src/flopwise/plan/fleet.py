@@ -253,7 +253,9 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int,
         searched = dict(zip(jobs, runner.map(_search_job, [(i, SCREEN_EFFORT, None, 0) for i in jobs]), strict=True))
         again = [i for i in jobs if i in set(_contenders(searched))]  # round 2, still costliest first
         items = [(i, 1.0, searched[i].max_rate, searched[i].num_simulated_requests) for i in again]
-        searched.update(zip(again, runner.map(_search_job, items), strict=True))
+        for i, c in zip(again, runner.map(_search_job, items), strict=True):
+            if c.max_rate > 0:  # (a refinement that finds nothing keeps the screened answer)
+                searched[i] = c
     finally:
         runner.close()
         _SEARCH = None
