@@ -16,8 +16,9 @@ single-replica planner's adaptive effort:
 A layout screened out keeps its first-round rate and interval (`effort` says which).
 Candidates are ranked by output tokens/s per GPU at their rate (rate x mean output tokens / GPUs, as the
 single-replica planner's goodput). Which constraint binds is read off the first probe above the answer that
-failed ("backlog" where only the queue's growth failed it). No layout is pruned: the summed ceilings are far
-above what prefill/decode splits serve, so there is no cheap bound to prune by.
+failed ("backlog" where only the queue's growth failed it, "ceiling" where the answer is the ceiling). No
+layout is pruned: the summed ceilings are far above what prefill/decode splits serve, so there is no cheap
+bound to prune by.
 
 This module stands apart from the single-replica planner (`plan/search.py`); `flopwise plan --serving
 aggregated,disaggregated` calls it after that planner, for the first GPU given, with that planner's rule.
@@ -63,7 +64,7 @@ class FleetCandidate:
     tokens_per_s_per_user: float | None
     p95_ttft_ms: float | None
     p95_tpot_ms: float | None
-    binding: str  # the SLA objective that fails first above max_rate ("" if none failed; "infeasible")
+    binding: str  # the SLA objective that fails first above max_rate ("ceiling": it passed there; "infeasible")
     rate_interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
     effort: float = 0.0  # the window multiple of its last search (SCREEN_EFFORT: screened out in round 1)
     num_simulated_requests: int = 0  # over every probe of both rounds
@@ -137,9 +138,12 @@ def capacity_estimate(spec: ClusterSpec, sla: SLA, input_len: int, output_len: i
 
 
 def capacity_ceiling(spec: ClusterSpec, sla: SLA, input_len: int, output_len: int) -> float:
-    """An upper bound on the fleet's requests/s: every replica's closed-form ceiling summed (`cost.capacity`).
-    A prefill/decode split cannot beat it: with P and D a request's prefill and decode seconds, Np / P and
-    Nd / D cannot both exceed (Np + Nd) / (P + D)."""
+    """Where the search stops: every replica's closed-form ceiling summed (`cost.capacity`). A bound for a mixed
+    pool. For a prefill/decode split it holds as far as the split's shares do (with P and D a request's prefill
+    and decode seconds, Np / P and Nd / D cannot both exceed (Np + Nd) / (P + D)), but a pool that only prefills
+    escapes limits of the full request (the KV a decode holds, the API server), so a split can pass at it: the
+    layout is then reported with binding "ceiling" (`simulate --find-max-rate` on a fleet guards it with a
+    burst run instead, at the cost of one more simulation)."""
     return sum(p.num_replicas * bounds(p.deployment, sla, input_len, output_len).max_rate_ceiling for p in spec.pools)
 
 
@@ -173,7 +177,7 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
     assert found.probe is not None
     s = found.probe.summary  # the window's requests
     fails = [p for p in found.trail if not p.ok and p.rate > found.rate]
-    binding = ""
+    binding = "ceiling" if found.capped else ""  # passed at the closed-form ceiling: no probe above it
     first = None
     if fails:
         first = min(fails, key=lambda p: p.rate)
