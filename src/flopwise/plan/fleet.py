@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flopwise.cluster import FleetResult, simulate_fleet
@@ -171,7 +171,7 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
         found = find_max_rate(spec.pools[0].deployment, ctx.workload_at, ctx.sla, rule=rule, ceiling=ceiling,
                               size=size, e2e_s=e2e, start=estimate if start is None else start,
                               rate_tolerance=ctx.rate_tolerance * (SCREEN_TOLERANCE if start is None else 1.0),
-                              max_probes=9 if start is None else 3, run=run)
+                              max_probes=9 if start is None else 4, run=run)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
     assert found.probe is not None
@@ -258,8 +258,11 @@ def plan_fleet(make: Callable[[int, int], Deployment], total_gpus: int,
         again = [i for i in jobs if i in set(_contenders(searched))]  # round 2, still costliest first
         items = [(i, 1.0, searched[i].max_rate, searched[i].num_simulated_requests) for i in again]
         for i, c in zip(again, runner.map(_search_job, items), strict=True):
-            if c.max_rate > 0:  # (a refinement that finds nothing keeps the screened answer)
-                searched[i] = c
+            if c.max_rate <= 0:  # a refinement that finds nothing keeps the screened answer
+                continue
+            if not c.binding:  # no probe failed above it this round: the constraint that failed in the first
+                c = replace(c, binding=searched[i].binding)
+            searched[i] = c
     finally:
         runner.close()
         _SEARCH = None
