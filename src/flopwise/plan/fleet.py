@@ -171,7 +171,7 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
         found = find_max_rate(spec.pools[0].deployment, ctx.workload_at, ctx.sla, rule=rule, ceiling=ceiling,
                               size=size, e2e_s=e2e, start=estimate if start is None else start,
                               rate_tolerance=ctx.rate_tolerance * (SCREEN_TOLERANCE if start is None else 1.0),
-                              max_probes=9 if start is None else 4, run=run)
+                              max_probes=9 if start is None else 3, run=run)
     except FlopwiseError:
         return _infeasible(mode, text, ctx.total_gpus)
     assert found.probe is not None
