@@ -433,6 +433,7 @@ def test_plan_report_prints_the_best_disaggregated_fleets_commands():
     assert "python -m dynamo.frontend" in text and "python -m sglang_router.launch_router --pd-disaggregation" in text
     assert "cat > disagg_config.yaml <<'EOF'" in text and "trtllm-serve disaggregated" in text
     assert "cat > ms-pd-values.yaml <<'EOF'" in text and "helm install ms-pd llm-d-modelservice" in text
+    assert "(* screened: 0.5 x the window, to 12%)" in text  # SCREEN_EFFORT, 3 x the 4% tolerance
     s["disaggregated_launch"]["llamacpp"] = disaggregated_launch(spec, model_id="meta-llama/Llama-3.1-8B",
                                                                  max_model_len=4096, max_prompt_len=2048,
                                                                  family="llamacpp")

@@ -293,4 +293,5 @@ def fleet_plan_to_dict(cands: list[FleetCandidate], rate: float | None) -> dict[
     if len(best) == 2 and best["aggregated"].output_tokens_per_s_per_gpu:
         ratio = best["disaggregated"].output_tokens_per_s_per_gpu / best["aggregated"].output_tokens_per_s_per_gpu
     return {"candidates": [row(c) for c in cands], "best": {m: row(c) for m, c in best.items()}, "winner": winner,
-            "disaggregated_over_aggregated": ratio}
+            "disaggregated_over_aggregated": ratio,
+            "screening": {"window_effort": SCREEN_EFFORT, "rate_tolerance": RATE_TOLERANCE * SCREEN_TOLERANCE}}

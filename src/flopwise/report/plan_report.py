@@ -139,8 +139,10 @@ def _launch(console: Console, launch: dict[str, Any]) -> None:
 
 def _render_serving(console: Console, s: dict[str, Any]) -> None:
     """The aggregated-vs-disaggregated fleet comparison (`plan --serving aggregated,disaggregated`)."""
+    sc = s["screening"]
     t = Table(title=f"fleets of {s['total_gpus']}x {s['gpu']} ({s['weights']}/{s['kv']} KV), each at its highest "
-                    "sustained rate meeting the SLA (* screened: a half window, to twice the tolerance)")
+                    f"sustained rate meeting the SLA (* screened: {sc['window_effort']:g} x the window, to "
+                    f"{sc['rate_tolerance']:.0%})")
     for c in ("serving", "layout", "req/s", "interval", "out tok/s/GPU", "tok/s/user", "p95 TTFT ms", "p95 TPOT ms",
               "binds"):
         t.add_column(c)

@@ -372,6 +372,12 @@ class Replica:
             fe.deliver_steps(ends, j, stop, self._run_batch, self.tl.delivered_at)
         self._run_j = stop
 
+    def _cut_after_run(self, k: int) -> None:
+        """Scheduling ahead, the plan after a run of k steps was made when its last step began (at the end of the
+        one before it)."""
+        if self.ahead:
+            self._cutoff = self._run_ends[k - 2] if k >= 2 else self._run_start
+
     def _end_step(self) -> list[Request]:
         t = self.next_at
         assert t is not None
@@ -386,16 +392,14 @@ class Replica:
                 self._cutoff = self._step_start
         elif phase == _RUN:
             k = self._run_k
-            if self.ahead:  # the run's last step began at the end of the one before it
-                self._cutoff = self._run_ends[k - 2] if k >= 2 else self._run_start
+            self._cut_after_run(k)
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
             self._run_cut = False
         elif phase == _FE_RUN:
             k = self._run_k
-            if self.ahead:
-                self._cutoff = self._run_ends[k - 2] if k >= 2 else self._run_start
+            self._cut_after_run(k)
             self._deliver_run(t, strictly_before=False)
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
