@@ -28,6 +28,10 @@ class SchedulerOutput:
     num_decodes: int = 0
     decode_context_sum: int = 0  # contexts (computed tokens) of the decode rows, read when scheduled
     chunk_rows: list[int] = field(default_factory=list)  # positions in `reqs` of the rows that are not decodes
+    # decode rows not listed in `reqs` (counted in num_decodes and decode_context_sum): a scheduler that advances
+    # its steady decodes lazily (`scheduler.py`) plans and applies them as one count; `lazy`: it built this record
+    num_lazy: int = 0
+    lazy: bool = False
 
     def add(self, req: Request, n: int) -> None:
         if req.is_decoding:  # granted decode_tokens
@@ -53,8 +57,12 @@ class SchedulerOutput:
         self.decode_context_sum += decode_context_sum
 
     @property
+    def num_rows(self) -> int:
+        return len(self.reqs) + self.num_lazy
+
+    @property
     def is_empty(self) -> bool:
-        return not self.reqs
+        return not self.reqs and not self.num_lazy
 
 
 class BaseScheduler:
@@ -83,6 +91,8 @@ class BaseScheduler:
         # reserving admission (`reserve_max_tokens`): the blocks the running requests hold at their full length
         self.reserve_full = False
         self.num_reserved_blocks = 0
+        self.next_step = 0  # the index of the next step (the last applied one's + 1)
+        self._num_started = 0
 
     def full_blocks(self, req: Request) -> int:
         """Blocks `req` holds at its last step: prompt + max_tokens - 1 computed tokens, plus speculative slots."""
@@ -116,6 +126,7 @@ class BaseScheduler:
         KV as vLLM's abort does; returns them."""
         gone = [r for r in (*self.waiting, *self.running) if r.deadline_at is not None and r.deadline_at <= now]
         if gone:
+            self.bring_up_to_date()
             ids = {id(r) for r in gone}
             self.waiting = deque(r for r in self.waiting if id(r) not in ids)
             self.running = [r for r in self.running if id(r) not in ids]
@@ -128,6 +139,9 @@ class BaseScheduler:
                     self._release(r)
             self._forget(ids)
         return gone
+
+    def bring_up_to_date(self) -> None:
+        """Make every running request's counters and token_steps exact (a policy that defers them); none here."""
 
     def _forget(self, ids: set[int]) -> None:
         """Drop a policy's own references to aborted requests (by `id`); none here."""
@@ -152,6 +166,8 @@ class BaseScheduler:
             req.num_reserved_blocks = n = self.full_blocks(req)
             self.num_reserved_blocks += n
         req.status = RequestStatus.RUNNING
+        self._num_started += 1
+        req.run_seq = self._num_started
         if req.first_scheduled_at is None:
             req.first_scheduled_at = now
         if self.by_priority:
@@ -160,8 +176,16 @@ class BaseScheduler:
             self.running.append(req)
 
     def postprocess(self, out: SchedulerOutput, step: int, end_at: float) -> list[Request]:
-        """Apply a finished step: computed tokens advance; a request that caught up with its tokens samples
-        one (recorded at `step`); those that reach `max_tokens` finish and free their blocks.
+        """Apply a finished step (`_apply_rows`); the requests that reach `max_tokens` finish and free their blocks."""
+        finished = self._apply_rows(out, step)
+        self.next_step = step + 1
+        if finished:
+            self.finish(finished, end_at)
+        return finished
+
+    def _apply_rows(self, out: SchedulerOutput, step: int) -> list[Request]:
+        """Apply the listed rows of a finished step: computed tokens advance; a request that caught up with its
+        tokens samples one (recorded at `step`); returns those that reach `max_tokens`, in row order.
 
         Speculative decoding: a decode verified P positions and keeps e = accepted + 1 tokens (drawn by
         `acceptance`, capped at what the request still lacks), all sampled at `step`. Its computed tokens
@@ -207,8 +231,6 @@ class BaseScheduler:
                         finished.append(req)
                 start = pos + 1
             self.num_emitted = emitted_total
-            if finished:
-                self.finish(finished, end_at)
             return finished
         for req, n in zip(out.reqs, out.num_new, strict=True):
             if req.is_decoding:
@@ -230,8 +252,53 @@ class BaseScheduler:
         self.num_emitted = emitted_total
         if acceptance is not None:  # speculating this step (draws were drawn)
             acceptance.count(out.num_decodes, emitted)
-        if finished:
-            self.finish(finished, end_at)
+        return finished
+
+    # ---- decode runs (`decode_run.py`): every running request decoding, k steps alike -----------------
+    def run_horizon(self) -> int:
+        """Steps until the first running request finishes if every one is decoding, else 0."""
+        k = 1 << 62
+        for r in self.running:
+            out = r.num_output_tokens
+            if not out or r.num_computed_tokens != r.num_tokens - 1:
+                return 0
+            if r.max_tokens - out < k:
+                k = r.max_tokens - out
+        return k
+
+    def decode_context_sum(self) -> int:
+        """The running requests' computed tokens, summed."""
+        return sum(r.num_computed_tokens for r in self.running)
+
+    def decode_contexts(self) -> list[int]:
+        """Each running request's computed tokens, in running order."""
+        return [r.num_computed_tokens for r in self.running]
+
+    def decode_steps_that_fit(self, k: int) -> int:
+        """The most decode steps of the running batch, up to k, whose blocks fit the free pool."""
+        return self.kv.decode_steps_that_fit(self.running, k)
+
+    def apply_run(self, k: int, step0: int) -> list[Request]:
+        """Advance every running request by a run's k decode steps (their tokens at steps step0 .. step0+k-1);
+        returns those that finished, in running order (the caller records the step, then `finish`es them)."""
+        kv, running = self.kv, self.running
+        kv.allocate_decode_run(running, k)
+        finished = []
+        end_step = step0 + k
+        for r in running:  # r.sample(step0, k) and k more computed tokens, inlined: per request per run
+            n = r.num_output_tokens + k
+            r.num_output_tokens = n
+            r.num_tokens += k
+            r.num_computed_tokens += k
+            ranges = r.token_steps
+            if ranges and ranges[-1] == step0:
+                ranges[-1] = end_step
+            else:
+                ranges.append(step0)
+                ranges.append(end_step)
+            if n == r.max_tokens:
+                finished.append(r)
+        self.next_step = end_step
         return finished
 
     def finish(self, finished: list[Request], end_at: float) -> None:

@@ -32,7 +32,7 @@ Prefix caching is off for sliding-window models (vLLM's hybrid allocator caches 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -223,18 +223,21 @@ class BlockManager:
         req.num_own_blocks = 0
         req.num_slots = 0
 
-    def decode_steps_that_fit(self, reqs: list[Request], k: int) -> int:
+    def decode_steps_that_fit(self, reqs: list[Request], k: int,
+                              rooms: Callable[[], Iterable[int]] | None = None) -> int:
         """The most steps, up to k, that every request of `reqs` (all decoding) can decode before the blocks
         they need exceed the free pool. The blocks a request needs after s steps are
         ceil((s - room) / block_size) for room = num_slots - num_computed_tokens (0 while s <= room), so
-        with the default blocks_for one array of rooms prices every probe of the bisection in C."""
+        with the default blocks_for one array of rooms prices every probe of the bisection in C. `rooms`: the
+        requests' rooms, where their computed tokens lag (a scheduler counting decodes lazily)."""
         free = self.num_free_blocks
         bs = self.block_size
         if len(reqs) * -(-k // bs) < free:
             return k  # cheap bound: no request can need more than ceil(k / block_size) new blocks
         need: Callable[[int], int]
         if self._ceil_blocks:
-            room = np.fromiter((r.num_slots - r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
+            gaps = rooms() if rooms is not None else (r.num_slots - r.num_computed_tokens for r in reqs)
+            room = np.fromiter(gaps, dtype=np.int64, count=len(reqs))
             room -= bs - 1  # ceil((s - room) / bs) = floor((s - room + bs - 1) / bs)
             need = lambda steps: int((np.maximum(steps - room, 0) // bs).sum())  # noqa: E731
         else:
@@ -266,6 +269,13 @@ class BlockManager:
                     total += new
         if total:
             self._take(total)
+
+    def take_decode_blocks(self, n: int) -> None:
+        """Take `n` private blocks for decoding requests whose counts the caller raised (a lazy scheduler's
+        `extend_decode`, batched: the same blocks leave the free queue as one call per request would take)."""
+        if n > self.num_unused + self._num_free_used:
+            raise AssertionError(f"{n} decode blocks asked of a pool with {self.num_free_blocks} free")
+        self._take(n)
 
     # ---- internals -----------------------------------------------------------------------------------
     def _push(self, key: object, ext: _Extent) -> None:

@@ -42,26 +42,19 @@ def plan_decode_run(sched: BaseScheduler, max_decodes: int) -> int:
     last = running[-1]  # the newest request is the likeliest to be still prefilling
     if last.num_computed_tokens != last.num_tokens - 1:
         return 0
-    if sched.waiting and sched.admission_open():  # before the O(batch) scan below, which it often spares
+    if sched.waiting and sched.admission_open():  # before the O(batch) horizon, which it often spares
         return 0
-    k = 1 << 62
-    for r in running:
-        out = r.num_output_tokens
-        if not out or r.num_computed_tokens != r.num_tokens - 1:
-            return 0
-        if r.max_tokens - out < k:
-            k = r.max_tokens - out
-    return sched.kv.decode_steps_that_fit(running, k)
+    k = sched.run_horizon()
+    return sched.decode_steps_that_fit(k) if k else 0
 
 
 def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, k: int) -> list[float]:
     """Durations (s) of the k decode steps of a run of the current batch."""
-    running = sched.running
     if builder.full_only:
-        b = len(running)
-        c0 = sum(r.num_computed_tokens for r in running)
+        b = len(sched.running)
+        c0 = sched.decode_context_sum()
         return _chord_fill(lambda j: decode_step_time(dep, b, c0 + b * (j - 1)), k)
-    ctx = [r.num_computed_tokens for r in running]
+    ctx = sched.decode_contexts()
     return [step_time(dep, builder.decode_rows([c + j - 1 for c in ctx])) for j in range(1, k + 1)]
 
 

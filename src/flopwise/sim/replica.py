@@ -110,6 +110,9 @@ class Replica:
             sched.use_speculation(Acceptance(spec, (config.seed, index)))
         self.kv = sched.kv
         self.builder = ShapeBuilder(layout(dep).windows)
+        if isinstance(sched, VllmScheduler):  # a step reads its decodes as a count and a context sum only
+            sched.lazy_decodes = (spec is None and not sched.by_priority and self.builder.full_only
+                                  and sched.kv.blocks_for is None)
         prop = proposer_deployment(dep, spec) if spec is not None else None
         self.drafts = DraftShapes(layout(prop).windows if prop is not None else ())
         self.max_decodes = dep.token_budget if config.scheduler == "vllm" else dep.running_limit
@@ -428,24 +431,8 @@ def _arrival_at(req: Request) -> float:
 def _apply_run(sched: BaseScheduler, tl: Timeline, k: int, step0: int, start: float,
                end: float) -> list[Request]:
     """Advance every running request by the run's k decode steps (their tokens at steps step0 .. step0+k-1)."""
-    kv, running = sched.kv, sched.running
-    kv.allocate_decode_run(running, k)
-    finished = []
-    end_step = step0 + k
-    for r in running:  # r.sample(step0, k) and k more computed tokens, inlined: per request per run
-        n = r.num_output_tokens + k
-        r.num_output_tokens = n
-        r.num_tokens += k
-        r.num_computed_tokens += k
-        ranges = r.token_steps
-        if ranges and ranges[-1] == step0:
-            ranges[-1] = end_step
-        else:
-            ranges.append(step0)
-            ranges.append(end_step)
-        if n == r.max_tokens:
-            finished.append(r)
-    tl.add(start, end - start, len(running), len(sched.waiting), kv.usage, 0)
+    finished = sched.apply_run(k, step0)
+    tl.add(start, end - start, len(sched.running), len(sched.waiting), sched.kv.usage, 0)
     if finished:
         sched.finish(finished, end)
     return finished

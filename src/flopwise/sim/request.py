@@ -69,6 +69,10 @@ class Request:
     num_own_blocks: int = 0
     num_slots: int = 0
     num_reserved_blocks: int = 0  # blocks set aside for its whole sequence (a reserving scheduler), while running
+    # set by the scheduler: its place in the running order (rises with each start), and, while its decode steps
+    # are counted lazily (`scheduler.py`), the step from which its counters and token_steps lag (-1: up to date)
+    run_seq: int = 0
+    decode_since: int = -1
 
     def __post_init__(self) -> None:
         self.num_tokens = self.num_prompt_tokens + self.num_output_tokens

@@ -21,24 +21,262 @@ lacks (`num_tokens - num_computed_tokens`):
 
 Planning (`schedule`) allocates blocks and preempts, as vLLM does; applying a finished step (`postprocess`,
 in `base.py`) advances computed tokens, samples tokens and frees finished requests.
+
+Lazy decodes (`lazy_decodes`, set by the replica where a step's cost reads decodes only as a count and a
+context sum: full attention, no speculation, FCFS). A busy step is mostly decode rows that each take one token
+and give one, so touching every running request twice per step makes the simulator O(batch) per step. Instead
+a decoding request's counters and token_steps are left as they were at step `decode_since` and advance by one
+per step implicitly; what changes per request is kept in two heaps of (step, ...): the step it finishes at, and
+the next step at which its next token needs a new block (every block_size steps). A step then costs
+O(prompt rows + requests that need a block or finish), with the same outcome as the loop above, provided that:
+- every running request gets all it asks for (its tokens fit the budget; only the newest may be cut to what is
+  left), so no decode is skipped, and
+- the blocks the step needs fit the free pool (no preemption), and, where a prompt row still fills shared-prefix
+  blocks, the never-used blocks (no eviction, whose order against the prefix's caching would matter).
+Otherwise the lagging counters are brought up to date and the step is planned by the loop above. Requests
+finishing in one step are freed in running order (`run_seq`), as the loop frees them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from heapq import heapify, heappop, heappush
+
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
-from flopwise.sim.block_manager import NO_HIT
+from flopwise.sim.block_manager import NO_HIT, BlockManager
 from flopwise.sim.request import Request, RequestStatus
 
 __all__ = ["VllmScheduler"]
 
 
+_Due = tuple[int, int, int, Request]  # (step, run_seq, decode_since when pushed, request): a lazy decode's event
+
+
 class VllmScheduler(BaseScheduler):
+    def __init__(self, kv: BlockManager, *, max_num_seqs: int, max_num_batched_tokens: int,
+                 enable_chunked_prefill: bool = True):
+        super().__init__(kv, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         enable_chunked_prefill=enable_chunked_prefill)
+        self.lazy_decodes = False  # count steady decodes lazily (see the module docstring)
+        self._lazy = False  # the lazy state below describes `running`
+        self._active: list[Request] = []  # running requests that are not decoding (lazily), in running order
+        self._num_lazy = 0
+        self._lazy_context = 0  # sum over lazy requests of (computed tokens - decode_since): + num_lazy * step
+        self._finishes: list[_Due] = []
+        self._block_needs: list[_Due] = []
+
     def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
         out = self.new_output()
-        budget = self._schedule_running(out, self.max_num_batched_tokens)
+        budget = self._schedule_lazily(out) if self.lazy_decodes else None
+        if budget is None:
+            self.bring_up_to_date()
+            budget = self._schedule_running(out, self.max_num_batched_tokens)
         if not out.num_preempted:
             self._schedule_waiting(out, budget, now)
         return out
+
+    # ---- lazy decodes --------------------------------------------------------------------------------
+    def _go_lazy(self) -> None:
+        """Count every decoding running request lazily from the next step; the others are active."""
+        if self._lazy:
+            return
+        s = self.next_step
+        active: list[Request] = []
+        finishes: list[_Due] = []
+        needs: list[_Due] = []
+        context = 0
+        for r in self.running:
+            c = r.num_computed_tokens
+            if c == r.num_tokens - 1 and r.num_output_tokens:
+                r.decode_since = s
+                context += c - s
+                finishes.append((s + r.max_tokens - r.num_output_tokens - 1, r.run_seq, s, r))
+                needs.append((s + r.num_slots - c, r.run_seq, s, r))
+            else:
+                active.append(r)
+        heapify(finishes)
+        heapify(needs)
+        self._active, self._finishes, self._block_needs = active, finishes, needs
+        self._num_lazy, self._lazy_context = len(finishes), context
+        self._lazy = True
+
+    def _add_lazy(self, r: Request, s: int) -> None:
+        r.decode_since = s
+        c = r.num_computed_tokens
+        self._num_lazy += 1
+        self._lazy_context += c - s
+        heappush(self._finishes, (s + r.max_tokens - r.num_output_tokens - 1, r.run_seq, s, r))
+        heappush(self._block_needs, (s + r.num_slots - c, r.run_seq, s, r))
+
+    @staticmethod
+    def _catch_up(r: Request, s: int) -> None:
+        """Apply a lazy request's decode steps decode_since .. s-1: one token each."""
+        since = r.decode_since
+        k = s - since
+        if k > 0:
+            r.num_output_tokens += k
+            r.num_tokens += k
+            r.num_computed_tokens += k
+            ranges = r.token_steps
+            if ranges and ranges[-1] == since:
+                ranges[-1] = s
+            else:
+                ranges.append(since)
+                ranges.append(s)
+        r.decode_since = -1
+
+    def bring_up_to_date(self) -> None:
+        if not self._lazy:
+            return
+        s = self.next_step
+        for r in self.running:
+            if r.decode_since >= 0:
+                self._catch_up(r, s)
+        self._active, self._finishes, self._block_needs = [], [], []
+        self._num_lazy = self._lazy_context = 0
+        self._lazy = False
+
+    def _pop_due(self, heap: list[_Due], before: int) -> Iterator[_Due]:
+        """The live events of `heap` at steps < before, in (step, run_seq) order (entries of requests that left
+        the lazy count since are dropped)."""
+        while heap and heap[0][0] < before:
+            due = heappop(heap)
+            if due[3].decode_since == due[2]:
+                yield due
+
+    def _take_blocks(self, before: int) -> None:
+        """A block each for the lazy decodes whose next token needs one at a step < before."""
+        bs, needs = self.kv.block_size, self._block_needs
+        taken = 0
+        while needs and needs[0][0] < before:
+            step, seq, since, r = heappop(needs)
+            if r.decode_since != since:
+                continue
+            r.num_own_blocks += 1
+            r.num_slots += bs
+            taken += 1
+            heappush(needs, (step + bs, seq, since, r))
+        if taken:
+            self.kv.take_decode_blocks(taken)
+
+    def _finish_lazy(self, before: int) -> list[Request]:
+        """Bring the lazy decodes that sample their last token at a step < before up to date; returns them."""
+        done = []
+        for step, _, since, r in self._pop_due(self._finishes, before):
+            self._lazy_context -= r.num_computed_tokens - since
+            self._num_lazy -= 1
+            self._catch_up(r, step + 1)
+            done.append(r)
+        return done
+
+    def _schedule_lazily(self, out: SchedulerOutput) -> int | None:
+        """`_schedule_running` with the lazy decodes counted, not visited; None where its conditions (module
+        docstring) fail, with nothing changed but the lazy state's events popped."""
+        self._go_lazy()
+        s, kv, active = self.next_step, self.kv, self._active
+        budget = self.max_num_batched_tokens
+        used = num_lazy = self._num_lazy
+        grants = []
+        if active:
+            newest = active[-1] is self.running[-1]
+            for a in active:
+                n = a.num_tokens - a.num_computed_tokens
+                if newest and a is active[-1]:
+                    if used >= budget:
+                        return None
+                    n = min(n, budget - used)
+                grants.append(n)
+                used += n
+        if used > budget:
+            return None
+        due = list(self._pop_due(self._block_needs, s + 1))  # lazy decodes whose token needs a block now
+        blocks = len(due)
+        prefix = False
+        for a, n in zip(active, grants, strict=True):
+            blocks += kv.blocks_needed(a, n)
+            prefix = prefix or a.num_computed_tokens < a.num_prefix_tokens
+        if blocks > kv.num_free_blocks or (prefix and kv.enable_prefix_caching and blocks > kv.num_unused):
+            return None
+        if due:
+            bs, needs = kv.block_size, self._block_needs
+            for step, seq, since, r in due:
+                r.num_own_blocks += 1
+                r.num_slots += bs
+                heappush(needs, (step + bs, seq, since, r))
+            kv.take_decode_blocks(len(due))
+        for a, n in zip(active, grants, strict=True):
+            c = a.num_computed_tokens
+            if c + n > a.num_slots or c < a.num_prefix_tokens:
+                kv.allocate(a, n)
+            out.add(a, n)
+        out.num_lazy = num_lazy
+        out.num_decodes += num_lazy
+        out.decode_context_sum += self._lazy_context + num_lazy * s
+        out.lazy = True
+        return budget - used
+
+    def postprocess(self, out: SchedulerOutput, step: int, end_at: float) -> list[Request]:
+        """`BaseScheduler.postprocess`; for a lazily planned step, the listed rows only, then the lazy decodes
+        that finish at `step`, and the listed rows now decoding join the lazy count."""
+        if not out.lazy:
+            return super().postprocess(out, step, end_at)
+        finished = self._apply_rows(out, step)
+        s1 = step + 1
+        done = self._finish_lazy(s1)
+        self.num_emitted += out.num_lazy
+        active = []
+        for r in out.reqs:
+            if r.num_output_tokens == r.max_tokens:
+                continue  # finished
+            if r.num_computed_tokens == r.num_tokens - 1 and r.num_output_tokens:
+                self._add_lazy(r, s1)
+            else:
+                active.append(r)
+        self._active = active
+        self.next_step = s1
+        if done:
+            finished = sorted(finished + done, key=_run_seq) if finished else done
+        if finished:
+            self.finish(finished, end_at)
+        return finished
+
+    def run_horizon(self) -> int:
+        if not self.lazy_decodes:
+            return super().run_horizon()
+        self._go_lazy()
+        if self._active:
+            return 0
+        f = self._finishes
+        while f[0][3].decode_since != f[0][2]:  # every running request is lazy, so a live entry remains
+            heappop(f)
+        return f[0][0] - self.next_step + 1
+
+    def decode_context_sum(self) -> int:
+        if not self._lazy:
+            return super().decode_context_sum()
+        return (self._lazy_context + self._num_lazy * self.next_step
+                + sum(a.num_computed_tokens for a in self._active))
+
+    def decode_contexts(self) -> list[int]:
+        self.bring_up_to_date()
+        return super().decode_contexts()
+
+    def decode_steps_that_fit(self, k: int) -> int:
+        if not self._lazy:
+            return super().decode_steps_that_fit(k)
+        s, running = self.next_step, self.running
+        return self.kv.decode_steps_that_fit(running, k, rooms=lambda: (
+            r.num_slots - r.num_computed_tokens - (s - r.decode_since if r.decode_since >= 0 else 0)
+            for r in running))
+
+    def apply_run(self, k: int, step0: int) -> list[Request]:
+        if not self._lazy:
+            return super().apply_run(k, step0)
+        end = step0 + k
+        self._take_blocks(end)
+        finished = self._finish_lazy(end)
+        self.next_step = end
+        return finished
 
     def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
         """Grant each running request its tokens in admission order; returns the budget left.
@@ -143,3 +381,7 @@ class VllmScheduler(BaseScheduler):
                 return False
             n = budget
         return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit) and self.reservation_fits(head)
+
+
+def _run_seq(req: Request) -> int:
+    return req.run_seq

@@ -61,7 +61,7 @@ class ShapeBuilder:
                 is_chunk = set(out.chunk_rows)
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
             work = {w: span_work(rows, w) for w in self.windows}
-        return BatchShape(b * p + prompt, len(reqs), logits, work), prompt
+        return BatchShape(b * p + prompt, out.num_rows, logits, work), prompt
 
     def decode(self, num_seqs: int, context_sum: int) -> BatchShape:
         """`num_seqs` decode rows whose contexts sum to `context_sum` (full attention only)."""
