@@ -39,7 +39,6 @@ finishing in one step are freed in running order (`run_seq`), as the loop frees 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from heapq import heapify, heappop, heappush
 
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
@@ -59,11 +58,14 @@ class VllmScheduler(BaseScheduler):
                          enable_chunked_prefill=enable_chunked_prefill)
         self.lazy_decodes = False  # count steady decodes lazily (see the module docstring)
         self._lazy = False  # the lazy state below describes `running`
-        self._active: list[Request] = []  # running requests that are not decoding (lazily), in running order
+        # running requests that are not counted lazily (prompt rows, and any decode with a block's room or more
+        # left), in running order
+        self._active: list[Request] = []
         self._num_lazy = 0
         self._lazy_context = 0  # sum over lazy requests of (computed tokens - decode_since): + num_lazy * step
-        self._finishes: list[_Due] = []
-        self._block_needs: list[_Due] = []
+        self._finishes: list[_Due] = []  # (step of its last token, run_seq, decode_since, request)
+        # lazy decodes by the residue mod block_size of the steps at which their next token needs a new block
+        self._needs = [0] * kv.block_size
 
     def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
         out = self.new_output()
@@ -76,42 +78,53 @@ class VllmScheduler(BaseScheduler):
         return out
 
     # ---- lazy decodes --------------------------------------------------------------------------------
+    # A lazy request r counted from step since = r.decode_since keeps its counters (c computed tokens, its
+    # slots) as they were then; at step s it has computed c + (s - since) tokens, and its token at step t needs
+    # a new block when t = e, e + bs, e + 2 bs, ... for e = since + slots - c (its room then, < bs, so e is
+    # its first such step). So a step's new blocks are the lazy count of its residue, and a run's a sum over
+    # residues.
     def _go_lazy(self) -> None:
         """Count every decoding running request lazily from the next step; the others are active."""
         if self._lazy:
             return
-        s = self.next_step
-        active: list[Request] = []
-        finishes: list[_Due] = []
-        needs: list[_Due] = []
-        context = 0
-        for r in self.running:
-            c = r.num_computed_tokens
-            if c == r.num_tokens - 1 and r.num_output_tokens:
-                r.decode_since = s
-                context += c - s
-                finishes.append((s + r.max_tokens - r.num_output_tokens - 1, r.run_seq, s, r))
-                needs.append((s + r.num_slots - c, r.run_seq, s, r))
-            else:
-                active.append(r)
-        heapify(finishes)
-        heapify(needs)
-        self._active, self._finishes, self._block_needs = active, finishes, needs
-        self._num_lazy, self._lazy_context = len(finishes), context
         self._lazy = True
+        self._active = []
+        s = self.next_step
+        for r in self.running:
+            self._add_lazy(r, s)
+        heapify(self._finishes)
 
-    def _add_lazy(self, r: Request, s: int) -> None:
-        r.decode_since = s
+    def _add_lazy(self, r: Request, s: int, push: bool = False) -> None:
+        """Count `r` lazily from step s if it is decoding with less than a block's room, else make it active."""
         c = r.num_computed_tokens
+        room = r.num_slots - c
+        bs = self.kv.block_size
+        if c != r.num_tokens - 1 or not r.num_output_tokens or room >= bs:
+            self._active.append(r)
+            return
+        r.decode_since = s
         self._num_lazy += 1
         self._lazy_context += c - s
-        heappush(self._finishes, (s + r.max_tokens - r.num_output_tokens - 1, r.run_seq, s, r))
-        heappush(self._block_needs, (s + r.num_slots - c, r.run_seq, s, r))
+        self._needs[(s + room) % bs] += 1
+        due = (s + r.max_tokens - r.num_output_tokens - 1, r.run_seq, s, r)
+        if push:
+            heappush(self._finishes, due)
+        else:
+            self._finishes.append(due)
 
-    @staticmethod
-    def _catch_up(r: Request, s: int) -> None:
-        """Apply a lazy request's decode steps decode_since .. s-1: one token each."""
+    def _catch_up(self, r: Request, s: int) -> None:
+        """Apply a lazy request's decode steps decode_since .. s-1 (one token each, and the blocks they took) and
+        stop counting it lazily."""
         since = r.decode_since
+        bs = self.kv.block_size
+        first = since + r.num_slots - r.num_computed_tokens  # the first step that took a block
+        self._needs[first % bs] -= 1
+        self._num_lazy -= 1
+        self._lazy_context -= r.num_computed_tokens - since
+        if s > first:
+            taken = (s - first - 1) // bs + 1
+            r.num_own_blocks += taken
+            r.num_slots += taken * bs
         k = s - since
         if k > 0:
             r.num_output_tokens += k
@@ -132,46 +145,35 @@ class VllmScheduler(BaseScheduler):
         for r in self.running:
             if r.decode_since >= 0:
                 self._catch_up(r, s)
-        self._active, self._finishes, self._block_needs = [], [], []
-        self._num_lazy = self._lazy_context = 0
+        self._active, self._finishes = [], []
         self._lazy = False
 
-    def _pop_due(self, heap: list[_Due], before: int) -> Iterator[_Due]:
-        """The live events of `heap` at steps < before, in (step, run_seq) order (entries of requests that left
-        the lazy count since are dropped)."""
-        while heap and heap[0][0] < before:
-            due = heappop(heap)
-            if due[3].decode_since == due[2]:
-                yield due
-
-    def _take_blocks(self, before: int) -> None:
-        """A block each for the lazy decodes whose next token needs one at a step < before."""
-        bs, needs = self.kv.block_size, self._block_needs
-        taken = 0
-        while needs and needs[0][0] < before:
-            step, seq, since, r = heappop(needs)
-            if r.decode_since != since:
-                continue
-            r.num_own_blocks += 1
-            r.num_slots += bs
-            taken += 1
-            heappush(needs, (step + bs, seq, since, r))
-        if taken:
-            self.kv.take_decode_blocks(taken)
+    def _blocks_due(self, start: int, steps: int) -> int:
+        """New blocks the lazy decodes take at steps start .. start+steps-1."""
+        bs, needs = self.kv.block_size, self._needs
+        whole, part = divmod(steps, bs)
+        total = whole * self._num_lazy
+        if part:
+            first = start % bs
+            for j in range(part):
+                total += needs[(first + j) % bs]
+        return total
 
     def _finish_lazy(self, before: int) -> list[Request]:
-        """Bring the lazy decodes that sample their last token at a step < before up to date; returns them."""
+        """Bring the lazy decodes that sample their last token at a step < before up to date; returns them, in
+        running order."""
         done = []
-        for step, _, since, r in self._pop_due(self._finishes, before):
-            self._lazy_context -= r.num_computed_tokens - since
-            self._num_lazy -= 1
-            self._catch_up(r, step + 1)
-            done.append(r)
+        heap = self._finishes
+        while heap and heap[0][0] < before:
+            step, _, since, r = heappop(heap)
+            if r.decode_since == since:  # (else it left the lazy count since)
+                self._catch_up(r, step + 1)
+                done.append(r)
         return done
 
     def _schedule_lazily(self, out: SchedulerOutput) -> int | None:
-        """`_schedule_running` with the lazy decodes counted, not visited; None where its conditions (module
-        docstring) fail, with nothing changed but the lazy state's events popped."""
+        """`_schedule_running` with the lazy decodes counted, not visited; None, with nothing changed, where its
+        conditions (module docstring) fail."""
         self._go_lazy()
         s, kv, active = self.next_step, self.kv, self._active
         budget = self.max_num_batched_tokens
@@ -189,8 +191,8 @@ class VllmScheduler(BaseScheduler):
                 used += n
         if used > budget:
             return None
-        due = list(self._pop_due(self._block_needs, s + 1))  # lazy decodes whose token needs a block now
-        blocks = len(due)
+        due = self._needs[s % kv.block_size]  # lazy decodes whose token needs a block now
+        blocks = due
         prefix = False
         for a, n in zip(active, grants, strict=True):
             blocks += kv.blocks_needed(a, n)
@@ -198,12 +200,7 @@ class VllmScheduler(BaseScheduler):
         if blocks > kv.num_free_blocks or (prefix and kv.enable_prefix_caching and blocks > kv.num_unused):
             return None
         if due:
-            bs, needs = kv.block_size, self._block_needs
-            for step, seq, since, r in due:
-                r.num_own_blocks += 1
-                r.num_slots += bs
-                heappush(needs, (step + bs, seq, since, r))
-            kv.take_decode_blocks(len(due))
+            kv.take_decode_blocks(due)
         for a, n in zip(active, grants, strict=True):
             c = a.num_computed_tokens
             if c + n > a.num_slots or c < a.num_prefix_tokens:
@@ -224,15 +221,10 @@ class VllmScheduler(BaseScheduler):
         s1 = step + 1
         done = self._finish_lazy(s1)
         self.num_emitted += out.num_lazy
-        active = []
+        self._active = []
         for r in out.reqs:
-            if r.num_output_tokens == r.max_tokens:
-                continue  # finished
-            if r.num_computed_tokens == r.num_tokens - 1 and r.num_output_tokens:
-                self._add_lazy(r, s1)
-            else:
-                active.append(r)
-        self._active = active
+            if r.num_output_tokens != r.max_tokens:  # (else finished)
+                self._add_lazy(r, s1, push=True)
         self.next_step = s1
         if done:
             finished = sorted(finished + done, key=_run_seq) if finished else done
@@ -249,7 +241,7 @@ class VllmScheduler(BaseScheduler):
         f = self._finishes
         while f[0][3].decode_since != f[0][2]:  # every running request is lazy, so a live entry remains
             heappop(f)
-        return f[0][0] - self.next_step + 1
+        return int(f[0][0] - self.next_step + 1)
 
     def decode_context_sum(self) -> int:
         if not self._lazy:
@@ -264,16 +256,25 @@ class VllmScheduler(BaseScheduler):
     def decode_steps_that_fit(self, k: int) -> int:
         if not self._lazy:
             return super().decode_steps_that_fit(k)
-        s, running = self.next_step, self.running
-        return self.kv.decode_steps_that_fit(running, k, rooms=lambda: (
-            r.num_slots - r.num_computed_tokens - (s - r.decode_since if r.decode_since >= 0 else 0)
-            for r in running))
+        s, free = self.next_step, self.kv.num_free_blocks  # every running request is lazy (a run)
+        if self._blocks_due(s, k) <= free:
+            return k
+        lo, hi = 0, k  # due(lo) <= free < due(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._blocks_due(s, mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def apply_run(self, k: int, step0: int) -> list[Request]:
         if not self._lazy:
             return super().apply_run(k, step0)
         end = step0 + k
-        self._take_blocks(end)
+        taken = self._blocks_due(step0, k)
+        if taken:
+            self.kv.take_decode_blocks(taken)
         finished = self._finish_lazy(end)
         self.next_step = end
         return finished
