@@ -435,17 +435,21 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
 
 @dataclass(frozen=True, slots=True)
 class _DecodeBase:
-    """A decode step of b rows apart from its attention: the device seconds of every other operator plus the
-    fixed per-step cost, the host seconds, the layer groups with attention, and what `_attention_op` needs of the
-    batch (an attention group's share, its tokens and sequences, the batch's tokens, activation bytes)."""
+    """A decode step of b rows apart from what reads the context sum C: the device seconds of every other
+    operator plus the fixed per-step cost, the host seconds, and for each layer group with attention the
+    constants of its `_attention_op` and `_op_seconds` (`terms`: count, FLOPs per pair times the group's share,
+    the compute-time factors (m + half_m) and m * rate, the tokens that write KV, KV bytes per token times the
+    share, activation bytes, launch overhead), with the roofs' p, half_bytes and bandwidth rate: C enters
+    only through the pairs (C + b) and the KV read (C + writes), so `decode_step_time` is a few float operations
+    per group, in the same order as the general path's (the same result to the last bit)."""
 
     rest_s: float
     host_s: float
-    groups: tuple[LayerGroup, ...]
-    share: float
-    rows: float
-    num_seqs: int
-    act_bytes: int
+    overlap: bool  # async scheduling: max(device, host), else their sum
+    p: float
+    half_bytes: float
+    bandwidth_rate: float
+    terms: tuple[tuple[int, float, float, float, float, int, float, float, float], ...]
 
 
 @lru_cache(maxsize=8192)
@@ -459,9 +463,20 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
     shape = BatchShape(b, b, b, {None: AttentionWork(0, 0, b, 0)})
     acc = _run(dep, shape, False, attention=False)
     rows = b / dep.dp if dep.dp > 1 else b  # one attention group's tokens and sequences (as `_run`)
+    share = 1.0 / dep.dp
+    r = roofs(dep)
+    terms = []
+    for g in lay.groups:
+        at = g.attn
+        if not at.has_pairs:
+            continue
+        m = rows / rows * at.q_per_kv  # `_attention_op`'s GEMM rows, T / S * q_per_kv
+        terms.append((g.count, at.pair_flops_decode, m + r.half_m, m * r.attention_rate, b if at.writes_kv else 0,
+                      at.kv_bytes_per_token, rows * at.q_out_elems * lay.act_bytes, at.attn_kernels * r.kernel_s,
+                      share))
     return _DecodeBase(rest_s=acc.total + dep.hardware.efficiency.step_overhead_s, host_s=host_s(dep, shape),
-                       groups=tuple(g for g in lay.groups if g.attn.has_pairs), share=1.0 / dep.dp, rows=rows,
-                       num_seqs=b, act_bytes=lay.act_bytes)
+                       overlap=dep.engine.host.async_scheduling, p=r.p, half_bytes=r.half_bytes,
+                       bandwidth_rate=r.bandwidth_rate, terms=tuple(terms))
 
 
 def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
@@ -473,14 +488,18 @@ def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
     if base is None:
         return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
                                          {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
-    r = roofs(dep)
     device = base.rest_s
-    work = AttentionWork(0, 0, context_sum + num_seqs, context_sum)
-    for g in base.groups:
-        flops, m, kv_b, act_b = _attention_op(g.attn, work, base.share, base.rows, base.rows, base.num_seqs,
-                                              base.act_bytes)
-        device += g.count * _op_seconds(r, r.attention_rate, flops, m, 0.0, kv_b, act_b, g.attn.attn_kernels)[0]
-    return _combine(dep, device, base.host_s)
+    p, hb, bwr = base.p, base.half_bytes, base.bandwidth_rate
+    inv = 1.0 / p
+    pairs = context_sum + num_seqs
+    for count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share in base.terms:
+        flops = share * (pairs * pair_flops)
+        compute_s = flops * mh / mr if flops > 0 else 0.0
+        kv_b = share * ((context_sum + writes) * kv_per_token)
+        nbytes = kv_b + act_b
+        memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
+        device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
+    return max(device, base.host_s) if base.overlap else device + base.host_s
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
