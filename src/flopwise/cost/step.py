@@ -437,9 +437,9 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
 class _DecodeBase:
     """A decode step of b rows apart from what reads the context sum C: the device seconds of every other
     operator plus the fixed per-step cost, the host seconds, and for each layer group with attention the
-    constants of its `_attention_op` and `_op_seconds` (`terms`: count, FLOPs per pair times the group's share,
-    the compute-time factors (m + half_m) and m * rate, the tokens that write KV, KV bytes per token times the
-    share, activation bytes, launch overhead), with the roofs' p, half_bytes and bandwidth rate: C enters
+    constants of its `_attention_op` and `_op_seconds` (`terms`: count, FLOPs per pair, the compute-time factors
+    (m + half_m) and m * rate, the tokens that write KV, KV bytes per token, activation bytes, launch overhead,
+    the group's share of the batch), with the roofs' p, half_bytes and bandwidth rate: C enters
     only through the pairs (C + b) and the KV read (C + writes), so `decode_step_time` is a few float operations
     per group, in the same order as the general path's (the same result to the last bit)."""
 
@@ -449,7 +449,7 @@ class _DecodeBase:
     p: float
     half_bytes: float
     bandwidth_rate: float
-    terms: tuple[tuple[int, float, float, float, float, int, float, float, float], ...]
+    terms: tuple[tuple[int, float, float, float, int, float, float, float, float], ...]
 
 
 @lru_cache(maxsize=8192)

@@ -343,13 +343,14 @@ def summarize(records: Sequence[RequestRecord], sla: SLA | None = None, *,
                                  + [r.itls_per_token_ms() for r in chunked])
     else:
         itl_tok = itl
+    itl_stats = LatencyStats.of(itl)
     stats = {
         "ttft_ms": LatencyStats.of([r.ttft_ms for r in ok]),
         "tpot_ms": LatencyStats.of([t for r in ok if (t := r.tpot_ms) is not None]),
-        "itl_ms": LatencyStats.of(itl),
+        "itl_ms": itl_stats,
         "e2e_ms": LatencyStats.of([r.e2e_ms for r in ok]),
         "queue_ms": LatencyStats.of([q for r in ok if (q := r.queue_ms) is not None]),
-        "itl_per_token_ms": LatencyStats.of(itl_tok),
+        "itl_per_token_ms": itl_stats if itl_tok is itl else LatencyStats.of(itl_tok),
         "ttft_from_send_ms": LatencyStats.of([t for r in ok if (t := r.ttft_from_send_ms) is not None]),
         "send_lag_ms": LatencyStats.of([t for r in records if (t := r.send_lag_ms) is not None]),
         "e2e_from_send_ms": LatencyStats.of([t for r in ok if (t := r.e2e_from_send_ms) is not None]),

@@ -70,6 +70,12 @@ class _Extent:
     hashed: int
 
 
+# one-block entries are never changed in place (`_take` trims only an extent larger than what it takes, `_touch`
+# only a request's own extent), so every freed prefix block shares one of these
+_ONE_CACHED = _Extent(1, 1)
+_ONE_PRIVATE = _Extent(1, 0)
+
+
 @dataclass(slots=True, kw_only=True)
 class BlockManager:
     num_blocks: int
@@ -84,6 +90,12 @@ class BlockManager:
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
     _keys: dict[int, tuple[tuple[int, int], ...]] = field(init=False, default_factory=dict)  # a prefix's block keys
+    # what a lookup reads of a prefix group's blocks (which are cached, which sit in the free queue) changes only
+    # when one is cached, evicted, or taken from or returned to the free queue: each bumps the group's version,
+    # and a lookup's (cached keys, evictable count) for (group, region) is kept until it does
+    _versions: dict[int, int] = field(init=False, default_factory=dict)
+    _lookups: dict[tuple[int, int], tuple[int, tuple[tuple[int, int], ...], int]] = field(init=False,
+                                                                                          default_factory=dict)
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
@@ -128,17 +140,23 @@ class BlockManager:
         refs = self._refs
         pid = req.prefix_id
         if pid is not None and region:  # else region is 0
-            every = self._keys.get(pid)
-            if every is None or len(every) < region:
-                every = self._keys[pid] = tuple((pid, i) for i in range(region))
-            n = 0
-            for k in every[:region]:
-                r = refs.get(k)
-                if r is None:
-                    break
-                n += 1
-                evictable += r == 0
-            keys = every[:n]
+            version = self._versions.get(pid, 0)
+            seen = self._lookups.get((pid, region))
+            if seen is not None and seen[0] == version:
+                keys, evictable = seen[1], seen[2]
+            else:
+                every = self._keys.get(pid)
+                if every is None or len(every) < region:
+                    every = self._keys[pid] = tuple((pid, i) for i in range(region))
+                n = 0
+                for k in every[:region]:
+                    r = refs.get(k)
+                    if r is None:
+                        break
+                    n += 1
+                    evictable += r == 0
+                keys = every[:n]
+                self._lookups[(pid, region)] = (version, keys, evictable)
         own = 0
         own_key = ("own", req.request_id, req.num_preemptions)
         if len(keys) == region and (ext := self._free.get(own_key)) is not None:
@@ -207,18 +225,20 @@ class BlockManager:
                 else:
                     self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
             refs, free_q = self._refs, self._free
-            pushed = 0
+            pushed = returned = 0
             for k in reversed(req.prefix_blocks):  # `_push`, inlined: every freed request's prefix, block by block
                 if k is None:
-                    free_q[next(self._anon)] = _Extent(1, 0)
+                    free_q[next(self._anon)] = _ONE_PRIVATE
                     pushed += 1
                     continue
                 r = refs[k] - 1
                 refs[k] = r
                 if r == 0:
-                    free_q[k] = _Extent(1, 1)
-                    pushed += 1
-            self._num_free_used += pushed
+                    free_q[k] = _ONE_CACHED
+                    returned += 1
+            self._num_free_used += pushed + returned
+            if returned:
+                self._bump(req.prefix_id)
         req.prefix_blocks = []
         req.num_own_blocks = 0
         req.num_slots = 0
@@ -278,18 +298,27 @@ class BlockManager:
         self._take(n)
 
     # ---- internals -----------------------------------------------------------------------------------
+    def _bump(self, prefix_id: int | None) -> None:
+        """A block of prefix group `prefix_id` was cached, evicted, taken from or returned to the free queue."""
+        if prefix_id is not None:
+            self._versions[prefix_id] = self._versions.get(prefix_id, 0) + 1
+
     def _push(self, key: object, ext: _Extent) -> None:
         self._free[key] = ext
         self._num_free_used += ext.size
 
     def _touch(self, req: Request, hit: CacheHit) -> None:
         refs = self._refs
+        taken = 0
         for k in hit.prefix_keys:
             r = refs[k]
             if r == 0:
                 del self._free[k]
-                self._num_free_used -= 1
+                taken += 1
             refs[k] = r + 1
+        if taken:
+            self._num_free_used -= taken
+            self._bump(hit.prefix_keys[0][0])
         req.prefix_blocks.extend(hit.prefix_keys)
         if hit.num_own:
             ext = self._free[hit.own_key]
@@ -317,6 +346,7 @@ class BlockManager:
                 self._num_free_used -= ext.size
                 if type(key) is tuple and len(key) == 2:
                     del self._refs[key]  # an evicted shared-prefix block
+                    self._bump(key[0])
             else:
                 ext.size -= n  # evict from the extent's tail (freed first, so least recently useful)
                 ext.hashed = min(ext.hashed, ext.size)
@@ -336,3 +366,4 @@ class BlockManager:
                 if k not in refs:
                     refs[k] = 1
                     pb[i] = k
+                    self._bump(prefix_id)

@@ -257,7 +257,7 @@ class VllmScheduler(BaseScheduler):
         if not self._lazy:
             return super().decode_steps_that_fit(k)
         s, free = self.next_step, self.kv.num_free_blocks  # every running request is lazy (a run)
-        if self._blocks_due(s, k) <= free:
+        if self._num_lazy * -(-k // self.kv.block_size) <= free or self._blocks_due(s, k) <= free:
             return k
         lo, hi = 0, k  # due(lo) <= free < due(hi)
         while hi - lo > 1:
