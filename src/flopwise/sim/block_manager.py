@@ -92,10 +92,9 @@ class BlockManager:
     _keys: dict[int, tuple[tuple[int, int], ...]] = field(init=False, default_factory=dict)  # a prefix's block keys
     # what a lookup reads of a prefix group's blocks (which are cached, which sit in the free queue) changes only
     # when one is cached, evicted, or taken from or returned to the free queue: each bumps the group's version,
-    # and a lookup's (cached keys, evictable count) for (group, region) is kept until it does
+    # and a lookup's hit for (group, region) is kept until it does
     _versions: dict[int, int] = field(init=False, default_factory=dict)
-    _lookups: dict[tuple[int, int], tuple[int, tuple[tuple[int, int], ...], int]] = field(init=False,
-                                                                                          default_factory=dict)
+    _lookups: dict[tuple[int, int], tuple[int, CacheHit]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
@@ -133,39 +132,41 @@ class BlockManager:
         """Longest cached run of full blocks at the start of `req` (no side effects)."""
         if not self.enable_prefix_caching:
             return NO_HIT
-        max_blocks = (req.num_tokens - 1) // self.block_size
-        region = min(self._prefix_region(req), max_blocks)
-        keys: tuple[tuple[int, int], ...] = ()
-        evictable = 0
-        refs = self._refs
+        bs = self.block_size
+        max_blocks = (req.num_tokens - 1) // bs
         pid = req.prefix_id
-        if pid is not None and region:  # else region is 0
+        region = min(req.num_prefix_tokens // bs, max_blocks) if pid is not None else 0
+        hit = NO_HIT
+        if pid is not None and region:
             version = self._versions.get(pid, 0)
             seen = self._lookups.get((pid, region))
             if seen is not None and seen[0] == version:
-                keys, evictable = seen[1], seen[2]
+                hit = seen[1]
             else:
                 every = self._keys.get(pid)
                 if every is None or len(every) < region:
                     every = self._keys[pid] = tuple((pid, i) for i in range(region))
-                n = 0
+                refs = self._refs
+                n = evictable = 0
                 for k in every[:region]:
                     r = refs.get(k)
                     if r is None:
                         break
                     n += 1
                     evictable += r == 0
-                keys = every[:n]
-                self._lookups[(pid, region)] = (version, keys, evictable)
-        own = 0
+                if n:
+                    hit = CacheHit(num_tokens=n * bs, prefix_keys=every[:n], num_evictable=evictable)
+                self._lookups[(pid, region)] = (version, hit)
+        # its own private blocks, kept after a preemption (`free(reusable=True)` under its next preemption count)
+        if not req.num_preemptions or hit.num_blocks != region:
+            return hit
         own_key = ("own", req.request_id, req.num_preemptions)
-        if len(keys) == region and (ext := self._free.get(own_key)) is not None:
-            own = min(ext.hashed, max_blocks - region)
-            evictable += own
-        if not keys and not own:
-            return NO_HIT
-        return CacheHit(num_tokens=(len(keys) + own) * self.block_size, prefix_keys=keys, num_own=own,
-                        own_key=own_key, num_evictable=evictable)
+        ext = self._free.get(own_key)
+        own = min(ext.hashed, max_blocks - region) if ext is not None else 0
+        if not own:
+            return hit
+        return CacheHit(num_tokens=(region + own) * bs, prefix_keys=hit.prefix_keys, num_own=own, own_key=own_key,
+                        num_evictable=hit.num_evictable + own)
 
     def blocks_needed(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> int:
         """Free blocks that granting `num_new_tokens` more tokens to `req` would take."""
