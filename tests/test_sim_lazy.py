@@ -60,29 +60,6 @@ def _outcome(dep: Deployment, wl: Workload, config: SimConfig) -> object:
             [q.num_cached_tokens for q in res.requests], timelines)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_streams())
-def test_lazy_decodes_change_nothing(case: tuple[str, Workload, SimConfig]) -> None:
-    kind, wl, config = case
-    dep = _dep(kind)
-    lazy = _outcome(dep, wl, config)
-    original = replica_mod.Replica.__init__
-
-    def exact(self: replica_mod.Replica, *args: object, **kwargs: object) -> None:
-        original(self, *args, **kwargs)  # type: ignore[arg-type]
-        self.sched.lazy_decodes = False  # type: ignore[attr-defined]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(replica_mod.Replica, "__init__", exact)
-        assert _outcome(dep, wl, config) == lazy
-
-
-def test_lazy_decodes_are_on_for_a_plain_vllm_replica_and_off_under_speculation() -> None:
-    assert replica_mod.Replica(_dep("roomy"), SimConfig()).sched.lazy_decodes  # type: ignore[attr-defined]
-    spec = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6")
-    assert not replica_mod.Replica(spec, SimConfig()).sched.lazy_decodes  # type: ignore[attr-defined]
-
-
 def _exact_outcome(dep: Deployment, wl: Workload, config: SimConfig) -> object:
     original = replica_mod.Replica.__init__
 
@@ -93,6 +70,20 @@ def _exact_outcome(dep: Deployment, wl: Workload, config: SimConfig) -> object:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(replica_mod.Replica, "__init__", exact)
         return _outcome(dep, wl, config)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_streams())
+def test_lazy_decodes_change_nothing(case: tuple[str, Workload, SimConfig]) -> None:
+    kind, wl, config = case
+    dep = _dep(kind)
+    assert _outcome(dep, wl, config) == _exact_outcome(dep, wl, config)
+
+
+def test_lazy_decodes_are_on_for_a_plain_vllm_replica_and_off_under_speculation() -> None:
+    assert replica_mod.Replica(_dep("roomy"), SimConfig()).sched.lazy_decodes  # type: ignore[attr-defined]
+    spec = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6")
+    assert not replica_mod.Replica(spec, SimConfig()).sched.lazy_decodes  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("big", range(4920, 5400, 120))  # 5,160 and 5,280 evict part of the prefixes

@@ -126,16 +126,9 @@ class VllmScheduler(BaseScheduler):
             r.num_own_blocks += taken
             r.num_slots += taken * bs
         k = s - since
-        if k > 0:
-            r.num_output_tokens += k
-            r.num_tokens += k
+        if k > 0:  # k decode steps: k tokens sampled, k more computed
+            r.sample(since, k)
             r.num_computed_tokens += k
-            ranges = r.token_steps
-            if ranges and ranges[-1] == since:
-                ranges[-1] = s
-            else:
-                ranges.append(since)
-                ranges.append(s)
         r.decode_since = -1
 
     def bring_up_to_date(self) -> None:
