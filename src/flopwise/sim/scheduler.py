@@ -234,7 +234,7 @@ class VllmScheduler(BaseScheduler):
         f = self._finishes
         while f[0][3].decode_since != f[0][2]:  # every running request is lazy, so a live entry remains
             heappop(f)
-        return int(f[0][0] - self.next_step + 1)
+        return f[0][0] - self.next_step + 1
 
     def decode_context_sum(self) -> int:
         if not self._lazy:
