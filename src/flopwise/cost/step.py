@@ -219,7 +219,9 @@ def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, 
     """(time, compute, memory, overhead) seconds of one operator: compute_s = FLOPs / (rate * m / (m + half_m));
     memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
     1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factor, written with folded
-    constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s."""
+    constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
+    formula inline for attention, with its constants hoisted per batch size; a change here must go there too
+    (tests/test_cost_model.py holds the two equal to 1e-12)."""
     compute_s = flops * (m + r.half_m) / (m * rate) if flops > 0 else 0.0
     nbytes = weight_b + kv_b + act_b
     if nbytes > 0:

@@ -32,7 +32,7 @@ Prefix caching is off for sliding-window models (vLLM's hybrid allocator caches 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -40,7 +40,7 @@ import numpy as np
 
 from flopwise.sim.request import Request
 
-__all__ = ["CacheHit", "NO_HIT", "BlockManager"]
+__all__ = ["CacheHit", "NO_HIT", "BlockManager", "most_steps_within"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +60,20 @@ class CacheHit:
 
 
 NO_HIT = CacheHit()
+
+
+def most_steps_within(need: Callable[[int], int], k: int, free: int) -> int:
+    """The most steps s <= k whose blocks need(s) (non-decreasing in s, need(0) = 0) fit `free` blocks."""
+    if need(k) <= free:
+        return k
+    lo, hi = 0, k  # need(lo) <= free < need(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if need(mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass(slots=True)
@@ -244,35 +258,23 @@ class BlockManager:
         req.num_own_blocks = 0
         req.num_slots = 0
 
-    def decode_steps_that_fit(self, reqs: list[Request], k: int,
-                              rooms: Callable[[], Iterable[int]] | None = None) -> int:
+    def decode_steps_that_fit(self, reqs: list[Request], k: int) -> int:
         """The most steps, up to k, that every request of `reqs` (all decoding) can decode before the blocks
         they need exceed the free pool. The blocks a request needs after s steps are
         ceil((s - room) / block_size) for room = num_slots - num_computed_tokens (0 while s <= room), so
-        with the default blocks_for one array of rooms prices every probe of the bisection in C. `rooms`: the
-        requests' rooms, where their computed tokens lag (a scheduler counting decodes lazily)."""
+        with the default blocks_for one array of rooms prices every probe of the bisection in C."""
         free = self.num_free_blocks
         bs = self.block_size
         if len(reqs) * -(-k // bs) < free:
             return k  # cheap bound: no request can need more than ceil(k / block_size) new blocks
         need: Callable[[int], int]
         if self._ceil_blocks:
-            gaps = rooms() if rooms is not None else (r.num_slots - r.num_computed_tokens for r in reqs)
-            room = np.fromiter(gaps, dtype=np.int64, count=len(reqs))
+            room = np.fromiter((r.num_slots - r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
             room -= bs - 1  # ceil((s - room) / bs) = floor((s - room + bs - 1) / bs)
             need = lambda steps: int((np.maximum(steps - room, 0) // bs).sum())  # noqa: E731
         else:
             need = lambda steps: sum(self.blocks_needed(r, steps) for r in reqs)  # noqa: E731
-        if need(k) <= free:
-            return k
-        lo, hi = 0, k  # need(lo) <= free < need(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return most_steps_within(need, k, free)
 
     def allocate_decode_run(self, reqs: list[Request], k: int) -> None:
         """`allocate(r, k)` for every request of `reqs` (all decoding, so past their shared prefix: new blocks

@@ -26,9 +26,10 @@ Lazy decodes (`lazy_decodes`, set by the replica where a step's cost reads decod
 context sum: full attention, no speculation, FCFS). A busy step is mostly decode rows that each take one token
 and give one, so touching every running request twice per step makes the simulator O(batch) per step. Instead
 a decoding request's counters and token_steps are left as they were at step `decode_since` and advance by one
-per step implicitly; what changes per request is kept in two heaps of (step, ...): the step it finishes at, and
-the next step at which its next token needs a new block (every block_size steps). A step then costs
-O(prompt rows + requests that need a block or finish), with the same outcome as the loop above, provided that:
+per step implicitly; what changes per request is kept apart: a heap of the steps at which they finish, and a
+count per residue mod block_size of the steps at which their next token needs a new block (one every block_size
+steps). A step then costs O(prompt rows + requests that finish), and a decode run's blocks a sum over the
+residues, with the same outcome as the loop above, provided that:
 - every running request gets all it asks for (its tokens fit the budget; only the newest may be cut to what is
   left), so no decode is skipped, and
 - the blocks the step needs fit the free pool (no preemption), and, where a prompt row still fills shared-prefix
@@ -42,7 +43,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
-from flopwise.sim.block_manager import NO_HIT, BlockManager
+from flopwise.sim.block_manager import NO_HIT, BlockManager, most_steps_within
 from flopwise.sim.request import Request, RequestStatus
 
 __all__ = ["VllmScheduler"]
@@ -250,16 +251,9 @@ class VllmScheduler(BaseScheduler):
         if not self._lazy:
             return super().decode_steps_that_fit(k)
         s, free = self.next_step, self.kv.num_free_blocks  # every running request is lazy (a run)
-        if self._num_lazy * -(-k // self.kv.block_size) <= free or self._blocks_due(s, k) <= free:
-            return k
-        lo, hi = 0, k  # due(lo) <= free < due(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self._blocks_due(s, mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        if self._num_lazy * -(-k // self.kv.block_size) <= free:
+            return k  # cheap bound: ceil(k / block_size) new blocks each at most
+        return most_steps_within(lambda steps: self._blocks_due(s, steps), k, free)
 
     def apply_run(self, k: int, step0: int) -> list[Request]:
         if not self._lazy:
