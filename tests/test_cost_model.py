@@ -9,9 +9,10 @@ from flopwise.cost import batch_shape, decode_shape, memory_plan, prefill_shape,
 from flopwise.cost.batch import causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
+from flopwise.cost.parallel import allreduce_time
 from flopwise.cost.step import decode_step_time
 from flopwise.sim.shape import ShapeBuilder
-from flopwise.specs.hardware import GIB
+from flopwise.specs.hardware import GIB, get_hardware
 
 
 def _op(cost, name):
@@ -116,8 +117,24 @@ def test_tensor_parallel_splits_weights_and_adds_allreduce():
     cost = step_cost(one, shape)
     ar = _op(cost, "tp_allreduce")
     assert ar.count == 2 * 80
-    assert ar.comm_bytes == pytest.approx(160 * 2 * 3 / 4 * 8192 * 2)
+    assert ar.comm_bytes == pytest.approx(160 * 3 * 8192 * 2)  # one-shot: each GPU's 16 KiB read by its 3 peers
     assert _op(cost, "mlp").weight_bytes == pytest.approx(80 * 3 * 8192 * 28672 / 4 * 2)
+
+
+def test_allreduce_takes_the_faster_of_one_shot_and_ring_by_hand():
+    h100 = get_hardware("h100-sxm")  # NVLink 450 GB/s at 0.8: 360 GB/s
+    link = 450e9 * 0.8
+    small = 512 * 1024  # one-shot: 8 us + 3 peers x 0.5 MiB; the ring would take 12 us + 1.5 x 0.5 MiB
+    t, sent = allreduce_time(h100, 4, small)
+    assert t == pytest.approx(8e-6 + 3 * small / link) and sent == pytest.approx(3 * small)
+    assert t * 1e6 == pytest.approx(12.37, abs=0.01)  # measured: vLLM one-shot 10 us, NCCL 17 us (vLLM PR 24111)
+    big = 4 * 1024 * 1024  # ring: 12 us + 1.5 x 4 MiB = 29.5 us (one-shot 43 us); measured NCCL 37 us, symmetric 29-35
+    t, sent = allreduce_time(h100, 4, big)
+    assert t == pytest.approx(12e-6 + 1.5 * big / link) and sent == pytest.approx(1.5 * big)
+    pcie = get_hardware("l40s")  # no fabric: NCCL's ring at the PCIe latency
+    t, _ = allreduce_time(pcie, 4, small)
+    assert t == pytest.approx(25e-6 + 1.5 * small / (pcie.interconnect_gbs * 1e9 * 0.6))
+    assert allreduce_time(h100, 1, big) == (0.0, 0.0)
 
 
 def test_memory_plan_by_hand():

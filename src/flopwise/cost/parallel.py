@@ -1,8 +1,20 @@
 """Communication between GPUs of one model replica.
 
-Ring all-reduce (Patarasuk & Yuan 2009; NCCL): each GPU sends and receives 2(p-1)/p of the message,
-    t = latency + 2 (p - 1) / p * message_bytes / link_bytes_per_s
-with the link's per-direction bandwidth. Tensor parallelism (Megatron-LM) all-reduces the hidden states
+All-reduce takes the faster of two algorithms, as the engines' communicators pick by message size:
+- ring (or two-shot) all-reduce (Patarasuk & Yuan 2009; NCCL, the engines' two-shot kernels): each GPU sends and
+  receives 2(p-1)/p of the message, t = RING_LATENCY_S + 2 (p - 1) / p * message_bytes / link_bytes_per_s;
+- one-shot all-reduce (vLLM / SGLang / TensorRT-LLM custom all-reduce over NVLink or Infinity Fabric, small
+  messages): each GPU reads the whole message from each of its p - 1 peers, t = latency + (p - 1) * message_bytes /
+  link_bytes_per_s.
+Measured on H100 SXM (CUDA graphs, bf16), TP 4: one-shot 10 / 15 / 22 / 38 us and NCCL 17 / 19 / 26 / 37 us at
+0.5 / 1 / 2 / 4 MiB (vLLM PR 24111, `benchmark_device_communicators.py`); nccl-tests on 4 x H100 (Ring, NCCL 2.29,
+CUDA graph, symmetric registration) 25 / 35 / 50 / 84 us at 2 / 4 / 8 / 16 MiB, a slope of ~375 GB/s busbw over a
+~16 us intercept (waynehacking8/nccl-collectives-bench, results/symmetric); SGLang's and vLLM's custom all-reduce on
+H100 at TP 8, 17 / 22 / 34 us (SGLang) and 24 / 30 / 45 us (vLLM) at 1 / 2 / 4 MiB (sglang PR 2904), intercepts of
+~10 and ~16 us; A100 TP 2 two-shot 17 / 23 / 33 / 54 us at 1 / 2 / 4 / 8 MiB (sglang PR 2688), ~12 us. So the
+ring's fixed cost is 10-16 us by implementation (12 taken), above the one-shot's ~8 us small-message latency.
+Where there is no fabric (PCIe) the engines fall back to NCCL: the ring alone, at the PCIe latency.
+Tensor parallelism (Megatron-LM) all-reduces the hidden states
 twice per layer (after attention and after the MLP): message = tokens * hidden * activation bytes.
 The vocab-parallel LM head all-gathers its logits (ring all-gather: (p-1)/p of the result per GPU).
 Pipeline parallelism sends the hidden states once per stage boundary (point-to-point).
@@ -29,12 +41,13 @@ from __future__ import annotations
 from flopwise.errors import SpecError
 from flopwise.specs.hardware import HardwareSpec
 
-__all__ = ["link_bytes_per_s", "collective_latency_s", "allreduce_time", "allgather_time", "alltoall_time",
-           "p2p_time", "network_bytes_per_s", "NETWORK_EFFICIENCY", "NETWORK_LATENCY_S"]
+__all__ = ["link_bytes_per_s", "collective_latency_s", "allreduce_time", "RING_LATENCY_S", "allgather_time",
+           "alltoall_time", "p2p_time", "network_bytes_per_s", "NETWORK_EFFICIENCY", "NETWORK_LATENCY_S"]
 
 PCIE4_GBS = 32.0
 NETWORK_EFFICIENCY = 0.85  # achieved share of a NIC's rate in large transfers (nccl-tests / NIXL over IB)
 NETWORK_LATENCY_S = 50e-6  # per transfer between nodes (RDMA setup and completion, plus the NIC hop)
+RING_LATENCY_S = 12e-6  # a ring / two-shot all-reduce's fixed cost over NVLink (the module docstring's intercepts)
 
 
 def _is_fabric(hw: HardwareSpec) -> bool:
@@ -52,11 +65,17 @@ def collective_latency_s(hw: HardwareSpec) -> float:
 
 
 def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float) -> tuple[float, float]:
-    """(seconds, bytes each GPU sends) for a ring all-reduce over p GPUs."""
+    """(seconds, bytes each GPU sends) for an all-reduce over p GPUs: the faster of ring and one-shot (see the
+    module docstring)."""
     if p <= 1 or message_bytes <= 0:
         return 0.0, 0.0
+    link = link_bytes_per_s(hw)
     sent = 2 * (p - 1) / p * message_bytes
-    return collective_latency_s(hw) + sent / link_bytes_per_s(hw), sent
+    if not _is_fabric(hw):
+        return collective_latency_s(hw) + sent / link, sent
+    ring = RING_LATENCY_S + sent / link
+    one_shot = collective_latency_s(hw) + (p - 1) * message_bytes / link
+    return (ring, sent) if ring < one_shot else (one_shot, (p - 1) * message_bytes)
 
 
 def network_bytes_per_s(hw: HardwareSpec) -> float:
