@@ -183,6 +183,7 @@ def test_step_time_equals_breakdown_sum():
     ("deepseek-v3", "h200", {"tp": 1, "dp": 8, "ep": 8, "num_gpus": 8, "two_batch_overlap": True}),
     ("qwen3-next-80b-a3b", "h200", {"tp": 2}),  # linear-state layers: no context read, priced once per batch size
     ("llama-3.1-70b", "h200", {"tp": 4, "pp": 2, "num_gpus": 8}),
+    ("llama-3.1-8b", "h200", {"engine": "sglang@0.4"}),  # batches above 160 run eagerly: the launch floor
 ])
 def test_decode_step_time_is_step_time_of_the_decode_shape(model, gpu, kw):
     """The simulator's decode-run path (other operators once per batch size, attention per step) prices the

@@ -10,7 +10,7 @@ from flopwise.api import deployment, estimate
 from flopwise.cost import batch_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
-from flopwise.cost.step import roofs
+from flopwise.cost.step import roofs, step_cost
 from flopwise.errors import SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
@@ -67,6 +67,39 @@ def test_default_knobs_follow_each_engine():
     assert _knobs("sglang", "h200").memory_fraction == round(
         (h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
     assert _knobs("sglang@0.3", "h100-sxm", tp=4).memory_fraction == 0.85  # the old table by TP
+
+
+def test_sglang_cuda_graph_cap_by_version_memory_and_tp():
+    """ServerArgs: ~v0.4 160 (below 25,000 MiB: 8, or 80 at tp >= 4); >= 0.5.3 by memory tier and TP."""
+    assert _knobs("sglang@0.4", "h200", tp=4).cuda_graph_max_bs == 160
+    assert _knobs("sglang@0.4", "rtx-4090").cuda_graph_max_bs == 8
+    assert _knobs("sglang@0.4", "rtx-4090", tp=4).cuda_graph_max_bs == 80
+    assert [_knobs("sglang", "h100-sxm", tp=t).cuda_graph_max_bs for t in (1, 2, 4, 8)] == [256, 256, 512, 512]
+    assert _knobs("sglang", "b200").cuda_graph_max_bs == 512
+    assert _knobs("sglang", "l40s").cuda_graph_max_bs == 32 and _knobs("sglang", "l4").cuda_graph_max_bs == 24
+    assert _knobs("vllm", "h100-sxm").cuda_graph_max_bs == 0  # no cap modelled
+    # the reserve counts 2 MB per captured batch: TP8 on H200 adds 2 * (512 - 256) MB to TP1's
+    h200 = get_hardware("h200")
+    reserve = 512 + 1.5 * 8192 + 2 * 512 + 128 * 8
+    assert _knobs("sglang", "h200", tp=8).memory_fraction == round(
+        (h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
+
+
+def test_decode_above_the_graph_cap_is_launch_bound():
+    """SGLang 0.4 on H200 captures decode batches up to 160; a batch of 161 runs eagerly: at least one launch of
+    eager_prefill_kernel_s per kernel (the fixed step cost on top); 160 keeps the graph's time."""
+    dep = deployment("llama-3.1-8b", "h200", engine="sglang@0.4")
+    assert dep.engine.kernels.cuda_graph_max_bs == 160
+    builder_windows = layout(dep).windows
+    graph = step_time(dep, batch_shape([[1, 600]] * 160, builder_windows))
+    eager = step_time(dep, batch_shape([[1, 600]] * 161, builder_windows))
+    cost = step_cost(dep, batch_shape([[1, 600]] * 161, builder_windows))
+    kernels = round(sum(o.overhead_s for o in cost.ops) / roofs(dep).kernel_s)  # tp 1: no collectives
+    floor = kernels * 6.75e-5 + dep.hardware.efficiency.step_overhead_s
+    assert graph < floor and eager == pytest.approx(floor, rel=1e-9)  # 10.5 ms from a graph, 17.5 ms eagerly
+    offline = deployment("llama-3.1-8b", "h200", engine="trtllm")
+    assert step_time(offline, batch_shape([[1, 600]] * 161, builder_windows)) < 1.05 * step_time(
+        offline, batch_shape([[1, 600]] * 160, builder_windows))
 
 
 def test_memory_policies_by_hand():

@@ -17,7 +17,9 @@ hides behind it:
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA
-graphs, a step with prompt tokens cannot go faster than the host can launch its kernels:
+graphs, a step with prompt tokens, or a decode of more sequences per DP rank than the largest batch the engine
+captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot go faster than the host
+can launch its kernels:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 FLOPs per operator:
@@ -171,7 +173,8 @@ class Roofs:
     weight_read_eff: float
     p: float
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
-    eager_kernel_s: float  # extra per kernel of a step with prompt tokens (KernelFactors.eager_prefill_kernel_s)
+    eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
+    graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
@@ -207,6 +210,7 @@ def roofs(dep: Deployment) -> Roofs:
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, eager_kernel_s=kf.eager_prefill_kernel_s,
+                 graph_max_bs=kf.cuda_graph_max_bs,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
@@ -406,11 +410,20 @@ def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: 
     return ("moe_alltoall", 2, s, sent)
 
 
+def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
+    """Whether the engine runs this step without CUDA graphs: it has prompt tokens, or it decodes more sequences
+    per data-parallel rank than the largest captured graph."""
+    if not r.eager_kernel_s:
+        return False
+    if shape.num_tokens > shape.num_seqs:
+        return True
+    return 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)
+
+
 def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
-    """Kernels (or, for a step with prompt tokens run eagerly, their launches if slower) + the hardware's fixed
-    per-step cost."""
+    """Kernels (or, for a step run eagerly, their launches if slower) + the hardware's fixed per-step cost."""
     t = acc.total
-    if acc.r.eager_kernel_s and shape.num_tokens > shape.num_seqs:
+    if _runs_eagerly(acc.r, dep, shape):
         t = max(t, acc.kernels * acc.r.eager_kernel_s)
     return t + dep.hardware.efficiency.step_overhead_s
 
@@ -446,6 +459,7 @@ class _DecodeBase:
     per group, in the same order as the general path's (the same result to the last bit)."""
 
     rest_s: float
+    eager_s: float  # a batch above the CUDA-graph cap: its kernels' launches + the fixed cost, the device's floor
     host_s: float
     overlap: bool  # async scheduling: max(device, host), else their sum
     p: float
@@ -468,15 +482,19 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
     share = 1.0 / dep.dp
     r = roofs(dep)
     terms = []
+    kernels = acc.kernels  # those of the operators `_run` left out are added below (attention: attn_kernels each)
     for g in lay.groups:
         at = g.attn
         if not at.has_pairs:
             continue
+        kernels += g.count * at.attn_kernels
         m = rows / rows * at.q_per_kv  # `_attention_op`'s GEMM rows, T / S * q_per_kv
         terms.append((g.count, at.pair_flops_decode, m + r.half_m, m * r.attention_rate, b if at.writes_kv else 0,
                       at.kv_bytes_per_token, rows * at.q_out_elems * lay.act_bytes, at.attn_kernels * r.kernel_s,
                       share))
-    return _DecodeBase(rest_s=acc.total + dep.hardware.efficiency.step_overhead_s, host_s=host_s(dep, shape),
+    overhead = dep.hardware.efficiency.step_overhead_s
+    eager = kernels * r.eager_kernel_s + overhead if _runs_eagerly(r, dep, shape) else 0.0
+    return _DecodeBase(rest_s=acc.total + overhead, eager_s=eager, host_s=host_s(dep, shape),
                        overlap=dep.engine.host.async_scheduling, p=r.p, half_bytes=r.half_bytes,
                        bandwidth_rate=r.bandwidth_rate, terms=tuple(terms))
 
@@ -501,6 +519,8 @@ def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
         nbytes = kv_b + act_b
         memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
         device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
+    if base.eager_s > device:
+        device = base.eager_s
     return max(device, base.host_s) if base.overlap else device + base.host_s
 
 

@@ -133,7 +133,11 @@ class KernelFactors:
         (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
     eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
         step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
-        batches); such a step takes at least kernels x this (`cost/step.py`);
+        batches, and decode batches above `cuda_graph_max_bs`); such a step takes at least kernels x this
+        (`cost/step.py`);
+    cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
+        larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
+        and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
         (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676);
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
@@ -147,11 +151,13 @@ class KernelFactors:
     moe_bandwidth: float = 1.0
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
+    cuda_graph_max_bs: int = 0
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
+        integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")
@@ -178,15 +184,24 @@ class BatchDefault:
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
     async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
+    # (min tp, largest decode batch captured in a CUDA graph), first match; () keeps the kernels' value
+    cuda_graph_max_bs: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         number(self.min_memory_gib, "engine batch_defaults: min_memory_gib", lo=0, error=SpecError)
+        for min_tp, bs in self.cuda_graph_max_bs:
+            integer(min_tp, "engine batch_defaults: cuda_graph_max_bs tp", lo=1, error=SpecError)
+            integer(bs, "engine batch_defaults: cuda_graph_max_bs", lo=0, error=SpecError)
         if self.kind is not None:
             check_text(self.kind, "engine batch_defaults: kind", choices=DEVICE_KINDS, error=SpecError)
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
         if self.block_size is not None:
             integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
+
+    def graph_max_bs(self, tp: int) -> int | None:
+        """The rule's CUDA-graph batch cap at this TP (None: the rule sets none)."""
+        return next((bs for min_tp, bs in self.cuda_graph_max_bs if tp >= min_tp), None)
 
     def matches(self, hw_id: str, memory_gib: float, kind: str) -> bool:
         if self.kind is not None and kind != self.kind:
@@ -213,10 +228,14 @@ class MemoryReserve:
         _check_nonneg("memory_reserve", self)
         integer(self.graph_batches, "engine memory_reserve: graph_batches", lo=0, error=SpecError)
 
-    def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int) -> float:
+    def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int,
+                 graph_batches: int | None = None) -> float:
+        """`graph_batches`: the deployment's CUDA-graph batch cap where the engine's rule gives one, else the
+        table's `graph_batches`."""
         mb = memory_gib * 1024
+        graphs = self.graph_batches if graph_batches is None else graph_batches
         reserve = (self.fixed_mb + self.per_chunk_token_mb * max(chunk_tokens, 2048)
-                   + self.per_graph_batch_mb * self.graph_batches + self.per_gpu_mb * tp * pp)
+                   + self.per_graph_batch_mb * graphs + self.per_gpu_mb * tp * pp)
         if mb > 60 * 1000:
             reserve = max(reserve, self.min_mb_above_60gb)
         return round(max(0.05, (mb - reserve) / mb), 3)
@@ -264,6 +283,7 @@ class EngineKnobs:
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
     async_scheduling: bool
+    cuda_graph_max_bs: int  # 0: no cap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,8 +351,9 @@ class EngineProfile:
         if rule.at_least_context and context_len:
             tokens = max(tokens, context_len)
         fraction = self.memory_fraction
+        graph_bs = rule.graph_max_bs(tp)
         if self.memory_reserve is not None:
-            fraction = self.memory_reserve.fraction(memory_gib, tokens, tp, pp)
+            fraction = self.memory_reserve.fraction(memory_gib, tokens, tp, pp, graph_bs)
         else:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if tp >= min_tp), fraction)
         return EngineKnobs(max_num_seqs=min(rule.max_num_seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
@@ -340,13 +361,18 @@ class EngineProfile:
                            enable_chunked_prefill=self.enable_chunked_prefill,
                            enable_prefix_caching=self.enable_prefix_caching,
                            async_scheduling=self.host.async_scheduling if rule.async_scheduling is None
-                           else rule.async_scheduling)
+                           else rule.async_scheduling,
+                           cuda_graph_max_bs=self.kernels.cuda_graph_max_bs if graph_bs is None else graph_bs)
 
     def on_device(self, knobs: EngineKnobs) -> EngineProfile:
-        """This profile as it runs on a device whose rules change a behaviour (async scheduling)."""
-        if knobs.async_scheduling == self.host.async_scheduling:
-            return self
-        return replace(self, host=replace(self.host, async_scheduling=knobs.async_scheduling))
+        """This profile as it runs on a device whose rules change a behaviour (async scheduling, the CUDA-graph
+        batch cap)."""
+        out = self
+        if knobs.async_scheduling != self.host.async_scheduling:
+            out = replace(out, host=replace(self.host, async_scheduling=knobs.async_scheduling))
+        if knobs.cuda_graph_max_bs != self.kernels.cuda_graph_max_bs:
+            out = replace(out, kernels=replace(self.kernels, cuda_graph_max_bs=knobs.cuda_graph_max_bs))
+        return out
 
     def offline(self) -> EngineProfile:
         return replace(self, frontend=None)
@@ -499,7 +525,9 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
         return _validated(fam, version, table, tuple(sources))
     try:
         frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
-        rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ()))}) for r in table["batch_defaults"])
+        rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ())),
+                                      "cuda_graph_max_bs": tuple(tuple(x) for x in r.get("cuda_graph_max_bs", ()))})
+                      for r in table["batch_defaults"])
         return EngineProfile(
             family=fam.name, version=version, display=table.get("display", fam.name), scheduler=table["scheduler"],
             memory_policy=table["memory_policy"], frontend=frontend, host=HostCosts(**table.get("host", {})),
