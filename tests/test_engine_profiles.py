@@ -193,6 +193,11 @@ def test_offline_runs_have_no_frontend_stage():
      "trtllm@0.12", True),
     ({"engine": "gpt-fast (PyTorch)", "engine_version": "README @0f925b5"}, "estimate", "pytorch@2.0", True),
     ({"engine": "NVIDIA NIM", "engine_version": "1.8.0"}, "simulate", "trtllm@0.17", False),
+    # VLLM_USE_V1=0 on a V1-default release: the V0 engine, priced as the last V0-default release
+    ({"engine": "vLLM", "engine_version": "0.9.1", "engine_knobs": {"VLLM_USE_V1": 0}}, "simulate", "vllm@0.7.3",
+     False),
+    ({"engine": "vLLM", "engine_version": "0.6.3", "engine_knobs": {"VLLM_USE_V1": 0}}, "simulate", "vllm@0.6.3",
+     False),
 ])
 def test_cases_name_their_engine(raw, command, name, offline):
     ce = case_engine(raw, command)

@@ -13,7 +13,8 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 - frontend: "none" for offline benchmarks (static batches, trtllm-bench, llama-bench, MLPerf LoadGen, the LLM
   class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
-- knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning).
+- knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
+  with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _BY_YEAR = {
 _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", "llama-bench", "mlperf", "offline",
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench")
+_VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
 _SERVER_WORDS = ("serve", "server", "triton", "nim", "llmperf", "genai-perf", "http", "openai")
 # llama.cpp builds by month (release tags bNNNN of ggml-org/llama.cpp), for versions given as a date
 _LLAMACPP_BY_MONTH = {(2023, 8): 1100, (2023, 9): 1250, (2023, 12): 1650, (2024, 1): 1850, (2024, 5): 2900,
@@ -158,6 +160,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         offline = True
     endpoint = "chat" if ("chat" in str(knobs_in.get("endpoint", "")).lower() or "llmperf" in text
                           or "genai-perf" in text) else "completions"
+    if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_V1")) is False and (
+            version is None or get_engine(f"vllm@{version}").at_least("0.8")):
+        version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
     steps = _number(knobs_in.get("num_scheduler_steps"))
