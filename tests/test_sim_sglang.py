@@ -17,7 +17,7 @@ from flopwise.sim import replica as engine_mod
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.request import Request
 from flopwise.sim.sglang_knobs import SglangKnobs, sglang_chunked_prefill_size, sglang_max_running_requests
-from flopwise.sim.sglang_scheduler import SglangScheduler, sglang_settings
+from flopwise.sim.sglang_scheduler import SglangScheduler, _fits_to_the_end, sglang_settings
 from flopwise.specs.hardware import get_hardware
 from flopwise.workload import RequestSpec, Workload, build_workload
 
@@ -156,6 +156,39 @@ def test_reservation_refuses_what_the_ratio_says_will_not_fit():
     assert out.reqs == [a] and sched.batch_is_full and list(sched.waiting) == [b]
 
 
+def test_no_eviction_check_by_hand():
+    """SGLang's ignore_eos admission: sorted by tokens left, (5, 30), (10, 100), (20, 50) with C free tokens:
+    C - 5 x 3 > 3, C + 30 - 10 x 2 > 2 and C + 130 - 20 > 1; so C = 19 fits (4 > 3) and C = 18 does not."""
+    states = [(10, 100), (20, 50)]
+    assert not _fits_to_the_end(states, (5, 30), 18) and states == [(10, 100), (20, 50)]
+    assert _fits_to_the_end(states, (5, 30), 19) and states == [(5, 30), (10, 100), (20, 50)]
+    assert not _fits_to_the_end([(10, 100)], (0, 7), 10)  # nothing left to generate: only the others' growth counts
+    assert _fits_to_the_end([(10, 100)], (10, 0), 23) and not _fits_to_the_end([(10, 100)], (10, 0), 22)
+
+
+def test_ignore_eos_without_radix_cache_reserves_every_output_in_full():
+    # A pool of 300 one-token blocks. A (100 in, 60 out) runs; after its prefill step it holds 101 and has 59
+    # left. B (100 in, 60 out) arrives. At --schedule-conservativeness 0.2 the ratio is ~0.14: 100 + 60 < 199 free
+    # - 59 x 0.14 reserved, so B is admitted. With ignore_eos (radix cache off) SGLang checks the end instead:
+    # 199 - 100 = 99 free after B's prompt, and when A finishes both have grown by 59: 99 - 2 x 59 <= 2, refused
+    # (A and B at full length need 320 tokens of the 300).
+    outs = {}
+    for eos in (False, True):
+        kv = BlockManager(num_blocks=300, block_size=1, enable_prefix_caching=False)
+        sched = SglangScheduler(kv, max_running_requests=64, chunked_prefill_size=None, max_prefill_tokens=16384,
+                                schedule_conservativeness=0.2, ignore_eos=eos)
+        a, b = _req(0, 100, 60), _req(1, 100, 60)
+        sched.add_request(a)
+        _step(sched, 0)
+        sched.add_request(b)
+        outs[eos] = (_step(sched, 1).reqs, sched.batch_is_full)
+    assert outs[False] == ([outs[False][0][0]], False) and outs[False][0][0].request_id == 1
+    assert [r.request_id for r in outs[True][0]] == [0] and outs[True][1]  # A decodes; the batch is full
+    kv = BlockManager(num_blocks=300, block_size=1, enable_prefix_caching=True)  # radix cache on: the ratio path
+    assert not SglangScheduler(kv, max_running_requests=64, chunked_prefill_size=None, max_prefill_tokens=16384,
+                               ignore_eos=True).no_eviction_admission
+
+
 def test_retraction_under_a_tiny_pool_is_counted():
     # The same pool with --schedule-conservativeness 0.2 (ratio 0.14): B is admitted at step 2 (96 < 112 -
     # 78 x 0.1398), though A and B need 7 + 6 blocks at their ends. Blocks are taken when a context reaches a
@@ -244,11 +277,12 @@ def test_cli_flags_reach_the_scheduler():
     r = CliRunner().invoke(app, ["simulate", "--scheduler", "sglang", "--gpu", "l40s", "--input-len", "300",
                                  "--output-len", "8", "--num-requests", "20", "--request-rate", "5",
                                  "--schedule-policy", "lpm", "--max-running-requests", "4",
-                                 "--schedule-conservativeness", "0.5", "--json"], catch_exceptions=False)
+                                 "--schedule-conservativeness", "0.5", "--ignore-eos", "--json"],
+                           catch_exceptions=False)
     assert r.exit_code == 0
     d = json.loads(r.stdout)
     assert d["setup"]["scheduler"] == "sglang" and d["num_requests"] == 20
     assert d["setup"]["sglang"] == {"max_running_requests": 4, "chunked_prefill_size": 4096,
                                     "max_prefill_tokens": 16384, "schedule_policy": "lpm",
-                                    "schedule_conservativeness": 0.5, "enable_mixed_chunk": False}
+                                    "schedule_conservativeness": 0.5, "enable_mixed_chunk": False, "ignore_eos": True}
     assert d["running_batch"]["max"] <= 4

@@ -312,7 +312,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
-             schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False,
+             schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False, ignore_eos: bool = False,
              request_rate: float | str | None = None, arrival: str = "poisson", burstiness: float = 1.0,
              rescale_arrivals: bool = False, concurrency: int | None = None, num_requests: int | None = None,
              workload: str | None = None,
@@ -361,7 +361,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                           max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                                           schedule_conservativeness=schedule_conservativeness,
                                           enable_mixed_chunk=enable_mixed_chunk), seed=seed,
-                       scheduling_policy=scheduling_policy)
+                       scheduling_policy=scheduling_policy, ignore_eos=ignore_eos)
 
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
         return build_workload(num_requests=n, workload=workload, input_len=input_len,

@@ -32,6 +32,9 @@ class SimConfig:
     # "fcfs", or "priority": waiting requests by (priority, arrival), the lowest-priority running one preempted
     # first (vLLM's --scheduling-policy; the vllm scheduler only)
     scheduling_policy: str = "fcfs"
+    # the clients send ignore_eos (every simulated request runs to its max_tokens either way): SGLang then admits
+    # by its no-eviction check while its radix cache is off (sglang_scheduler.py, 6); other engines ignore it
+    ignore_eos: bool = False
 
     def __post_init__(self) -> None:
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:

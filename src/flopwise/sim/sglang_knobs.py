@@ -14,8 +14,9 @@ Sources (sgl-project/sglang, `python/sglang/srt/`; names are the server flags):
 Constants (`managers/schedule_policy.py`, `global_config.py` / `environ.py`): the new-token ratio starts at
 0.7 x conservativeness, decays linearly over 600 decode steps to 0.14 of that, and resets when the server
 idles; remaining outputs are clipped at 4096 when reserving; a retraction keeps 20 decode steps of headroom
-per remaining request; LPM falls back to FCFS above 128 waiting requests; the in-batch prefix check uses 32
-tokens for both of its thresholds.
+per remaining request; with ignore_eos and the radix cache off, admission keeps one free token per request to
+the end (IGNORE_EOS_RESERVE_TOKENS); LPM falls back to FCFS above 128 waiting requests; the in-batch prefix
+check uses 32 tokens for both of its thresholds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from flopwise.specs.hardware import HardwareSpec
 
 __all__ = ["SglangKnobs", "SCHEDULE_POLICIES", "sglang_chunked_prefill_size", "sglang_max_running_requests",
            "INIT_NEW_TOKEN_RATIO", "MIN_NEW_TOKEN_RATIO_FACTOR", "NEW_TOKEN_RATIO_DECAY_STEPS",
-           "CLIP_MAX_NEW_TOKENS", "RETRACT_DECODE_STEPS", "LPM_MAX_QUEUE", "IN_BATCH_PREFIX_TOKENS"]
+           "CLIP_MAX_NEW_TOKENS", "RETRACT_DECODE_STEPS", "IGNORE_EOS_RESERVE_TOKENS", "LPM_MAX_QUEUE",
+           "IN_BATCH_PREFIX_TOKENS"]
 
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 
@@ -37,6 +39,7 @@ MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 NEW_TOKEN_RATIO_DECAY_STEPS = 600
 CLIP_MAX_NEW_TOKENS = 4096
 RETRACT_DECODE_STEPS = 20
+IGNORE_EOS_RESERVE_TOKENS = 1  # free tokens per request the ignore_eos admission check keeps (`schedule_policy.py`)
 LPM_MAX_QUEUE = 128
 IN_BATCH_PREFIX_TOKENS = 32
 

@@ -38,9 +38,20 @@ manager's prefix-cache lookup standing in for the radix tree (shared prefixes ar
 blocks a group gains in a prefill batch are hidden from the rest of that batch, with the group's boundary
 taken from the first request that extends it); `batch_is_full` is cleared at the step where a request
 finishes, not one step later; a chunk that cannot get its blocks waits a step while the others decode; the
-overlap scheduler, CUDA-graph padding, priority scheduling and preemption, hierarchical cache, and the
-`ignore_eos` admission path SGLang takes only with the radix cache off are not modelled; sliding-window models
-run without prefix caching, as `make_scheduler` does for vLLM.
+overlap scheduler, CUDA-graph padding, priority scheduling and preemption, and hierarchical cache are not
+modelled; sliding-window models run without prefix caching, as `make_scheduler` does for vLLM.
+
+6. Clients that send `ignore_eos` (sglang.bench_serving does by default) to a server whose radix cache is off
+   take another admission path (`PrefillAdder.add_one_req_ignore_eos`): no new-token ratio, but a check that KV
+   never runs out if every request runs to its max_tokens. The running requests, those admitted in this step
+   and the candidate are sorted by the output tokens each has left, L_1 <= L_2 <= ... <= L_n; with C the free KV
+   less this step's prompts and the candidate's, and O_j the tokens request j holds now (prompt + output), the
+   candidate is refused (and the batch marked full) if for some i
+       C + sum_{j<i} O_j - L_i * (n - i + 1) <= n - i + 1
+   (when request i finishes, the n - i + 1 still running have each grown by L_i; one token of slack each,
+   IGNORE_EOS_RESERVE_TOKENS), or if its prompt exceeds the free KV. Every output is reserved in full, so it
+   admits far fewer requests than the ratio does. As in current SGLang; releases of late 2024 compared with the
+   next request's L_{i+1}, slightly more conservative (not modelled).
 
 Runs of decode steps are fast-forwarded by the engine (`decode_run.py`); the ratio's decay over such a run
 is caught up at the next call into the scheduler from how far a reference request advanced.
@@ -48,6 +59,7 @@ is caught up at the next call into the scheduler from how far a reference reques
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
 from dataclasses import dataclass
 from typing import TypedDict
@@ -61,6 +73,7 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.request import Request, RequestStatus
 from flopwise.sim.sglang_knobs import (
     CLIP_MAX_NEW_TOKENS,
+    IGNORE_EOS_RESERVE_TOKENS,
     IN_BATCH_PREFIX_TOKENS,
     INIT_NEW_TOKEN_RATIO,
     LPM_MAX_QUEUE,
@@ -108,7 +121,7 @@ class SglangScheduler(BaseScheduler):
 
     def __init__(self, kv: BlockManager, *, max_running_requests: int, chunked_prefill_size: int | None,
                  max_prefill_tokens: int, schedule_policy: str = "fcfs", schedule_conservativeness: float = 1.0,
-                 enable_mixed_chunk: bool = False):
+                 enable_mixed_chunk: bool = False, ignore_eos: bool = False):
         super().__init__(kv, max_num_seqs=max_running_requests,
                          max_num_batched_tokens=chunked_prefill_size or max_prefill_tokens,
                          enable_chunked_prefill=chunked_prefill_size is not None)
@@ -121,6 +134,8 @@ class SglangScheduler(BaseScheduler):
         self.new_token_ratio_decay = ((self.init_new_token_ratio - self.min_new_token_ratio)
                                       / NEW_TOKEN_RATIO_DECAY_STEPS)
         self.new_token_ratio = self.init_new_token_ratio
+        # the clients' ignore_eos with the radix cache off: the no-eviction admission check (module docstring, 6)
+        self.no_eviction_admission = ignore_eos and not kv.enable_prefix_caching
         self.chunked: Request | None = None
         self.batch_is_full = False
         self.num_retractions = 0
@@ -223,6 +238,7 @@ class SglangScheduler(BaseScheduler):
         `num_taken`: running requests plus the finishing chunk, against `--max-running-requests`."""
         kv, waiting = self.kv, self.waiting
         admitted: list[Request] = []
+        states: list[tuple[int, int]] | None = None  # the no-eviction check's (tokens left, tokens held), sorted
         for req in waiting:
             if budget.is_spent:
                 break
@@ -232,11 +248,18 @@ class SglangScheduler(BaseScheduler):
             hit = self._hit(req, fresh)
             extend = req.num_tokens - hit.num_tokens
             reserve = min(req.max_tokens - req.num_output_tokens, CLIP_MAX_NEW_TOKENS)
-            if extend + reserve >= budget.total:
+            if self.no_eviction_admission:
+                if states is None:
+                    states = sorted(_state(r) for r in self.running if r.max_tokens > r.num_output_tokens)
+                if extend > min(budget.current, budget.total) or not _fits_to_the_end(
+                        states, _state(req), budget.current - extend):
+                    self.batch_is_full = True  # NO_TOKEN
+                    break
+            elif extend + reserve >= budget.total:
                 self.batch_is_full = True  # NO_TOKEN
                 break
             if budget.chunk is None:
-                if admitted and extend >= budget.input:
+                if admitted and extend >= budget.input and not self.no_eviction_admission:
                     break
                 n = extend
             elif extend <= budget.chunk:
@@ -397,6 +420,29 @@ class SglangScheduler(BaseScheduler):
         self._anchor = None
 
 
+def _state(req: Request) -> tuple[int, int]:
+    """(output tokens left, tokens held now) of a request the no-eviction check counts."""
+    return req.max_tokens - req.num_output_tokens, req.num_prompt_tokens + req.num_output_tokens
+
+
+def _fits_to_the_end(states: list[tuple[int, int]], candidate: tuple[int, int], free: int) -> bool:
+    """SGLang's ignore_eos check (module docstring, 6): whether `free` KV tokens last until the requests of
+    `states` (sorted by tokens left) and the candidate have all run to their ends, one token of slack each. The
+    candidate joins `states` when it fits (it is admitted)."""
+    trial = list(states)
+    if candidate[0] > 0:
+        insort(trial, candidate)
+    freed = 0
+    n = len(trial)
+    for i, (left, held) in enumerate(trial):
+        bs = n - i
+        if free + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+            return False
+        freed += held
+    states[:] = trial
+    return True
+
+
 class SglangSettings(TypedDict):
     """`SglangScheduler`'s keyword arguments, as `sglang_settings` resolves them."""
 
@@ -406,6 +452,7 @@ class SglangSettings(TypedDict):
     schedule_policy: str
     schedule_conservativeness: float
     enable_mixed_chunk: bool
+    ignore_eos: bool
 
 
 def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
@@ -422,7 +469,7 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,
             "max_prefill_tokens": knobs.max_prefill_tokens, "schedule_policy": knobs.schedule_policy,
             "schedule_conservativeness": knobs.schedule_conservativeness,
-            "enable_mixed_chunk": knobs.enable_mixed_chunk}
+            "enable_mixed_chunk": knobs.enable_mixed_chunk, "ignore_eos": config.ignore_eos}
 
 
 def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler:

@@ -85,6 +85,7 @@ class CaseEngine:
     knobs: dict[str, Any] = field(default_factory=dict)  # make_deployment keywords
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
+    ignore_eos: bool = False  # the client asked for exactly max_tokens (SGLang's admission differs)
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:
@@ -182,7 +183,8 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if _truthy(knobs_in.get("disable_radix_cache")):
         prefix = False
     chunked = _truthy(knobs_in["enable_chunked_prefill"]) if "enable_chunked_prefill" in knobs_in else None
-    return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked)
+    return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked,
+                      ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))))
 
 
 def case_parallelism(knobs: dict[str, Any], tp: int) -> dict[str, int]:

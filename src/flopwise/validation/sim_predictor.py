@@ -47,7 +47,8 @@ def predict_simulate(case: Any) -> float:
                         output_len=a.get("output_dist") or int(round(float(a["output_len"]))),
                         request_rate=None if conc else _rate(a.get("request_rate")) or math.inf,
                         concurrency=int(conc) if conc else None, seed=0)
-    config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill)
+    config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
+                       ignore_eos=ce.ignore_eos)
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
