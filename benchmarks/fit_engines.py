@@ -1,6 +1,6 @@
 """Fit the engine catalog's "fitted" numbers (`catalog/engines/*.toml`) to the measured dev set.
 
-    python benchmarks/fit_engines.py [--family vllm] [--rounds 2] [--workers 2] [--cases GLOB]
+    python benchmarks/fit_engines.py [--family vllm] [--rounds 2] [--workers 2] [--cases GLOB] [--requests 200]
 
 Each parameter is a family-wide number of one release (a frontend cost, the engine core's per-step CPU cost, a
 kernel factor), never a row's: it moves every row of that family (and release range) at once. Coordinate
@@ -11,6 +11,10 @@ toward each parameter's sourced starting value, PRIOR * |log(value / start)| (a 
 near its source). Rows on AMD GPUs are left out of the engine fits: their misses are the ROCm kernels', fitted as
 the AMD entries' own efficiency (`hw` group, written to catalog/hardware.toml). Rows are scored in parallel;
 the shipped values in the TOML files are these, rounded, and say "fitted".
+
+Rows simulate at most --requests requests while fitting (200: fast), where `accuracy.py` scores each at its source's
+count (up to 10,000): a fit at 200 can move a row that queues thousands of requests the other way, so check a
+candidate with `accuracy.py --rows` before shipping it (or fit at 0: each row's own count, slow).
 """
 
 from __future__ import annotations
@@ -149,8 +153,9 @@ def _set(overrides: dict[tuple[str, str, str], float]) -> None:
     roofs.cache_clear()
 
 
-def _init(paths: list[str]) -> None:
-    sim_predictor.MAX_REQUESTS = FIT_REQUESTS  # shorter runs while fitting (accuracy.py scores at the default)
+def _init(paths: list[str], requests: int = FIT_REQUESTS) -> None:
+    if requests:  # shorter runs while fitting (accuracy.py scores at the default)
+        sim_predictor.MAX_REQUESTS = requests
     for p in paths:
         _CASES.extend(c for c in load_cases(p) if c.usable)
 
@@ -183,15 +188,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cases", default=str(HERE / "data" / "cases-*.jsonl"))
+    ap.add_argument("--requests", type=int, default=FIT_REQUESTS,
+                    help="most requests a row simulates while fitting (0: as accuracy.py scores it)")
     args = ap.parse_args()
     paths = sorted(glob.glob(args.cases))
-    _init(paths)
+    _init(paths, args.requests)
     rows_of: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(_CASES):
         group = "amd" if str(c.args.get("gpu", "")).lower() in AMD else case_engine(c.raw, c.command).engine.family
         rows_of[group].append(i)
     overrides: dict[tuple[str, str, str], float] = {}
-    with Pool(args.workers, initializer=_init, initargs=(paths,)) as pool:
+    with Pool(args.workers, initializer=_init, initargs=(paths, args.requests)) as pool:
         errors: dict[int, float | None] = {}  # per row, under `overrides`
 
         def predict(rows: list[int], over: dict) -> dict[int, float | None]:
