@@ -102,6 +102,22 @@ def test_decode_above_the_graph_cap_is_launch_bound():
         offline, batch_shape([[1, 600]] * 160, builder_windows))
 
 
+def test_vllm_v0_runs_decode_batches_above_256_eagerly():
+    """V0 captures decode graphs for batch sizes up to 256 (`_BATCH_SIZES_TO_CAPTURE`): with --max-num-seqs 512 a
+    decode of 257 sequences is launch-bound (2.7e-4 s per modelled kernel); V1 prices no eager launches."""
+    v0 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.5", max_num_seqs=512)
+    assert v0.engine.kernels.cuda_graph_max_bs == 256
+    windows = layout(v0).windows
+    graph, eager = (step_time(v0, batch_shape([[1, 500]] * b, windows)) for b in (256, 257))
+    cost = step_cost(v0, batch_shape([[1, 500]] * 257, windows))
+    kernels = round(sum(o.overhead_s for o in cost.ops) / roofs(v0).kernel_s)
+    host = v0.engine.host.seconds(257, 1)  # synchronous V0 loop: the host's work adds to the device's
+    assert eager == pytest.approx(kernels * 2.7e-4 + v0.hardware.efficiency.step_overhead_s + host, rel=1e-9)
+    assert graph < 0.5 * eager
+    v1 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", max_num_seqs=1024)
+    assert v1.engine.kernels.cuda_graph_max_bs == 512 and roofs(v1).eager_kernel_s == 0.0
+
+
 def test_memory_policies_by_hand():
     vllm = memory_plan(deployment("llama-3.1-8b", "h100-sxm"))
     dev = 79.6 * GIB
