@@ -34,6 +34,8 @@ def file(tmp: Path, name: str, content: str | bytes) -> str:
 BINARY = b"\xff\xfe\x00\x89PNG binary"
 MISTRAL = dict(architectures=["MistralForCausalLM"], model_type="mistral")
 HW = "[[hardware]]\nid = \"h100-sxm\"\n"
+GPU = ("[[hardware]]\nid = \"myg\"\nname = \"My GPU\"\nvendor = \"nvidia\"\nkind = \"gpu\"\nmemory_gib = {mem}\n"
+       "memory_bandwidth_gbs = {bw}\ninterconnect = \"nvlink4\"\ninterconnect_gbs = 450\n[hardware.peak_tflops]\nbf16 = 900\n")
 
 # (class before the fix, case, argv builder, text the one-line error must contain)
 CASES = [
@@ -184,6 +186,19 @@ CASES = [
                                                              "--request-rate", "3"], "drop --request-rate"),
     ("new", "--moe-layouts unknown", lambda t: ["plan", "--model", "mixtral-8x7b", "--moe-layouts", "ep"],
      "unknown MoE layout"),
+    # found by a fuzzing pass (ninth): each was a traceback or a run that did not end
+    ("new", "hardware with 1e300 GiB", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(
+        t, "hw.toml", GPU.format(mem="1e300", bw="3000"))], "memory_gib"),
+    ("new", "hardware with 1e-300 GB/s", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(
+        t, "hw.toml", GPU.format(mem="80", bw="1e-300"))], "memory_bandwidth_gbs"),
+    ("new", "explain --batch 1e14", lambda t: ["explain", "--batch", "99999999999999"], "batch must be"),
+    ("new", "--output on /proc", lambda t: ["simulate", *FAST, "--output", "/proc/flopwise-x.csv"],
+     "cannot be written"),
+    ("new", "--html on /proc", lambda t: ["plan", "--html", "/proc/flopwise-x.html"], "cannot be written"),
+    ("new", "unclosed IPv6 URL", lambda t: ["bench", "--url", "http://[::1", "--num-requests", "1",
+                                            "--out", str(t / "b")], "not a valid URL"),
+    ("new", "token budget below max_num_seqs", lambda t: ["simulate", *FAST, "--max-num-batched-tokens", "1",
+                                                          "--max-num-seqs", "4"], "vLLM refuses"),
 ]
 
 
@@ -203,4 +218,14 @@ def test_cases_by_class():
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
     assert counts == {"traceback": 27, "hang": 4, "nonsense": 12, "substitution": 13, "misleading": 5, "parser": 2,
-                      "new": 10}
+                      "new": 17}
+
+
+def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():
+    """vLLM lowers a max_num_seqs it defaulted to a token budget set below it (EngineArgs._set_default_args), so
+    `--max-num-batched-tokens 512` alone starts on an H100 (default 1024 sequences); SGLang keeps its own."""
+    from flopwise.api import deployment
+
+    assert deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=512).max_num_seqs == 512
+    assert deployment("llama-3.1-8b", "h100-sxm").max_num_seqs == 1024
+    assert deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=512, engine="sglang").max_num_seqs > 512

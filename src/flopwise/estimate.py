@@ -24,12 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopwise.cost.batch import decode_shape, prefill_shape
+from flopwise.cost.batch import check_static_batch, decode_shape, prefill_shape
 from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import MemoryPlan, kv_bytes_for_sequences, max_sequences, memory_plan
 from flopwise.cost.step import StepCost, op_time_s, step_cost, step_time
-from flopwise.errors import WorkloadError
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, weights_note
 from flopwise.specs.hardware import GIB
@@ -194,9 +193,7 @@ def mean_decode_step_s(dep: Deployment, batch: int, first_context: int, steps: i
 
 def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEFAULT_INPUT_LEN,
                         output_len: int = DEFAULT_OUTPUT_LEN) -> Estimate:
-    for name, v in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
-        if not isinstance(v, int) or v < 1:
-            raise WorkloadError(f"{name} must be a positive integer, got {v!r}")
+    check_static_batch(batch, input_len, output_len)
     dep.model.check_context(input_len + output_len, "shorten --input-len / --output-len")
     require_fit(dep)
     lay = layout(dep)

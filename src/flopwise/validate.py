@@ -137,6 +137,14 @@ def output_path(path: str | Path, option: str, *, suffixes: tuple[str, ...] | No
         raise error(f"{option} '{path}': folder '{folder}' does not exist; create it first")
     if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise error(f"{option} '{path}' is not writable")
+    existed = p.exists()
+    try:  # the permission bits do not tell everything (root, read-only or virtual file systems such as /proc)
+        with p.open("a"):
+            pass
+    except OSError as e:
+        raise error(f"{option} '{path}' cannot be written: {e.strerror or e}") from None
+    if not existed:
+        p.unlink(missing_ok=True)
     return p
 
 

@@ -84,7 +84,11 @@ def loads(rate: str | float | Sequence[float] | None, concurrency: str | int | S
 
 def check_url(url: str) -> None:
     """An http(s) URL with a host and a valid port, or one clear error."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # e.g. an unclosed IPv6 bracket; not echoed, it may carry credentials
+        raise WorkloadError(f"--url is not a valid URL ({e}); e.g. http://127.0.0.1:8000 or "
+                            "http://[::1]:8000") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WorkloadError(f"--url {redact_url(url)}: give an http:// or https:// URL with a host, "
                             "e.g. http://127.0.0.1:8000")

@@ -24,8 +24,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from flopwise.cost.attention import AttentionWork, Span, causal_pairs, decode_work, prefill_work, span_work
+from flopwise.specs.defaults import MAX_NUM_REQUESTS, MAX_TOKENS_PER_REQUEST
+from flopwise.validate import integer
 
-__all__ = ["AttentionWork", "BatchShape", "batch_shape", "prefill_shape", "decode_shape", "causal_pairs"]
+__all__ = ["AttentionWork", "BatchShape", "batch_shape", "prefill_shape", "decode_shape", "causal_pairs",
+           "check_static_batch"]
+
+
+def check_static_batch(batch: object, input_len: object, output_len: object) -> None:
+    """A static batch's numbers as `estimate` and `explain` take them: whole, positive and bounded (at most
+    MAX_NUM_REQUESTS sequences of at most MAX_TOKENS_PER_REQUEST tokens each way); else a WorkloadError."""
+    integer(batch, "batch", lo=1, hi=MAX_NUM_REQUESTS)
+    integer(input_len, "input_len", lo=1, hi=MAX_TOKENS_PER_REQUEST)
+    integer(output_len, "output_len", lo=1, hi=MAX_TOKENS_PER_REQUEST)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
-from flopwise.specs.deployment import Deployment, make_deployment
+from flopwise.specs.deployment import Deployment, default_seqs, make_deployment
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -167,7 +167,8 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
         for base in layouts:
             for seqs, tokens, pc, spec in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
                                                             space.prefix_caching, space.speculative):
-                dep = replace(base, max_num_seqs=base.max_num_seqs if seqs is None else seqs,
+                dep = replace(base, max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
+                              else seqs,
                               max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
                               speculative=spec)
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:

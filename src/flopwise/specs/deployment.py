@@ -31,7 +31,7 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "make_deployment", "weights_note"]
+__all__ = ["Deployment", "make_deployment", "default_seqs", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -89,6 +89,10 @@ class Deployment:
             raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
+        if self.engine.family == "vllm" and self.max_num_batched_tokens < self.max_num_seqs:
+            raise SpecError(f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs="
+                            f"{self.max_num_seqs}, which vLLM refuses at start-up (SchedulerConfig); raise the token "
+                            "budget or lower --max-num-seqs")
         spec = self.speculative
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
@@ -183,12 +187,21 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       expert_skew=default_expert_skew(model, ep) if expert_skew is None else expert_skew,
                       two_batch_overlap=two_batch_overlap,
                       speculative=speculative,
-                      max_num_seqs=d.max_num_seqs if max_num_seqs is None else max_num_seqs,
+                      max_num_seqs=default_seqs(eng, d.max_num_seqs, max_num_batched_tokens) if max_num_seqs is None
+                      else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
                       else max_num_batched_tokens,
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)
+
+
+def default_seqs(engine: EngineProfile, default: int, budget: int | None) -> int:
+    """The engine's default max_num_seqs; vLLM lowers a defaulted one to a token budget the user set below it
+    (EngineArgs._set_default_args: max_num_seqs = min(max_num_seqs, max_num_batched_tokens))."""
+    if engine.family == "vllm" and isinstance(budget, int) and not isinstance(budget, bool) and 0 < budget < default:
+        return budget
+    return default
 
 
 def weights_note(dep: Deployment) -> str:

@@ -39,6 +39,10 @@ from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_te
 __all__ = ["EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware", "load_hardware_file"]
 
 GIB = 2**30
+# Bounds on a hardware entry's numbers (GiB; GB/s and TFLOP/s): 100 TiB of device memory, a rate between 0.001 and
+# 10^6 (PB/s, EFLOP/s); real parts sit orders of magnitude inside them.
+MAX_MEMORY_GIB = 1e5
+MIN_RATE, MAX_RATE = 1e-3, 1e6
 # The dtypes a peak may be given for (dense TFLOP/s); tf32 and int4 are shown but no format multiplies in them.
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 
@@ -133,9 +137,10 @@ class HardwareSpec:
         for name in ("id", "name", "vendor", "interconnect"):
             text(getattr(self, name), f"{where}: {name}", error=SpecError)
         text(self.kind, f"{where}: kind", choices=tuple(sorted(DEFAULT_EFFICIENCY)), error=SpecError)
-        for name in ("memory_gib", "memory_bandwidth_gbs"):
-            number(getattr(self, name), f"{where}: {name}", lo=0, lo_open=True, error=SpecError)
-        number(self.interconnect_gbs, f"{where}: interconnect_gbs", lo=0, error=SpecError)
+        # physical bounds, far outside any real part, so that a typo cannot overflow the cost model
+        number(self.memory_gib, f"{where}: memory_gib", lo=0, hi=MAX_MEMORY_GIB, lo_open=True, error=SpecError)
+        number(self.memory_bandwidth_gbs, f"{where}: memory_bandwidth_gbs", lo=MIN_RATE, hi=MAX_RATE, error=SpecError)
+        number(self.interconnect_gbs, f"{where}: interconnect_gbs", lo=0, hi=MAX_RATE, error=SpecError)
         if self.tdp_w is not None:
             number(self.tdp_w, f"{where}: tdp_w", lo=0, lo_open=True, error=SpecError)
         if self.price_per_hour_usd is not None:
@@ -151,7 +156,9 @@ class HardwareSpec:
             if dtype not in PEAK_DTYPES:
                 raise SpecError(f"{where}: peak_tflops has unknown dtype '{dtype}'.{suggest(str(dtype), PEAK_DTYPES)} "
                                 f"Known: {', '.join(PEAK_DTYPES)}")
-            number(v, f"{where}: peak_tflops.{dtype}", lo=0, error=SpecError)
+            number(v, f"{where}: peak_tflops.{dtype}", lo=0, hi=MAX_RATE, error=SpecError)
+            if 0 < v < MIN_RATE:
+                raise SpecError(f"{where}: peak_tflops.{dtype} must be 0 (absent) or at least {MIN_RATE:g}, got {v:g}")
         if not any(v > 0 for v in self.peak_tflops.values()):
             raise SpecError(f"{where}: peak_tflops needs at least one dtype > 0")
         if not isinstance(self.efficiency, EfficiencyProfile):

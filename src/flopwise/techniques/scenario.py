@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flopwise.cost.batch import check_static_batch
 from flopwise.errors import WorkloadError
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, make_deployment
@@ -33,10 +34,7 @@ class Scenario:
     prefix_hit: float = 0.0  # share of each prompt served from the prefix cache (see prefix_cache.py)
 
     def __post_init__(self) -> None:
-        for name in ("input_len", "output_len", "batch"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise WorkloadError(f"{name} must be a positive integer, got {v!r}")
+        check_static_batch(self.batch, self.input_len, self.output_len)
         if not 0.0 <= self.prefix_hit <= 1.0:
             raise WorkloadError(f"the prefix-cache hit ratio must be in [0, 1], got {self.prefix_hit:g}")
         self.deployment.model.check_context(self.input_len + self.output_len, "shorten --input-len / --output-len")
