@@ -35,7 +35,8 @@ BINARY = b"\xff\xfe\x00\x89PNG binary"
 MISTRAL = dict(architectures=["MistralForCausalLM"], model_type="mistral")
 HW = "[[hardware]]\nid = \"h100-sxm\"\n"
 GPU = ("[[hardware]]\nid = \"myg\"\nname = \"My GPU\"\nvendor = \"nvidia\"\nkind = \"gpu\"\nmemory_gib = {mem}\n"
-       "memory_bandwidth_gbs = {bw}\ninterconnect = \"nvlink4\"\ninterconnect_gbs = 450\n[hardware.peak_tflops]\nbf16 = 900\n")
+       "memory_bandwidth_gbs = {bw}\ninterconnect = \"nvlink4\"\ninterconnect_gbs = 450\n"
+       "[hardware.peak_tflops]\nbf16 = 900\n")
 
 # (class before the fix, case, argv builder, text the one-line error must contain)
 CASES = [
