@@ -89,10 +89,6 @@ class Deployment:
             raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
-        if self.engine.family == "vllm" and self.max_num_batched_tokens < self.max_num_seqs:
-            raise SpecError(f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs="
-                            f"{self.max_num_seqs}, which vLLM refuses at start-up (SchedulerConfig); raise the token "
-                            "budget or lower --max-num-seqs")
         spec = self.speculative
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
