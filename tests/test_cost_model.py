@@ -111,6 +111,20 @@ def test_moe_touches_expected_distinct_experts():
     assert big.weight_bytes == pytest.approx(32 * (touched * expert_gpu + router) * 2)
 
 
+def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():
+    """DeepSeek-V3 at tp 8, a 1,000-token prefill: 8,000 token-expert rows, 256 intermediate columns per GPU.
+    fused_experts reads each row's token (8000 x 7168), writes and re-reads gate|up (2 x 2 x 8000 x 256), writes and
+    re-reads the activated half (2 x 8000 x 256), writes each row's full-width output and moe_sum reads it back
+    (2 x 8000 x 7168), then writes each token once (1000 x 7168): 1.3 G elements over 58 MoE layers, 2 bytes
+    each, about 9x the token in and out plus the intermediates alone."""
+    dep = deployment("deepseek-v3", "h200", tp=8)
+    moe = _op(step_cost(dep, prefill_shape(1, 1000, layout(dep).windows)), "moe_experts")
+    per_layer = 3 * 8000 * 7168 + 6 * 8000 * 256 + 1000 * 7168
+    assert per_layer == 191_488_000
+    assert moe.act_bytes == pytest.approx(58 * per_layer * 2)
+    assert moe.act_bytes / (58 * 1000 * (2 * 7168 + 3 * 8 * 256) * 2) == pytest.approx(9.35, abs=0.01)
+
+
 def test_tensor_parallel_splits_weights_and_adds_allreduce():
     one = deployment("llama-3.1-70b", "h100-sxm", tp=4)
     shape = decode_shape(1, 100, layout(one).windows)

@@ -44,7 +44,7 @@ from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.specs.sla import parse_sla
 
-__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "run_bench", "resume_bench",
+__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "deferred_signals", "run_bench", "resume_bench",
            "report_run"]
 
 # A client whose process used >= this share of one core over the measured phase, or whose event loop woke
@@ -448,7 +448,7 @@ def _run(cfg: BenchConfig, store: RunStore, done: set[int], api_key: str | None,
     except KeyboardInterrupt:  # a signal the loop's handlers did not see (e.g. before the loop started)
         stop.signum = stop.signum or signal.SIGINT
     finally:
-        with _deferred_signals():
+        with deferred_signals():
             store.close()
             rep = report_run(store.root, interrupted=True if stop.signum else None)
     if stop.signum:
@@ -485,9 +485,9 @@ async def _guarded(coro: Any, stop: _Stop) -> None:
 
 
 @contextmanager
-def _deferred_signals() -> Iterator[None]:
+def deferred_signals() -> Iterator[None]:
     """SIGINT / SIGTERM that arrive inside the block are held back until it is done (the summary is written
-    whole); then the run ends as interrupted anyway."""
+    whole, and the CLI prints it whole); then the run ends as interrupted anyway."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

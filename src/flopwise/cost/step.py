@@ -32,7 +32,8 @@ FLOPs per operator:
   MLA prefill uses the expanded heads (2·heads·(d_nope + d_rope + d_v) per pair), MLA decode the absorbed
   latent form (2·heads·(2·kv_lora + d_rope)) as in DeepSeek-V2 §2.1.3 and vLLM's MLA backend;
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
-  experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing;
+  experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing; each of the T·k
+  token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`);
 - expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): the step's batch is spread evenly over
   the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
   reads; the routed experts see the whole batch: a GPU runs T·k/ep token-expert rows of its E/ep experts
@@ -341,12 +342,14 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             if ep == 1 and dp == 1:
                 acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                        T * a * (2 * h + 3 * k * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
+                        _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
+                        weight_eff=acc.r.moe_weight_eff)
             else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
                 rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
                 acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
                         touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                        a * (2 * h * T + 3 * rows * g.expert_inter), MOE_KERNELS, weight_eff=acc.r.moe_weight_eff)
+                        _moe_act_elems(T, rows, h, g.expert_inter) * a, MOE_KERNELS,
+                        weight_eff=acc.r.moe_weight_eff)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
                         T * a * (2 * h + 3 * g.shared_inter), 2)
@@ -379,6 +382,19 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc
+
+
+def _moe_act_elems(tokens: float, rows: float, h: int, inter: float) -> float:
+    """Activation elements a routed-MoE layer moves through memory for `tokens` tokens that become `rows`
+    token-expert rows (T·k, or a GPU's share under expert parallelism), `inter` the expert's intermediate width on
+    this GPU. The grouped-GEMM path of vLLM's and SGLang's `fused_experts` (and TensorRT-LLM's CUTLASS MoE with its
+    finalize step) keeps each row's intermediate and output in memory between kernels:
+        first GEMM   reads each row's token (gathered through the sorted ids): rows·h;  writes gate|up: 2·rows·i
+        silu_and_mul reads 2·rows·i, writes rows·i;   second GEMM reads rows·i, writes each row's output: rows·h
+        moe_sum      reads the k outputs of each token (rows·h), writes the token once: tokens·h
+    = 3·rows·h + 6·rows·i + tokens·h. For fine-grained experts (DeepSeek-V3: k = 8, h = 7168, i = 256 per GPU at
+    tp 8) the k full-width output rows dominate: ~9x the 2·h + 3·k·i of the token and intermediates alone."""
+    return 3 * rows * h + 6 * rows * inter + tokens * h
 
 
 def _attention_op(at: AttentionLayout, work: AttentionWork, share: float, T: float, S: float, T_all: float,
