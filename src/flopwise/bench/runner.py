@@ -44,8 +44,8 @@ from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.specs.sla import parse_sla
 
-__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "deferred_signals", "run_bench", "resume_bench",
-           "report_run"]
+__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "deferred_signals", "run_bench",
+           "resume_bench", "report_run"]
 
 # A client whose process used >= this share of one core over the measured phase, or whose event loop woke
 # >= CLIENT_LAG_MS late at p99, is reported as saturated.
