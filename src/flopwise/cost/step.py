@@ -16,8 +16,9 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate; GGUF matmuls reach `quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA
-graphs, a step with prompt tokens, or a decode of more sequences per DP rank than the largest batch the engine
+rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; GGUF matmuls reach
+`quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA graphs, a step with
+prompt tokens, or a decode of more sequences per DP rank than the largest batch the engine
 captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot go faster than the host
 can launch its kernels:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
@@ -174,6 +175,7 @@ class Roofs:
     weight_read_eff: float
     p: float
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
+    moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
     # folded constants of the hot path (see _Acc.add)
@@ -210,7 +212,8 @@ def roofs(dep: Deployment) -> Roofs:
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
-                 p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, eager_kernel_s=kf.eager_prefill_kernel_s,
+                 p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
+                 eager_kernel_s=kf.eager_prefill_kernel_s,
                  graph_max_bs=kf.cuda_graph_max_bs,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -220,14 +223,15 @@ def roofs(dep: Deployment) -> Roofs:
 
 
 def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-                kernels: int, weight_eff: float = 1.0) -> tuple[float, float, float, float]:
-    """(time, compute, memory, overhead) seconds of one operator: compute_s = FLOPs / (rate * m / (m + half_m));
-    memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
-    1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factor, written with folded
+                kernels: int, weight_eff: float = 1.0,
+                compute_eff: float = 1.0) -> tuple[float, float, float, float]:
+    """(time, compute, memory, overhead) seconds of one operator: compute_s = FLOPs / (rate * compute_eff *
+    m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
+    1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factors, written with folded
     constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
     formula inline for attention, with its constants hoisted per batch size; a change here must go there too
     (tests/test_cost_model.py holds the two equal to 1e-12)."""
-    compute_s = flops * (m + r.half_m) / (m * rate) if flops > 0 else 0.0
+    compute_s = flops * (m + r.half_m) / (m * rate * compute_eff) if flops > 0 else 0.0
     nbytes = weight_b + kv_b + act_b
     if nbytes > 0:
         streamed = weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b
@@ -251,13 +255,14 @@ class _Acc:
         self.kernels = 0
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-            kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0) -> None:
+            kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
+            compute_eff: float = 1.0) -> None:
         """One operator (`_op_seconds`) `count` times."""
         r = self.r
         self.kernels += count * kernels
         rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b, kernels,
-                                                         weight_eff)
+                                                         weight_eff, compute_eff)
         self.total += count * t
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
@@ -343,13 +348,13 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                 acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff)
             else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
                 rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
                 acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
                         touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, rows, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
                         T * a * (2 * h + 3 * g.shared_inter), 2)

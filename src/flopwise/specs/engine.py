@@ -129,6 +129,9 @@ class KernelFactors:
 
     moe_bandwidth: share of the dense bandwidth roof a fused-MoE kernel reaches while reading the weights of
         the experts a step touches (grouped GEMMs with a few rows each: tile padding, per-expert launch tails);
+    moe_compute: share of the dense GEMM compute roof the fused-MoE grouped GEMMs reach once compute-bound
+        (hundreds of rows per expert, e.g. a long prefill): per-expert tiles padded to the kernel's M block,
+        scattered row gathers, one kernel config per batch-size bucket;
     quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
         (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
     eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
@@ -149,6 +152,7 @@ class KernelFactors:
     __pydantic_config__ = TABLE_CONFIG
 
     moe_bandwidth: float = 1.0
+    moe_compute: float = 1.0
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
     cuda_graph_max_bs: int = 0
@@ -164,7 +168,7 @@ class KernelFactors:
         if self.fp16_accumulate_compute > 1:
             raise SpecError(f"engine kernels: fp16_accumulate_compute must be in [0, 1], got "
                             f"{self.fp16_accumulate_compute}")
-        for name in ("moe_bandwidth", "quantized_gemm_compute"):
+        for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
 
