@@ -1,6 +1,7 @@
 """The step-cost model against hand calculations."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -123,6 +124,21 @@ def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():
     assert per_layer == 191_488_000
     assert moe.act_bytes == pytest.approx(58 * per_layer * 2)
     assert moe.act_bytes / (58 * 1000 * (2 * 7168 + 3 * 8 * 256) * 2) == pytest.approx(9.35, abs=0.01)
+
+
+def test_moe_compute_factor_slows_only_the_grouped_gemms():
+    """KernelFactors.moe_compute = 0.5: the moe_experts operator's compute time doubles (a 4,096-token Mixtral
+    prefill, compute-bound), its memory time and every other operator stay."""
+    base = deployment("mixtral-8x7b", "h100-sxm", tp=2)
+    eng = base.engine
+    half = deployment("mixtral-8x7b", "h100-sxm", tp=2,
+                      engine=replace(eng, kernels=replace(eng.kernels, moe_compute=0.5)))
+    shape = prefill_shape(1, 4096, layout(base).windows)
+    a, b = step_cost(base, shape), step_cost(half, shape)
+    assert _op(b, "moe_experts").compute_s == pytest.approx(2 * _op(a, "moe_experts").compute_s)
+    assert _op(b, "moe_experts").memory_s == pytest.approx(_op(a, "moe_experts").memory_s)
+    assert _op(b, "qkv_o_proj").time_s == pytest.approx(_op(a, "qkv_o_proj").time_s)
+    assert b.time_s > a.time_s * 1.2
 
 
 def test_tensor_parallel_splits_weights_and_adds_allreduce():
