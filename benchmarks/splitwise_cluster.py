@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     base, prompt, token = (round(n / args.scale) for n in (BASELINE, PROMPT, TOKEN))
+    if args.scale < 1 or min(base, prompt, token) < 1:
+        raise SystemExit(f"--scale {args.scale} leaves a design without machines (the paper's are 70 and 45 + 25)")
     ref = reference(args.engine)
     print(f"Llama-2-70B fp16, DGX-A100 (TP 8) machines, engine {args.engine}, no HTTP server; unloaded reference "
           f"TTFT {np.interp(PROMPT_P50, ref[0], ref[1]):.0f} ms at {PROMPT_P50} tokens, TBT {ref[2]:.1f} ms "
