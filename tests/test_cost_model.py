@@ -13,6 +13,7 @@ from flopwise.cost.memory import blocks_per_sequence, max_sequences
 from flopwise.cost.parallel import allreduce_time
 from flopwise.cost.step import decode_step_time
 from flopwise.sim.shape import ShapeBuilder
+from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import GIB, get_hardware
 
 
@@ -139,6 +140,23 @@ def test_moe_compute_factor_slows_only_the_grouped_gemms():
     assert _op(b, "moe_experts").memory_s == pytest.approx(_op(a, "moe_experts").memory_s)
     assert _op(b, "qkv_o_proj").time_s == pytest.approx(_op(a, "qkv_o_proj").time_s)
     assert b.time_s > a.time_s * 1.2
+
+
+def test_grouped_routing_as_pytorch_ops_costs_six_more_kernels_per_moe_layer():
+    """vLLM before 0.10.2 routes the DeepSeek layout (group-limited top-k) with PyTorch ops, 7 launches where the
+    fused kernel of PR #23274 is one: a DeepSeek-V3 decode step at TP 8 pays 58 MoE layers x 6 kernels x the
+    H200's 6 us more, on the GPU only (a V0 prefill's eager floor counts modelled kernels and is unchanged);
+    Mixtral's softmax top-k does not change."""
+    old, new = get_engine("vllm@0.10.1"), get_engine("vllm@0.10.2")
+    assert (old.kernels.grouped_topk_kernels, new.kernels.grouped_topk_kernels) == (7, 1)
+    a, b = (deployment("deepseek-v3", "h200", tp=8, engine=e) for e in (old, new))
+    shape = decode_shape(4, 1000, layout(a).windows)
+    kernel_s = a.hardware.efficiency.kernel_overhead_s
+    assert step_time(a, shape) - step_time(b, shape) == pytest.approx(58 * 6 * kernel_s, rel=1e-9)
+    assert decode_step_time(a, 4, 4000) - decode_step_time(b, 4, 4000) == pytest.approx(58 * 6 * kernel_s, rel=1e-9)
+    m_old, m_new = (deployment("mixtral-8x7b", "h100-sxm", tp=2, engine=e) for e in (old, new))
+    mixtral = decode_shape(4, 1000, layout(m_old).windows)
+    assert _op(step_cost(m_old, mixtral), "moe_experts").time_s == _op(step_cost(m_new, mixtral), "moe_experts").time_s
 
 
 def test_tensor_parallel_splits_weights_and_adds_allreduce():

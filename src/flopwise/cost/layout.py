@@ -49,6 +49,7 @@ class LayerGroup:
     num_experts: int
     experts_per_token: int
     local_experts: float  # routed experts one GPU holds a shard of: E / ep
+    grouped_routing: bool  # group-limited top-k routing (MLPSpec.grouped_routing)
 
     @property
     def activation_inter(self) -> float:
@@ -105,11 +106,12 @@ def _group(m: ModelSpec, layer: LayerSpec, count: int, tp: int, kv_bpe: float, e
                           shared_params=shared_expert_params(mlp, h) / tp,
                           shared_inter=mlp.shared_intermediate_size / tp, router_params=router_params(mlp, h),
                           num_experts=mlp.num_experts, experts_per_token=mlp.experts_per_token,
-                          local_experts=mlp.num_experts / ep)
+                          local_experts=mlp.num_experts / ep, grouped_routing=mlp.grouped_routing)
     return LayerGroup(count=count, window=a.span, is_moe=False, attn=a, norms=layer.norms,
                       extra_params=layer.extra_params / tp, dense_mlp_params=mlp_params(mlp, h) / tp,
                       dense_inter=mlp.intermediate_size / tp, expert_params=0.0, expert_inter=0.0, shared_params=0.0,
-                      shared_inter=0.0, router_params=0, num_experts=0, experts_per_token=0, local_experts=0.0)
+                      shared_inter=0.0, router_params=0, num_experts=0, experts_per_token=0, local_experts=0.0,
+                      grouped_routing=False)
 
 
 def _cache(m: ModelSpec, groups: tuple[LayerGroup, ...], specs: tuple[LayerSpec, ...]) -> CacheLayout:

@@ -68,7 +68,7 @@ from flopwise.specs.deployment import Deployment
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
-# silu_and_mul and moe_sum.
+# silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
 MOE_KERNELS = 6
 # Share of min(kernels, collectives) that two-batch overlap hides. Not 1: each micro-batch's GEMMs run at half the
 # rows, DeepEP's kernels take SMs from the compute, and the halves synchronise. SGLang's large-scale EP blog
@@ -178,6 +178,7 @@ class Roofs:
     moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
+    grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
@@ -214,7 +215,7 @@ def roofs(dep: Deployment) -> Roofs:
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
-                 graph_max_bs=kf.cuda_graph_max_bs,
+                 graph_max_bs=kf.cuda_graph_max_bs, grouped_topk_kernels=kf.grouped_topk_kernels,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
@@ -256,13 +257,14 @@ class _Acc:
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
-            compute_eff: float = 1.0) -> None:
-        """One operator (`_op_seconds`) `count` times."""
+            compute_eff: float = 1.0, gpu_kernels: int = 0) -> None:
+        """One operator (`_op_seconds`) `count` times; `gpu_kernels` more kernels cost their fixed GPU-side time
+        but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels)."""
         r = self.r
         self.kernels += count * kernels
         rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
-        t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b, kernels,
-                                                         weight_eff, compute_eff)
+        t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
+                                                         kernels + gpu_kernels, weight_eff, compute_eff)
         self.total += count * t
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
@@ -343,18 +345,19 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         if g.is_moe:
             E, k = g.num_experts, g.experts_per_token
             touched = E * (1.0 - (1.0 - k / E) ** T_all)
+            routing = acc.r.grouped_topk_kernels - 1 if g.grouped_routing else 0  # beyond the one top-k kernel
             rows_per_expert = T_all * k / touched
             if ep == 1 and dp == 1:
                 acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff, gpu_kernels=routing)
             else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
                 rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
                 acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
                         touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, rows, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff, gpu_kernels=routing)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
                         T * a * (2 * h + 3 * g.shared_inter), 2)

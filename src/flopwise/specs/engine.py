@@ -132,6 +132,10 @@ class KernelFactors:
     moe_compute: share of the dense GEMM compute roof the fused-MoE grouped GEMMs reach once compute-bound
         (hundreds of rows per expert, e.g. a long prefill): per-expert tiles padded to the kernel's M block,
         scattered row gathers, one kernel config per batch-size bucket;
+    grouped_topk_kernels: kernels the engine launches to route one layer of a model with group-limited top-k
+        routing (`MLPSpec.grouped_routing`: the DeepSeek-V3 layout): 1 for a fused kernel, more where the routing
+        runs as separate PyTorch ops (each a fixed per-kernel cost on the GPU, as in a CUDA graph; not counted
+        as an eager launch: `eager_prefill_kernel_s` was fitted per modelled kernel);
     quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
         (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
     eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
@@ -153,6 +157,7 @@ class KernelFactors:
 
     moe_bandwidth: float = 1.0
     moe_compute: float = 1.0
+    grouped_topk_kernels: int = 1
     quantized_gemm_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
     cuda_graph_max_bs: int = 0
@@ -162,6 +167,7 @@ class KernelFactors:
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
+        integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")

@@ -176,6 +176,9 @@ class MLPSpec:
     shared_gate: bool = False  # a sigmoid gate (h -> 1) scales the shared expert (Qwen2-MoE, Qwen3-Next)
     router_bias: bool = False  # a per-expert routing bias (DeepSeek noaux_tc's e_score_correction_bias, gpt-oss)
     expert_bias: bool = False  # biased expert projections (gpt-oss)
+    # group-limited top-k routing (DeepSeek-V2/V3's n_group / topk_group; vLLM's `use_grouped_topk` for the
+    # DeepSeek layout, Kimi-K2 and GLM-4.5): its cost per layer is the engine's (KernelFactors.grouped_topk_kernels)
+    grouped_routing: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in MLP_KINDS:

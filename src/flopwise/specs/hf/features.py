@@ -129,7 +129,7 @@ def deepseek_moe(f: Fields, n_layers: int) -> tuple[MLPSpec, ...]:
     moe = MLPSpec(kind="moe", intermediate_size=inter_e, num_experts=f.int("n_routed_experts"),
                   experts_per_token=f.int("experts_per_token"),
                   shared_intermediate_size=f.int("n_shared_experts", default=0) * inter_e,
-                  router_bias=f.get("topk_method") == "noaux_tc" or f.bool("use_routing_bias"))
+                  router_bias=f.get("topk_method") == "noaux_tc" or f.bool("use_routing_bias"), grouped_routing=True)
     first_dense = f.int("first_k_dense_replace", default=0)
     freq = f.int("moe_layer_freq", default=1)
     dense = dense_mlp(f) if first_dense or freq > 1 else None
