@@ -117,8 +117,8 @@ def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():
     """DeepSeek-V3 at tp 8, a 1,000-token prefill: 8,000 token-expert rows, 256 intermediate columns per GPU.
     fused_experts reads each row's token (8000 x 7168), writes and re-reads gate|up (2 x 2 x 8000 x 256), writes and
     re-reads the activated half (2 x 8000 x 256), writes each row's full-width output and moe_sum reads it back
-    (2 x 8000 x 7168), then writes each token once (1000 x 7168): 1.3 G elements over 58 MoE layers, 2 bytes
-    each, about 9x the token in and out plus the intermediates alone."""
+    (2 x 8000 x 7168), then writes each token once (1000 x 7168): 191.5 M elements per MoE layer (11.1 G over 58),
+    2 bytes each, about 9x the token in and out plus the intermediates alone."""
     dep = deployment("deepseek-v3", "h200", tp=8)
     moe = _op(step_cost(dep, prefill_shape(1, 1000, layout(dep).windows)), "moe_experts")
     per_layer = 3 * 8000 * 7168 + 6 * 8000 * 256 + 1000 * 7168

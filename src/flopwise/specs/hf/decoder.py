@@ -9,7 +9,7 @@ encoders in front. A new family of this shape is one `_entry(...)` line in `DECO
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flopwise.errors import ModelConfigError
@@ -141,9 +141,7 @@ def _minimax_moe(f: Fields, n: int) -> tuple[MLPSpec, ...]:
 
 def _glm4_moe(f: Fields, n: int) -> tuple[MLPSpec, ...]:
     """GLM-4.5/4.6/4.7: the DeepSeek layout; its router always carries e_score_correction_bias."""
-    return tuple(MLPSpec(kind=m.kind, intermediate_size=m.intermediate_size, num_experts=m.num_experts,
-                         experts_per_token=m.experts_per_token, shared_intermediate_size=m.shared_intermediate_size,
-                         router_bias=True, grouped_routing=True) if m.is_moe else m for m in deepseek_moe(f, n))
+    return tuple(replace(m, router_bias=True) if m.is_moe else m for m in deepseek_moe(f, n))
 
 
 def _entry(name: str, archs: tuple[str, ...], types: tuple[str, ...], opts: DecoderOptions, signature: tuple[str, ...],
