@@ -39,6 +39,8 @@ GPU = ("[[hardware]]\nid = \"myg\"\nname = \"My GPU\"\nvendor = \"nvidia\"\nkind
        "[hardware.peak_tflops]\nbf16 = 900\n")
 
 # (class before the fix, case, argv builder, text the one-line error must contain)
+LCPP_DEVICE = 'name = "llamacpp"\n[override]\ndevice_kernels = [{{ vendor = "apple", {} }}]\n'
+
 CASES = [
     # tracebacks
     ("traceback", "zero attention heads", lambda t: ["estimate", "--model", config(t, "h0", num_attention_heads=0)],
@@ -155,6 +157,15 @@ CASES = [
                                                          str(t / "p.toml")], "--device"),
     ("substitution", "engine override with an unknown key", lambda t: ["estimate", "--engine-file", file(
         t, "e.toml", 'name = "vllm"\n[override]\nhost = { step_s = 1e-3, foo = 1 }\n')], "host.foo"),
+    ("substitution", "engine override: an unknown device kernel factor", lambda t: [
+        "estimate", "--engine", "llamacpp", "--engine-file", file(t, "e.toml", LCPP_DEVICE.format(
+            "kernels = { fused_dequantise = true }"))], "fused_dequantise"),
+    ("substitution", "engine override: a device kernel flag given as a number", lambda t: [
+        "estimate", "--engine", "llamacpp", "--engine-file", file(t, "e.toml", LCPP_DEVICE.format(
+            "kernels = { fused_dequant = 3 }"))], "fused_dequant"),
+    ("traceback", "engine override: device_kernels without a kernels table", lambda t: [
+        "estimate", "--engine", "llamacpp", "--engine-file", file(t, "e.toml", LCPP_DEVICE.format("source = ''"))],
+     "device_kernels"),
     ("substitution", "a duplicated SLA objective", lambda t: ["simulate", *FAST, "--sla",
                                                               "p95_ttft<=1ms,p95_ttft<=2ms"], "twice"),
     # misleading
@@ -216,7 +227,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 27, "hang": 4, "nonsense": 12, "substitution": 13, "misleading": 5, "parser": 2,
+    assert counts == {"traceback": 28, "hang": 4, "nonsense": 12, "substitution": 15, "misleading": 5, "parser": 2,
                       "new": 16}
 
 

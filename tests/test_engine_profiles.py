@@ -263,6 +263,25 @@ def test_llamacpp_fp16_gemms_accumulate_in_fp16_on_geforce_only():
     assert roofs(q4).nominal_peak_linear == pytest.approx(max(165.2, 330.3 * share) * 1e12)
 
 
+def test_llamacpp_metal_multiplies_gguf_tiles_at_the_f16_roof():
+    """On Apple silicon llama.cpp runs Metal's kernel_mul_mm for f16 and GGUF weights alike (tiles dequantized into
+    threadgroup memory): q4_0 and q4_k_m prompt matmuls get the f16 roof, 27.2 TFLOP/s x compute_max on an M2 Ultra,
+    at a build whose CUDA path uses MMQ (int8 x 0.45); on an RTX 4090 the same build keeps MMQ."""
+    f16 = roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b7000", weights="fp16"))
+    for w in ("q4_0", "q4_k_m"):
+        r = roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b7000", weights=w))
+        assert r.nominal_peak_linear == pytest.approx(27.2e12)
+        assert r.gemm_eff == 1.0
+        assert r.linear_rate == pytest.approx(f16.linear_rate)
+    cuda = deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b7000", weights="q4_0")
+    assert (cuda.engine.kernels.quantized_gemm_dtype, cuda.engine.kernels.fused_dequant) == ("int8", False)
+    assert roofs(cuda).nominal_peak_linear == pytest.approx(660.6e12)
+    assert roofs(cuda).gemm_eff == pytest.approx(0.45)
+    # before MMQ (b2000) CUDA dequantizes to fp16 in its own pass: q4_0's gemm_efficiency (0.7) applies there only
+    assert roofs(deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b2000", weights="q4_0")).gemm_eff == 0.7
+    assert roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b2000", weights="q4_0")).gemm_eff == 1.0
+
+
 def test_trtllm_reserves_whole_sequences_and_vllm_does_not():
     """TensorRT-LLM's default capacity policy (GUARANTEED_NO_EVICT) is the profile's `reserve_max_tokens`, which
     the simulator's scheduler takes; vLLM and SGLang allocate as tokens come."""

@@ -207,7 +207,7 @@ def roofs(dep: Deployment) -> Roofs:
     if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
     if wf.quantizes_embeddings:
-        gemm_eff *= kf.quantized_gemm_compute
+        gemm_eff = (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)

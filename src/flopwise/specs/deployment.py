@@ -178,7 +178,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     eng = engine if engine is not None else get_engine()
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
-    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d), tp=tp, pp=pp,
+    return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d, hardware.vendor),
+                      tp=tp, pp=pp,
                       replicas=replicas, dp=dp, ep=ep, nodes=nodes,
                       expert_skew=default_expert_skew(model, ep) if expert_skew is None else expert_skew,
                       two_batch_overlap=two_batch_overlap,

@@ -47,8 +47,8 @@ from flopwise.errors import SpecError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
-__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "BatchDefault", "EngineProfile", "LaunchTable",
-           "MEMORY_POLICIES",
+__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "DeviceKernels", "BatchDefault", "EngineProfile",
+           "LaunchTable", "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
            "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
@@ -145,6 +145,9 @@ class KernelFactors:
     cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
         larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
         and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
+    fused_dequant: whether the engine's GGUF matmuls dequantize each tile as they load it (llama.cpp's Metal
+        `kernel_mul_mm`), so the format's own dequantization penalty (`WeightFormat.gemm_efficiency`: CUDA's
+        dequantize-to-fp16 pass before cuBLAS) does not apply;
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
         (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676);
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
@@ -163,6 +166,7 @@ class KernelFactors:
     cuda_graph_max_bs: int = 0
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
+    fused_dequant: bool = False
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
@@ -177,6 +181,32 @@ class KernelFactors:
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceKernels:
+    """Kernel factors that differ on one vendor's devices because the engine runs another backend there (llama.cpp's
+    Metal kernels on Apple silicon, not its CUDA ones): `kernels` are (KernelFactors field, value) pairs applied
+    over the version's own factors on a device of `vendor` (`EngineProfile.on_device`)."""
+
+    __pydantic_config__ = TABLE_CONFIG
+
+    vendor: str
+    kernels: tuple[tuple[str, str | bool | int | float], ...]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        check_text(self.vendor, "engine device_kernels: vendor", error=SpecError)
+        names = {f.name for f in fields(KernelFactors)}
+        for key, _ in self.kernels:
+            if key not in names:
+                raise SpecError(f"engine device_kernels ({self.vendor}): unknown kernel factor '{key}'."
+                                f"{suggest(key, names)}")
+        # each value's type and range, as KernelFactors' own annotations and checks have them
+        from_table(KernelFactors, dict(self.kernels), f"engine device_kernels ({self.vendor}): kernels")
+
+    def apply(self, kernels: KernelFactors) -> KernelFactors:
+        return replace(kernels, **dict(self.kernels))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,6 +351,7 @@ class EngineProfile:
     reserve_max_tokens: bool = False
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
+    device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
 
@@ -374,14 +405,17 @@ class EngineProfile:
                            else rule.async_scheduling,
                            cuda_graph_max_bs=self.kernels.cuda_graph_max_bs if graph_bs is None else graph_bs)
 
-    def on_device(self, knobs: EngineKnobs) -> EngineProfile:
+    def on_device(self, knobs: EngineKnobs, vendor: str | None = None) -> EngineProfile:
         """This profile as it runs on a device whose rules change a behaviour (async scheduling, the CUDA-graph
-        batch cap)."""
+        batch cap, the kernels of the backend the engine runs on that `vendor`'s devices)."""
         out = self
+        rule = next((r for r in self.device_kernels if r.vendor == vendor), None)
+        if rule is not None:
+            out = replace(out, kernels=rule.apply(self.kernels))
         if knobs.async_scheduling != self.host.async_scheduling:
             out = replace(out, host=replace(self.host, async_scheduling=knobs.async_scheduling))
-        if knobs.cuda_graph_max_bs != self.kernels.cuda_graph_max_bs:
-            out = replace(out, kernels=replace(self.kernels, cuda_graph_max_bs=knobs.cuda_graph_max_bs))
+        if knobs.cuda_graph_max_bs != out.kernels.cuda_graph_max_bs:
+            out = replace(out, kernels=replace(out.kernels, cuda_graph_max_bs=knobs.cuda_graph_max_bs))
         return out
 
     def offline(self) -> EngineProfile:
@@ -423,7 +457,8 @@ class _Family:
 _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch"}
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
-                 "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve", "sources",
+                 "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve",
+                 "device_kernels", "sources",
                  "since", "source"}
 
 
@@ -549,6 +584,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             reserve_max_tokens=bool(table.get("reserve_max_tokens", False)),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
+            device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
+                                               source=r.get("source", "")) for r in table.get("device_kernels", ())),
             sources=tuple(sources), launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
@@ -565,6 +602,10 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     rules = table.get("batch_defaults")
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         raise SpecError(f"{where}: batch_defaults must be a list of tables, got {rules!r}")
+    dev = table.get("device_kernels", [])
+    if not isinstance(dev, list) or not all(isinstance(r, dict) and isinstance(r.get("kernels"), dict) for r in dev):
+        raise SpecError(f"{where}: device_kernels must be a list of tables, each with a kernels table, got {dev!r}")
+    table = {**table, "device_kernels": [{**r, "kernels": list(r["kernels"].items())} for r in dev]}
     kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources", "launch")}
     kwargs.update(family=fam.name, version=version, display=table.get("display", fam.name),
                   frontend=table.get("frontend") or None, sources=[list(s) for s in sources])
