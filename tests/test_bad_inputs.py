@@ -209,6 +209,46 @@ CASES = [
     ("new", "--html on /proc", lambda t: ["plan", "--html", "/proc/flopwise-x.html"], "cannot be written"),
     ("new", "unclosed IPv6 URL", lambda t: ["bench", "--url", "http://[::1", "--num-requests", "1",
                                             "--out", str(t / "b")], "not a valid URL"),
+    # found by the eleventh pass's sweep: each was a hang, a traceback or a value taken without a word
+    ("hang", "a 10^8-replica prefill pool", lambda t: ["simulate", *FAST, "--disaggregate",
+                                                       "prefill=99999999xtp1,decode=1xtp1"], "prefill replicas"),
+    ("substitution", "a pool named twice", lambda t: ["simulate", *FAST, "--disaggregate",
+                                                      "prefill=1xtp1,decode=1xtp1,decode=2xtp1"], "twice"),
+    ("substitution", "--replicas with --disaggregate", lambda t: ["simulate", *FAST, "--replicas", "3",
+                                                                  "--disaggregate", "prefill=1xtp1,decode=1xtp1"],
+     "drop --replicas"),
+    ("nonsense", "--cold-start nan", lambda t: ["simulate", *FAST, "--replicas", "2", "--autoscale", "1..3",
+                                                "--cold-start", "nan"], "--cold-start"),
+    ("nonsense", "--engine-start-s -1", lambda t: ["simulate", *FAST, "--replicas", "2", "--autoscale", "1..3",
+                                                   "--engine-start-s", "-1"], "--engine-start-s"),
+    ("traceback", "bench --tokenizer not JSON", lambda t: ["bench", "--url", "http://127.0.0.1:9", "--tokenizer",
+                                                          file(t, "tokenizer.json", "garbage"), "--out",
+                                                          str(t / "b")], "not a Hugging Face tokenizer.json"),
+    ("traceback", "bench --ca-bundle not PEM", lambda t: ["bench", "--url", "http://127.0.0.1:9", "--ca-bundle",
+                                                         file(t, "ca.pem", "not a certificate"), "--out",
+                                                         str(t / "b")], "not a readable PEM"),
+    ("nonsense", "bench --temperature nan", lambda t: ["bench", "--url", "http://127.0.0.1:9", "--temperature",
+                                                       "nan", "--out", str(t / "b")], "--temperature"),
+    ("substitution", "bench --gpu without --predict", lambda t: ["bench", "--url", "http://127.0.0.1:9", "--gpu",
+                                                                 "foo", "--out", str(t / "b")], "add --predict"),
+    ("misleading", "bench --predict on an unknown GPU", lambda t: ["bench", "--url", "http://127.0.0.1:9",
+                                                                   "--predict", "--gpu", "foo", "--out",
+                                                                   str(t / "b")], "unknown GPU"),
+    ("substitution", "engine version 1e3", lambda t: ["estimate", "--engine", "vllm@1e3"], "engine version"),
+    ("substitution", "engine version 0.11.0.0", lambda t: ["estimate", "--engine", "vllm@0.11.0.0"],
+     "engine version"),
+    ("substitution", "engine with an empty version", lambda t: ["estimate", "--engine", "vllm@"], "after '@'"),
+    ("nonsense", "vLLM on Apple silicon", lambda t: ["estimate", "--gpu", "apple-m2-ultra"], "no backend"),
+    ("nonsense", "TensorRT-LLM on an AMD GPU", lambda t: ["estimate", "--gpu", "mi300x", "--engine", "trtllm"],
+     "no backend"),
+    ("nonsense", "fp8 weights on a Pascal GPU", lambda t: ["estimate", "--gpu", "tesla-p40", "--weights", "fp8"],
+     "weight-only kernel"),
+    ("misleading", "plan fp8 on T4: an empty reason", lambda t: ["plan", "--gpus", "t4", "--weights", "fp8"],
+     "no fp8 math"),
+    ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
+    ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(
+        t, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,10\n5.0,100,10\n")],
+     "one form"),
 ]
 
 
@@ -227,7 +267,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 28, "hang": 4, "nonsense": 12, "substitution": 15, "misleading": 5, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 20, "substitution": 21, "misleading": 7, "parser": 2,
                       "new": 16}
 
 

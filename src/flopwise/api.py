@@ -42,6 +42,7 @@ from flopwise.estimate import Estimate, estimate_deployment
 from flopwise.params import documented
 from flopwise.results import BenchRun, Calibrated, Plan, Simulation
 from flopwise.specs.build import build_deployment, engine_profile
+from flopwise.specs.cluster import MAX_REPLICAS
 from flopwise.specs.defaults import (
     BENCH_INPUT_LEN,
     BENCH_NUM_REQUESTS,
@@ -374,7 +375,10 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         if num_gpus is not None and replicas is not None:
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:
-            integer(replicas, "--replicas", lo=1, hi=4096)
+            integer(replicas, "--replicas", lo=1, hi=MAX_REPLICAS)
+            if disaggregate is not None:
+                raise WorkloadError("--disaggregate sizes each pool itself (prefill=NxtpT,decode=NxtpT); "
+                                    "drop --replicas")
         from flopwise.cluster import simulate_fleet
         from flopwise.cluster.build import build_cluster
         from flopwise.sim.max_rate import capacity_bounds
@@ -541,7 +545,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
             raise WorkloadError(f"--tp {t} does not divide {spec.name}'s {spec.num_heads} attention heads; choose "
                                 f"a divisor of {spec.num_heads}")
     if rate is not None:
-        number(rate, "--rate (requests/s)", lo=0, lo_open=True)
+        # the fleet is sized as rate / per-replica rate: a million requests/s is far beyond any real service
+        number(rate, "--rate (requests/s)", lo=0, hi=1e6, lo_open=True)
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=40, hi=MAX_NUM_REQUESTS)
     number(max_effort, "--max-effort", lo=1.0)
@@ -654,6 +659,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     from flopwise.bench.runner import BenchConfig, PromptConfig, resume_bench, run_bench
     from flopwise.bench.store import load_run
     from flopwise.bench.sweep import find_max_rate, run_levels
+    from flopwise.bench.tokenize import load_counter
     from flopwise.calibrate.predict import predict_run
 
     text(endpoint, "--endpoint", choices=("completions", "chat"))
@@ -671,8 +677,22 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         integer(v, name, lo=lo)
     if predict and not gpu:
         raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
-    if ca_bundle is not None and not Path(ca_bundle).is_file():
-        raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")
+    if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE):
+        raise WorkloadError("--gpu, --tp, --engine, --weights, --kv and --model-config describe the deployment "
+                            "--predict simulates; add --predict or drop them")
+    if predict:  # a bad deployment is an error before the run, not after it
+        assert gpu is not None
+        get_hardware(gpu, hardware_file)
+        engine_profile(engine)
+        if model_config is not None or model is not None:
+            build_deployment(model_config or model, gpu, tp=tp, hardware_file=hardware_file,  # type: ignore[arg-type]
+                             endpoint=endpoint, engine=engine, weights=weights, kv=kv)
+    if ca_bundle is not None:
+        if not Path(ca_bundle).is_file():
+            raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")
+        options.check_ca_bundle(ca_bundle)
+    if tokenizer:
+        load_counter(tokenizer)  # a malformed tokenizer.json is an error before the run
     extra_headers = options.headers(header)
     body = options.extra_body(extra_body, temperature, top_p)
     out_dir = Path(out) if out is not None else Path("results") / time.strftime("bench-%Y%m%d-%H%M%S")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ import httpx
 from flopwise.bench.arrivals import Load
 from flopwise.bench.redact import Redactor, redact_url, split_userinfo
 from flopwise.errors import WorkloadError
+from flopwise.validate import number
 
-__all__ = ["ARRIVALS", "PREFLIGHT_TIMEOUT_S", "base_url", "check_url", "extra_body", "headers", "http_kwargs",
-           "loads", "numbers", "preflight", "served_model", "whole_numbers"]
+__all__ = ["ARRIVALS", "PREFLIGHT_TIMEOUT_S", "base_url", "check_ca_bundle", "check_url", "extra_body", "headers",
+           "http_kwargs", "loads", "numbers", "preflight", "served_model", "whole_numbers"]
 
 ARRIVALS = ("poisson", "gamma", "constant")
 PREFLIGHT_TIMEOUT_S = 5.0
@@ -129,10 +131,18 @@ def extra_body(text: str | Mapping[str, Any] | None, temperature: float | None,
         if not isinstance(body, dict):
             raise WorkloadError("--extra-body must be a JSON object, e.g. '{\"top_k\": 20}'")
     if temperature is not None:
-        body["temperature"] = temperature
+        body["temperature"] = number(temperature, "--temperature", lo=0)
     if top_p is not None:
-        body["top_p"] = top_p
+        body["top_p"] = number(top_p, "--top-p", lo=0, hi=1, lo_open=True)
     return body
+
+
+def check_ca_bundle(path: str | Path) -> None:
+    """A --ca-bundle that exists and parses as PEM certificates (checked before any request is sent)."""
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except (OSError, ssl.SSLError, ValueError) as e:
+        raise WorkloadError(f"--ca-bundle {path}: not a readable PEM file of certificates ({e})") from None
 
 
 def http_kwargs(url: str, api_key: str | None, extra_headers: Mapping[str, str], insecure: bool,

@@ -61,7 +61,11 @@ class HFTokenizer:
         f = p / "tokenizer.json" if p.is_dir() else p
         if not f.is_file():
             raise WorkloadError(f"no tokenizer.json at {path}; pass a tokenizer directory or its tokenizer.json")
-        self._tok = Tokenizer.from_file(str(f))
+        try:
+            self._tok = Tokenizer.from_file(str(f))
+        except Exception as e:  # the tokenizers package raises a bare Exception for a malformed file
+            raise WorkloadError(f"--tokenizer {f}: not a Hugging Face tokenizer.json "
+                                f"({str(e).splitlines()[0][:200]})") from None
         self.name = f"tokenizer:{p.name}"
 
     def count(self, text: str) -> int:

@@ -106,7 +106,9 @@ def __getattr__(name: str) -> Any:
     from rich.console import Console
 
     # Piped or captured output gets a wide page instead of rich's 80-column default, so tables stay readable.
-    made = Console(width=None if sys.stdout.isatty() else 160) if name == "console" else Console(stderr=True)
+    # An error is one line however long: stderr does not wrap at the terminal's width.
+    made = (Console(width=None if sys.stdout.isatty() else 160) if name == "console"
+            else Console(stderr=True, soft_wrap=True))
     globals()[name] = made
     return made
 

@@ -29,7 +29,7 @@ from flopwise.specs.deployment import Deployment, default_seqs, make_deployment
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.precision import weight_format
+from flopwise.specs.precision import default16, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "DEFAULT_WEIGHTS", "DEFAULT_TPS",
@@ -108,11 +108,13 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
 
 
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
-             max_len: int) -> tuple[list[Deployment], Deployment | None]:
+             max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
-    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits."""
+    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits. Also the largest layout that
+    was built (for fit suggestions) and why a layout could not be built at all (the last SpecError)."""
     tps = sorted(t for t in (space.tps or DEFAULT_TPS) if t <= space.max_gpus)
     last: Deployment | None = None
+    why = ""
     for pps in ((1,), (2, 4, 8)):
         found: list[Deployment] = []
         for tp in tps:
@@ -122,7 +124,8 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
                                           engine=get_engine(space.engine, frontend=space.frontend))
-                except SpecError:
+                except SpecError as e:
+                    why = str(e)
                     continue
                 last = dep
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
@@ -131,8 +134,8 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
         if found:
             moe = any(lay.mlp.is_moe for lay in model.layers)
             tp_layouts = found if "tp" in space.moe_layouts or not moe or found[0].pp > 1 else []
-            return tp_layouts + _dep_layouts(model, hw, weights, kv, space, max_len, tps), last
-    return [], last
+            return tp_layouts + _dep_layouts(model, hw, weights, kv, space, max_len, tps), last, why
+    return [], last, why
 
 
 def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace, max_len: int,
@@ -160,10 +163,19 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
     out: list[Candidate] = []
     misses: list[str] = []
     formats, native = weight_formats(model, space)
+    tried: set[tuple[str, str, str]] = set()
     for hw, weights, kv in itertools.product(hardware, formats, space.kvs):
-        if weights != native and not _runs_natively(hw, weights):
+        # a chip without bf16 (V100, T4) runs the 16-bit formats in fp16, as the engines do
+        weights, kv = (default16(hw) if f == "bf16" else f for f in (weights, kv))
+        if (hw.id, weights, kv) in tried:
             continue
-        layouts, last = _fitting(model, hw, weights, kv, space, max_len)
+        tried.add((hw.id, weights, kv))
+        if weights != native and not _runs_natively(hw, weights):
+            why = f"{hw.id} {weights}: no {_NATIVE[weights]} math on this GPU"
+            if space.weights is not None and why not in misses:  # asked for by name: say why it is not tried
+                misses.append(why)
+            continue
+        layouts, last, why = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:
             for seqs, tokens, pc, spec in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
                                                             space.prefix_caching, space.speculative):
@@ -174,13 +186,22 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:
-            ideas = fit_suggestions(last)
+            if memory_plan(last).fits:  # the weights fit; a whole sequence's KV does not
+                misses.append(f"{hw.id} {weights}/{kv}: does not fit one {max_len}-token sequence's KV next to the "
+                              f"weights in {space.max_gpus} GPUs")
+                continue
+            ideas = [i for i in fit_suggestions(last)
+                     if not (i.startswith("--tp ") and i[5:].isdigit() and int(i[5:]) <= space.max_gpus)]
             misses.append(f"{hw.id} {weights}/{kv}: does not fit in {space.max_gpus} GPUs"
                           + (f" (would with {', '.join(ideas)})" if ideas else ""))
+        elif not layouts and not any(m.startswith(f"{hw.id} ") and m.endswith(why) for m in misses):
+            misses.append(f"{hw.id} {weights}/{kv}: {why or 'no layout within --max-gpus'}")
     return out, misses
 
 
 def require_candidates(cands: list[Candidate], misses: list[str], model: ModelSpec) -> None:
     if not cands:
+        hint = ("Allow more GPUs (--max-gpus), larger TP, or smaller weight formats" if
+                any("does not fit" in m for m in misses) else "Try other --gpus, --weights or --engine")
         raise DoesNotFitError(f"{model.name} fits nowhere in the search space: " + "; ".join(misses[:6])
-                              + ". Allow more GPUs (--max-gpus), larger TP, or smaller weight formats.")
+                              + f". {hint}.")

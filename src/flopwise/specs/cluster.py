@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from flopwise.errors import SpecError, WorkloadError
 from flopwise.specs.deployment import Deployment
+from flopwise.validate import integer, number
 
-__all__ = ["ROLES", "DEFAULT_STORAGE_GBS", "DEFAULT_ENGINE_START_S", "PoolSpec", "ReplicaEvent", "AutoscaleSpec",
-           "ClusterSpec", "parse_disaggregate",
+__all__ = ["ROLES", "MAX_REPLICAS", "DEFAULT_STORAGE_GBS", "DEFAULT_ENGINE_START_S", "PoolSpec", "ReplicaEvent",
+           "AutoscaleSpec", "ClusterSpec", "parse_disaggregate",
            "parse_autoscale", "parse_replica_events"]
 
 ROLES = ("mixed", "prefill", "decode")
+MAX_REPLICAS = 4096  # replicas in one pool (a bound on the simulator's work, far above any real fleet)
 DEFAULT_STORAGE_GBS = 2.0  # weights read at a cold start: a network volume / object store, GB/s
 DEFAULT_ENGINE_START_S = 30.0  # engine start-up beyond reading the weights (process, CUDA graphs, warm-up)
 EVENT_KINDS = ("down", "drain", "up")
@@ -89,9 +91,13 @@ class AutoscaleSpec:
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise SpecError(f"--autoscale needs 0 <= min <= max and max >= 1, got {self.min_replicas}.."
                             f"{self.max_replicas}")
+        integer(self.max_replicas, "--autoscale MAX", lo=1, hi=MAX_REPLICAS, error=SpecError)
         for name in ("target_outstanding", "interval_s", "storage_gbs"):
-            if not getattr(self, name) > 0:
-                raise SpecError(f"autoscale {name} must be > 0, got {getattr(self, name)}")
+            number(getattr(self, name), f"autoscale {name}", lo=0, lo_open=True, error=SpecError)
+        number(self.scale_down_delay_s, "autoscale scale_down_delay_s", lo=0, error=SpecError)
+        number(self.engine_start_s, "--engine-start-s", lo=0, error=SpecError)
+        if self.cold_start_s is not None:
+            number(self.cold_start_s, "--cold-start", lo=0, error=SpecError)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,8 +152,10 @@ def parse_disaggregate(text: str) -> dict[str, tuple[int, int]]:
             raise WorkloadError(f"--disaggregate part '{part.strip()}' is not ROLE=NxtpT (e.g. "
                                 "'prefill=2xtp2,decode=1xtp4')")
         role, n, tp = m.group(1).lower(), int(m.group(2)), int(m.group(3))
-        if n < 1 or tp < 1:
-            raise WorkloadError(f"--disaggregate '{part.strip()}': replicas and tp must be >= 1")
+        if role in out:
+            raise WorkloadError(f"--disaggregate names the {role} pool twice ('{text}'); give each pool once")
+        integer(n, f"--disaggregate {role} replicas", lo=1, hi=MAX_REPLICAS)
+        integer(tp, f"--disaggregate {role} tp", lo=1, hi=1024)
         out[role] = (n, tp)
     if set(out) != {"prefill", "decode"}:
         raise WorkloadError("--disaggregate needs both a prefill and a decode pool, e.g. 'prefill=2xtp2,decode=1xtp4'")

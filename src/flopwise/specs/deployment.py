@@ -176,6 +176,14 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if kf.bytes_per_element > 2 and wf.name != "fp32":
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
     eng = engine if engine is not None else get_engine()
+    if not eng.runs_on(hardware.vendor, hardware.kind):
+        raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
+                        f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
+                        "Pick another --engine (llamacpp runs everywhere) or --gpu")
+    if wf.compute in ("fp8", "fp4") and not (hardware.peak_tflops.get(wf.compute, 0) > 0
+                                              or hardware.peak_tflops.get("bf16", 0) > 0):
+        raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
+                             f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d, hardware.vendor),

@@ -57,7 +57,8 @@ SCHEDULERS = ("vllm", "static", "sglang")  # the simulator's policies (sim/)
 DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
-_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")  # 0.11.2, v0.9, llama.cpp build b4000
+# 0.11.2, v0.9, 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; the pre/post/dev tail is not priced
+_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?$", re.I)
 
 
 def _check_nonneg(owner: str, obj: object) -> None:
@@ -352,8 +353,13 @@ class EngineProfile:
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
+    devices: tuple[str, ...] = ()  # where the engine runs, "vendor:kind" ("*" any vendor); empty: anywhere
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
+
+    def runs_on(self, vendor: str, kind: str) -> bool:
+        """Whether the engine has a backend for a `vendor` chip of this `kind` (gpu, soc, cpu)."""
+        return not self.devices or any(d in (f"{vendor}:{kind}", f"*:{kind}") for d in self.devices)
 
     def at_least(self, version: str) -> bool:
         """Whether this profile's version is `version` or later (MAJOR.MINOR[.PATCH])."""
@@ -433,7 +439,8 @@ class EngineProfile:
 def _version_key(text: str) -> tuple[int, int, int]:
     m = _VERSION.match(text.strip())
     if not m:
-        raise SpecError(f"cannot read engine version '{text}'; write it as MAJOR.MINOR[.PATCH], e.g. 0.11")
+        raise SpecError(f"cannot read engine version '{text}'; write it as MAJOR.MINOR[.PATCH] (e.g. 0.11, "
+                        "0.5.6.post1) or a llama.cpp build (b4000)")
     return tuple(int(g) if g else 0 for g in m.groups())  # type: ignore[return-value]
 
 
@@ -458,7 +465,7 @@ _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve",
-                 "device_kernels", "sources",
+                 "device_kernels", "devices", "sources",
                  "since", "source"}
 
 
@@ -504,7 +511,10 @@ def parse_engine_text(text: str) -> tuple[str, str | None]:
     text = text.strip()
     if not text:
         raise SpecError(f"empty --engine; use one of {', '.join(engine_families())}, optionally @VERSION")
-    name, _, version = text.partition("@")
+    name, at, version = text.partition("@")
+    if at and not version.strip():
+        raise SpecError(f"--engine '{text}': nothing after '@'; give a version (e.g. {name.strip()}@0.11) or drop "
+                        "the '@'")
     return name.strip().lower(), (version.strip() or None)
 
 
@@ -586,7 +596,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
-            sources=tuple(sources), launch=_launch_table(fam, key))
+            devices=tuple(table.get("devices", ())), sources=tuple(sources), launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 

@@ -129,20 +129,21 @@ def _load_jsonl(p: Path) -> Trace:
     return _timed(specs, p)
 
 
-def _parse_ts(text: str, where: str) -> float:
+def _parse_ts(text: str, where: str) -> tuple[float, str]:
+    """(seconds, "seconds" or "date-time"): a TIMESTAMP in seconds or as an ISO date-time."""
     try:
         v = float(text)
     except ValueError:
         pass
     else:
-        return _seconds(v, where, "TIMESTAMP")
+        return _seconds(v, where, "TIMESTAMP"), "seconds"
     s = text.strip()
     head, dot, frac = s.partition(".")
     if dot:
         digits = "".join(c for c in frac if c.isdigit())
         s = f"{head}.{digits[:6]}{frac[len(digits):]}"
     try:
-        return datetime.fromisoformat(s).timestamp()
+        return datetime.fromisoformat(s).timestamp(), "date-time"
     except ValueError:
         raise WorkloadError(f"{where}: cannot read TIMESTAMP '{text}'; use ISO date-time or seconds") from None
 
@@ -156,15 +157,21 @@ def _load_azure_csv(p: Path) -> Trace:
             raise WorkloadError(f"{p.name}: an Azure trace CSV needs the columns TIMESTAMP,ContextTokens,"
                                 f"GeneratedTokens; found {reader.fieldnames}")
         specs: list[tuple[float, int, int, int | None, int]] = []
+        first_kind = ""
         for i, row in enumerate(reader, 2):
             where = f"{p.name}:{i}"
+            ts, kind = _parse_ts(row["TIMESTAMP"] or "", where)
+            first_kind = first_kind or kind
+            if kind != first_kind:  # mixing the two would put decades between requests
+                raise WorkloadError(f"{where}: TIMESTAMP '{row['TIMESTAMP']}' is in {kind} but the first row's is in "
+                                    f"{first_kind}; use one form for every row")
             try:
                 n_in, n_out = int(row["ContextTokens"]), int(row["GeneratedTokens"])
             except (TypeError, ValueError):
                 raise WorkloadError(f"{where}: ContextTokens and GeneratedTokens must be integers, got "
                                     f"{row['ContextTokens']!r}, {row['GeneratedTokens']!r}") from None
             # zero tokens count as one (the trace has requests that generated nothing); negative ones are errors
-            specs.append((_parse_ts(row["TIMESTAMP"] or "", where), _tokens(n_in or 1, where, "ContextTokens"),
+            specs.append((ts, _tokens(n_in or 1, where, "ContextTokens"),
                           _tokens(n_out or 1, where, "GeneratedTokens"), None, 0))
     except csv.Error as e:
         raise WorkloadError(f"{p.name}: not a readable CSV ({e})") from None
