@@ -217,3 +217,59 @@ def test_every_family_is_registered_once():
     assert len(archs) == len(set(archs))
     used = {get_model(e.id).family for e in model_catalog()}
     assert used == set(names)  # every registered family reads at least one catalog config
+
+
+# Added with their Hub safetensors counts (exact, to the weight) and the ids listed under `also` because they
+# share a catalog entry's shape (each checked against a copy of its config; see the entry's source).
+EXACT_HUB_COUNTS = {
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": 480_154_875_392,
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": 1_777_088_000,  # untied head (tie_word_embeddings false)
+    "google/gemma-3-4b-it": 4_300_079_472,  # with the SigLIP tower; text only 3,880,263,168
+    "google/gemma-3-12b-it": 12_187_325_040,  # with the SigLIP tower; text only 11,766,034,176
+    "mistralai/Mistral-Large-Instruct-2407": 122_610_069_504,
+}
+SHARED_SHAPES = {
+    "Qwen/QwQ-32B": "Qwen/Qwen2.5-32B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "Qwen/Qwen2.5-7B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": "meta-llama/Llama-3.1-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": "meta-llama/Llama-3.3-70B-Instruct",
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "Qwen/Qwen3-30B-A3B",
+}
+
+
+@pytest.mark.parametrize("model_id", list(EXACT_HUB_COUNTS))
+def test_exact_hub_counts(model_id):
+    e, m = ENTRIES[model_id], get_model(model_id)
+    assert m.checkpoint_params == EXACT_HUB_COUNTS[model_id]
+    assert m.checkpoint_params / 1e9 == pytest.approx(
+        e.published_params_b, rel=_tolerance(e.published_params_b, e.published_precision_b))
+    if e.published_active_params_b is not None:
+        tol = _tolerance(e.published_active_params_b, e.published_active_precision_b)
+        assert m.active_params / 1e9 == pytest.approx(e.published_active_params_b, rel=tol)
+
+
+def test_gemma3_text_config_defaults():
+    """The multimodal Gemma 3 files leave Gemma3TextConfig's defaults out of text_config: the 4B file has no head
+    counts (8 q / 4 kv), the 12B file no head_dim (256, not hidden / heads = 240); the 27B file sets its own."""
+    g4, g12, g27 = get_model("gemma-3-4b"), get_model("gemma-3-12b"), get_model("gemma-3-27b")
+    assert (g4.num_heads, g4.num_kv_heads, g4.head_dim) == (8, 4, 256)
+    assert (g12.num_heads, g12.num_kv_heads, g12.head_dim) == (16, 8, 256)
+    assert (g27.num_heads, g27.num_kv_heads, g27.head_dim) == (32, 16, 128)
+    assert g4.total_params == 3_880_263_168 and g12.total_params == 11_766_034_176  # text only
+    assert g4.encoder_params == 419_816_304 and g12.encoder_params == 421_290_864  # SigLIP tower + projector
+    assert g12.layer_windows[0] == 1024 and g12.layer_windows[5] is None
+
+
+@pytest.mark.parametrize("alias,entry", list(SHARED_SHAPES.items()))
+def test_shared_shape_aliases(alias, entry):
+    assert alias in ENTRIES[entry].also
+    assert get_model(alias) is get_model(entry)
+
+
+@pytest.mark.parametrize("model_id", list(EXACT_HUB_COUNTS))
+def test_cli_estimate_runs_for_added_models(model_id):
+    m = get_model(model_id)
+    tp = next(t for t in (1, 2, 4, 8) if m.num_heads % t == 0 and memory_plan(deployment(m, "h200", tp=t)).fits)
+    res = runner.invoke(app, ["estimate", "--model", model_id, "--gpu", "h200", "--tp", str(tp), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"]["total"] == m.total_params

@@ -3,7 +3,8 @@
 - Gemma 2/3: four norms per layer, tied embeddings, sliding-window layers (Gemma 2: even layers; Gemma 3: all but
   every `sliding_window_pattern`-th), Gemma 3 adds QK norms; multimodal Gemma 3 nests the text model in
   text_config, which omits fields equal to Gemma3TextConfig's defaults (vocab 262208, 131072 positions, pattern
-  6), and has a SigLIP tower in front.
+  6, 8 q / 4 kv heads of head_dim 256, query_pre_attn_scalar 256: the 4B file gives no head counts, the 12B file
+  no head_dim, which is not hidden / heads = 240), and has a SigLIP tower in front.
 - Gemma 3n (`Gemma3nForConditionalGeneration`): the text decoder of transformers' Gemma3nTextModel. Per layer:
   attention with q/k norms (v norm has no weights), a gated MLP of its own width (MatFormer: `intermediate_size`
   may be a list), four norms, and three additions counted as layer extras: AltUp (output scale h, correction
@@ -27,7 +28,12 @@ from flopwise.specs.model import LayerSpec, ModelSpec
 
 __all__ = ["FAMILIES"]
 
-_GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6}
+_GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {  # transformers Gemma3TextConfig defaults (configuration_gemma3.py)
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "query_pre_attn_scalar": 256,
+    "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6, "rms_norm_eps": 1e-6,
+    "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0, "attention_bias": False,
+    "hidden_activation": "gelu_pytorch_tanh"}
 _GEMMA3N_TEXT_DEFAULTS: dict[str, Any] = {  # transformers Gemma3nTextConfig defaults (the E4B model)
     "vocab_size": 262400, "vocab_size_per_layer_input": 262144, "hidden_size": 2048, "hidden_size_per_layer_input": 256,
     "intermediate_size": 16384, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
