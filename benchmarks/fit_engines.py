@@ -55,13 +55,13 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
     "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
                ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth")],
     "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute"),
-                 ("b3100", "kernels.quantized_gemm_compute"), ("base", "kernels.fp16_accumulate_compute")],
+                 ("base", "kernels.mmq_compute"), ("base", "kernels.fp16_accumulate_compute")],
     "pytorch": [("base", "host.step_s")],
     "tgi": [("base", "host.step_s")],
     "amd": [("hw", "bandwidth_max"), ("hw", "compute_max")],  # the efficiency of every AMD entry
 }
-UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0, "kernels.fp16_accumulate_compute": 1.0,
-         "bandwidth_max": 1.0, "compute_max": 1.0}
+UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0, "kernels.mmq_compute": 1.0,
+         "kernels.fp16_accumulate_compute": 1.0, "bandwidth_max": 1.0, "compute_max": 1.0}
 
 _CASES: list = []
 

@@ -44,6 +44,10 @@ TABLES = {
         ("deepseek-v3", "b200", 8, "fp8-block"),
     ("sgl-project/sglang/pull/11730", "Qwen/Qwen3-235B-A22B-Instruct-2507", "Without tuned kernel"):
         ("qwen3-235b-a22b", "h200", 8, "fp8-block"),
+    # vllm-project/vllm/pull/13932 (DeepSeek-V3 block-FP8 on H100, 128-3072 tokens, Triton and DeepGemm tables) is
+    # in the csv but not mapped: its Feb-2025 Triton kernel is ~2.5x slower than this model at every size, the
+    # weight-bound 128 tokens included (~0.75 TB/s), i.e. an untuned kernel config rather than a compute roof, and
+    # the 2026 DeepSeek tables above (swap-AB, tuned) are 1.2x faster than the model at few tokens
 }
 
 

@@ -282,6 +282,22 @@ def test_llamacpp_metal_multiplies_gguf_tiles_at_the_f16_roof():
     assert roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b2000", weights="q4_0")).gemm_eff == 1.0
 
 
+def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
+    """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
+    took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.
+    Hand check for Llama-2-7B q4_0 at b1850: 47 TOPS x low-precision 0.75 x compute_max 0.75 x mmq 0.45 =
+    11.9 TOP/s; the old fp16-fallback pricing was 11.8 TFLOP/s x 0.75 x q4_0's 0.7 = 6.2 (measured pp512 935
+    t/s = 12.6 TOP/s, PR #4766)."""
+    r = roofs(deployment("llama-2-7b", "tesla-p40", engine="llamacpp@b1850", weights="q4_0"))
+    assert r.nominal_peak_linear == pytest.approx(47e12)
+    assert r.gemm_eff == pytest.approx(0.45)
+    assert r.linear_rate == pytest.approx(47e12 * 0.75 * 0.75 * 0.45)
+    # fp16 weights keep the fp32 fallback, and a card with fp16 math keeps the cuBLAS path before b3100
+    assert roofs(deployment("llama-2-7b", "tesla-p40", engine="llamacpp@b1850", weights="fp16")).nominal_peak_linear \
+        == pytest.approx(11.8e12)
+    assert roofs(deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b1850", weights="q4_0")).gemm_eff == 0.7
+
+
 def test_trtllm_reserves_whole_sequences_and_vllm_does_not():
     """TensorRT-LLM's default capacity policy (GUARANTEED_NO_EVICT) is the profile's `reserve_max_tokens`, which
     the simulator's scheduler takes; vLLM and SGLang allocate as tokens come."""

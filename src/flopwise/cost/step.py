@@ -17,7 +17,7 @@ hides behind it:
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; GGUF matmuls reach
-`quantized_gemm_compute` of the compute roof; where the engine runs prefill without CUDA graphs, a step with
+`quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the engine runs prefill without CUDA graphs, a step with
 prompt tokens, or a decode of more sequences per DP rank than the largest batch the engine
 captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot go faster than the host
 can launch its kernels:
@@ -197,6 +197,8 @@ def roofs(dep: Deployment) -> Roofs:
     compute = wf.compute
     if wf.quantizes_embeddings:  # GGUF block formats: the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
+        if compute == "fp16" and hw.compute_dtype("fp16") == "fp32" and hw.peak_tflops.get("int8", 0) > 0:
+            compute = "int8"  # no fast fp16 (Pascal): MMQ's int8 dot products (cuBLAS only from Volta, PR #3776)
     linear_dtype = hw.compute_dtype(compute, weight_only_fallback=compute in ("fp8", "fp4"))
     nominal = hw.peak_tflops[linear_dtype] * 1e12
     if linear_dtype == "fp16" and kf.fp16_accumulate_compute and hw.fp16_accumulate_tflops:
@@ -207,7 +209,8 @@ def roofs(dep: Deployment) -> Roofs:
     if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
     if wf.quantizes_embeddings:
-        gemm_eff = (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute
+        gemm_eff = (kf.mmq_compute if compute == "int8" else
+                    (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute)
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)

@@ -138,7 +138,10 @@ class KernelFactors:
         runs as separate PyTorch ops (each a fixed per-kernel cost on the GPU, as in a CUDA graph; not counted
         as an eager launch: `eager_prefill_kernel_s` was fitted per modelled kernel);
     quantized_gemm_compute: share of the compute roof a quantized (GGUF) matmul reaches once compute-bound
-        (llama.cpp's MMQ int8 kernels vs the vendor GEMM the roof assumes);
+        when it dequantizes to fp16 for the vendor GEMM (llama.cpp's cuBLAS path);
+    mmq_compute: share of the int8 roof a GGUF matmul reaches where it runs int8 dot products on q8_1
+        activations (llama.cpp's MMQ kernels: int8 tensor cores on Turing and newer since PR #7676, DP4A on chips
+        with no fast fp16 math such as Pascal, which never took the cuBLAS path);
     eager_prefill_kernel_s: host time to launch one modelled kernel (with the eager PyTorch ops around it) of a
         step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
         batches, and decode batches above `cuda_graph_max_bs`); such a step takes at least kernels x this
@@ -163,6 +166,7 @@ class KernelFactors:
     moe_compute: float = 1.0
     grouped_topk_kernels: int = 1
     quantized_gemm_compute: float = 1.0
+    mmq_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
     cuda_graph_max_bs: int = 0
     quantized_gemm_dtype: str = "fp16"
@@ -179,7 +183,7 @@ class KernelFactors:
         if self.fp16_accumulate_compute > 1:
             raise SpecError(f"engine kernels: fp16_accumulate_compute must be in [0, 1], got "
                             f"{self.fp16_accumulate_compute}")
-        for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute"):
+        for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
 
