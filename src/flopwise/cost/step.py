@@ -19,8 +19,8 @@ Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the
 engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than
-the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot go faster than the host
-can launch its kernels:
+the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot
+go faster than the host can launch its kernels:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 FLOPs per operator:
