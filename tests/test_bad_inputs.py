@@ -246,6 +246,12 @@ CASES = [
     ("misleading", "plan fp8 on T4: an empty reason", lambda t: ["plan", "--gpus", "t4", "--weights", "fp8"],
      "no fp8 math"),
     ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
+    ("nonsense", "TGI with pipeline stages", lambda t: ["estimate", "--engine", "tgi", "--pp", "2"], "has no PP"),
+    ("nonsense", "llama.cpp with expert parallelism", lambda t: ["estimate", "--engine", "llamacpp", "--model",
+                                                                 "qwen3-30b-a3b", "--tp", "2", "--ep", "2",
+                                                                 "--weights", "q4_k_m"], "has no EP"),
+    ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
+                                                                  "--two-batch-overlap"], "no MoE layers"),
     ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(
         t, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,10\n5.0,100,10\n")],
      "one form"),
@@ -267,7 +273,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 20, "substitution": 21, "misleading": 7, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 23, "substitution": 21, "misleading": 7, "parser": 2,
                       "new": 16}
 
 

@@ -438,6 +438,9 @@ def resume_bench(out_dir: str | Path, *, api_key: str | None = None, url: str | 
 @dataclass(slots=True)
 class _Stop:
     signum: int | None = None
+    # after the first signal, the handlers to put back once the run's summary is saved (until then further
+    # signals are ignored: one landing in the event loop's teardown would print a traceback)
+    previous: dict[int, Any] = field(default_factory=dict)
 
 
 def _run(cfg: BenchConfig, store: RunStore, done: set[int], api_key: str | None,
@@ -451,6 +454,8 @@ def _run(cfg: BenchConfig, store: RunStore, done: set[int], api_key: str | None,
         with deferred_signals():
             store.close()
             rep = report_run(store.root, interrupted=True if stop.signum else None)
+        for sig, handler in stop.previous.items():
+            signal.signal(sig, handler)
     if stop.signum:
         raise BenchInterrupted(rep, stop.signum)
     return rep
@@ -482,6 +487,8 @@ async def _guarded(coro: Any, stop: _Stop) -> None:
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+        if stop.signum is not None:
+            stop.previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in installed}
 
 
 @contextmanager

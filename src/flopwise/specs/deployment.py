@@ -176,6 +176,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if kf.bytes_per_element > 2 and wf.name != "fp32":
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
     eng = engine if engine is not None else get_engine()
+    eng.check_parallelism(tp=tp, pp=pp, dp=dp, ep=ep)
+    if two_batch_overlap and not any(lay.mlp.is_moe for lay in model.layers):
+        raise SpecError(f"two-batch overlap hides MoE all-to-alls behind compute; {model.name} has no MoE layers")
     if not eng.runs_on(hardware.vendor, hardware.kind):
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "

@@ -358,8 +358,16 @@ class EngineProfile:
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
     devices: tuple[str, ...] = ()  # where the engine runs, "vendor:kind" ("*" any vendor); empty: anywhere
+    parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
+
+    def check_parallelism(self, **degrees: int) -> None:
+        """A SpecError naming the first degree above 1 (tp=, pp=, dp=, ep=) the engine does not implement."""
+        for name, n in degrees.items():
+            if n > 1 and name not in self.parallelism:
+                raise SpecError(f"{self.display} has no {name.upper()} ({name}={n}); it implements "
+                                f"{', '.join(p.upper() for p in self.parallelism)}")
 
     def runs_on(self, vendor: str, kind: str) -> bool:
         """Whether the engine has a backend for a `vendor` chip of this `kind` (gpu, soc, cpu)."""
@@ -469,7 +477,7 @@ _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve",
-                 "device_kernels", "devices", "sources",
+                 "device_kernels", "devices", "parallelism", "sources",
                  "since", "source"}
 
 
@@ -600,7 +608,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
-            devices=tuple(table.get("devices", ())), sources=tuple(sources), launch=_launch_table(fam, key))
+            devices=tuple(table.get("devices", ())),
+            parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources), launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 
