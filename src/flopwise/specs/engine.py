@@ -609,7 +609,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
-            parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources), launch=_launch_table(fam, key))
+            parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
+            launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None
 
