@@ -250,6 +250,10 @@ CASES = [
     ("nonsense", "llama.cpp with expert parallelism", lambda t: ["estimate", "--engine", "llamacpp", "--model",
                                                                  "qwen3-30b-a3b", "--tp", "2", "--ep", "2",
                                                                  "--weights", "q4_k_m"], "has no EP"),
+    ("nonsense", "engine file without tp", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\nparallelism = ["pp"]\n')], "parallelism must list tp"),
+    ("nonsense", "engine file device without a kind", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\ndevices = ["nvidia"]\n')], "VENDOR:KIND"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
     ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(
@@ -273,7 +277,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 23, "substitution": 21, "misleading": 7, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 25, "substitution": 21, "misleading": 7, "parser": 2,
                       "new": 16}
 
 

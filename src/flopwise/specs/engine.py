@@ -392,6 +392,14 @@ class EngineProfile:
                    error=SpecError)
         if not self.batch_defaults:
             raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
+        if "tp" not in self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:
+            raise SpecError(f"engine {self.family}: parallelism must list tp and any of pp, dp, ep, got "
+                            f"{list(self.parallelism)}")
+        for d in self.devices:
+            vendor, _, kind = d.partition(":")
+            if not vendor or kind not in DEVICE_KINDS:
+                raise SpecError(f"engine {self.family}: devices entries are VENDOR:KIND (KIND one of "
+                                f"{', '.join(DEVICE_KINDS)}, VENDOR or *), got '{d}'")
 
     @property
     def name(self) -> str:
