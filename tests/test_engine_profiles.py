@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from flopwise.api import deployment, estimate
-from flopwise.cost import batch_shape, step_time
+from flopwise.cost import batch_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import roofs, step_cost
@@ -296,6 +296,21 @@ def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     assert roofs(deployment("llama-2-7b", "tesla-p40", engine="llamacpp@b1850", weights="fp16")).nominal_peak_linear \
         == pytest.approx(11.8e12)
     assert roofs(deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b1850", weights="q4_0")).gemm_eff == 0.7
+
+
+def test_block_fp8_adds_a_group_quant_launch_per_gemm_input_in_eager_steps():
+    """Block-scaled FP8 quantizes each GEMM's input per 1x128 token group in a kernel of its own. DeepSeek-V3 (61
+    layers: 3 dense, 58 MoE with a shared expert, MLA with a q LoRA) by hand: 61 x 4 projection inputs (q_a, q_b,
+    kv_a, o) + 58 x (2 routed + 2 shared) + 3 x 2 dense MLP = 482 launches. A short prompt under SGLang (prefill
+    without CUDA graphs) is launch-bound, so it takes exactly 482 x eager_prefill_kernel_s longer than with
+    per-tensor FP8; vLLM V1, which compiles prefill into graphs, is not launch-bound and barely moves."""
+    def prefill_s(weights: str, engine: str) -> float:
+        dep = deployment("deepseek-v3", "b200", tp=8, weights=weights, engine=engine)
+        return step_time(dep, prefill_shape(1, 610, layout(dep).windows))
+
+    eager_s = get_engine("sglang@0.5.6").kernels.eager_prefill_kernel_s
+    assert prefill_s("fp8-block", "sglang@0.5.6") - prefill_s("fp8", "sglang@0.5.6") == pytest.approx(482 * eager_s)
+    assert prefill_s("fp8-block", "vllm@0.11") == pytest.approx(prefill_s("fp8", "vllm@0.11"), rel=1e-3)
 
 
 def test_trtllm_reserves_whole_sequences_and_vllm_does_not():

@@ -212,6 +212,7 @@ class AttentionLayout:
     # kernels per layer (fixed costs at small batch): GQA: QKV and output GEMMs; rope + cache write, attention
     proj_kernels: int = 2
     attn_kernels: int = 2
+    proj_gemms: int = 2  # projection GEMMs with an activation input of their own (GQA: QKV, output)
 
 
 def _gqa(a: AttentionSpec, h: int, tp: int, kv_bpe: float) -> AttentionLayout:
@@ -269,7 +270,8 @@ def _mla(a: AttentionSpec, h: int, tp: int, kv_bpe: float) -> AttentionLayout:
         index_pair_flops=index_flops, index_heads=index_heads, index_bytes_per_token=index_bytes,
         # vLLM DeepseekV2MLAAttention: q_a_proj, q_a_layernorm, q_b_proj (q_proj without a q LoRA), kv_a_proj,
         # kv_a_layernorm, the absorbed W_UK bmm, o_proj; then rope + cache write, attention and the W_UV bmm
-        proj_kernels=7 if m.q_lora_rank else 5, attn_kernels=3)
+        proj_kernels=7 if m.q_lora_rank else 5, attn_kernels=3,
+        proj_gemms=4 if m.q_lora_rank else 3)  # q_a, q_b (or q), kv_a, o
 
 
 def _linear(a: AttentionSpec, h: int, tp: int) -> AttentionLayout:

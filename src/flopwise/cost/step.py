@@ -23,6 +23,8 @@ the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLa
 go faster than the host can launch its kernels:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
+where block-scaled FP8 (`WeightFormat.group_quantizes_activations`) adds one group-quantization launch per GEMM
+input to the kernels counted (DeepSeek-V3: 482 per step);
 FLOPs per operator:
 
 - linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
@@ -177,6 +179,7 @@ class Roofs:
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
     moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
+    act_quant: bool  # block-scaled formats: a group-quantization launch before each GEMM (eager steps)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     # folded constants of the hot path (see _Acc.add)
@@ -218,6 +221,7 @@ def roofs(dep: Deployment) -> Roofs:
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
+                 act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, grouped_topk_kernels=kf.grouped_topk_kernels,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -370,6 +374,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         if g.extra_params:
             acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
+        if acc.r.act_quant:  # the activation-quantization launches of the layer's GEMMs (their inputs only)
+            acc.kernels += n * (at.proj_gemms + 2 * ((g.is_moe) + bool(g.shared_params) + (not g.is_moe)))
         if g.is_moe and moe_comm is not None:
             name, count, seconds, sent = moe_comm
             compute, first_comm = acc.total - start, len(acc.ops)

@@ -57,6 +57,9 @@ class WeightFormat:
     gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
     weight_read_efficiency: float = 1.0  # achieved share of the bandwidth roof when streaming these weights
     experts_only: bool = False  # the format covers routed experts; every other weight stays 16-bit
+    # activations quantized per 1x128 token group by a kernel of their own before each GEMM (vLLM and SGLang
+    # `per_token_group_quant_fp8` for block-scaled FP8): one more launch per GEMM where steps run eagerly
+    group_quantizes_activations: bool = False
 
     @property
     def bytes_per_weight(self) -> float:
@@ -91,8 +94,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="fp8", bits_per_weight=8, compute="fp8", activation_bytes=2, quantizes_embeddings=False,
                      description="FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
         WeightFormat(name="fp8-block", bits_per_weight=8 + 32 / 16384, compute="fp8", activation_bytes=2,
-                     quantizes_embeddings=False, description="FP8 e4m3 weights and activations, one fp32 scale per "
-                                                             "128x128 block (DeepSeek-V3 checkpoints)"),
+                     quantizes_embeddings=False, group_quantizes_activations=True,
+                     description="FP8 e4m3 weights and activations, one fp32 scale per 128x128 weight block and "
+                                 "per 1x128 activation group (DeepSeek-V3 checkpoints)"),
         WeightFormat(name="int8", bits_per_weight=8, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
                      description="int8 weight-only, per-channel scales (W8A16)", gemm_efficiency=0.85,
                      weight_read_efficiency=0.75),
