@@ -83,7 +83,7 @@ def test_compare_table_and_explain_json():
     res = runner.invoke(app, ["compare", "--static", "--try", "tp=2", "--input-len", "256", "--output-len", "32"])
     assert res.exit_code == 0, res.output
     assert "Trade-off ledger" in res.output and "tp=2" in res.output
-    res = runner.invoke(app, ["explain", "--model", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--draft", "llama-3.2-1b",
+    res = runner.invoke(app, ["explain", "--model", "llama-2-7b", "--gpu", "a100-sxm-80gb", "--draft", "vicuna-68m",
                               "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)

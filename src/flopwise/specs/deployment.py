@@ -90,6 +90,11 @@ class Deployment:
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
         spec = self.speculative
+        draft = spec.draft_model if spec is not None else None
+        if draft is not None and draft.vocab_size != m.vocab_size:
+            raise SpecError(f"draft model {draft.name} has a vocabulary of {draft.vocab_size:,} tokens, "
+                            f"{m.name} {m.vocab_size:,}: a draft must share the target's vocabulary (vLLM's "
+                            "speculative worker and SGLang require equal vocab sizes); pick a draft of its family")
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
                             f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")
