@@ -254,6 +254,8 @@ CASES = [
         t, "e.toml", 'name = "vllm"\n[override]\nparallelism = ["pp"]\n')], "parallelism must list tp"),
     ("nonsense", "engine file device without a kind", lambda t: ["estimate", "--engine-file", file(
         t, "e.toml", 'name = "vllm"\n[override]\ndevices = ["nvidia"]\n')], "VENDOR:KIND"),
+    ("substitution", "a hardware id given twice", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(
+        t, "hw.toml", GPU.format(mem="80", bw="3000") + GPU.format(mem="40", bw="1500"))], "twice"),
     ("nonsense", "a draft with another vocabulary", lambda t: ["compare", "--model", "mistral-7b", "--try",
                                                                "spec=draft:llama-3.2-1b,k=4,alpha=0.7"],
      "share the target's vocabulary"),
@@ -280,7 +282,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 26, "substitution": 21, "misleading": 7, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 26, "substitution": 22, "misleading": 7, "parser": 2,
                       "new": 16}
 
 

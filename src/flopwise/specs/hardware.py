@@ -271,9 +271,13 @@ def load_hardware_file(path: str | PathLike[str],
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SpecError(f"hardware file '{path}' could not be parsed: {first}") from None
     merged = dict(hardware_catalog() if base is None else base)
+    seen: set[str] = set()
     for entry in _parse_entries(data, str(path)):
         hw_id = entry.get("id", "") if isinstance(entry, dict) else ""
+        if isinstance(hw_id, str) and hw_id in seen:  # the second would silently replace the first
+            raise SpecError(f"hardware file '{path}' defines '{hw_id}' twice; give each id once")
         spec = _build(entry, str(path), merged.get(hw_id) if isinstance(hw_id, str) else None)
+        seen.add(spec.id)
         merged[spec.id] = spec
     return merged
 
