@@ -256,6 +256,9 @@ CASES = [
         t, "e.toml", 'name = "vllm"\n[override]\ndevices = ["nvidia"]\n')], "VENDOR:KIND"),
     ("substitution", "a hardware id given twice", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(
         t, "hw.toml", GPU.format(mem="80", bw="3000") + GPU.format(mem="40", bw="1500"))], "twice"),
+    ("misleading", "a draft that does not fit, left out of the sum", lambda t: [
+        "simulate", *FAST, "--model", "llama-3.3-70b", "--gpu", "h100-sxm", "--tp", "2", "--num-gpus", "2",
+        "--speculative", "draft:llama-3.1-8b,k=4,alpha=0.7"], "draft 7.5"),
     ("nonsense", "a draft with another vocabulary", lambda t: ["compare", "--model", "mistral-7b", "--try",
                                                                "spec=draft:llama-3.2-1b,k=4,alpha=0.7"],
      "share the target's vocabulary"),
@@ -282,7 +285,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 26, "substitution": 22, "misleading": 7, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 26, "substitution": 22, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

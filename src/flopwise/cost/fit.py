@@ -46,6 +46,8 @@ def require_fit(dep: Deployment) -> None:
     hint = f" Try {' or '.join(ideas)}." if ideas else " No single GPU count or weight format in reach fits it."
     raise DoesNotFitError(
         f"{dep.model.name} ({dep.weights.name}, tp={dep.tp}) does not fit on {dep.hardware.id}: each GPU needs "
-        f"{plan.needed_bytes / GIB:.1f} GiB (weights {plan.weight_bytes / GIB:.1f}, activations "
+        f"{plan.needed_bytes / GIB:.1f} GiB (weights {plan.weight_bytes / GIB:.1f}"
+        + (f", draft {plan.proposer_weight_bytes / GIB:.1f}" if plan.proposer_weight_bytes else "")
+        + f", activations "
         f"{plan.activation_bytes / GIB:.1f}, runtime {plan.runtime_bytes / GIB:.1f}, one KV block) but has "
         f"{plan.budget_bytes / GIB:.1f} GiB at gpu_memory_utilization={dep.gpu_memory_utilization}.{hint}")
