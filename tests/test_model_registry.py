@@ -2,6 +2,7 @@
 kinds, the checkpoint's own weight format, refusals and the --family override."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -263,7 +264,8 @@ def test_gemma3_text_config_defaults():
 @pytest.mark.parametrize("alias,entry", list(SHARED_SHAPES.items()))
 def test_shared_shape_aliases(alias, entry):
     assert alias in ENTRIES[entry].also
-    assert get_model(alias) is get_model(entry)
+    a, e = get_model(alias), get_model(entry)
+    assert a is e or replace(a, max_position_embeddings=e.max_position_embeddings) == e  # the shape is the entry's
 
 
 @pytest.mark.parametrize("model_id", list(EXACT_HUB_COUNTS))
@@ -273,3 +275,16 @@ def test_cli_estimate_runs_for_added_models(model_id):
     res = runner.invoke(app, ["estimate", "--model", model_id, "--gpu", "h200", "--tp", str(tp), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["params"]["total"] == m.total_params
+
+
+def test_an_also_id_can_carry_its_own_context_length():
+    """Same shape, other context: Qwen3-2507 checkpoints take 262,144 positions where Qwen3-30B-A3B has 40,960, and
+    QwQ-32B 40,960 where Qwen2.5-32B has 131,072 (each checkpoint's config.json); the shapes stay the entry's."""
+    from flopwise.specs.model_catalog import get_model
+
+    base, coder = get_model("Qwen/Qwen3-30B-A3B"), get_model("qwen/qwen3-coder-30b-a3b-instruct")
+    assert (base.max_position_embeddings, coder.max_position_embeddings) == (40960, 262144)
+    assert coder.total_params == base.total_params
+    assert get_model("Qwen/QwQ-32B").max_position_embeddings == 40960
+    assert get_model("Qwen/Qwen2.5-32B").max_position_embeddings == 131072
+    assert get_model("Qwen/Qwen3-30B-A3B-Base").max_position_embeddings == 40960

@@ -1,13 +1,15 @@
 """Resolve a model argument: a config.json path, a model directory, a Hugging Face repo id or a short alias.
 
-The built-in catalog is `catalog/models/index.toml` plus the config.json files it names.
+The built-in catalog is `catalog/models/index.toml` plus the config.json files it names. An entry's `also` lists
+other repo ids of the same shape, each a string or `{ id = ..., max_position_embeddings = N }` where that
+checkpoint's context length differs (Qwen3-2507's 262,144 tokens over Qwen3's 40,960).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -34,6 +36,8 @@ class CatalogModel:
     published_precision_b: float | None = None  # the published total is given to this precision (a rounded name)
     published_active_precision_b: float | None = None
     published_active_basis: str = "with_embeddings"  # or "without_embeddings" (the card's convention)
+    # `also` ids whose checkpoint has the same shape but another context length: (id, max_position_embeddings)
+    contexts: tuple[tuple[str, int], ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -46,7 +50,10 @@ def model_catalog() -> tuple[CatalogModel, ...]:
     data = tomllib.loads(base.joinpath("index.toml").read_text())
     return tuple(
         CatalogModel(
-            id=m["id"], file=m["file"], aliases=tuple(m.get("aliases", ())), also=tuple(m.get("also", ())),
+            id=m["id"], file=m["file"], aliases=tuple(m.get("aliases", ())),
+            also=tuple(a["id"] if isinstance(a, dict) else a for a in m.get("also", ())),
+            contexts=tuple((a["id"], int(a["max_position_embeddings"])) for a in m.get("also", ())
+                           if isinstance(a, dict)),
             family=m.get("family", ""), source=m.get("source", ""),
             published_params_b=m.get("published_params_b"),
             published_active_params_b=m.get("published_active_params_b"),
@@ -75,7 +82,9 @@ def get_model(name: str, family: str | None = None) -> ModelSpec:
         text(family, "--family", error=UnknownModelError)
     entry = _lookup().get(name.lower())
     if entry is not None:
-        return _load_catalog_model(entry)
+        spec = _load_catalog_model(entry)
+        ctx = next((n for i, n in entry.contexts if i.lower() == name.lower()), None)
+        return spec if ctx is None else replace(spec, max_position_embeddings=ctx)
     p = Path(name)
     if p.exists():
         return load_config_file(p, family=family)
