@@ -320,3 +320,14 @@ def test_trtllm_reserves_whole_sequences_and_vllm_does_not():
         dep = deployment("llama-3.1-8b", "h100-sxm", engine=engine)
         assert dep.engine.reserve_max_tokens is reserves
         assert getattr(make_scheduler(dep, SimConfig().resolved(dep)), "reserve_full", False) is reserves
+
+
+def test_fit_advice_prices_a_larger_tp_at_the_engines_fraction_for_it():
+    """SGLang before 0.5.3 lowers --mem-fraction-static as TP grows (0.88 at tp 1, 0.81 at tp 8): a suggested TP
+    degree is checked at the fraction SGLang would take there, and a fraction the user set stays as set."""
+    from flopwise.cost.fit import _at_tp
+
+    d = deployment("llama-3.1-70b", "h100-sxm", engine="sglang@0.4")
+    assert (d.gpu_memory_utilization, _at_tp(d, 8).gpu_memory_utilization) == (0.88, 0.81)
+    mine = deployment("llama-3.1-70b", "h100-sxm", engine="sglang@0.4", gpu_memory_utilization=0.5)
+    assert _at_tp(mine, 8).gpu_memory_utilization == 0.5

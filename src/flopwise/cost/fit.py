@@ -15,13 +15,25 @@ __all__ = ["require_fit", "fit_suggestions"]
 _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
 
 
+def _at_tp(dep: Deployment, tp: int) -> Deployment:
+    """`dep` at another TP degree; a memory fraction the engine defaulted follows its default at that degree
+    (SGLang's shrinks with TP: 0.88 at tp 1, 0.81 at tp 8 before 0.5.3; from a reserve formula after)."""
+    hw, eng = dep.hardware, dep.engine
+    def fraction(t: int) -> float:
+        return eng.default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+                                 context_len=dep.model.max_position_embeddings, tp=t, pp=dep.pp).memory_fraction
+
+    defaulted = dep.gpu_memory_utilization == fraction(dep.tp)
+    return replace(dep, tp=tp, gpu_memory_utilization=fraction(tp) if defaulted else dep.gpu_memory_utilization)
+
+
 def fit_suggestions(dep: Deployment) -> list[str]:
     """Cheapest changes that make the weights fit: a larger TP degree, or a smaller weight format."""
     out: list[str] = []
     for tp in (2, 4, 8, 16, 32):
         if tp <= dep.tp or (dep.model.mla is None and dep.model.num_heads % tp):
             continue
-        if memory_plan(replace(dep, tp=tp)).fits:
+        if memory_plan(_at_tp(dep, tp)).fits:
             out.append(f"--tp {tp}")
             break
     ckpt = dep.model.checkpoint_weights
@@ -32,7 +44,7 @@ def fit_suggestions(dep: Deployment) -> list[str]:
             break
     if not out and dep.pp == 1:
         for pp in (2, 4, 8):
-            if memory_plan(replace(dep, pp=pp, tp=max(dep.tp, 8))).fits:
+            if memory_plan(replace(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
                 out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")
                 break
     return out
