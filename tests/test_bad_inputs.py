@@ -261,7 +261,7 @@ CASES = [
         "--speculative", "draft:llama-3.1-8b,k=4,alpha=0.7"], "draft 7.5"),
     ("nonsense", "a draft with another vocabulary", lambda t: ["compare", "--model", "mistral-7b", "--try",
                                                                "spec=draft:llama-3.2-1b,k=4,alpha=0.7"],
-     "share the target's vocabulary"),
+     "share the target's tokenizer"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
     ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(

@@ -331,3 +331,22 @@ def test_fit_advice_prices_a_larger_tp_at_the_engines_fraction_for_it():
     assert (d.gpu_memory_utilization, _at_tp(d, 8).gpu_memory_utilization) == (0.88, 0.81)
     mine = deployment("llama-3.1-70b", "h100-sxm", engine="sglang@0.4", gpu_memory_utilization=0.5)
     assert _at_tp(mine, 8).gpu_memory_utilization == 0.5
+
+
+def test_a_source_without_a_known_engine_on_apple_silicon_is_priced_as_llama_cpp():
+    """Ollama, LM Studio, KoboldCpp and llamafile embed llama.cpp; an engine the catalog does not model (MLX) on a
+    chip vLLM has no backend for takes llama.cpp's Metal profile rather than failing; elsewhere the default vLLM."""
+    def family(engine: str, gpu: str) -> str:
+        return case_engine({"engine": engine, "engine_version": "", "args": {"gpu": gpu}}, "estimate").engine.family
+
+    assert family("Ollama 0.5.7", "rtx-4090") == family("LM Studio", "apple-m3-max") == "llamacpp"
+    assert family("mlx-lm", "apple-m4") == "llamacpp"
+    assert family("an unnamed server", "h100-sxm") == "vllm"
+
+
+def test_a_draft_padded_to_another_vocab_size_is_accepted_and_another_tokenizer_is_not():
+    """Qwen2.5-0.5B (151,936 rows) drafting Qwen2.5-7B (152,064): the same tokenizer, padded differently, within
+    llama.cpp's 128-token tolerance; Llama-3.2-1B (128,256) for Mistral-7B (32,000) is another vocabulary."""
+    assert deployment("qwen2.5-7b", "h100-sxm", speculative="draft:qwen2.5-0.5b,k=4,alpha=0.7").speculative
+    with pytest.raises(SpecError, match="tokenizer"):
+        deployment("mistral-7b", "h100-sxm", speculative="draft:llama-3.2-1b,k=4,alpha=0.7")

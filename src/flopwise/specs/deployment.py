@@ -91,10 +91,13 @@ class Deployment:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
         spec = self.speculative
         draft = spec.draft_model if spec is not None else None
-        if draft is not None and draft.vocab_size != m.vocab_size:
+        # the same tokenizer may pad its embedding table differently (Qwen2.5-0.5B 151,936, -7B 152,064): llama.cpp's
+        # speculative decoding accepts up to 128 tokens of difference (SPEC_VOCAB_MAX_SIZE_DIFFERENCE), not another
+        # vocabulary
+        if draft is not None and abs(draft.vocab_size - m.vocab_size) > 128:
             raise SpecError(f"draft model {draft.name} has a vocabulary of {draft.vocab_size:,} tokens, "
-                            f"{m.name} {m.vocab_size:,}: a draft must share the target's vocabulary (vLLM's "
-                            "speculative worker and SGLang require equal vocab sizes); pick a draft of its family")
+                            f"{m.name} {m.vocab_size:,}: a draft must share the target's tokenizer; pick a draft "
+                            "of its family")
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
                             f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")

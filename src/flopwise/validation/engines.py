@@ -23,9 +23,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from flopwise.errors import SpecError
 from flopwise.specs.build import build_deployment
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
 
 __all__ = ["CaseEngine", "case_engine", "case_deployment"]
@@ -33,7 +35,9 @@ __all__ = ["CaseEngine", "case_engine", "case_deployment"]
 # (keywords, family), first match wins
 _FAMILIES = (
     (("sglang",), "sglang"),
-    (("llama.cpp", "llama-bench", "llama-server", "llamacpp"), "llamacpp"),
+    # Ollama, LM Studio's GGUF runtime, KoboldCpp and llamafile embed llama.cpp
+    (("llama.cpp", "llama-bench", "llama-server", "llamacpp", "ollama", "lm studio", "lmstudio", "koboldcpp",
+      "llamafile"), "llamacpp"),
     (("tgi", "text-generation-inference"), "tgi"),
     (("tensorrt", "trt-llm", "trtllm", "triton", "nim"), "trtllm"),
     (("vllm",), "vllm"),
@@ -92,11 +96,20 @@ def _has(text: str, words: tuple[str, ...]) -> bool:
     return any(re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", text) for w in words)
 
 
-def _family(text: str) -> str:
+def _family(text: str, gpu: str | None = None) -> str:
+    """The engine family a source names; one it does not name is the default vLLM, except on a chip vLLM has no
+    backend for (Apple silicon: MLX and the like), where llama.cpp's Metal kernels are the nearest modelled."""
     t = text.lower()
     for words, fam in _FAMILIES:
         if _has(t, words):
             return fam
+    if gpu:
+        try:
+            hw = get_hardware(gpu)
+        except SpecError:
+            return "vllm"
+        if not get_engine("vllm").runs_on(hw.vendor, hw.kind):
+            return "llamacpp"
     return "vllm"
 
 
@@ -152,7 +165,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     engine_text = str(raw.get("engine") or "")
     version_text = str(raw.get("engine_version") or "")
     knobs_in = raw.get("engine_knobs") or {}
-    family = _family(engine_text)
+    family = _family(engine_text, str(raw.get("args", {}).get("gpu") or "") or None)
     version = _version(family, engine_text, version_text)
     text = " ".join((engine_text, version_text, str(raw.get("args", {}).get("request_rate", "")),
                      str(knobs_in.get("benchmark", "")), str(knobs_in.get("endpoint", "")))).lower()
