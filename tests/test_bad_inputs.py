@@ -235,7 +235,7 @@ CASES = [
                                                                    "--predict", "--gpu", "foo", "--out",
                                                                    str(t / "b")], "unknown GPU"),
     ("substitution", "engine version 1e3", lambda t: ["estimate", "--engine", "vllm@1e3"], "engine version"),
-    ("substitution", "engine version 0.11.0.0", lambda t: ["estimate", "--engine", "vllm@0.11.0.0"],
+    ("substitution", "engine version 0.11.0.0.0", lambda t: ["estimate", "--engine", "vllm@0.11.0.0.0"],
      "engine version"),
     ("substitution", "engine with an empty version", lambda t: ["estimate", "--engine", "vllm@"], "after '@'"),
     ("nonsense", "vLLM on Apple silicon", lambda t: ["estimate", "--gpu", "apple-m2-ultra"], "no backend"),

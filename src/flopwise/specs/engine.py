@@ -57,8 +57,10 @@ SCHEDULERS = ("vllm", "static", "sglang")  # the simulator's policies (sim/)
 DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
-# 0.11.2, v0.9, 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; the pre/post/dev tail is not priced
-_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?$", re.I)
+# 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; the
+# fourth number and the pre/post/dev tail are not priced
+_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?$",
+                      re.I)
 
 
 def _check_nonneg(owner: str, obj: object) -> None:
