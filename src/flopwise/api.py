@@ -682,11 +682,12 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
                             "--predict simulates; add --predict or drop them")
     if predict:  # a bad deployment is an error before the run, not after it
         assert gpu is not None
-        get_hardware(gpu, hardware_file)
-        engine_profile(engine)
         if model_config is not None or model is not None:
             build_deployment(model_config or model, gpu, tp=tp, hardware_file=hardware_file,  # type: ignore[arg-type]
                              endpoint=endpoint, engine=engine, weights=weights, kv=kv)
+        else:  # the served model is asked of the server later: check what is known now
+            get_hardware(gpu, hardware_file)
+            engine_profile(engine)
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

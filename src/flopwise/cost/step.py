@@ -374,8 +374,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         if g.extra_params:
             acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
-        if acc.r.act_quant:  # the activation-quantization launches of the layer's GEMMs (their inputs only)
-            acc.kernels += n * (at.proj_gemms + 2 * ((g.is_moe) + bool(g.shared_params) + (not g.is_moe)))
+        if acc.r.act_quant:  # one quantization launch per GEMM input: projections, the (routed or dense) MLP's
+            acc.kernels += n * (at.proj_gemms + 2 + 2 * bool(g.shared_params))  # two, a shared expert's two
         if g.is_moe and moe_comm is not None:
             name, count, seconds, sent = moe_comm
             compute, first_comm = acc.total - start, len(acc.ops)

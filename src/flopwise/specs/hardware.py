@@ -96,8 +96,9 @@ class EfficiencyProfile:
 DEFAULT_EFFICIENCY = {
     "gpu": EfficiencyProfile(),
     # fitted (`fit_defaults.py --kind soc`) to the SoC estimate rows of every case file (llama-bench on Apple M1-M4,
-    # 2023-2026): decode streams at ~0.9 of the unified-memory bandwidth at any matrix size, with ~2 ms per token
-    # outside the kernels (graph build and command-buffer encoding)
+    # 2023-2026): decode streams at ~0.9 of the unified-memory bandwidth at any matrix size (the fit's half-size is
+    # 0; 10 kB here, negligible at MB-sized weight reads), with ~2 ms per token outside the kernels (graph build
+    # and command-buffer encoding)
     "soc": EfficiencyProfile(compute_max=0.60, compute_half_m=1.0, bandwidth_max=0.90, bandwidth_half_bytes=1.0e4,
                              kernel_overhead_s=1.0e-5, step_overhead_s=2.0e-3, runtime_overhead_gib=2.0,
                              source="default SoC profile (Apple / Jetson unified memory, llama.cpp-class kernels), "
