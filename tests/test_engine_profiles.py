@@ -227,6 +227,20 @@ def test_case_knobs_keep_each_engines_meaning():
     assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
 
+@pytest.mark.parametrize(("engine", "version", "knobs", "rescaled"), [
+    ("vLLM", "0.19.0", {"benchmark": "vllm bench serve"}, True),  # PR #21108 is in 0.10.0
+    ("vLLM", "0.10.0", {"benchmark": "benchmarks/benchmark_serving.py"}, True),
+    ("vLLM", "0.9.2", {"benchmark": "vllm bench serve"}, False),  # before it: gaps as drawn
+    ("vLLM", "0.19.0", {"benchmark": "sglang.bench_serving"}, False),  # SGLang's client never rescaled
+    ("SGLang", "0.5.6", {"benchmark": "vllm bench serve"}, False),  # client release unknown
+    ("SGLang", "0.5.6", {"benchmark": "vllm bench serve", "benchmark_version": "0.11.0"}, True),
+    ("vLLM", "0.19.0", {}, False),  # client not named
+])
+def test_vllms_client_rescales_its_schedule_from_0_10(engine, version, knobs, rescaled):
+    ce = case_engine({"engine": engine, "engine_version": version, "engine_knobs": knobs}, "simulate")
+    assert ce.rescale_arrivals is rescaled
+
+
 
 def test_vllm_06_multi_step_scheduling_lifts_an_engine_bound_ceiling():
     """vLLM 0.6 (MQLLMEngine): the engine process does the per-sequence output work, detokenization included, that

@@ -14,7 +14,11 @@ submission"), and the settings the source states (`engine_knobs`). This module m
   class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
 - knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
-  with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile.
+  with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile;
+- client schedule: vLLM's own client (`vllm bench serve`, `benchmark_serving.py`) from v0.10.0 rescales its drawn
+  gaps so that request N of N goes out at N / rate (PR #21108, merged 2025-07-17), replayed with
+  `rescale_arrivals`; its version is the case's `benchmark_version` knob, else the server's where the server is
+  vLLM (one install), else unknown (no rescaling).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", 
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench")
 _VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
+_VLLM_CLIENT_WORDS = ("vllm bench serve", "benchmark_serving")  # vLLM's serving benchmark client (and its copies)
+_VLLM_RESCALED_SINCE = "0.10.0"  # PR #21108 (2025-07-17): gaps rescaled so request N of N goes out at N / rate
 _SERVER_WORDS = ("serve", "server", "triton", "nim", "llmperf", "genai-perf", "http", "openai")
 # llama.cpp builds by month (release tags bNNNN of ggml-org/llama.cpp), for versions given as a date
 _LLAMACPP_BY_MONTH = {(2023, 8): 1100, (2023, 9): 1250, (2023, 12): 1650, (2024, 1): 1850, (2024, 5): 2900,
@@ -90,6 +96,7 @@ class CaseEngine:
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
     ignore_eos: bool = False  # the client asked for exactly max_tokens (SGLang's admission differs)
+    rescale_arrivals: bool = False  # the client's schedule puts request N of N at exactly N / rate (vLLM >= 0.10)
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:
@@ -197,7 +204,22 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         prefix = False
     chunked = _truthy(knobs_in["enable_chunked_prefill"]) if "enable_chunked_prefill" in knobs_in else None
     return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked,
-                      ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))))
+                      ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))),
+                      rescale_arrivals=_client_rescales(knobs_in, family, version))
+
+
+def _client_rescales(knobs: dict[str, Any], family: str, version: str | None) -> bool:
+    """Whether the case's client is vLLM's serving benchmark at a release that rescales its Poisson gaps
+    (`_VLLM_RESCALED_SINCE`); the client's release is `benchmark_version` where stated, else the server's where
+    the server is vLLM."""
+    client = str(knobs.get("benchmark", "")).lower()
+    if "sglang" in client or not any(w in client for w in _VLLM_CLIENT_WORDS):
+        return False  # SGLang's bench_serving (and copies of it) never rescaled
+    stated = knobs.get("benchmark_version")
+    client_version = str(stated) if stated else (version if family == "vllm" else None)
+    if not client_version:
+        return False
+    return get_engine(f"vllm@{client_version}").at_least(_VLLM_RESCALED_SINCE)
 
 
 def case_parallelism(knobs: dict[str, Any], tp: int) -> dict[str, int]:

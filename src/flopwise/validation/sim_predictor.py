@@ -5,7 +5,8 @@ Each case runs the simulator with the engine, version, frontend and knobs its so
 `input_len` / `output_len`, or drawn from `input_dist` / `output_dist` where the case states how the source's
 client sampled them, in flopwise's length syntax, e.g. "uniform:1:1025" for SGLang's `bench_serving --dataset-name
 random` at its default `--random-range-ratio 0`: uniform in [1, L]), Poisson arrivals
-at `request_rate` ("inf": all at once) or a closed loop at `concurrency`, seed 0, with the number of requests the
+at `request_rate` ("inf": all at once; rescaled as the source's client did it, `CaseEngine.rescale_arrivals`) or a
+closed loop at `concurrency`, seed 0, with the number of requests the
 source ran (`num_requests`, 400 where it is not stated), up to `MAX_REQUESTS`: a run of fewer requests than
 the engine can hold at once never reaches its largest batch (a 400-request run of a pool that fits 2,000
 sequences measures a smaller batch than the source's 3,000 requests did), and the published figure includes its
@@ -46,7 +47,8 @@ def predict_simulate(case: Any) -> float:
     wl = build_workload(num_requests=n, input_len=a.get("input_dist") or int(round(float(a["input_len"]))),
                         output_len=a.get("output_dist") or int(round(float(a["output_len"]))),
                         request_rate=None if conc else _rate(a.get("request_rate")) or math.inf,
-                        concurrency=int(conc) if conc else None, seed=0)
+                        concurrency=int(conc) if conc else None, seed=0,
+                       rescale_arrivals=ce.rescale_arrivals and not conc and _rate(a.get("request_rate")) != math.inf)
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
                        ignore_eos=ce.ignore_eos)
     summary = simulate(dep, wl, config).summary()
