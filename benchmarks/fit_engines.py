@@ -6,10 +6,13 @@ Each parameter is a family-wide number of one release (a frontend cost, the engi
 kernel factor), never a row's: it moves every row of that family (and release range) at once. Coordinate
 descent over a multiplicative grid; the objective of a family is the mean over regimes of
     median |log(predicted / expected)| + 0.5 |median log(predicted / expected)|
-(spread and bias), over the usable rows of that family, so no regime dominates by row count, plus a weak pull
+(spread and bias), over the usable rows of that family (for a release's own parameter, over the rows of that
+release, on a wider grid: a family's regime medians would not see a few new rows move), so no regime dominates by
+row count, plus a weak pull
 toward each parameter's sourced starting value, PRIOR * |log(value / start)| (a value the rows barely pin stays
 near its source). Rows on AMD GPUs are left out of the engine fits: their misses are the ROCm kernels', fitted as
-the AMD entries' own efficiency (`hw` group, written to catalog/hardware.toml). Rows are scored in parallel;
+the AMD entries' own efficiency (`hw` group, written to catalog/hardware.toml); rows on Blackwell datacenter GPUs
+likewise fit those entries' fixed cost per kernel (the `blackwell` group). Rows are scored in parallel;
 the shipped values in the TOML files are these, rounded, and say "fitted".
 
 Rows simulate at most --requests requests while fitting (200: fast), where `accuracy.py` scores each at its source's
@@ -38,50 +41,58 @@ from flopwise.validation.engines import case_engine
 
 HERE = Path(__file__).parent
 GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
+RELEASE_GRID = (0.1, 0.2, 0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0, 5.0, 10.0)  # a release's own value: less known
 PRIOR = 0.005
 FIT_REQUESTS = 200
 AMD = ("mi250x", "mi300x", "mi325x", "mi355x")
+# hardware groups whose rows fit the entries' own efficiency profile instead of the engines' numbers
+HW_GROUPS = {"amd": AMD, "blackwell": ("b200", "b300", "gb200")}
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
     "vllm": [("base", "frontend.output_token_s"), ("base", "host.step_s"), ("base", "host.per_seq_s"),
              ("base", "frontend.request_s"), ("0.6.0", "host.step_s"), ("0.6.0", "host.per_seq_s"),
              ("0.8.0", "host.step_s"), ("0.8.0", "host.per_seq_s"), ("0.8.0", "frontend.latency_s"),
              ("0.8.0", "frontend.request_s"), ("0.8.0", "frontend.output_token_s"),
-             ("base", "kernels.moe_bandwidth"), ("base", "kernels.eager_prefill_kernel_s")],
+             ("base", "kernels.moe_bandwidth"), ("base", "kernels.eager_prefill_kernel_s"),
+             ("0.8.0", "kernels.kernel_overhead_scale"), ("0.11.0", "kernels.kernel_overhead_scale")],
     "sglang": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.request_s"),
                ("base", "frontend.output_token_s"), ("base", "frontend.latency_s"),
                ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth"),
-               ("base", "host.per_worker_s")],
+               ("base", "host.per_worker_s"), ("0.5.0", "kernels.kernel_overhead_scale")],
     "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
-               ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth")],
+               ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth"),
+               ("0.20.0", "host.step_s"), ("0.20.0", "host.per_seq_s"), ("0.20.0", "kernels.eager_prefill_kernel_s")],
     "llamacpp": [("base", "host.step_s"), ("base", "kernels.quantized_gemm_compute"),
-                 ("base", "kernels.mmq_compute"), ("base", "kernels.fp16_accumulate_compute")],
+                 ("base", "kernels.mmq_compute"), ("base", "kernels.fp16_accumulate_compute"),
+                 ("b2900", "kernels.kernel_overhead_scale"), ("b6000", "kernels.kernel_overhead_scale")],
     "pytorch": [("base", "host.step_s")],
     "tgi": [("base", "host.step_s")],
-    "amd": [("hw", "bandwidth_max"), ("hw", "compute_max")],  # the efficiency of every AMD entry
+    "amd": [("hw", "bandwidth_max"), ("hw", "compute_max"), ("hw", "kernel_overhead_s")],  # every AMD entry's
+    "blackwell": [("hw", "kernel_overhead_s")],  # the B200 / B300 / GB200 entries' fixed cost per kernel
 }
-UPPER = {"kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0, "kernels.mmq_compute": 1.0,
+UPPER = {"kernels.kernel_overhead_scale": 10.0, "kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0,
+         "kernels.mmq_compute": 1.0,
          "kernels.fp16_accumulate_compute": 1.0, "bandwidth_max": 1.0, "compute_max": 1.0}
 
 _CASES: list = []
 
 
-def _hw_get(key: str) -> float:
+def _hw_get(group: str, key: str) -> float:
     from flopwise.specs.hardware import hardware_catalog
 
-    return float(getattr(hardware_catalog()[AMD[2]].efficiency, key))
+    cat = hardware_catalog()
+    return float(getattr(cat[next(h for h in HW_GROUPS[group] if h in cat)].efficiency, key))
 
 
-def _hw_put(key: str, v: float | None) -> None:
+def _hw_put(group: str, key: str, v: float) -> None:
     from dataclasses import replace
 
-    from flopwise.specs.hardware import DEFAULT_EFFICIENCY, hardware_catalog
+    from flopwise.specs.hardware import hardware_catalog
 
     cat = hardware_catalog()
-    for hw_id in AMD:
+    for hw_id in HW_GROUPS[group]:
         if hw_id in cat:
-            val = getattr(DEFAULT_EFFICIENCY["gpu"], key) if v is None else v
-            cat[hw_id] = replace(cat[hw_id], efficiency=replace(cat[hw_id].efficiency, **{key: val}))
+            cat[hw_id] = replace(cat[hw_id], efficiency=replace(cat[hw_id].efficiency, **{key: v}))
 
 
 def _table(family: str, release: str) -> dict:
@@ -93,7 +104,7 @@ def _table(family: str, release: str) -> dict:
 
 def _get(family: str, release: str, key: str) -> float:
     if release == "hw":
-        return _hw_get(key)
+        return _hw_get(family, key)
     t = _table(family, release)
     for part in key.split(".")[:-1]:
         t = t.get(part, {})
@@ -121,7 +132,8 @@ _ORIGINAL: dict[tuple[str, str, str], float | None] = {}  # per process: values 
 
 def _put(family: str, release: str, key: str, v: float | None) -> None:
     if release == "hw":
-        _hw_put(key, v)
+        assert v is not None  # a hardware value is always restored to the catalog's (see _set)
+        _hw_put(family, key, v)
         return
     t = _table(family, release)
     *path, name = key.split(".")
@@ -140,7 +152,7 @@ def _set(overrides: dict[tuple[str, str, str], float]) -> None:
     for k, v in overrides.items():
         if k not in _ORIGINAL:
             if k[1] == "hw":
-                _ORIGINAL[k] = None  # restored to the kind's default
+                _ORIGINAL[k] = _hw_get(k[0], k[2])  # the catalog entry's own value
             else:
                 t = _table(k[0], k[1])
                 for part in k[2].split(".")[:-1]:
@@ -195,7 +207,9 @@ def main() -> None:
     _init(paths, args.requests)
     rows_of: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(_CASES):
-        group = "amd" if str(c.args.get("gpu", "")).lower() in AMD else case_engine(c.raw, c.command).engine.family
+        gpu = str(c.args.get("gpu", "")).lower()
+        hw_group = next((g for g, ids in HW_GROUPS.items() if gpu in ids), None)
+        group = hw_group or case_engine(c.raw, c.command).engine.family
         rows_of[group].append(i)
     overrides: dict[tuple[str, str, str], float] = {}
     with Pool(args.workers, initializer=_init, initargs=(paths, args.requests)) as pool:
@@ -206,8 +220,9 @@ def main() -> None:
 
         starts: dict[tuple[str, str, str], float] = {}
 
-        def score(family: str, errs: dict[int, float | None], over: dict | None = None) -> float:
-            fit = objective([(_CASES[i].regime, errs[i]) for i in rows_of[family] if errs.get(i) is not None])
+        def score(family: str, errs: dict[int, float | None], over: dict | None = None,
+                  only: list[int] | None = None) -> float:
+            fit = objective([(_CASES[i].regime, errs[i]) for i in (only or rows_of[family]) if errs.get(i) is not None])
             prior = sum(abs(math.log(v / starts[k])) for k, v in (over or overrides).items()
                         if k[0] == family and k in starts and starts[k] > 0 and v > 0)
             return fit + PRIOR * prior
@@ -233,19 +248,25 @@ def main() -> None:
                         probe = v0 * 1.5 if v0 * 1.5 <= UPPER.get(key, math.inf) else v0 * 0.7
                         moved = dict(pool.map(_profile_of, [(i, {**overrides, k: probe}) for i in rows_of[family]]))
                         rows = [i for i in rows_of[family] if now[i] != moved[i]]
-                    cands = sorted({min(v0 * g, UPPER.get(key, math.inf)) for g in GRID})
-                    scores, trial = {v0: best}, {}
+                    # a release's own value is judged on the rows of that release (the family's regime medians
+                    # would not see a few new rows move), over a wider grid; a base value on the whole family
+                    own = rows if release not in ("base", "hw") else None
+                    grid = GRID if own is None else RELEASE_GRID
+                    cands = sorted({min(v0 * g, UPPER.get(key, math.inf)) for g in grid})
+                    here = score(family, errors, only=own)
+                    scores, trial = {v0: here}, {}
                     for v in cands:
                         if v != v0 and rows:
                             trial[v] = {**errors, **predict(rows, {**overrides, k: v})}
-                            scores[v] = score(family, trial[v], {**overrides, k: v})
+                            scores[v] = score(family, trial[v], {**overrides, k: v}, only=own)
                     v_best = min(scores, key=scores.__getitem__)
-                    if scores[v_best] < best - 1e-4:
-                        overrides[k], best = v_best, scores[v_best]
+                    if scores[v_best] < here - 1e-4:
+                        overrides[k] = v_best
                         errors = trial[v_best]
+                        best = score(family, errors)
                     print(f"  {release:>6s} {key:32s} {v0:.3g} -> {overrides.get(k, v0):.3g}   objective {best:.4f}"
                           f"   ({len(rows)} rows move)", flush=True)
-            print(f"{family}: objective {best:.4f} in {time.time() - t0:.0f} s")
+            print(f"{family}: objective {score(family, errors):.4f} in {time.time() - t0:.0f} s")
     print("\nfitted values (write them into catalog/engines/*.toml):")
     for (family, release, key), v in sorted(overrides.items()):
         print(f"  {family:9s} {release:>6s} {key:32s} {v:.3g}")

@@ -190,7 +190,7 @@ class Roofs:
     bandwidth_rate: float  # bw * bandwidth_max
     half_m: float
     half_bytes: float
-    kernel_s: float
+    kernel_s: float  # fixed GPU time per modelled kernel: the hardware's, times the engine's kernel_overhead_scale
 
 
 @lru_cache(maxsize=512)
@@ -227,7 +227,7 @@ def roofs(dep: Deployment) -> Roofs:
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
-                 half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s)
+                 half_bytes=e.bandwidth_half_bytes, kernel_s=e.kernel_overhead_s * kf.kernel_overhead_scale)
 
 
 def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,

@@ -156,6 +156,10 @@ class KernelFactors:
         dequantize-to-fp16 pass before cuBLAS) does not apply;
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
         (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676);
+    kernel_overhead_scale: the engine's fixed cost per modelled kernel relative to the hardware profile's
+        `kernel_overhead_s` (fitted to whole engine steps): below 1 where the engine fuses neighbouring ops into one
+        kernel and replays decode from a CUDA graph (llama.cpp's 2025 CUDA fusions), above 1 where it launches more
+        or slower kernels than the profile's engines;
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
         FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16
         (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F); 0 where they accumulate in FP32. Their roof is the larger of
@@ -174,6 +178,7 @@ class KernelFactors:
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
     fused_dequant: bool = False
+    kernel_overhead_scale: float = 1.0
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
@@ -185,6 +190,9 @@ class KernelFactors:
         if self.fp16_accumulate_compute > 1:
             raise SpecError(f"engine kernels: fp16_accumulate_compute must be in [0, 1], got "
                             f"{self.fp16_accumulate_compute}")
+        if not 0 < self.kernel_overhead_scale <= 10:
+            raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
+                            f"{self.kernel_overhead_scale}")
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
