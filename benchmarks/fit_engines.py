@@ -6,9 +6,9 @@ Each parameter is a family-wide number of one release (a frontend cost, the engi
 kernel factor), never a row's: it moves every row of that family (and release range) at once. Coordinate
 descent over a multiplicative grid; the objective of a family is the mean over regimes of
     median |log(predicted / expected)| + 0.5 |median log(predicted / expected)|
-(spread and bias), over the usable rows of that family (for a release's own parameter, over the rows of that
-release, on a wider grid: a family's regime medians would not see a few new rows move), so no regime dominates by
-row count, plus a weak pull
+(spread and bias), over the usable rows of that family (for a release's own parameter, plus the same over the rows
+of that release, on a wider grid: a family's regime medians would not see a few new rows move), so no regime
+dominates by row count, plus a weak pull
 toward each parameter's sourced starting value, PRIOR * |log(value / start)| (a value the rows barely pin stays
 near its source). Rows on AMD GPUs are left out of the engine fits: their misses are the ROCm kernels', fitted as
 the AMD entries' own efficiency (`hw` group, written to catalog/hardware.toml); rows on Blackwell datacenter GPUs
@@ -54,11 +54,11 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
              ("0.8.0", "host.step_s"), ("0.8.0", "host.per_seq_s"), ("0.8.0", "frontend.latency_s"),
              ("0.8.0", "frontend.request_s"), ("0.8.0", "frontend.output_token_s"),
              ("base", "kernels.moe_bandwidth"), ("base", "kernels.eager_prefill_kernel_s"),
-             ("0.8.0", "kernels.kernel_overhead_scale"), ("0.11.0", "kernels.kernel_overhead_scale")],
+             ("0.8.0", "kernels.eager_prefill_kernel_s")],
     "sglang": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.request_s"),
                ("base", "frontend.output_token_s"), ("base", "frontend.latency_s"),
                ("base", "kernels.eager_prefill_kernel_s"), ("base", "kernels.moe_bandwidth"),
-               ("base", "host.per_worker_s"), ("0.5.0", "kernels.kernel_overhead_scale")],
+               ("base", "host.per_worker_s")],
     "trtllm": [("base", "host.step_s"), ("base", "host.per_seq_s"), ("base", "frontend.latency_s"),
                ("base", "frontend.request_s"), ("base", "kernels.moe_bandwidth"),
                ("0.20.0", "host.step_s"), ("0.20.0", "host.per_seq_s"), ("0.20.0", "kernels.eager_prefill_kernel_s")],
@@ -222,7 +222,9 @@ def main() -> None:
 
         def score(family: str, errs: dict[int, float | None], over: dict | None = None,
                   only: list[int] | None = None) -> float:
-            fit = objective([(_CASES[i].regime, errs[i]) for i in (only or rows_of[family]) if errs.get(i) is not None])
+            fit = objective([(_CASES[i].regime, errs[i]) for i in rows_of[family] if errs.get(i) is not None])
+            if only:  # a release's own rows as well as the family's: neither may be traded for the other
+                fit += objective([(_CASES[i].regime, errs[i]) for i in only if errs.get(i) is not None])
             prior = sum(abs(math.log(v / starts[k])) for k, v in (over or overrides).items()
                         if k[0] == family and k in starts and starts[k] > 0 and v > 0)
             return fit + PRIOR * prior

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from flopwise.api import deployment, estimate
-from flopwise.cost import batch_shape, prefill_shape, step_time
+from flopwise.cost import batch_shape, decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
-from flopwise.cost.step import roofs, step_cost
+from flopwise.cost.step import decode_step_time, roofs, step_cost
 from flopwise.errors import SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
@@ -116,6 +116,23 @@ def test_vllm_v0_runs_decode_batches_above_256_eagerly():
     assert graph < 0.5 * eager
     v1 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", max_num_seqs=1024)
     assert v1.engine.kernels.cuda_graph_max_bs == 512 and roofs(v1).eager_kernel_s == 0.0
+
+
+def test_vllm_v1_piecewise_graphs_floor_a_step_by_its_layers():
+    """Before 0.11 vLLM V1 replays CUDA graphs in pieces around eager attention ops: a step cannot run faster than
+    its 28 layers x 0.15 ms of launches (4.2 ms for Qwen3-0.6B on an A100, whose kernels take ~2.9 ms); from 0.11 a
+    decode replays one full graph and only steps with prompt tokens keep the floor."""
+    old, new = (deployment("qwen/qwen3-0.6b", "a100-sxm-80gb", engine=e) for e in ("vllm@0.10", "vllm@0.11"))
+    assert layout(old).num_layers == 28 and old.engine.kernels.piecewise_layer_s == pytest.approx(1.5e-4)
+    overhead = old.hardware.efficiency.step_overhead_s
+    decode = decode_shape(1, 100, layout(old).windows)
+    floor = 28 * 1.5e-4 + overhead
+    host = old.engine.host.seconds(1, 1)  # synchronous before 0.14: the engine core's CPU work adds
+    assert step_time(old, decode) == pytest.approx(floor + host, rel=1e-9)
+    assert decode_step_time(old, 1, 100) == pytest.approx(floor + host, rel=1e-9)
+    assert step_time(new, decode) < 0.8 * step_time(old, decode)  # one full graph: the kernels' own time
+    prefill = prefill_shape(1, 16, layout(new).windows)  # 16 prompt tokens: launch-bound, piecewise
+    assert step_time(new, prefill) == pytest.approx(floor + new.engine.host.seconds(1, 1), rel=1e-9)
 
 
 def test_memory_policies_by_hand():

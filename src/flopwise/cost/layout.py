@@ -93,6 +93,11 @@ class Layout:
         """KV (and index-key) bytes one token leaves on one GPU over every layer."""
         return self.cache.bytes_per_token
 
+    @property
+    def num_layers(self) -> int:
+        """Decoder layers one step runs on this GPU (its pipeline stage's)."""
+        return sum(g.count for g in self.groups)
+
 
 def _group(m: ModelSpec, layer: LayerSpec, count: int, tp: int, kv_bpe: float, ep: int, moe_tp: int) -> LayerGroup:
     h = m.hidden_size

@@ -19,8 +19,9 @@ Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the
 engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than
-the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), cannot
-go faster than the host can launch its kernels:
+the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), or any
+step whose graphs run in pieces around eager attention ops (`piecewise_layer_s` per layer: vLLM V1's prefill, and
+its decode before 0.11), cannot go faster than the host can launch it:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 where block-scaled FP8 (`WeightFormat.group_quantizes_activations`) adds one group-quantization launch per GEMM
@@ -181,6 +182,8 @@ class Roofs:
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
     act_quant: bool  # block-scaled formats: a group-quantization launch before each GEMM (eager steps)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
+    piecewise_layer_s: float  # a piecewise step's launch work per layer (KernelFactors.piecewise_layer_s)
+    piecewise_decode: bool  # decode-only steps run piecewise too
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
@@ -222,7 +225,8 @@ def roofs(dep: Deployment) -> Roofs:
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
-                 graph_max_bs=kf.cuda_graph_max_bs, grouped_topk_kernels=kf.grouped_topk_kernels,
+                 graph_max_bs=kf.cuda_graph_max_bs, piecewise_layer_s=kf.piecewise_layer_s,
+                 piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
@@ -453,11 +457,20 @@ def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
     return 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)
 
 
+def _launch_floor_s(r: Roofs, dep: Deployment, shape: BatchShape, kernels: int) -> float:
+    """The least time the host needs to launch this step: its kernels one by one where it runs eagerly
+    (`_runs_eagerly`), its layers' graph pieces and eager attention ops where it runs piecewise; 0 where it
+    replays one CUDA graph."""
+    floor = kernels * r.eager_kernel_s if _runs_eagerly(r, dep, shape) else 0.0
+    if r.piecewise_layer_s and (r.piecewise_decode or shape.num_tokens > shape.num_seqs):
+        floor = max(floor, layout(dep).num_layers * r.piecewise_layer_s)
+    return floor
+
+
 def _device_s(dep: Deployment, shape: BatchShape, acc: _Acc) -> float:
-    """Kernels (or, for a step run eagerly, their launches if slower) + the hardware's fixed per-step cost."""
-    t = acc.total
-    if _runs_eagerly(acc.r, dep, shape):
-        t = max(t, acc.kernels * acc.r.eager_kernel_s)
+    """Kernels (or, where the host launches the step more slowly, its launch floor) + the hardware's fixed
+    per-step cost."""
+    t = max(acc.total, _launch_floor_s(acc.r, dep, shape, acc.kernels))
     return t + dep.hardware.efficiency.step_overhead_s
 
 
@@ -492,7 +505,7 @@ class _DecodeBase:
     per group, in the same order as the general path's (the same result to the last bit)."""
 
     rest_s: float
-    eager_s: float  # a batch above the CUDA-graph cap: its kernels' launches + the fixed cost, the device's floor
+    eager_s: float  # a step the host launches more slowly than it runs (eager, piecewise): that floor + the fixed cost
     host_s: float
     overlap: bool  # async scheduling: max(device, host), else their sum
     p: float
@@ -526,7 +539,8 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
                       at.kv_bytes_per_token, rows * at.q_out_elems * lay.act_bytes, at.attn_kernels * r.kernel_s,
                       share))
     overhead = dep.hardware.efficiency.step_overhead_s
-    eager = kernels * r.eager_kernel_s + overhead if _runs_eagerly(r, dep, shape) else 0.0
+    floor = _launch_floor_s(r, dep, shape, kernels)
+    eager = floor + overhead if floor else 0.0
     return _DecodeBase(rest_s=acc.total + overhead, eager_s=eager, host_s=host_s(dep, shape),
                        overlap=dep.engine.host.async_scheduling, p=r.p, half_bytes=r.half_bytes,
                        bandwidth_rate=r.bandwidth_rate, terms=tuple(terms))

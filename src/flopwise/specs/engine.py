@@ -148,6 +148,11 @@ class KernelFactors:
         step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
         batches, and decode batches above `cuda_graph_max_bs`); such a step takes at least kernels x this
         (`cost/step.py`);
+    piecewise_layer_s: host time per decoder layer to launch a step whose CUDA graphs run in pieces split at the
+        attention ops, which run eagerly between them (a piece's graph launch and the attention op's dispatch): such
+        a step takes at least layers x this. vLLM V1 runs steps with prompt tokens so (and every step in its
+        PIECEWISE mode, `piecewise_decode`, its default before 0.11); 0: no such floor;
+    piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
     cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
         larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
         and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
@@ -174,6 +179,8 @@ class KernelFactors:
     quantized_gemm_compute: float = 1.0
     mmq_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
+    piecewise_layer_s: float = 0.0
+    piecewise_decode: bool = False
     cuda_graph_max_bs: int = 0
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
