@@ -77,7 +77,8 @@ def _records(res: SimResult | FleetResult) -> list[str]:
     total = math.fsum(t for r in recs for t in r.token_times)
     first = math.fsum(r.token_times[0] for r in recs if r.token_times)
     cached = sum(q.num_cached_tokens for q in res.requests)
-    return [f"  token times {times}, record fields {meta}, phases {_digest([np.ascontiguousarray(res.phases).tobytes()])}",
+    phases = _digest([np.ascontiguousarray(res.phases).tobytes()])
+    return [f"  token times {times}, record fields {meta}, phases {phases}",
             f"  sum of token times {total!r}, of first token times {first!r}, cached tokens {cached}, "
             f"tokens {sum(len(r.token_times) for r in recs)}"]
 

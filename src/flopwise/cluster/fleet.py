@@ -257,6 +257,8 @@ class Fleet:
         for q in self.pending.values():
             for req in q:
                 self._fail(req.request_id, "unavailable")
+        if self.bounded is not None:
+            self.bounded.close()
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
 
     def _fail(self, rid: int, kind: str) -> None:
