@@ -10,8 +10,17 @@ its beginning. A cache hit takes a block out of the middle of the queue. Here th
 (a C doubly linked list: O(1) pop from the head, removal from the middle, append at the tail), and its
 entries are extents rather than single blocks:
 
-    [ never used (a count) ][ own(req 7): 5 blocks ][ (prefix 2, block 3) ][ (prefix 2, block 2) ] ...
+    [ never used (a count) ][ own(req 7): 5 blocks ][ prefix 2: blocks 3, 2, 1, 0 ][ private: 1 ] ...
       ^ allocation takes here first, then from the head extent's tail end
+
+Prefix groups. A chat request holds a few dozen shared-prefix blocks, and every admission, completion and
+eviction touched each of them (a dict entry per block under a tuple key, in the reference counts and in the
+queue). So each group keeps its blocks' reference counts in one list (`_Group.refs`, None where the block is not
+cached: a request holds blocks 0, 1, ... of its group, so its admission and completion change a slice of it),
+and the blocks a completion frees go to the queue as one entry per run of consecutive blocks (`_PrefixRun`, in
+the order the blocks were freed: highest first). A run then loses blocks only at its two ends: eviction takes
+from its head (its highest blocks), a hit from its tail (a hit covers blocks 0 .. n-1, so it takes a run's
+lowest blocks up to n). The queue's order, and so every eviction, is the per-block queue's.
 
 Content identity. A block's hash in vLLM chains the hashes of all tokens before it. The simulator has no
 token ids, so it names content instead: block i of the first `prefix_tokens // block_size` blocks of a request
@@ -35,6 +44,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any
 
 import numpy as np
 
@@ -78,16 +88,36 @@ def most_steps_within(need: Callable[[int], int], k: int, free: int) -> int:
 
 @dataclass(slots=True)
 class _Extent:
-    """`size` free blocks in one queue entry; the first `hashed` can still be hit."""
+    """`size` free private blocks in one queue entry; the first `hashed` can still be hit (its owner's, after a
+    preemption)."""
 
     size: int
     hashed: int
 
 
-# one-block entries are never changed in place (`_take` trims only an extent larger than what it takes, `_touch`
-# only a request's own extent), so every freed prefix block shares one of these
-_ONE_CACHED = _Extent(1, 1)
-_ONE_PRIVATE = _Extent(1, 0)
+@dataclass(slots=True, eq=False)
+class _Group:
+    """One prefix group's blocks. `refs[i]`: how many requests hold block i, None where it is not cached;
+    `runs`: its free blocks' queue entries, by first block (a block is free exactly when cached with 0 holders);
+    `keys`: the block keys (pid, i); `version`: bumped when a block is cached, evicted, or leaves or joins the
+    free queue (what a lookup reads), and `lookups` the hit per region at a version."""
+
+    pid: int
+    refs: list[Any] = field(default_factory=list)  # int | None per block (a list: slices change in C)
+    runs: dict[int, _PrefixRun] = field(default_factory=dict)
+    keys: tuple[tuple[int, int], ...] = ()
+    version: int = 0
+    lookups: dict[int, tuple[int, CacheHit]] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _PrefixRun:
+    """Free blocks lo .. hi-1 of one group as one queue entry (keyed `key`), in LRU order hi-1 first."""
+
+    group: _Group
+    lo: int
+    hi: int
+    key: int
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,18 +127,12 @@ class BlockManager:
     enable_prefix_caching: bool = True
     blocks_for: Callable[[int], int] | None = None  # blocks held by a sequence of n tokens; default ceil(n / bs)
     num_unused: int = field(init=False)  # never-used blocks: the head of the free queue
-    _free: OrderedDict[object, _Extent] = field(init=False, default_factory=OrderedDict)
+    _free: OrderedDict[object, _Extent | _PrefixRun] = field(init=False, default_factory=OrderedDict)
     _num_free_used: int = field(init=False, default=0)
-    _refs: dict[tuple[int, int], int] = field(init=False, default_factory=dict)  # cached prefix block -> users
+    _groups: dict[int, _Group] = field(init=False, default_factory=dict)  # prefix group -> its blocks
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
-    _keys: dict[int, tuple[tuple[int, int], ...]] = field(init=False, default_factory=dict)  # a prefix's block keys
-    # what a lookup reads of a prefix group's blocks (which are cached, which sit in the free queue) changes only
-    # when one is cached, evicted, or taken from or returned to the free queue: each bumps the group's version,
-    # and a lookup's hit for (group, region) is kept until it does
-    _versions: dict[int, int] = field(init=False, default_factory=dict)
-    _lookups: dict[tuple[int, int], tuple[int, CacheHit]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
@@ -130,7 +154,7 @@ class BlockManager:
         return 1.0 - self.num_free_blocks / self.num_blocks
 
     def num_cached_prefix_blocks(self) -> int:
-        return len(self._refs)
+        return sum(len(g.refs) - g.refs.count(None) for g in self._groups.values())
 
     def blocks_held(self, num_tokens: int) -> int:
         """Blocks a sequence of `num_tokens` tokens holds (`blocks_for`, by default ceil(n / block_size))."""
@@ -151,32 +175,23 @@ class BlockManager:
         pid = req.prefix_id
         region = min(req.num_prefix_tokens // bs, max_blocks) if pid is not None else 0
         hit = NO_HIT
-        if pid is not None and region:
-            version = self._versions.get(pid, 0)
-            seen = self._lookups.get((pid, region))
-            if seen is not None and seen[0] == version:
+        g = self._groups.get(pid) if region else None  # type: ignore[arg-type]
+        if g is not None:  # what a lookup reads changes only with the group's version: keep the hit until then
+            seen = g.lookups.get(region)
+            if seen is not None and seen[0] == g.version:
                 hit = seen[1]
             else:
-                every = self._keys.get(pid)
-                if every is None or len(every) < region:
-                    every = self._keys[pid] = tuple((pid, i) for i in range(region))
-                refs = self._refs
-                n = evictable = 0
-                for k in every[:region]:
-                    r = refs.get(k)
-                    if r is None:
-                        break
-                    n += 1
-                    evictable += r == 0
+                refs = g.refs[:region]
+                n = refs.index(None) if None in refs else len(refs)  # the run of cached blocks from 0
                 if n:
-                    hit = CacheHit(num_tokens=n * bs, prefix_keys=every[:n], num_evictable=evictable)
-                self._lookups[(pid, region)] = (version, hit)
+                    hit = CacheHit(num_tokens=n * bs, prefix_keys=g.keys[:n], num_evictable=refs[:n].count(0))
+                g.lookups[region] = (g.version, hit)
         # its own private blocks, kept after a preemption (`free(reusable=True)` under its next preemption count)
         if not req.num_preemptions or hit.num_blocks != region:
             return hit
         own_key = ("own", req.request_id, req.num_preemptions)
         ext = self._free.get(own_key)
-        own = min(ext.hashed, max_blocks - region) if ext is not None else 0
+        own = min(ext.hashed, max_blocks - region) if isinstance(ext, _Extent) else 0
         if not own:
             return hit
         return CacheHit(num_tokens=(region + own) * bs, prefix_keys=hit.prefix_keys, num_own=own, own_key=own_key,
@@ -239,21 +254,8 @@ class BlockManager:
                     self._push(("own", req.request_id, req.num_preemptions), ext)
                 else:
                     self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
-            refs, free_q = self._refs, self._free
-            pushed = returned = 0
-            for k in reversed(req.prefix_blocks):  # `_push`, inlined: every freed request's prefix, block by block
-                if k is None:
-                    free_q[next(self._anon)] = _ONE_PRIVATE
-                    pushed += 1
-                    continue
-                r = refs[k] - 1
-                refs[k] = r
-                if r == 0:
-                    free_q[k] = _ONE_CACHED
-                    returned += 1
-            self._num_free_used += pushed + returned
-            if returned:
-                self._bump(req.prefix_id)
+            if req.prefix_blocks:
+                self._free_prefix(req)
         req.prefix_blocks = []
         req.num_own_blocks = 0
         req.num_slots = 0
@@ -301,30 +303,86 @@ class BlockManager:
         self._take(n)
 
     # ---- internals -----------------------------------------------------------------------------------
-    def _bump(self, prefix_id: int | None) -> None:
-        """A block of prefix group `prefix_id` was cached, evicted, taken from or returned to the free queue."""
-        if prefix_id is not None:
-            self._versions[prefix_id] = self._versions.get(prefix_id, 0) + 1
+    def _group(self, pid: int, blocks: int) -> _Group:
+        """Prefix group `pid`'s state, covering at least its first `blocks` blocks."""
+        g = self._groups.get(pid)
+        if g is None:
+            g = self._groups[pid] = _Group(pid)
+        if len(g.refs) < blocks:
+            g.refs.extend([None] * (blocks - len(g.refs)))
+            g.keys = tuple((pid, i) for i in range(blocks))
+        return g
 
     def _push(self, key: object, ext: _Extent) -> None:
         self._free[key] = ext
         self._num_free_used += ext.size
 
+    def _queue_run(self, g: _Group, lo: int, hi: int) -> None:
+        """Blocks lo .. hi-1 of `g` (cached, now held by nobody) join the free queue's tail, hi-1 first."""
+        key = next(self._anon)
+        self._free[key] = g.runs[lo] = _PrefixRun(g, lo, hi, key)
+        self._num_free_used += hi - lo
+        g.version += 1
+
+    def _free_prefix(self, req: Request) -> None:
+        """Return `req`'s shared-prefix-region blocks, tail first: its keys' holders drop by one, and those left
+        with none join the free queue (runs of consecutive blocks); its private copies (None) join as extents."""
+        pb = req.prefix_blocks
+        h = len(pb)
+        g = self._groups.get(req.prefix_id)  # type: ignore[arg-type]
+        if g is not None and None not in pb:  # it holds blocks 0 .. h-1 of its group: the usual case
+            left = [r - 1 for r in g.refs[:h]]
+            g.refs[:h] = left
+            if 0 in left:
+                z = left.index(0)
+                if left.count(0) == h - z:  # nobody holds z .. h-1 any more (the others held shorter prefixes)
+                    self._queue_run(g, z, h)
+                    return
+                i = h - 1
+                while i >= 0:  # runs of blocks left with no holder, highest first
+                    if left[i]:
+                        i -= 1
+                        continue
+                    hi = i + 1
+                    while i >= 0 and left[i] == 0:
+                        i -= 1
+                    self._queue_run(g, i + 1, hi)
+            return
+        i = h - 1
+        while i >= 0:  # block by block, tail first: private copies among its keys
+            if pb[i] is None:
+                j = i - 1
+                while j >= 0 and pb[j] is None:
+                    j -= 1
+                self._push(next(self._anon), _Extent(i - j, 0))
+                i = j
+                continue
+            assert g is not None
+            refs = g.refs
+            refs[i] -= 1
+            if refs[i]:
+                i -= 1
+                continue
+            hi = i + 1
+            i -= 1
+            while i >= 0 and pb[i] is not None and refs[i] == 1:
+                refs[i] = 0
+                i -= 1
+            self._queue_run(g, i + 1, hi)
+
     def _touch(self, req: Request, hit: CacheHit) -> None:
-        refs = self._refs
-        taken = 0
-        for k in hit.prefix_keys:
-            r = refs[k]
-            if r == 0:
-                del self._free[k]
-                taken += 1
-            refs[k] = r + 1
-        if taken:
-            self._num_free_used -= taken
-            self._bump(hit.prefix_keys[0][0])
-        req.prefix_blocks.extend(hit.prefix_keys)
+        keys = hit.prefix_keys
+        if keys:  # blocks 0 .. n-1 of its group: one more holder each, the free ones leave the queue
+            n = len(keys)
+            g = self._groups[keys[0][0]]
+            held = g.refs[:n]
+            if 0 in held:
+                self._unqueue(g, held, n)
+            g.refs[:n] = [r + 1 for r in held]
+            req.prefix_blocks.extend(keys)
         if hit.num_own:
             ext = self._free[hit.own_key]
+            assert isinstance(ext, _Extent)
             ext.size -= hit.num_own  # the hit takes the extent's front; what is left can never hit again
             ext.hashed = 0
             self._num_free_used -= hit.num_own
@@ -333,6 +391,27 @@ class BlockManager:
             req.num_own_blocks += hit.num_own
         req.num_cached_tokens += hit.num_tokens
         req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
+
+    def _unqueue(self, g: _Group, held: list[Any], n: int) -> None:
+        """Take the free blocks among blocks 0 .. n-1 of `g` (0 in `held`, their holders) out of the queue. Each
+        run of them starts a queue entry (a run's lower blocks are free too, and the scan reaches them first),
+        which loses its blocks below n."""
+        free, runs = self._free, g.runs
+        left = held.count(0)
+        self._num_free_used -= left
+        i = 0
+        while left:
+            i = held.index(0, i)
+            run = runs.pop(i)
+            if run.hi <= n:
+                del free[run.key]
+                end = run.hi
+            else:
+                run.lo = end = n
+                runs[n] = run
+            left -= end - i
+            i = end
+        g.version += 1
 
     def _take(self, n: int) -> None:
         """Pop `n` blocks from the head of the free queue, evicting their cached content."""
@@ -343,30 +422,42 @@ class BlockManager:
         while n:
             key = next(iter(free))
             ext = free[key]
-            if ext.size <= n:
+            if isinstance(ext, _PrefixRun):  # cached prefix blocks, evicted from the run's head (its highest)
+                g = ext.group
+                size = ext.hi - ext.lo
+                taken = min(size, n)
+                g.refs[ext.hi - taken:ext.hi] = [None] * taken
+                if taken == size:
+                    del free[key]
+                    del g.runs[ext.lo]
+                else:
+                    ext.hi -= taken
+                g.version += 1
+            elif ext.size <= n:
                 del free[key]
-                n -= ext.size
-                self._num_free_used -= ext.size
-                if type(key) is tuple and len(key) == 2:
-                    del self._refs[key]  # an evicted shared-prefix block
-                    self._bump(key[0])
-            else:
-                ext.size -= n  # evict from the extent's tail (freed first, so least recently useful)
+                taken = ext.size
+            else:  # evict from the extent's tail (freed first, so least recently useful)
+                taken = n
+                ext.size -= n
                 ext.hashed = min(ext.hashed, ext.size)
-                self._num_free_used -= n
-                n = 0
+            n -= taken
+            self._num_free_used -= taken
 
     def _cache_prefix(self, req: Request, prefix_id: int, before: int, total: int) -> None:
         """Cache the shared-prefix blocks of `req` (whose prefix_id is `prefix_id`) that become full as tokens
         before..total are computed (private blocks need no bookkeeping: `free` counts the full ones)."""
         bs = self.block_size
         region = self._prefix_region(req)
-        pb = req.prefix_blocks
-        refs = self._refs
-        for i in range(before // bs, min(total // bs, region)):
-            if pb[i] is None:
-                k = (prefix_id, i)
-                if k not in refs:
-                    refs[k] = 1
-                    pb[i] = k
-                    self._bump(prefix_id)
+        lo, hi = before // bs, min(total // bs, region)
+        if lo >= hi:
+            return
+        g = self._group(prefix_id, region)
+        refs, keys, pb = g.refs, g.keys, req.prefix_blocks
+        cached = False
+        for i in range(lo, hi):
+            if pb[i] is None and refs[i] is None:  # (cached by another request: this one keeps its copy)
+                refs[i] = 1
+                pb[i] = keys[i]
+                cached = True
+        if cached:
+            g.version += 1
