@@ -228,17 +228,20 @@ class Fleet:
         self.source = source
         self.progress = progress
         heap = self.heap.items  # (at, rank, order, seq, event), `events.py`
+        push = self.heap.push
         role = first.role
         woken = False
         for m in self.members:
             self._sync(m)
         a = source.next_at()  # read again after anything that may send (a completion, in a closed loop)
+        more = source.more_coming  # changes only when requests are sent
         while True:
             if a is not None and (not heap or a < (top := heap[0])[0] or (a == top[0] and top[1] >= ARRIVAL)):
                 self.now = a
                 for req in source.pop_due(a):
                     self._arrive(role, req)
-                if not source.more_coming and not woken:
+                more = source.more_coming
+                if not more and not woken:
                     woken = True
                     for m in self.members:
                         m.replica.wake(a)
@@ -254,19 +257,25 @@ class Fleet:
                 m = ev[1]
                 if ev[2] != m.version:
                     continue
-                m.pushed = None
-                m.version += 1
                 rep = m.replica
-                finished = rep.step(source.more_coming)
+                finished = rep.step(more)
                 # the replica's next event (a step's end is followed by a plan at the same instant) is handled
                 # here when nothing in the heap or the arrivals comes before it: what pushing and popping it would do
                 while not finished and (nxt := rep.next_at) is not None:
-                    key = (nxt, rep.next_rank, m.index)
-                    if (heap and key >= heap[0][:3]) or (a is not None and (a, ARRIVAL, -1) < key):
+                    rank = rep.next_rank
+                    if heap and (nxt > (top := heap[0])[0] or (nxt == top[0] and (rank, m.index) >= top[1:3])):
+                        break
+                    if a is not None and (a < nxt or (a == nxt and rank >= ARRIVAL)):
                         break
                     self.now = nxt
-                    finished = rep.step(source.more_coming)
-                self._sync(m)
+                    finished = rep.step(more)
+                m.version += 1  # (`_sync`, inlined: its entry was popped)
+                nxt = rep.next_at
+                if nxt is None:
+                    m.pushed = None
+                else:
+                    m.pushed = (nxt, rep.next_rank)
+                    push(nxt, rep.next_rank, m.index, (_REPLICA, m, m.version))
                 if finished:
                     m.num_outstanding -= len(finished)
                     self._finished(m, finished)

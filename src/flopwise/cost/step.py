@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from flopwise.cost.attention import AttentionLayout, AttentionWork
+from flopwise.cost.attention import AttentionLayout, AttentionWork, Span
 from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
@@ -252,15 +252,17 @@ def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, 
 
 
 class _Acc:
-    """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
+    """Accumulates operator times; keeps the breakdown only when asked (the simulator does not), and, for
+    `step_time`'s lookup by token count (`_token_terms`), each addition to the total (`terms`: None for attention)."""
 
-    __slots__ = ("r", "detail", "ops", "total", "kernels")
+    __slots__ = ("r", "detail", "ops", "total", "kernels", "terms")
 
-    def __init__(self, dep: Deployment, detail: bool):
+    def __init__(self, dep: Deployment, detail: bool, terms: bool = False):
         self.r, self.detail = roofs(dep), detail
         self.ops: list[OpCost] = []
         self.total = 0.0
         self.kernels = 0
+        self.terms: list[float | None] | None = [] if terms else None
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
@@ -273,6 +275,8 @@ class _Acc:
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff)
         self.total += count * t
+        if self.terms is not None:
+            self.terms.append(None if attention else count * t)
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
             self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
@@ -300,6 +304,8 @@ class _Acc:
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
         """A collective (one kernel each, counted for eager launches)."""
         self.total += count * seconds
+        if self.terms is not None:
+            self.terms.append(count * seconds)
         if seconds > 0:
             self.kernels += count
         if self.detail and seconds > 0:
@@ -308,11 +314,11 @@ class _Acc:
                                    memory_s=0.0, comm_s=count * seconds, overhead_s=0.0, time_s=count * seconds))
 
 
-def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = True) -> _Acc:
+def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = True, terms: bool = False) -> _Acc:
     """The operators of one step; `attention=False` leaves out those that read the cached context (attention
-    and the DSA indexer), which `decode_step_time` adds per step."""
+    and the DSA indexer), which `decode_step_time` adds per step; `terms`: record each addition (`_Acc`)."""
     lay = layout(dep)
-    acc = _Acc(dep, detail)
+    acc = _Acc(dep, detail, terms)
     T: float = shape.num_tokens
     if T == 0:
         return acc
@@ -476,9 +482,70 @@ def _combine(dep: Deployment, device: float, host: float) -> float:
 
 
 def step_time(dep: Deployment, shape: BatchShape) -> float:
-    """Seconds for one engine step (fast path: no breakdown)."""
-    acc = _run(dep, shape, False)
-    return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+    """Seconds for one engine step (fast path: no breakdown). Where every operator but attention depends on the
+    step's tokens or logits alone (`_token_terms`), those are looked up per token count and only attention is
+    priced: the same operators added in the same order, so the same float as `_run`'s total."""
+    T = shape.num_tokens
+    groups = _attention_groups(dep)
+    if groups is None or not T:
+        acc = _run(dep, shape, False)
+        return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+    terms, kernels = _token_terms(dep, T)
+    r = roofs(dep)
+    rate, a = r.attention_rate, layout(dep).act_bytes
+    S = shape.num_seqs
+    total = 0.0
+    i = 0
+    for t in terms:
+        if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1
+            count, at, window = groups[i]
+            i += 1
+            flops, m, kv_b, act_b = _attention_op(at, shape.attention[window], 1.0, T, S, T, a)
+            t = count * _op_seconds(r, rate, flops, m, 0.0, kv_b, act_b, at.attn_kernels)[0]
+        total += t
+    L = shape.num_logits
+    if L:
+        logit_terms, logit_kernels = _logit_terms(dep, L)
+        for t in logit_terms:
+            total += t
+        kernels += logit_kernels
+    if _runs_eagerly(r, dep, shape):
+        total = max(total, kernels * r.eager_kernel_s)
+    return _combine(dep, total + dep.hardware.efficiency.step_overhead_s, host_s(dep, shape))
+
+
+@lru_cache(maxsize=512)
+def _attention_groups(dep: Deployment) -> tuple[tuple[int, AttentionLayout, Span], ...] | None:
+    """(layers, attention layout, span) of each layer group, where `step_time` may look up every other operator
+    by token count: one attention group (dp 1, so no expert-parallel collectives or two-batch overlap) and every
+    layer attending by pairs (no linear-state layer, whose cost reads the sequences, nor a DSA indexer); else
+    None."""
+    lay = layout(dep)
+    if dep.dp > 1 or dep.ep > 1 or any(not g.attn.has_pairs or g.attn.index_pair_flops for g in lay.groups):
+        return None
+    return tuple((g.count, g.attn, g.window) for g in lay.groups)
+
+
+@lru_cache(maxsize=16384)
+def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, ...], int]:
+    """What `_run` adds to a step of `num_tokens` tokens before its logits, operator by operator (None where a
+    group's attention goes), and the kernels it counts: recorded from a step of that many tokens."""
+    shape = BatchShape(num_tokens, 1, 0, {g.window: AttentionWork(0, 0, 0, 0) for g in layout(dep).groups})
+    acc = _run(dep, shape, False, terms=True)
+    assert acc.terms is not None
+    return tuple(acc.terms), acc.kernels
+
+
+@lru_cache(maxsize=4096)
+def _logit_terms(dep: Deployment, num_logits: int) -> tuple[tuple[float, ...], int]:
+    """What `_run` adds for `num_logits` logits (the LM head and the logits' gather), and the kernels they count."""
+    work = {g.window: AttentionWork(0, 0, 0, 0) for g in layout(dep).groups}
+    without = _run(dep, BatchShape(1, 1, 0, work), False, terms=True)
+    acc = _run(dep, BatchShape(1, 1, num_logits, work), False, terms=True)
+    assert acc.terms is not None and without.terms is not None
+    terms = acc.terms[len(without.terms):]
+    assert None not in terms  # (no attention among them)
+    return tuple(t for t in terms if t is not None), acc.kernels - without.kernels
 
 
 @dataclass(frozen=True, slots=True)
