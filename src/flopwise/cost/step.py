@@ -57,7 +57,7 @@ FLOPs per operator:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -67,7 +67,8 @@ from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "host_s", "op_time_s"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "decode_step_timer",
+           "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
@@ -604,24 +605,38 @@ def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
     all attend every token (`ShapeBuilder.full_only`), with the
     operators that do not read the context computed once per batch size: attention's pairs are C + B and its KV
     read C (`sim/shape.py`)."""
+    return decode_step_timer(dep, num_seqs)(context_sum)
+
+
+@lru_cache(maxsize=8192)
+def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
+    """`decode_step_time(dep, num_seqs, C)` as a function of C alone, its per-batch-size constants bound once (a
+    decode run prices several steps of one batch)."""
     base = _decode_base(dep, num_seqs)
     if base is None:
-        return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
-                                         {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
-    device = base.rest_s
+        def general(context_sum: int) -> float:
+            return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
+                                             {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
+        return general
+    rest, eager, host, overlap, terms = base.rest_s, base.eager_s, base.host_s, base.overlap, base.terms
     p, hb, bwr = base.p, base.half_bytes, base.bandwidth_rate
     inv = 1.0 / p
-    pairs = context_sum + num_seqs
-    for count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share in base.terms:
-        flops = share * (pairs * pair_flops)
-        compute_s = flops * mh / mr if flops > 0 else 0.0
-        kv_b = share * ((context_sum + writes) * kv_per_token)
-        nbytes = kv_b + act_b
-        memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
-        device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
-    if base.eager_s > device:
-        device = base.eager_s
-    return max(device, base.host_s) if base.overlap else device + base.host_s
+
+    def timed(context_sum: int) -> float:
+        device = rest
+        pairs = context_sum + num_seqs
+        for count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share in terms:
+            flops = share * (pairs * pair_flops)
+            compute_s = flops * mh / mr if flops > 0 else 0.0
+            kv_b = share * ((context_sum + writes) * kv_per_token)
+            nbytes = kv_b + act_b
+            memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
+            device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
+        if eager > device:
+            device = eager
+        return max(device, host) if overlap else device + host
+
+    return timed
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopwise.cost.step import decode_step_time, step_time
+from flopwise.cost.step import decode_step_timer, step_time
 from flopwise.sim.base import BaseScheduler
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.deployment import Deployment
@@ -53,7 +53,8 @@ def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, 
     if builder.full_only:
         b = len(sched.running)
         c0 = sched.decode_context_sum()
-        return _chord_fill(lambda j: decode_step_time(dep, b, c0 + b * (j - 1)), k)
+        timed = decode_step_timer(dep, b)
+        return _chord_fill(lambda j: timed(c0 + b * (j - 1)), k)
     ctx = sched.decode_contexts()
     return [step_time(dep, builder.decode_rows([c + j - 1 for c in ctx])) for j in range(1, k + 1)]
 
