@@ -415,9 +415,12 @@ class BlockManager:
 
     def _take(self, n: int) -> None:
         """Pop `n` blocks from the head of the free queue, evicting their cached content."""
-        t = min(n, self.num_unused)
-        self.num_unused -= t
-        n -= t
+        unused = self.num_unused
+        if n <= unused:
+            self.num_unused = unused - n
+            return
+        self.num_unused = 0
+        n -= unused
         free = self._free
         while n:
             key = next(iter(free))

@@ -271,11 +271,11 @@ class Replica:
                     sched.add_request(req)
                 self.inbox = inbox[n:]
                 held = n < len(inbox)
-        else:
-            for req in fe.pop_ready(cutoff):
-                sched.add_request(req)
-            ready = fe.next_ready_at()
-            held = ready is not None and ready <= now
+        else:  # `fe.pop_ready(cutoff)` and `fe.next_ready_at()`, inlined: every plan reads them
+            pending = fe.pending
+            while pending and pending[0].engine_arrival_at <= cutoff:
+                sched.add_request(pending.popleft())
+            held = bool(pending) and pending[0].engine_arrival_at <= now
         if self.deadlines:
             gone = sched.abort_expired(now)
             if gone:
