@@ -487,13 +487,13 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     step's tokens or logits alone (`_token_terms`), those are looked up per token count and only attention is
     priced: the same operators added in the same order, so the same float as `_run`'s total."""
     T = shape.num_tokens
-    groups = _attention_groups(dep)
-    if groups is None or not T:
+    fast = _by_tokens(dep)
+    if fast is None or not T:
         acc = _run(dep, shape, False)
         return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
     terms, kernels = _token_terms(dep, T)
-    r = roofs(dep)
-    rate, a = r.attention_rate, layout(dep).act_bytes
+    groups, r, a = fast.groups, fast.roofs, fast.act_bytes
+    rate = r.attention_rate
     S = shape.num_seqs
     total = 0.0
     i = 0
@@ -512,19 +512,30 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
         kernels += logit_kernels
     if _runs_eagerly(r, dep, shape):
         total = max(total, kernels * r.eager_kernel_s)
-    return _combine(dep, total + dep.hardware.efficiency.step_overhead_s, host_s(dep, shape))
+    return _combine(dep, total + fast.step_overhead_s, host_s(dep, shape))
+
+
+@dataclass(frozen=True, slots=True)
+class _ByTokens:
+    """What `step_time` reads besides its lookups by token count: (layers, attention layout, span) of each layer
+    group, the roofs, the activation bytes and the hardware's fixed per-step cost."""
+
+    groups: tuple[tuple[int, AttentionLayout, Span], ...]
+    roofs: Roofs
+    act_bytes: int
+    step_overhead_s: float
 
 
 @lru_cache(maxsize=512)
-def _attention_groups(dep: Deployment) -> tuple[tuple[int, AttentionLayout, Span], ...] | None:
-    """(layers, attention layout, span) of each layer group, where `step_time` may look up every other operator
-    by token count: one attention group (dp 1, so no expert-parallel collectives or two-batch overlap) and every
-    layer attending by pairs (no linear-state layer, whose cost reads the sequences, nor a DSA indexer); else
-    None."""
+def _by_tokens(dep: Deployment) -> _ByTokens | None:
+    """Where `step_time` may look up every operator but attention by token count: one attention group (dp 1, so
+    no expert-parallel collectives or two-batch overlap) and every layer attending by pairs (no linear-state layer,
+    whose cost reads the sequences, nor a DSA indexer); else None."""
     lay = layout(dep)
     if dep.dp > 1 or dep.ep > 1 or any(not g.attn.has_pairs or g.attn.index_pair_flops for g in lay.groups):
         return None
-    return tuple((g.count, g.attn, g.window) for g in lay.groups)
+    return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups), roofs=roofs(dep),
+                     act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s)
 
 
 @lru_cache(maxsize=16384)

@@ -147,10 +147,10 @@ class VllmScheduler(BaseScheduler):
         bs, needs = self.kv.block_size, self._needs
         whole, part = divmod(steps, bs)
         total = whole * self._num_lazy
-        if part:
+        if part:  # the residues first .. first+part-1, wrapping around
             first = start % bs
-            for j in range(part):
-                total += needs[(first + j) % bs]
+            end = first + part
+            total += sum(needs[first:end]) if end <= bs else sum(needs[first:]) + sum(needs[:end - bs])
         return total
 
     def _finish_lazy(self, before: int) -> list[Request]:
@@ -240,8 +240,8 @@ class VllmScheduler(BaseScheduler):
     def decode_context_sum(self) -> int:
         if not self._lazy:
             return super().decode_context_sum()
-        return (self._lazy_context + self._num_lazy * self.next_step
-                + sum(a.num_computed_tokens for a in self._active))
+        total = self._lazy_context + self._num_lazy * self.next_step
+        return total + sum(a.num_computed_tokens for a in self._active) if self._active else total
 
     def decode_contexts(self) -> list[int]:
         self.bring_up_to_date()
