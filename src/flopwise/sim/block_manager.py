@@ -100,7 +100,8 @@ class _Group:
     """One prefix group's blocks. `refs[i]`: how many requests hold block i, None where it is not cached;
     `runs`: its free blocks' queue entries, by first block (a block is free exactly when cached with 0 holders);
     `keys`: the block keys (pid, i); `version`: bumped when a block is cached, evicted, or leaves or joins the
-    free queue (what a lookup reads), and `lookups` the hit per region at a version."""
+    free queue (what a lookup reads), `lookups` the hit per region at a version, and `hits` the hits made so far
+    by (blocks, free blocks among them): a lookup that finds the same again reuses it."""
 
     pid: int
     refs: list[Any] = field(default_factory=list)  # int | None per block (a list: slices change in C)
@@ -108,6 +109,7 @@ class _Group:
     keys: tuple[tuple[int, int], ...] = ()
     version: int = 0
     lookups: dict[int, tuple[int, CacheHit]] = field(default_factory=dict)
+    hits: dict[tuple[int, int], CacheHit] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -184,7 +186,9 @@ class BlockManager:
                 refs = g.refs[:region]
                 n = refs.index(None) if None in refs else len(refs)  # the run of cached blocks from 0
                 if n:
-                    hit = CacheHit(num_tokens=n * bs, prefix_keys=g.keys[:n], num_evictable=refs[:n].count(0))
+                    key = (n, refs[:n].count(0))
+                    hit = g.hits.get(key) or g.hits.setdefault(
+                        key, CacheHit(num_tokens=n * bs, prefix_keys=g.keys[:n], num_evictable=key[1]))
                 g.lookups[region] = (g.version, hit)
         # its own private blocks, kept after a preemption (`free(reusable=True)` under its next preemption count)
         if not req.num_preemptions or hit.num_blocks != region:
