@@ -12,8 +12,9 @@ sends before any replica plans. Within a rank, `order` decides (a replica's inde
 id), then the push order. A replica's entries carry its version; an entry whose version is stale (the replica's
 next event moved: a decode run cut by an arrival) is skipped when popped.
 
-`items` is the heap list itself (`heapq` order, entries as above): the fleet's loop reads its head and pops it
-directly, the one place where a method call per event shows in the run time.
+`items` is the heap list itself (`heapq` order, entries as above) and `seq` the sequence numbers: the fleet's loop
+reads the head, pops it and pushes a replica's next event directly, the one place where a method call per event
+shows in the run time.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ CONTROL = -1
 
 
 class EventHeap:
-    __slots__ = ("items", "_seq")
+    __slots__ = ("items", "seq")
 
     def __init__(self) -> None:
         self.items: list[tuple[float, int, int, int, Any]] = []
-        self._seq = count()
+        self.seq = count()
 
     def push(self, at: float, rank: int, order: int, event: Any) -> None:
-        heapq.heappush(self.items, (at, rank, order, next(self._seq), event))
+        heapq.heappush(self.items, (at, rank, order, next(self.seq), event))
 
     def peek(self) -> tuple[float, int, int] | None:
         if not self.items:

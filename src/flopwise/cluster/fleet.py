@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from heapq import heappop
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -227,8 +227,7 @@ class Fleet:
             ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
         self.source = source
         self.progress = progress
-        heap = self.heap.items  # (at, rank, order, seq, event), `events.py`
-        push = self.heap.push
+        heap, seq = self.heap.items, self.heap.seq  # (at, rank, order, seq, event), `events.py`
         role = first.role
         woken = False
         for m in self.members:
@@ -274,8 +273,9 @@ class Fleet:
                 if nxt is None:
                     m.pushed = None
                 else:
-                    m.pushed = (nxt, rep.next_rank)
-                    push(nxt, rep.next_rank, m.index, (_REPLICA, m, m.version))
+                    rank = rep.next_rank
+                    m.pushed = (nxt, rank)
+                    heappush(heap, (nxt, rank, m.index, next(seq), (_REPLICA, m, m.version)))
                 if finished:
                     m.num_outstanding -= len(finished)
                     self._finished(m, finished)

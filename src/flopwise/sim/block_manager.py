@@ -130,7 +130,7 @@ class BlockManager:
     blocks_for: Callable[[int], int] | None = None  # blocks held by a sequence of n tokens; default ceil(n / bs)
     num_unused: int = field(init=False)  # never-used blocks: the head of the free queue
     _free: OrderedDict[object, _Extent | _PrefixRun] = field(init=False, default_factory=OrderedDict)
-    _num_free_used: int = field(init=False, default=0)
+    num_free_used: int = field(init=False, default=0)  # freed blocks in the queue (num_free_blocks: + num_unused)
     _groups: dict[int, _Group] = field(init=False, default_factory=dict)  # prefix group -> its blocks
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
@@ -148,12 +148,12 @@ class BlockManager:
     # ---- queries -------------------------------------------------------------------------------------
     @property
     def num_free_blocks(self) -> int:
-        return self.num_unused + self._num_free_used
+        return self.num_unused + self.num_free_used
 
     @property
     def usage(self) -> float:
         """Share of blocks held by requests (vLLM's kv_cache_usage: cached-but-free blocks count as free)."""
-        return 1.0 - self.num_free_blocks / self.num_blocks
+        return 1.0 - (self.num_unused + self.num_free_used) / self.num_blocks
 
     def num_cached_prefix_blocks(self) -> int:
         return sum(len(g.refs) - g.refs.count(None) for g in self._groups.values())
@@ -209,7 +209,7 @@ class BlockManager:
 
     # ---- check / act ---------------------------------------------------------------------------------
     def can_allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> bool:
-        return self.blocks_needed(req, num_new_tokens, hit) <= self.num_free_blocks
+        return self.blocks_needed(req, num_new_tokens, hit) <= self.num_unused + self.num_free_used
 
     def allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> None:
         """Take the hit blocks and the new blocks for `num_new_tokens` tokens after the computed (and hit)
@@ -238,7 +238,7 @@ class BlockManager:
         new = self._blocks_for(req.num_computed_tokens + num_new_tokens) - len(req.prefix_blocks) - req.num_own_blocks
         if new <= 0:
             return True
-        if new > self.num_unused + self._num_free_used:
+        if new > self.num_unused + self.num_free_used:
             return False
         self._take(new)
         req.num_own_blocks += new
@@ -302,7 +302,7 @@ class BlockManager:
     def take_decode_blocks(self, n: int) -> None:
         """Take `n` private blocks for decoding requests whose counts the caller raised (a lazy scheduler's
         `extend_decode`, batched: the same blocks leave the free queue as one call per request would take)."""
-        if n > self.num_unused + self._num_free_used:
+        if n > self.num_unused + self.num_free_used:
             raise AssertionError(f"{n} decode blocks asked of a pool with {self.num_free_blocks} free")
         self._take(n)
 
@@ -319,13 +319,13 @@ class BlockManager:
 
     def _push(self, key: object, ext: _Extent) -> None:
         self._free[key] = ext
-        self._num_free_used += ext.size
+        self.num_free_used += ext.size
 
     def _queue_run(self, g: _Group, lo: int, hi: int) -> None:
         """Blocks lo .. hi-1 of `g` (cached, now held by nobody) join the free queue's tail, hi-1 first."""
         key = next(self._anon)
         self._free[key] = g.runs[lo] = _PrefixRun(g, lo, hi, key)
-        self._num_free_used += hi - lo
+        self.num_free_used += hi - lo
         g.version += 1
 
     def _free_prefix(self, req: Request) -> None:
@@ -389,7 +389,7 @@ class BlockManager:
             assert isinstance(ext, _Extent)
             ext.size -= hit.num_own  # the hit takes the extent's front; what is left can never hit again
             ext.hashed = 0
-            self._num_free_used -= hit.num_own
+            self.num_free_used -= hit.num_own
             if ext.size == 0:
                 del self._free[hit.own_key]
             req.num_own_blocks += hit.num_own
@@ -402,7 +402,7 @@ class BlockManager:
         which loses its blocks below n."""
         free, runs = self._free, g.runs
         left = held.count(0)
-        self._num_free_used -= left
+        self.num_free_used -= left
         i = 0
         while left:
             i = held.index(0, i)
@@ -448,7 +448,7 @@ class BlockManager:
                 ext.size -= n
                 ext.hashed = min(ext.hashed, ext.size)
             n -= taken
-            self._num_free_used -= taken
+            self.num_free_used -= taken
 
     def _cache_prefix(self, req: Request, prefix_id: int, before: int, total: int) -> None:
         """Cache the shared-prefix blocks of `req` (whose prefix_id is `prefix_id`) that become full as tokens
