@@ -153,11 +153,10 @@ class BoundedRecords:
         self.loose_gaps: list[float] = []
         self.sketches: dict[int, dict[str, Any]] = {}
         c = self.cols
-        # `add` writes through these (one row per completed request)
-        self._views = (memoryview(c["arrival_at"]), memoryview(c["first_token_at"]), memoryview(c["last_token_at"]),
-                       memoryview(c["first_scheduled_at"]), memoryview(c["max_gap_ms"]), memoryview(self.input_tokens),
-                       memoryview(self.output_tokens), memoryview(self.preemptions), memoryview(self.ok),
-                       memoryview(self.replica), memoryview(self.phases.reshape(-1)))
+        # `add` writes through these (one row per completed request; memoryviews of the columns, typed by format)
+        self._views: tuple[Any, ...] = tuple(a.data for a in (
+            c["arrival_at"], c["first_token_at"], c["last_token_at"], c["first_scheduled_at"], c["max_gap_ms"],
+            self.input_tokens, self.output_tokens, self.preemptions, self.ok, self.replica, self.phases.reshape(-1)))
 
     def _steps(self, tl: Timeline) -> _Steps:
         s = self.steps.get(id(tl))
