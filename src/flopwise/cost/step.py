@@ -632,6 +632,21 @@ def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
     rest, eager, host, overlap, terms = base.rest_s, base.eager_s, base.host_s, base.overlap, base.terms
     p, hb, bwr = base.p, base.half_bytes, base.bandwidth_rate
     inv = 1.0 / p
+    if len(terms) == 1:  # one attention group (most models): the loop below, unrolled
+        (count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share), = terms
+
+        def timed_one(context_sum: int) -> float:
+            flops = share * ((context_sum + num_seqs) * pair_flops)
+            compute_s = flops * mh / mr if flops > 0 else 0.0
+            kv_b = share * ((context_sum + writes) * kv_per_token)
+            nbytes = kv_b + act_b
+            memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
+            device = rest + count * ((compute_s**p + memory_s**p) ** inv + overhead)
+            if eager > device:
+                device = eager
+            return max(device, host) if overlap else device + host
+
+        return timed_one
 
     def timed(context_sum: int) -> float:
         device = rest
