@@ -15,12 +15,14 @@ entries are extents rather than single blocks:
 
 Prefix groups. A chat request holds a few dozen shared-prefix blocks, and every admission, completion and
 eviction touched each of them (a dict entry per block under a tuple key, in the reference counts and in the
-queue). So each group keeps its blocks' reference counts in one list (`_Group.refs`, None where the block is not
-cached: a request holds blocks 0, 1, ... of its group, so its admission and completion change a slice of it),
-and the blocks a completion frees go to the queue as one entry per run of consecutive blocks (`_PrefixRun`, in
-the order the blocks were freed: highest first). A run then loses blocks only at its two ends: eviction takes
-from its head (its highest blocks), a hit from its tail (a hit covers blocks 0 .. n-1, so it takes a run's
-lowest blocks up to n). The queue's order, and so every eviction, is the per-block queue's.
+queue). But a request nearly always holds blocks 0 .. h-1 of its group and no other: so a group counts its
+holders by h (`_Group.lengths`), a block's holders are those with a larger h, and an admission or completion
+changes one count; a request whose blocks have a gap (a private copy among them, where another request had
+cached that content first) is counted block by block (`_Group.gapped`). The blocks a completion leaves with no
+holder go to the queue as one entry per run of consecutive blocks (`_PrefixRun`, in the order the blocks were
+freed: highest first). A run then loses blocks only at its two ends: eviction takes from its head (its highest
+blocks), a hit from its tail (a hit covers blocks 0 .. n-1, so it takes a run's lowest blocks up to n). The
+queue's order, and so every eviction, is the per-block queue's.
 
 Content identity. A block's hash in vLLM chains the hashes of all tokens before it. The simulator has no
 token ids, so it names content instead: block i of the first `prefix_tokens // block_size` blocks of a request
@@ -44,7 +46,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
 
 import numpy as np
 
@@ -97,19 +98,32 @@ class _Extent:
 
 @dataclass(slots=True, eq=False)
 class _Group:
-    """One prefix group's blocks. `refs[i]`: how many requests hold block i, None where it is not cached;
-    `runs`: its free blocks' queue entries, by first block (a block is free exactly when cached with 0 holders);
-    `keys`: the block keys (pid, i); `version`: bumped when a block is cached, evicted, or leaves or joins the
-    free queue (what a lookup reads), `lookups` the hit per region at a version, and `hits` the hits made so far
-    by (blocks, free blocks among them): a lookup that finds the same again reuses it."""
+    """One prefix group's blocks. Block i is held by the `lengths[h]` requests holding blocks 0 .. h-1 for each
+    h > i (`top`: the largest such h, 0 if none) and by `gapped[i]` requests whose blocks have gaps
+    (`num_gapped` of them). `cached[i]`: whether block i holds the group's content; a cached block nobody holds
+    is free and sits in one of `runs` (queue entries, by first block). `keys`: the block keys (pid, i);
+    `version`: bumped when a block is cached, evicted, or leaves or joins the free queue (what a lookup reads),
+    `lookups` the hit per region at a version, and `hits` the hits made so far by (blocks, free blocks among
+    them): a lookup that finds the same again reuses it. (Per-block lists: their slices are read in C.)"""
 
     pid: int
-    refs: list[Any] = field(default_factory=list)  # int | None per block (a list: slices change in C)
+    cached: list[bool] = field(default_factory=list)
+    gapped: list[int] = field(default_factory=list)
+    lengths: dict[int, int] = field(default_factory=dict)
+    top: int = 0
+    num_gapped: int = 0
     runs: dict[int, _PrefixRun] = field(default_factory=dict)
     keys: tuple[tuple[int, int], ...] = ()
     version: int = 0
     lookups: dict[int, tuple[int, CacheHit]] = field(default_factory=dict)
     hits: dict[tuple[int, int], CacheHit] = field(default_factory=dict)
+
+    def num_free(self, lo: int, hi: int) -> int:
+        """Free blocks among lo .. hi-1 (all cached): those at or above `top` that no gapped request holds."""
+        lo = max(lo, self.top)
+        if hi <= lo:
+            return 0
+        return self.gapped[lo:hi].count(0) if self.num_gapped else hi - lo
 
 
 @dataclass(slots=True, eq=False)
@@ -132,6 +146,9 @@ class BlockManager:
     _free: OrderedDict[object, _Extent | _PrefixRun] = field(init=False, default_factory=OrderedDict)
     num_free_used: int = field(init=False, default=0)  # freed blocks in the queue (num_free_blocks: + num_unused)
     _groups: dict[int, _Group] = field(init=False, default_factory=dict)  # prefix group -> its blocks
+    # requests holding blocks 0 .. h-1 of their group (h), and those whose blocks have gaps (`_Group`)
+    _holders: dict[Request, int] = field(init=False, default_factory=dict)
+    _gapped: set[Request] = field(init=False, default_factory=set)
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
@@ -156,7 +173,7 @@ class BlockManager:
         return 1.0 - (self.num_unused + self.num_free_used) / self.num_blocks
 
     def num_cached_prefix_blocks(self) -> int:
-        return sum(len(g.refs) - g.refs.count(None) for g in self._groups.values())
+        return sum(g.cached.count(True) for g in self._groups.values())
 
     def blocks_held(self, num_tokens: int) -> int:
         """Blocks a sequence of `num_tokens` tokens holds (`blocks_for`, by default ceil(n / block_size))."""
@@ -183,10 +200,10 @@ class BlockManager:
             if seen is not None and seen[0] == g.version:
                 hit = seen[1]
             else:
-                refs = g.refs[:region]
-                n = refs.index(None) if None in refs else len(refs)  # the run of cached blocks from 0
+                cached = g.cached[:region]
+                n = cached.index(False) if False in cached else len(cached)  # the run of cached blocks from 0
                 if n:
-                    key = (n, refs[:n].count(0))
+                    key = (n, g.num_free(0, n))
                     hit = g.hits.get(key) or g.hits.setdefault(
                         key, CacheHit(num_tokens=n * bs, prefix_keys=g.keys[:n], num_evictable=key[1]))
                 g.lookups[region] = (g.version, hit)
@@ -312,8 +329,10 @@ class BlockManager:
         g = self._groups.get(pid)
         if g is None:
             g = self._groups[pid] = _Group(pid)
-        if len(g.refs) < blocks:
-            g.refs.extend([None] * (blocks - len(g.refs)))
+        if len(g.cached) < blocks:
+            more = blocks - len(g.cached)
+            g.cached.extend([False] * more)
+            g.gapped.extend([0] * more)
             g.keys = tuple((pid, i) for i in range(blocks))
         return g
 
@@ -328,31 +347,54 @@ class BlockManager:
         self.num_free_used += hi - lo
         g.version += 1
 
-    def _free_prefix(self, req: Request) -> None:
-        """Return `req`'s shared-prefix-region blocks, tail first: its keys' holders drop by one, and those left
-        with none join the free queue (runs of consecutive blocks); its private copies (None) join as extents."""
-        pb = req.prefix_blocks
-        h = len(pb)
-        g = self._groups.get(req.prefix_id)  # type: ignore[arg-type]
-        if g is not None and None not in pb:  # it holds blocks 0 .. h-1 of its group: the usual case
-            left = [r - 1 for r in g.refs[:h]]
-            g.refs[:h] = left
-            if 0 in left:
-                z = left.index(0)
-                if left.count(0) == h - z:  # nobody holds z .. h-1 any more (the others held shorter prefixes)
-                    self._queue_run(g, z, h)
-                    return
-                i = h - 1
-                while i >= 0:  # runs of blocks left with no holder, highest first
-                    if left[i]:
-                        i -= 1
-                        continue
-                    hi = i + 1
-                    while i >= 0 and left[i] == 0:
-                        i -= 1
-                    self._queue_run(g, i + 1, hi)
+    def _queue_free(self, g: _Group, lo: int, hi: int) -> None:
+        """Blocks lo .. hi-1 of `g`, which no request holds as part of its first blocks any more, join the queue
+        where no gapped request holds them either: runs, highest first."""
+        if not g.num_gapped:
+            self._queue_run(g, lo, hi)
             return
-        i = h - 1
+        gapped = g.gapped
+        i = hi - 1
+        while i >= lo:
+            if gapped[i]:
+                i -= 1
+                continue
+            end = i + 1
+            while i >= lo and gapped[i] == 0:
+                i -= 1
+            self._queue_run(g, i + 1, end)
+
+    def _drop_holder(self, g: _Group, h: int) -> None:
+        """One request fewer holds blocks 0 .. h-1 of `g` (as its first blocks); `top` follows."""
+        lengths = g.lengths
+        left = lengths[h] - 1
+        if left:
+            lengths[h] = left
+        else:
+            del lengths[h]
+            if h == g.top:
+                g.top = max(lengths) if lengths else 0
+
+    def _free_prefix(self, req: Request) -> None:
+        """Return `req`'s shared-prefix-region blocks, tail first: blocks left with no holder join the free queue
+        (runs of consecutive blocks), its private copies (None) as extents of their own."""
+        pb = req.prefix_blocks
+        g = self._groups.get(req.prefix_id)  # type: ignore[arg-type]
+        if req not in self._gapped:  # it holds blocks 0 .. h-1 (h = 0: none), then private copies
+            h = self._holders.pop(req, 0)
+            if len(pb) > h:
+                self._push(next(self._anon), _Extent(len(pb) - h, 0))
+            if h:
+                assert g is not None
+                self._drop_holder(g, h)
+                if g.top < h:  # nobody else held blocks top .. h-1 as their first blocks
+                    self._queue_free(g, g.top, h)
+            return
+        self._gapped.remove(req)
+        assert g is not None
+        g.num_gapped -= 1
+        gapped, top = g.gapped, g.top
+        i = len(pb) - 1
         while i >= 0:  # block by block, tail first: private copies among its keys
             if pb[i] is None:
                 j = i - 1
@@ -361,28 +403,29 @@ class BlockManager:
                 self._push(next(self._anon), _Extent(i - j, 0))
                 i = j
                 continue
-            assert g is not None
-            refs = g.refs
-            refs[i] -= 1
-            if refs[i]:
+            gapped[i] -= 1
+            if gapped[i] or i < top:  # still held
                 i -= 1
                 continue
-            hi = i + 1
+            end = i + 1
             i -= 1
-            while i >= 0 and pb[i] is not None and refs[i] == 1:
-                refs[i] = 0
+            while i >= top and pb[i] is not None and gapped[i] == 1:
+                gapped[i] = 0
                 i -= 1
-            self._queue_run(g, i + 1, hi)
+            self._queue_run(g, i + 1, end)
 
     def _touch(self, req: Request, hit: CacheHit) -> None:
         keys = hit.prefix_keys
-        if keys:  # blocks 0 .. n-1 of its group: one more holder each, the free ones leave the queue
+        if keys:  # it holds blocks 0 .. n-1 of its group now: those that were free leave the queue
+            assert not req.prefix_blocks  # (a request is looked up once per admission, holding none)
             n = len(keys)
             g = self._groups[keys[0][0]]
-            held = g.refs[:n]
-            if 0 in held:
-                self._unqueue(g, held, n)
-            g.refs[:n] = [r + 1 for r in held]
+            if n > g.top:
+                if g.num_free(g.top, n):
+                    self._unqueue(g, g.top, n)
+                g.top = n
+            g.lengths[n] = g.lengths.get(n, 0) + 1
+            self._holders[req] = n
             req.prefix_blocks.extend(keys)
         if hit.num_own:
             ext = self._free[hit.own_key]
@@ -396,16 +439,17 @@ class BlockManager:
         req.num_cached_tokens += hit.num_tokens
         req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
 
-    def _unqueue(self, g: _Group, held: list[Any], n: int) -> None:
-        """Take the free blocks among blocks 0 .. n-1 of `g` (0 in `held`, their holders) out of the queue. Each
-        run of them starts a queue entry (a run's lower blocks are free too, and the scan reaches them first),
-        which loses its blocks below n."""
-        free, runs = self._free, g.runs
-        left = held.count(0)
-        self.num_free_used -= left
-        i = 0
-        while left:
-            i = held.index(0, i)
+    def _unqueue(self, g: _Group, lo: int, n: int) -> None:
+        """Take the free blocks among blocks lo .. n-1 of `g` (lo >= top) out of the queue. Each run of them starts
+        a queue entry (a run's lower blocks are free too, and the scan reaches them first), which loses its
+        blocks below n."""
+        free, runs, gapped = self._free, g.runs, g.gapped
+        taken = 0
+        i = lo
+        while i < n:
+            if g.num_gapped and gapped[i]:  # held by a gapped request: not free
+                i += 1
+                continue
             run = runs.pop(i)
             if run.hi <= n:
                 del free[run.key]
@@ -413,8 +457,9 @@ class BlockManager:
             else:
                 run.lo = end = n
                 runs[n] = run
-            left -= end - i
+            taken += end - i
             i = end
+        self.num_free_used -= taken
         g.version += 1
 
     def _take(self, n: int) -> None:
@@ -433,7 +478,7 @@ class BlockManager:
                 g = ext.group
                 size = ext.hi - ext.lo
                 taken = min(size, n)
-                g.refs[ext.hi - taken:ext.hi] = [None] * taken
+                g.cached[ext.hi - taken:ext.hi] = [False] * taken
                 if taken == size:
                     del free[key]
                     del g.runs[ext.lo]
@@ -452,19 +497,42 @@ class BlockManager:
 
     def _cache_prefix(self, req: Request, prefix_id: int, before: int, total: int) -> None:
         """Cache the shared-prefix blocks of `req` (whose prefix_id is `prefix_id`) that become full as tokens
-        before..total are computed (private blocks need no bookkeeping: `free` counts the full ones)."""
+        before..total are computed (private blocks need no bookkeeping: `free` counts the full ones); `req` holds
+        them from now on."""
         bs = self.block_size
         region = self._prefix_region(req)
         lo, hi = before // bs, min(total // bs, region)
         if lo >= hi:
             return
         g = self._group(prefix_id, region)
-        refs, keys, pb = g.refs, g.keys, req.prefix_blocks
-        cached = False
-        for i in range(lo, hi):
-            if pb[i] is None and refs[i] is None:  # (cached by another request: this one keeps its copy)
-                refs[i] = 1
-                pb[i] = keys[i]
-                cached = True
-        if cached:
-            g.version += 1
+        cached, keys, pb = g.cached, g.keys, req.prefix_blocks
+        new = [i for i in range(lo, hi) if pb[i] is None and not cached[i]]  # (cached by another: a private copy)
+        if not new:
+            return
+        for i in new:
+            cached[i] = True
+            pb[i] = keys[i]
+        g.version += 1
+        if req in self._gapped:
+            for i in new:
+                g.gapped[i] += 1
+            return
+        h = self._holders.get(req, 0)
+        if new[0] == h and new[-1] == h + len(new) - 1:  # still its first blocks: 0 .. h + len(new) - 1
+            if h:
+                self._drop_holder(g, h)
+            h += len(new)
+            g.lengths[h] = g.lengths.get(h, 0) + 1
+            g.top = max(g.top, h)
+            self._holders[req] = h
+            return
+        gapped = g.gapped  # a gap: it is counted block by block from now on
+        for i in range(h):
+            gapped[i] += 1
+        for i in new:
+            gapped[i] += 1
+        if h:
+            del self._holders[req]
+            self._drop_holder(g, h)  # (its blocks stay held: they count in `gapped` already)
+        self._gapped.add(req)
+        g.num_gapped += 1
