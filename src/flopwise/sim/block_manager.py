@@ -149,6 +149,9 @@ class BlockManager:
     # requests holding blocks 0 .. h-1 of their group (h), and those whose blocks have gaps (`_Group`)
     _holders: dict[Request, int] = field(init=False, default_factory=dict)
     _gapped: set[Request] = field(init=False, default_factory=set)
+    # the queue's head entry, kept while `_take` trims it (most takes are a decode's block or two from a freed
+    # request's extent); cleared whenever an entry leaves the queue, the only way the head can change
+    _head: tuple[object, _Extent | _PrefixRun] | None = field(init=False, default=None)
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
@@ -435,6 +438,7 @@ class BlockManager:
             self.num_free_used -= hit.num_own
             if ext.size == 0:
                 del self._free[hit.own_key]
+                self._head = None
             req.num_own_blocks += hit.num_own
         req.num_cached_tokens += hit.num_tokens
         req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
@@ -453,6 +457,7 @@ class BlockManager:
             run = runs.pop(i)
             if run.hi <= n:
                 del free[run.key]
+                self._head = None
                 end = run.hi
             else:
                 run.lo = end = n
@@ -472,8 +477,12 @@ class BlockManager:
         n -= unused
         free = self._free
         while n:
-            key = next(iter(free))
-            ext = free[key]
+            head = self._head
+            if head is None:
+                key = next(iter(free))
+                ext = free[key]
+            else:
+                key, ext = head
             if isinstance(ext, _PrefixRun):  # cached prefix blocks, evicted from the run's head (its highest)
                 g = ext.group
                 size = ext.hi - ext.lo
@@ -482,16 +491,21 @@ class BlockManager:
                 if taken == size:
                     del free[key]
                     del g.runs[ext.lo]
+                    self._head = None
                 else:
                     ext.hi -= taken
+                    self._head = (key, ext)
                 g.version += 1
             elif ext.size <= n:
                 del free[key]
+                self._head = None
                 taken = ext.size
             else:  # evict from the extent's tail (freed first, so least recently useful)
                 taken = n
                 ext.size -= n
-                ext.hashed = min(ext.hashed, ext.size)
+                if ext.hashed > ext.size:
+                    ext.hashed = ext.size
+                self._head = (key, ext)
             n -= taken
             self.num_free_used -= taken
 
