@@ -58,7 +58,7 @@ FLOPs per operator:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from flopwise.cost.attention import AttentionLayout, AttentionWork, Span
@@ -491,7 +491,12 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     if fast is None or not T:
         acc = _run(dep, shape, False)
         return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
-    terms, kernels = _token_terms(dep, T)
+    found = fast.by_tokens.get(T)
+    if found is None:
+        found = _token_terms(dep, T)
+        if len(fast.by_tokens) < _MAX_LOOKUPS:
+            fast.by_tokens[T] = found
+    terms, kernels = found
     groups, r, a = fast.groups, fast.roofs, fast.act_bytes
     rate = r.attention_rate
     S = shape.num_seqs
@@ -506,7 +511,12 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
         total += t
     L = shape.num_logits
     if L:
-        logit_terms, logit_kernels = _logit_terms(dep, L)
+        found_logits = fast.by_logits.get(L)
+        if found_logits is None:
+            found_logits = _logit_terms(dep, L)
+            if len(fast.by_logits) < _MAX_LOOKUPS:
+                fast.by_logits[L] = found_logits
+        logit_terms, logit_kernels = found_logits
         for t in logit_terms:
             total += t
         kernels += logit_kernels
@@ -515,15 +525,21 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     return _combine(dep, total + fast.step_overhead_s, host_s(dep, shape))
 
 
+_MAX_LOOKUPS = 1 << 16  # token counts (and logit counts) whose terms one deployment keeps
+
+
 @dataclass(frozen=True, slots=True)
 class _ByTokens:
-    """What `step_time` reads besides its lookups by token count: (layers, attention layout, span) of each layer
-    group, the roofs, the activation bytes and the hardware's fixed per-step cost."""
+    """What `step_time` reads for one deployment: (layers, attention layout, span) of each layer group, the roofs,
+    the activation bytes, the hardware's fixed per-step cost, and the terms found so far by token count and by
+    logit count (`_token_terms`, `_logit_terms`; dicts keyed by int: the simulator asks every step)."""
 
     groups: tuple[tuple[int, AttentionLayout, Span], ...]
     roofs: Roofs
     act_bytes: int
     step_overhead_s: float
+    by_tokens: dict[int, tuple[tuple[float | None, ...], int]] = field(default_factory=dict)
+    by_logits: dict[int, tuple[tuple[float, ...], int]] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=512)
@@ -538,7 +554,6 @@ def _by_tokens(dep: Deployment) -> _ByTokens | None:
                      act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s)
 
 
-@lru_cache(maxsize=16384)
 def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, ...], int]:
     """What `_run` adds to a step of `num_tokens` tokens before its logits, operator by operator (None where a
     group's attention goes), and the kernels it counts: recorded from a step of that many tokens."""
@@ -548,7 +563,6 @@ def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, 
     return tuple(acc.terms), acc.kernels
 
 
-@lru_cache(maxsize=4096)
 def _logit_terms(dep: Deployment, num_logits: int) -> tuple[tuple[float, ...], int]:
     """What `_run` adds for `num_logits` logits (the LM head and the logits' gather), and the kernels they count."""
     work = {g.window: AttentionWork(0, 0, 0, 0) for g in layout(dep).groups}
@@ -641,7 +655,7 @@ def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
             kv_b = share * ((context_sum + writes) * kv_per_token)
             nbytes = kv_b + act_b
             memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
-            device = rest + count * ((compute_s**p + memory_s**p) ** inv + overhead)
+            device: float = rest + count * ((compute_s**p + memory_s**p) ** inv + overhead)
             if eager > device:
                 device = eager
             return max(device, host) if overlap else device + host
