@@ -66,6 +66,7 @@ from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import HostCosts
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "decode_step_timer",
            "host_s", "op_time_s"]
@@ -238,8 +239,9 @@ def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, 
     m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
     1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factors, written with folded
     constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
-    formula inline for attention, with its constants hoisted per batch size; a change here must go there too
-    (tests/test_cost_model.py holds the two equal to 1e-12)."""
+    formula inline for attention, with its constants hoisted per batch size, and `step_time` for attention by
+    token count; a change here must go there too (tests/test_cost_model.py holds the first equal to 1e-12 and the
+    second to the bit)."""
     compute_s = flops * (m + r.half_m) / (m * rate * compute_eff) if flops > 0 else 0.0
     nbytes = weight_b + kv_b + act_b
     if nbytes > 0:
@@ -498,16 +500,28 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
             fast.by_tokens[T] = found
     terms, kernels = found
     groups, r, a = fast.groups, fast.roofs, fast.act_bytes
-    rate = r.attention_rate
+    rate, half_m, wre, half_bytes, bw_rate, p = (r.attention_rate, r.half_m, r.weight_read_eff, r.half_bytes,
+                                                 r.bandwidth_rate, r.p)
     S = shape.num_seqs
     total = 0.0
     i = 0
     for t in terms:
-        if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1
-            count, at, window = groups[i]
-            i += 1
-            flops, m, kv_b, act_b = _attention_op(at, shape.attention[window], 1.0, T, S, T, a)
-            t = count * _op_seconds(r, rate, flops, m, 0.0, kv_b, act_b, at.attn_kernels)[0]
+        if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1, whose
+            count, at, window = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
+            i += 1  # operation (weight bytes 0, efficiencies 1, share 1): the same float
+            work = shape.attention[window]
+            flops = 1.0 * (work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode)
+            m = T / S * at.q_per_kv
+            kv_b = 1.0 * ((work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0))
+                          * at.kv_bytes_per_token)
+            act_b = T * at.q_out_elems * a
+            compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
+            nbytes = 0.0 + kv_b + act_b
+            if nbytes > 0:
+                memory_s = (0.0 / (wre * 1.0) + kv_b + act_b) * (nbytes + half_bytes) / (nbytes * bw_rate)
+            else:
+                memory_s = 0.0
+            t = count * ((compute_s**p + memory_s**p) ** (1.0 / p) + at.attn_kernels * r.kernel_s)
         total += t
     L = shape.num_logits
     if L:
@@ -520,9 +534,11 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
         for t in logit_terms:
             total += t
         kernels += logit_kernels
-    if _runs_eagerly(r, dep, shape):
+    if r.eager_kernel_s and (T > S or 0 < r.graph_max_bs < S):  # `_runs_eagerly` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
-    return _combine(dep, total + fast.step_overhead_s, host_s(dep, shape))
+    device = total + fast.step_overhead_s
+    host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
+    return max(device, host) if fast.host.async_scheduling else device + host  # `_combine`
 
 
 _MAX_LOOKUPS = 1 << 16  # token counts (and logit counts) whose terms one deployment keeps
@@ -538,6 +554,8 @@ class _ByTokens:
     roofs: Roofs
     act_bytes: int
     step_overhead_s: float
+    host: HostCosts
+    gpus: int  # per replica (the host's per-worker cost)
     by_tokens: dict[int, tuple[tuple[float | None, ...], int]] = field(default_factory=dict)
     by_logits: dict[int, tuple[tuple[float, ...], int]] = field(default_factory=dict)
 
@@ -551,7 +569,8 @@ def _by_tokens(dep: Deployment) -> _ByTokens | None:
     if dep.dp > 1 or dep.ep > 1 or any(not g.attn.has_pairs or g.attn.index_pair_flops for g in lay.groups):
         return None
     return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups), roofs=roofs(dep),
-                     act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s)
+                     act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s,
+                     host=dep.engine.host, gpus=dep.gpus_per_replica)
 
 
 def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, ...], int]:
