@@ -220,6 +220,31 @@ def test_a_replica_down_fails_its_requests_and_a_drained_one_gets_no_more():
     assert r0["num_requests"] == sum(1 for i, r in enumerate(wl.requests) if r.arrival_at < 2 and i % 2 == 0)
 
 
+@pytest.mark.parametrize("kw", [dict(replicas=3, router="least-outstanding",
+                                     replica_events="down:1@3,up:1@6,drain:2@8"),
+                                dict(replicas=1, disaggregate="prefill=1xtp1,decode=2xtp1", router="least-outstanding",
+                                     replica_events="down:2@4")])
+def test_members_keep_their_outstanding_count_through_handoffs_and_replica_events(kw):
+    # the fleet keeps Member.num_outstanding itself (routers read it at every arrival); at every completion it is
+    # the replica's own count plus the requests in transit to it
+    from flopwise.cluster import Fleet
+
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n), tp=1, **kw)
+    wl = build_workload(workload="chat", num_requests=300, request_rate=20, seed=2)
+    fleet = Fleet(spec)
+    seen = []
+
+    def check(n):
+        seen.append(n)
+        for m in fleet.members:
+            if m.state in ("up", "draining", "cold"):
+                assert m.num_outstanding == m.replica.num_outstanding + m.num_in_transit
+
+    s = fleet.run(wl, progress=check).summary()
+    assert sum(seen) == s["num_completed"] + s["errors_by_kind"].get("timeout", 0) > 0
+    assert all(m.num_outstanding == 0 for m in fleet.members if m.state == "up")
+
+
 def _events(text):
     from flopwise.specs.cluster import parse_replica_events
     return parse_replica_events(text)

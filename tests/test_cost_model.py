@@ -240,6 +240,42 @@ def test_step_time_equals_breakdown_sum():
 
 @pytest.mark.parametrize("model,gpu,kw", [
     ("llama-3.1-8b", "h100-sxm", {}),
+    ("llama-3.1-70b", "h200", {"tp": 4, "pp": 2, "num_gpus": 8}),
+    ("qwen3-30b-a3b", "h100-sxm", {"tp": 2}),
+    ("gemma-3-27b", "h100-sxm", {}),  # sliding-window groups
+    ("deepseek-v3", "h200", {"tp": 8, "weights": "fp8"}),  # MLA, block-FP8 activation quantization launches
+    ("deepseek-v3", "h200", {"tp": 1, "dp": 8, "ep": 8, "num_gpus": 8}),  # dp/ep: the full path
+    ("qwen3-next-80b-a3b", "h200", {"tp": 2}),  # linear-state layers: the full path
+    ("llama-3.1-8b", "h200", {"engine": "sglang@0.4"}),
+    ("qwen/qwen3-0.6b", "a100-sxm-80gb", {"engine": "vllm@0.10"}),  # piecewise graphs: every step's launch floor
+    ("llama-3.1-8b", "h100-sxm", {"engine": "vllm@0.11"}),  # piecewise prefill only
+    ("llama-3.1-8b", "h100-sxm", {"engine": "trtllm@0.21"}),  # eager context steps, a host floor
+])
+def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
+    """`step_time` looks its non-attention operators up by token count and logits; its total is `_run`'s, bit for
+    bit, on prefill, mixed and decode steps."""
+    import random
+
+    from flopwise.cost.attention import span_work
+    from flopwise.cost.batch import BatchShape
+    from flopwise.cost.step import _combine, _device_s, _run, host_s
+
+    dep = deployment(model, gpu, **kw)
+    windows = layout(dep).windows
+    rnd = random.Random(0)
+    for _ in range(60):
+        rows = [(1, rnd.randint(0, 6000)) for _ in range(rnd.choice((0, 1, 7, 64, 300)))]
+        rows += [(rnd.randint(2, 4000), rnd.choice((0, rnd.randint(0, 3000)))) for _ in range(rnd.choice((0, 1, 2)))]
+        if not rows:
+            continue
+        logits = len(rows) - rnd.choice((0, 0, 1)) if len(rows) > 1 else 1
+        shape = BatchShape(sum(n for n, _ in rows), len(rows), logits, {w: span_work(rows, w) for w in windows})
+        full = _combine(dep, _device_s(dep, shape, _run(dep, shape, False)), host_s(dep, shape))
+        assert step_time(dep, shape) == full
+
+
+@pytest.mark.parametrize("model,gpu,kw", [
+    ("llama-3.1-8b", "h100-sxm", {}),
     ("qwen3-30b-a3b", "h100-sxm", {"tp": 2}),
     ("deepseek-v3", "h200", {"tp": 8}),
     ("deepseek-v3", "h200", {"tp": 1, "dp": 8, "ep": 8, "num_gpus": 8}),

@@ -54,6 +54,26 @@ def test_lru_evicts_the_oldest_freed_blocks_tail_first():
     assert hit.prefix_keys == ((2, 0), (2, 1)) and hit.num_evictable == 2
 
 
+def test_a_prefix_freed_by_holders_of_different_lengths_is_evicted_in_free_order():
+    kv = BlockManager(num_blocks=8, block_size=16)
+    a = _req(0, 64, 1, prefix_id=1, prefix_tokens=64)
+    kv.allocate(a, 64)  # caches (1, 0) .. (1, 3)
+    b = _req(1, 40, 1, prefix_id=1, prefix_tokens=32)
+    hit = kv.get_computed_blocks(b)
+    assert hit.prefix_keys == ((1, 0), (1, 1)) and hit.num_evictable == 0
+    kv.allocate(b, 8, hit)  # + 1 private block: 3 never used left
+    kv.free(a, reusable=False)  # blocks 3, 2 (b still holds 0, 1)
+    kv.free(b, reusable=False)  # its private block, then blocks 1, 0
+    assert kv.num_free_blocks == 8 and kv.num_cached_prefix_blocks() == 4
+    probe = _req(2, 80, 1, prefix_id=1, prefix_tokens=64)
+    assert kv.get_computed_blocks(probe).num_evictable == 4
+    kv.allocate(_req(3, 80, 1), 80)  # 5 blocks: the 3 never used, then (1, 3) and (1, 2)
+    assert kv.get_computed_blocks(probe).prefix_keys == ((1, 0), (1, 1))
+    kv.allocate(_req(4, 32, 1), 32)  # b's private block, then (1, 1)
+    hit = kv.get_computed_blocks(probe)
+    assert hit.prefix_keys == ((1, 0),) and hit.num_evictable == 1 and kv.num_free_blocks == 1
+
+
 def test_a_hit_on_a_free_block_takes_it_out_of_the_queue():
     kv = BlockManager(num_blocks=4, block_size=16)
     a = _req(0, 32, 1, prefix_id=1, prefix_tokens=32)

@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,11 @@ BOUNDED_FROM = 100_000  # "auto": runs of at least this many requests keep per-r
 @dataclass(slots=True, eq=False, kw_only=True)
 class Member:
     """The fleet's bookkeeping of one replica slot: which pool, its state, what it was sent. Routers read
-    `num_outstanding`, `kv_usage` and `cached_tokens`, which include requests on their way to it."""
+    `num_outstanding`, `kv_usage` and `cached_tokens`, which include requests on their way to it.
+
+    `num_outstanding` (the replica's admitted and unfinished requests plus those in transit to it) is a field
+    the fleet keeps, not a property: a router reads it for every candidate at every arrival. It changes where
+    the fleet admits, steps (`Replica.step` returns what finished), hands off and replaces the replica."""
 
     index: int
     pool: PoolSpec
@@ -78,13 +83,10 @@ class Member:
     pushed: tuple[float, int] | None = None
     inflight: dict[int, Request] = field(default_factory=dict)
     num_in_transit: int = 0  # disaggregated requests whose KV is on its way here
+    num_outstanding: int = 0  # replica.num_outstanding + num_in_transit
     num_routed: int = 0
     link: KvLink = field(default_factory=KvLink)
     past: list[Replica] = field(default_factory=list)  # earlier incarnations (before a down / up)
-
-    @property
-    def num_outstanding(self) -> int:
-        return self.replica.num_outstanding + self.num_in_transit
 
     @property
     def kv_usage(self) -> float:
@@ -127,6 +129,7 @@ class Fleet:
                                     "elsewhere); drop --scheduler or use --scheduler vllm")
         self.heap = EventHeap()
         self.members: list[Member] = []
+        self._candidates: dict[str, list[Member]] = {}  # by role, in pool order; cleared when a state changes
         self.routers: dict[str, Router] = {}
         self.pending: dict[str, deque[Request]] = {}
         gpu = 0
@@ -168,6 +171,7 @@ class Fleet:
         rep = Replica(dep, self.config, index=len(self.members))
         self.members.append(Member(index=len(self.members), pool=pool, replica=rep, state=state, started_at=at,
                                    node=node, spans_nodes=spans))
+        self._candidates.clear()
         return gpu + per
 
     def scale_up(self, role: str, at: float, ready_in_s: float) -> Member:
@@ -192,7 +196,15 @@ class Fleet:
                 self.heap.push(key[0], rep.next_rank, m.index, (_REPLICA, m, m.version))
 
     def candidates(self, role: str) -> list[Member]:
-        return [m for m in self.members if m.state == "up" and m.pool.role == role]
+        """The members of `role`'s pool that take traffic, in pool order (kept until a member's state changes)."""
+        cands = self._candidates.get(role)
+        if cands is None:
+            cands = self._candidates[role] = [m for m in self.members if m.state == "up" and m.pool.role == role]
+        return cands
+
+    def _set_state(self, m: Member, state: str) -> None:
+        m.state = state
+        self._candidates.clear()
 
     # ---- the loop ------------------------------------------------------------------------------------
     def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
@@ -215,48 +227,73 @@ class Fleet:
             ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
         self.source = source
         self.progress = progress
-        heap = self.heap
+        heap, seq = self.heap.items, self.heap.seq  # (at, rank, order, seq, event), `events.py`
+        role = first.role
         woken = False
         for m in self.members:
             self._sync(m)
+        a = source.next_at()  # read again after anything that may send (a completion, in a closed loop)
+        more = source.more_coming  # changes only when requests are sent
         while True:
-            a = source.next_at()
-            top = heap.peek()
-            if a is not None and (top is None or (a, ARRIVAL, -1) < top):
+            if a is not None and (not heap or a < (top := heap[0])[0] or (a == top[0] and top[1] >= ARRIVAL)):
                 self.now = a
                 for req in source.pop_due(a):
-                    self._arrive(first.role, req)
-                if not source.more_coming and not woken:
+                    self._arrive(role, req)
+                more = source.more_coming
+                if not more and not woken:
                     woken = True
                     for m in self.members:
                         m.replica.wake(a)
                         self._sync(m)
+                a = source.next_at()
                 continue
-            if top is None:
+            if not heap:
                 break
-            at, rank, ev = heap.pop()
+            at, _, _, _, ev = heappop(heap)
             self.now = at
             kind = ev[0]
             if kind == _REPLICA:
-                _, m, version = ev
-                if version != m.version:
+                m = ev[1]
+                if ev[2] != m.version:
                     continue
-                m.pushed = None
-                m.version += 1
-                finished = m.replica.step(source.more_coming)
-                self._sync(m)
+                rep = m.replica
+                finished = rep.step(more)
+                # the replica's next event (a step's end is followed by a plan at the same instant) is handled
+                # here when nothing in the heap or the arrivals comes before it: what pushing and popping it would do
+                while not finished and (nxt := rep.next_at) is not None:
+                    rank = rep.next_rank
+                    if heap and (nxt > (top := heap[0])[0] or (nxt == top[0] and (rank, m.index) >= top[1:3])):
+                        break
+                    if a is not None and (a < nxt or (a == nxt and rank >= ARRIVAL)):
+                        break
+                    self.now = nxt
+                    finished = rep.step(more)
+                m.version += 1  # (`_sync`, inlined: its entry was popped)
+                nxt = rep.next_at
+                if nxt is None:
+                    m.pushed = None
+                else:
+                    rank = rep.next_rank
+                    m.pushed = (nxt, rank)
+                    heappush(heap, (nxt, rank, m.index, next(seq), (_REPLICA, m, m.version)))
                 if finished:
+                    m.num_outstanding -= len(finished)
                     self._finished(m, finished)
+                    a = source.next_at()
             elif kind == _HANDOFF:
                 self._arrive_decode(ev[1], ev[2])
+                a = source.next_at()
             else:
                 self._control(ev[1], ev[2], at)
+                a = source.next_at()
         for m in self.members:
             if m.state in ("up", "draining") and m.replica.has_work:
                 raise InfeasibleError(STUCK)
         for q in self.pending.values():
             for req in q:
                 self._fail(req.request_id, "unavailable")
+        if self.bounded is not None:
+            self.bounded.close()
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
 
     def _fail(self, rid: int, kind: str) -> None:
@@ -301,6 +338,7 @@ class Fleet:
 
     def _admit(self, m: Member, req: Request) -> None:
         m.replica.admit(req)
+        m.num_outstanding += 1
         m.inflight[req.request_id] = req
         m.num_routed += 1
         self._sync(m)
@@ -372,6 +410,7 @@ class Fleet:
         self.transfer_ms.append((done - end) * 1e3)
         self.transfer_bytes += nbytes
         d.num_in_transit += 1
+        d.num_outstanding += 1
         self.handoff_at[rid] = done
         self.heap.push(done, ARRIVAL, rid, (_HANDOFF, rid, d))
 
@@ -387,6 +426,7 @@ class Fleet:
 
     def _arrive_decode(self, rid: int, d: Member) -> None:
         d.num_in_transit -= 1
+        d.num_outstanding -= 1
         spec = self.specs[rid]
         done = self.handoff_at[rid]
         leg = Request(request_id=rid, arrival_at=done, num_prompt_tokens=spec.input_tokens,
@@ -416,7 +456,7 @@ class Fleet:
         m = self.members[index]
         if kind == "ready":
             if m.state == "cold":
-                m.state = "up"
+                self._set_state(m, "up")
                 self._drain_pending(m.pool.role)
         elif kind == "down":
             if m.state in ("up", "draining", "cold"):
@@ -431,18 +471,20 @@ class Fleet:
             if m.state in ("down", "off"):
                 m.past.append(m.replica)
                 m.replica = Replica(m.pool.deployment, self.config, index=m.index)
-                m.state, m.started_at, m.stopped_at, m.pushed = "up", at, None, None
+                m.started_at, m.stopped_at, m.pushed = at, None, None
+                m.num_outstanding = m.num_in_transit
+                self._set_state(m, "up")
                 self._drain_pending(m.pool.role)
 
     def drain(self, m: Member) -> None:
         """Take `m` out of routing; it stops when its last request finishes."""
         if m.state == "up":
-            m.state = "draining"
+            self._set_state(m, "draining")
             if not m.replica.has_work:
                 self._stop(m, "off")
 
     def _stop(self, m: Member, state: str) -> None:
-        m.state = state
+        self._set_state(m, state)
         m.stopped_at = self.now
         m.version += 1  # its pending events are void
         m.pushed = None

@@ -14,9 +14,15 @@ count how many requests saw each step-to-step gap. Gaps between ranges (a preemp
 a disaggregated hand-off) are kept one by one. Percentiles of the weighted values equal np.percentile over the
 expanded list (linear interpolation between order statistics).
 
-Per-replica latency percentiles are streamed into DDSketches (`ddsketch`, Datadog's relative-error quantile
-sketch, 1% relative accuracy), one per replica and metric, so a replica's report costs O(1) memory whatever the
-run's length.
+Per-replica latency percentiles are DDSketch quantiles (`ddsketch`, Datadog's relative-error quantile sketch,
+1% relative accuracy), one sketch per replica and metric, built from the rows when first asked for: a sketch's
+bins count the values of each key, whatever the order they came in, so adding each key's values as one weighted
+value gives the quantiles a sketch streamed request by request would.
+
+Cost. `add` runs once per completed request in the fleet's loop, so it does only scalar work: its row is written
+through memoryviews of the numpy columns (a numpy scalar store costs several times more), and the largest gap
+inside a range of steps, the one per-request reduction over token instants, is left to `close`, which takes the
+maxima of every request's ranges on a replica with one `np.maximum.reduceat` over its step gaps.
 """
 
 from __future__ import annotations
@@ -38,15 +44,15 @@ SKETCH_ACCURACY = 0.01
 _FIELDS = ("arrival_at", "first_token_at", "last_token_at", "first_scheduled_at", "max_gap_ms")
 
 
-def _sketch() -> Any:
-    """A DDSketch (imported here: only bounded runs need the dependency, so an environment built before it was
-    declared still runs everything else)."""
+def _sketches(names: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
+    """A DDSketch per name, and the key mapping they use (imported here: only bounded runs need the dependency,
+    so an environment built before it was declared still runs everything else)."""
     try:
-        from ddsketch import DDSketch
+        from ddsketch import DDSketch, LogarithmicMapping
     except ImportError:  # pragma: no cover
         raise WorkloadError("bounded fleet metrics need the ddsketch package (pip install ddsketch, or "
                             "reinstall flopwise); or run with fewer requests") from None
-    return DDSketch(SKETCH_ACCURACY)
+    return {k: DDSketch(SKETCH_ACCURACY) for k in names}, LogarithmicMapping(SKETCH_ACCURACY)
 
 
 def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
@@ -76,26 +82,33 @@ def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
 
 
 class _Steps:
-    """One replica's step-to-step gap weights (a difference array over its steps)."""
+    """One replica's step-to-step gap weights (a difference array over its steps), and the ranges of steps its
+    requests emitted in (request id, first step, end step: three flat arrays), whose largest gaps `close` reads."""
 
-    __slots__ = ("tl", "diff")
+    __slots__ = ("tl", "diff", "rids", "starts", "stops")
 
     def __init__(self, tl: Timeline):
         self.tl = tl
         self.diff = array("q")
+        self.rids, self.starts, self.stops = array("q"), array("q"), array("q")
 
-    def add_range(self, a: int, b: int) -> None:
-        if b - a < 2:
-            return
+    def add_range(self, rid: int, a: int, b: int) -> None:
+        """Request `rid` emitted at steps a .. b-1 (b - a >= 2: at least one gap)."""
         d = self.diff
         if len(d) <= b:
             d.extend(array("q", bytes(8 * max(b + 1 - len(d), len(d)))))
         d[a + 1] += 1
         d[b] -= 1
+        self.rids.append(rid)
+        self.starts.append(a)
+        self.stops.append(b)
+
+    def _ends(self) -> np.ndarray:
+        tl = self.tl
+        return np.frombuffer(tl.delivered_at if len(tl.delivered_at) else tl.step_end_at, dtype=float)
 
     def gaps(self) -> tuple[np.ndarray, np.ndarray]:
-        tl = self.tl
-        ends = np.frombuffer(tl.delivered_at if len(tl.delivered_at) else tl.step_end_at, dtype=float)
+        ends = self._ends()
         if ends.size < 2:
             return np.empty(0), np.empty(0, dtype=np.int64)
         w = np.cumsum(np.frombuffer(self.diff, dtype=np.int64))
@@ -104,9 +117,24 @@ class _Steps:
         weights[:m] = w[:m]
         return np.diff(ends) * 1e3, weights[1:]
 
+    def take_range_maxima(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ranges added since the last call: their request ids and largest gaps (ms), max(diff(ends[a:b]))."""
+        rids = np.frombuffer(self.rids, dtype=np.int64).copy()
+        if not rids.size:
+            return rids, np.empty(0)
+        # reduceat over [a0, b0-1, a1, b1-1, ...] reduces gaps[a:b-1] at the even positions (a < b - 1); the
+        # appended 0 keeps the index b - 1 = len(gaps) of a range ending at the last step in bounds
+        g = np.append(np.diff(self._ends()), 0.0)
+        idx = np.empty(2 * rids.size, dtype=np.int64)
+        idx[0::2] = np.frombuffer(self.starts, dtype=np.int64)
+        idx[1::2] = np.frombuffer(self.stops, dtype=np.int64) - 1
+        maxima = np.maximum.reduceat(g, idx)[0::2] * 1e3
+        self.rids, self.starts, self.stops = array("q"), array("q"), array("q")
+        return rids, maxima
+
 
 class BoundedRecords:
-    """Per-request rows, filled as requests complete (`add`) or fail (`fail`)."""
+    """Per-request rows, filled as requests complete (`add`) or fail (`fail`); `close` once the run is over."""
 
     def __init__(self, num_requests: int):
         n = num_requests
@@ -116,6 +144,7 @@ class BoundedRecords:
         self.output_tokens = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.ok = np.zeros(n, dtype=bool)
+        self.replica = np.zeros(n, dtype=np.int64)  # where it completed (rows with `ok` only)
         self.error_kind: dict[int, str] = {}
         self.phases = np.full((n, 5), np.nan)
         self.num_prompt_tokens = 0
@@ -123,6 +152,11 @@ class BoundedRecords:
         self.steps: dict[int, _Steps] = {}
         self.loose_gaps: list[float] = []
         self.sketches: dict[int, dict[str, Any]] = {}
+        c = self.cols
+        # `add` writes through these (one row per completed request; memoryviews of the columns, typed by format)
+        self._views: tuple[Any, ...] = tuple(a.data for a in (
+            c["arrival_at"], c["first_token_at"], c["last_token_at"], c["first_scheduled_at"], c["max_gap_ms"],
+            self.input_tokens, self.output_tokens, self.preemptions, self.ok, self.replica, self.phases.reshape(-1)))
 
     def _steps(self, tl: Timeline) -> _Steps:
         s = self.steps.get(id(tl))
@@ -143,8 +177,8 @@ class BoundedRecords:
     def add(self, rid: int, head: Request, tl_head: Timeline, tail: Request | None, tl_tail: Timeline | None,
             handoff_at: float | None, replica: int) -> None:
         """A completed request: `head` its first leg (prompt computed there) on `tl_head`; `tail` its decode
-        leg on `tl_tail` after a hand-off at `handoff_at` (disaggregated), else None."""
-        c = self.cols
+        leg on `tl_tail` after a hand-off at `handoff_at` (disaggregated), else None. Its largest gap inside a
+        range of steps is filled in by `close`."""
         self.num_prompt_tokens += head.num_prompt_tokens
         self.num_cached_tokens += head.num_cached_tokens
         leg, tl = (tail, tl_tail) if tail is not None else (head, tl_head)
@@ -153,58 +187,68 @@ class BoundedRecords:
         delivered = tl.delivered_at if len(tl.delivered_at) else ends
         s = leg.token_steps
         steps = self._steps(tl)
-        max_gap = 0.0
-        prev_last = -1
-        for i in range(0, len(s), 2):
-            a, b = s[i], s[i + 1]
-            if prev_last >= 0:  # the gap between two ranges
-                g = (delivered[a] - delivered[prev_last]) * 1e3
-                self.loose_gaps.append(g)
-                if g > max_gap:
-                    max_gap = g
+        max_gap = 0.0  # the gaps between ranges here; those inside a range at `close`
+        if len(s) == 2:  # one range of steps: the common case
+            a, b = s
             if b - a >= 2:
-                steps.add_range(a, b)
-                g = float(np.diff(np.frombuffer(delivered, dtype=float)[a:b]).max()) * 1e3
-                if g > max_gap:
-                    max_gap = g
-            prev_last = b - 1
-        n_out = len(s) // 2 and sum(s[i + 1] - s[i] for i in range(0, len(s), 2))
+                steps.add_range(rid, a, b)
+            n_out = b - a
+        else:
+            n_out = 0
+            for i in range(0, len(s), 2):
+                a, b = s[i], s[i + 1]
+                if i:  # the gap between two ranges
+                    g = (delivered[a] - delivered[s[i - 1] - 1]) * 1e3
+                    self.loose_gaps.append(g)
+                    if g > max_gap:
+                        max_gap = g
+                if b - a >= 2:
+                    steps.add_range(rid, a, b)
+                n_out += b - a
         if tail is not None:
             assert handoff_at is not None
             first = handoff_at
             if s:
                 g = (delivered[s[0]] - handoff_at) * 1e3
                 self.loose_gaps.append(g)
-                max_gap = max(max_gap, g)
+                if g > max_gap:
+                    max_gap = g
             n_out += 1
             last = delivered[s[-1] - 1] if s else handoff_at
         else:
             first = delivered[s[0]]
             last = delivered[s[-1] - 1]
-        c["arrival_at"][rid] = head.arrival_at
-        c["first_token_at"][rid] = first
-        c["last_token_at"][rid] = last
-        if head.first_scheduled_at is not None:
-            c["first_scheduled_at"][rid] = head.first_scheduled_at
-        c["max_gap_ms"][rid] = max_gap
-        self.input_tokens[rid] = head.num_prompt_tokens
-        self.output_tokens[rid] = n_out
-        self.preemptions[rid] = head.num_preemptions + (tail.num_preemptions if tail is not None else 0)
-        self.ok[rid] = True
-        e_ms = (last - head.arrival_at) * 1e3
-        t_ms = (first - head.arrival_at) * 1e3
-        step_end_last = ends[s[-1] - 1] if s else first
+        arrival, first_token, last_token, first_scheduled, gap, inputs, outputs, preemptions, ok, where, phases = \
+            self._views
+        arrival[rid] = head.arrival_at
+        first_token[rid] = first
+        last_token[rid] = last
         scheduled = head.first_scheduled_at
         assert scheduled is not None  # it produced tokens, so it was scheduled
-        to_first = (ends[s[0]] if tail is None else first) - scheduled
-        after = step_end_last - (ends[s[0]] if tail is None else first)
-        self.phases[rid] = np.array([head.engine_arrival_at - head.arrival_at, scheduled - head.engine_arrival_at,
-                                     to_first, after, last - step_end_last], dtype=float) * 1e3
-        sk = self.sketches.get(replica)
-        if sk is None:
-            sk = self.sketches[replica] = {k: _sketch() for k in ("ttft_ms", "e2e_ms")}
-        sk["ttft_ms"].add(max(t_ms, 1e-9))
-        sk["e2e_ms"].add(max(e_ms, 1e-9))
+        first_scheduled[rid] = scheduled
+        gap[rid] = max_gap
+        inputs[rid] = head.num_prompt_tokens
+        outputs[rid] = n_out
+        preemptions[rid] = head.num_preemptions + (tail.num_preemptions if tail is not None else 0)
+        ok[rid] = True
+        where[rid] = replica
+        step_end_last = ends[s[-1] - 1] if s else first
+        started = ends[s[0]] if tail is None else first
+        k = 5 * rid
+        phases[k] = (head.engine_arrival_at - head.arrival_at) * 1e3
+        phases[k + 1] = (scheduled - head.engine_arrival_at) * 1e3
+        phases[k + 2] = (started - scheduled) * 1e3
+        phases[k + 3] = (step_end_last - started) * 1e3
+        phases[k + 4] = (last - step_end_last) * 1e3
+
+    def close(self) -> None:
+        """Fill in the largest gap inside each range of steps added so far (each replica's step instants are final
+        up to its last completion); `summarize` and the other readers call it too."""
+        col = self.cols["max_gap_ms"]
+        for st in self.steps.values():
+            rids, maxima = st.take_range_maxima()
+            if rids.size:
+                np.maximum.at(col, rids, maxima)
 
     # ---- the summary ---------------------------------------------------------------------------------
     def itl(self) -> LatencyStats:
@@ -217,6 +261,7 @@ class BoundedRecords:
 
     def summarize(self, sla: SLA | None) -> RunSummary:
         """`metrics.summarize`'s keys and definitions from the rows (ITL pooled exactly, by step weights)."""
+        self.close()
         c, ok = self.cols, self.ok
         n_total = self.num_requests
         arrival = c["arrival_at"]
@@ -264,16 +309,37 @@ class BoundedRecords:
             stats=stats, num_requests=n_total, num_completed=n_ok, num_cancelled=0, duration_s=duration,
             output_tokens=int(n_out.sum()), input_tokens=int(self.input_tokens[ok].sum()),
             preemptions=int(self.preemptions.sum()), errors_by_kind=errors,
-            delivered_request_rate=delivered_rate([float(a) for a in arrival if not np.isnan(a)]), sla=sla,
+            delivered_request_rate=delivered_rate(arrival[~np.isnan(arrival)].tolist()), sla=sla,
             num_good=g, num_good_vllm=gv)
 
     def replica_percentiles(self, replica: int) -> dict[str, float | None]:
-        sk = self.sketches.get(replica)
+        sk = self._sketches().get(replica)
         if sk is None:
             return {"ttft_ms_p50": None, "ttft_ms_p95": None, "e2e_ms_p95": None}
         return {"ttft_ms_p50": sk["ttft_ms"].get_quantile_value(0.5),
                 "ttft_ms_p95": sk["ttft_ms"].get_quantile_value(0.95),
                 "e2e_ms_p95": sk["e2e_ms"].get_quantile_value(0.95)}
+
+    def _sketches(self) -> dict[int, dict[str, Any]]:
+        """Each replica's TTFT and E2E sketches over its completed rows (built once): each key's values go in as
+        one value weighted by their count (module docstring), the first of them in request order."""
+        if self.sketches or not self.ok.any():
+            return self.sketches
+        c, ok = self.cols, self.ok
+        where = self.replica[ok]
+        values = {"ttft_ms": np.maximum((c["first_token_at"][ok] - c["arrival_at"][ok]) * 1e3, 1e-9),
+                  "e2e_ms": np.maximum((c["last_token_at"][ok] - c["arrival_at"][ok]) * 1e3, 1e-9)}
+        mapping = None
+        for r in np.unique(where).tolist():
+            self.sketches[r], mapping = _sketches(tuple(values))
+        assert mapping is not None
+        for name, v in values.items():  # each value's key as `DDSketch.add` computes it (math.log)
+            keys = np.fromiter(map(mapping.key, v.tolist()), dtype=np.int64, count=v.size)
+            pairs, first, counts = np.unique(np.stack([where, keys], axis=1), axis=0, return_index=True,
+                                             return_counts=True)
+            for (r, _), i, n in zip(pairs.tolist(), first.tolist(), counts.tolist(), strict=True):
+                self.sketches[r][name].add(float(v[i]), float(n))
+        return self.sketches
 
     def rows(self) -> list[dict[str, Any]]:
         c = self.cols

@@ -20,6 +20,7 @@ one of them. Ties always go to the first in pool order, so every choice is deter
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 from flopwise.errors import WorkloadError
@@ -48,13 +49,13 @@ BALANCE_ABS = 32
 BALANCE_REL = 1.0001
 
 
+# a router reads every candidate's load at every arrival: attrgetter reads it without a Python call per candidate
+_outstanding = attrgetter("num_outstanding")
+
+
 def _least_outstanding(cands: Sequence[R]) -> R:
     """The first candidate with the fewest outstanding requests (`min` keeps the first of equals)."""
     return min(cands, key=_outstanding)
-
-
-def _outstanding(r: Routable) -> int:
-    return r.num_outstanding
 
 
 class Router:

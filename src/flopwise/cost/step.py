@@ -58,17 +58,19 @@ FLOPs per operator:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from flopwise.cost.attention import AttentionLayout, AttentionWork
+from flopwise.cost.attention import AttentionLayout, AttentionWork, Span
 from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import HostCosts
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "host_s", "op_time_s"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "decode_step_timer",
+           "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
@@ -241,8 +243,9 @@ def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, 
     m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
     1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factors, written with folded
     constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
-    formula inline for attention, with its constants hoisted per batch size; a change here must go there too
-    (tests/test_cost_model.py holds the two equal to 1e-12)."""
+    formula inline for attention, with its constants hoisted per batch size, and `step_time` for attention by
+    token count; a change here must go there too (tests/test_cost_model.py holds the first equal to 1e-12 and the
+    second to the bit)."""
     compute_s = flops * (m + r.half_m) / (m * rate * compute_eff) if flops > 0 else 0.0
     nbytes = weight_b + kv_b + act_b
     if nbytes > 0:
@@ -256,15 +259,17 @@ def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, 
 
 
 class _Acc:
-    """Accumulates operator times; keeps the breakdown only when asked (the simulator does not)."""
+    """Accumulates operator times; keeps the breakdown only when asked (the simulator does not), and, for
+    `step_time`'s lookup by token count (`_token_terms`), each addition to the total (`terms`: None for attention)."""
 
-    __slots__ = ("r", "detail", "ops", "total", "kernels")
+    __slots__ = ("r", "detail", "ops", "total", "kernels", "terms")
 
-    def __init__(self, dep: Deployment, detail: bool):
+    def __init__(self, dep: Deployment, detail: bool, terms: bool = False):
         self.r, self.detail = roofs(dep), detail
         self.ops: list[OpCost] = []
         self.total = 0.0
         self.kernels = 0
+        self.terms: list[float | None] | None = [] if terms else None
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
@@ -277,6 +282,8 @@ class _Acc:
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff)
         self.total += count * t
+        if self.terms is not None:
+            self.terms.append(None if attention else count * t)
         if self.detail:
             peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
             self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
@@ -304,6 +311,8 @@ class _Acc:
     def add_comm(self, name: str, count: int, seconds: float, sent: float) -> None:
         """A collective (one kernel each, counted for eager launches)."""
         self.total += count * seconds
+        if self.terms is not None:
+            self.terms.append(count * seconds)
         if seconds > 0:
             self.kernels += count
         if self.detail and seconds > 0:
@@ -312,11 +321,11 @@ class _Acc:
                                    memory_s=0.0, comm_s=count * seconds, overhead_s=0.0, time_s=count * seconds))
 
 
-def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = True) -> _Acc:
+def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = True, terms: bool = False) -> _Acc:
     """The operators of one step; `attention=False` leaves out those that read the cached context (attention
-    and the DSA indexer), which `decode_step_time` adds per step."""
+    and the DSA indexer), which `decode_step_time` adds per step; `terms`: record each addition (`_Acc`)."""
     lay = layout(dep)
-    acc = _Acc(dep, detail)
+    acc = _Acc(dep, detail, terms)
     T: float = shape.num_tokens
     if T == 0:
         return acc
@@ -489,9 +498,115 @@ def _combine(dep: Deployment, device: float, host: float) -> float:
 
 
 def step_time(dep: Deployment, shape: BatchShape) -> float:
-    """Seconds for one engine step (fast path: no breakdown)."""
-    acc = _run(dep, shape, False)
-    return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+    """Seconds for one engine step (fast path: no breakdown). Where every operator but attention depends on the
+    step's tokens or logits alone (`_token_terms`), those are looked up per token count and only attention is
+    priced: the same operators added in the same order, so the same float as `_run`'s total."""
+    T = shape.num_tokens
+    fast = _by_tokens(dep)
+    if fast is None or not T:
+        acc = _run(dep, shape, False)
+        return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+    found = fast.by_tokens.get(T)
+    if found is None:
+        found = _token_terms(dep, T)
+        if len(fast.by_tokens) < _MAX_LOOKUPS:
+            fast.by_tokens[T] = found
+    terms, kernels = found
+    groups, r, a = fast.groups, fast.roofs, fast.act_bytes
+    rate, half_m, wre, half_bytes, bw_rate, p = (r.attention_rate, r.half_m, r.weight_read_eff, r.half_bytes,
+                                                 r.bandwidth_rate, r.p)
+    S = shape.num_seqs
+    total = 0.0
+    i = 0
+    for t in terms:
+        if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1, whose
+            count, at, window = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
+            i += 1  # operation (weight bytes 0, efficiencies 1, share 1): the same float
+            work = shape.attention[window]
+            flops = 1.0 * (work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode)
+            m = T / S * at.q_per_kv
+            kv_b = 1.0 * ((work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0))
+                          * at.kv_bytes_per_token)
+            act_b = T * at.q_out_elems * a
+            compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
+            nbytes = 0.0 + kv_b + act_b
+            if nbytes > 0:
+                memory_s = (0.0 / (wre * 1.0) + kv_b + act_b) * (nbytes + half_bytes) / (nbytes * bw_rate)
+            else:
+                memory_s = 0.0
+            t = count * ((compute_s**p + memory_s**p) ** (1.0 / p) + at.attn_kernels * r.kernel_s)
+        total += t
+    L = shape.num_logits
+    if L:
+        found_logits = fast.by_logits.get(L)
+        if found_logits is None:
+            found_logits = _logit_terms(dep, L)
+            if len(fast.by_logits) < _MAX_LOOKUPS:
+                fast.by_logits[L] = found_logits
+        logit_terms, logit_kernels = found_logits
+        for t in logit_terms:
+            total += t
+        kernels += logit_kernels
+    if r.eager_kernel_s and (T > S or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
+        total = max(total, kernels * r.eager_kernel_s)
+    if r.piecewise_layer_s and (r.piecewise_decode or T > S):
+        total = max(total, fast.num_layers * r.piecewise_layer_s)
+    device = total + fast.step_overhead_s
+    host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
+    return max(device, host) if fast.host.async_scheduling else device + host  # `_combine`
+
+
+_MAX_LOOKUPS = 1 << 16  # token counts (and logit counts) whose terms one deployment keeps
+
+
+@dataclass(frozen=True, slots=True)
+class _ByTokens:
+    """What `step_time` reads for one deployment: (layers, attention layout, span) of each layer group, the roofs,
+    the activation bytes, the hardware's fixed per-step cost, and the terms found so far by token count and by
+    logit count (`_token_terms`, `_logit_terms`; dicts keyed by int: the simulator asks every step)."""
+
+    groups: tuple[tuple[int, AttentionLayout, Span], ...]
+    roofs: Roofs
+    act_bytes: int
+    step_overhead_s: float
+    host: HostCosts
+    gpus: int  # per replica (the host's per-worker cost)
+    num_layers: int  # the layers a piecewise step launches (`_launch_floor_s`)
+    by_tokens: dict[int, tuple[tuple[float | None, ...], int]] = field(default_factory=dict)
+    by_logits: dict[int, tuple[tuple[float, ...], int]] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=512)
+def _by_tokens(dep: Deployment) -> _ByTokens | None:
+    """Where `step_time` may look up every operator but attention by token count: one attention group (dp 1, so
+    no expert-parallel collectives or two-batch overlap) and every layer attending by pairs (no linear-state layer,
+    whose cost reads the sequences, nor a DSA indexer); else None."""
+    lay = layout(dep)
+    if dep.dp > 1 or dep.ep > 1 or any(not g.attn.has_pairs or g.attn.index_pair_flops for g in lay.groups):
+        return None
+    return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups), roofs=roofs(dep),
+                     act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s,
+                     host=dep.engine.host, gpus=dep.gpus_per_replica, num_layers=lay.num_layers)
+
+
+def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, ...], int]:
+    """What `_run` adds to a step of `num_tokens` tokens before its logits, operator by operator (None where a
+    group's attention goes), and the kernels it counts: recorded from a step of that many tokens."""
+    shape = BatchShape(num_tokens, 1, 0, {g.window: AttentionWork(0, 0, 0, 0) for g in layout(dep).groups})
+    acc = _run(dep, shape, False, terms=True)
+    assert acc.terms is not None
+    return tuple(acc.terms), acc.kernels
+
+
+def _logit_terms(dep: Deployment, num_logits: int) -> tuple[tuple[float, ...], int]:
+    """What `_run` adds for `num_logits` logits (the LM head and the logits' gather), and the kernels they count."""
+    work = {g.window: AttentionWork(0, 0, 0, 0) for g in layout(dep).groups}
+    without = _run(dep, BatchShape(1, 1, 0, work), False, terms=True)
+    acc = _run(dep, BatchShape(1, 1, num_logits, work), False, terms=True)
+    assert acc.terms is not None and without.terms is not None
+    terms = acc.terms[len(without.terms):]
+    assert None not in terms  # (no attention among them)
+    return tuple(t for t in terms if t is not None), acc.kernels - without.kernels
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,24 +666,53 @@ def decode_step_time(dep: Deployment, num_seqs: int, context_sum: int) -> float:
     all attend every token (`ShapeBuilder.full_only`), with the
     operators that do not read the context computed once per batch size: attention's pairs are C + B and its KV
     read C (`sim/shape.py`)."""
+    return decode_step_timer(dep, num_seqs)(context_sum)
+
+
+@lru_cache(maxsize=8192)
+def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
+    """`decode_step_time(dep, num_seqs, C)` as a function of C alone, its per-batch-size constants bound once (a
+    decode run prices several steps of one batch)."""
     base = _decode_base(dep, num_seqs)
     if base is None:
-        return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
-                                         {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
-    device = base.rest_s
+        def general(context_sum: int) -> float:
+            return step_time(dep, BatchShape(num_seqs, num_seqs, num_seqs,
+                                             {None: AttentionWork(0, 0, context_sum + num_seqs, context_sum)}))
+        return general
+    rest, eager, host, overlap, terms = base.rest_s, base.eager_s, base.host_s, base.overlap, base.terms
     p, hb, bwr = base.p, base.half_bytes, base.bandwidth_rate
     inv = 1.0 / p
-    pairs = context_sum + num_seqs
-    for count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share in base.terms:
-        flops = share * (pairs * pair_flops)
-        compute_s = flops * mh / mr if flops > 0 else 0.0
-        kv_b = share * ((context_sum + writes) * kv_per_token)
-        nbytes = kv_b + act_b
-        memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
-        device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
-    if base.eager_s > device:
-        device = base.eager_s
-    return max(device, base.host_s) if base.overlap else device + base.host_s
+    if len(terms) == 1:  # one attention group (most models): the loop below, unrolled
+        (count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share), = terms
+
+        def timed_one(context_sum: int) -> float:
+            flops = share * ((context_sum + num_seqs) * pair_flops)
+            compute_s = flops * mh / mr if flops > 0 else 0.0
+            kv_b = share * ((context_sum + writes) * kv_per_token)
+            nbytes = kv_b + act_b
+            memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
+            device: float = rest + count * ((compute_s**p + memory_s**p) ** inv + overhead)
+            if eager > device:
+                device = eager
+            return max(device, host) if overlap else device + host
+
+        return timed_one
+
+    def timed(context_sum: int) -> float:
+        device = rest
+        pairs = context_sum + num_seqs
+        for count, pair_flops, mh, mr, writes, kv_per_token, act_b, overhead, share in terms:
+            flops = share * (pairs * pair_flops)
+            compute_s = flops * mh / mr if flops > 0 else 0.0
+            kv_b = share * ((context_sum + writes) * kv_per_token)
+            nbytes = kv_b + act_b
+            memory_s = nbytes * (nbytes + hb) / (nbytes * bwr) if nbytes > 0 else 0.0
+            device += count * ((compute_s**p + memory_s**p) ** inv + overhead)
+        if eager > device:
+            device = eager
+        return max(device, host) if overlap else device + host
+
+    return timed
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:

@@ -308,7 +308,10 @@ class BaseScheduler:
             self.kv.free(req, reusable=False)
             if req.num_reserved_blocks:
                 self._release(req)
-        self.running = [r for r in self.running if r.finished_at is None]
+        if len(finished) == 1:  # the usual case: one request leaves, the others keep their order
+            self.running.remove(finished[0])
+        else:
+            self.running = [r for r in self.running if r.finished_at is None]
 
 
 def _insort(queue: deque[Request] | list[Request], req: Request) -> None:

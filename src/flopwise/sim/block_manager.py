@@ -10,8 +10,19 @@ its beginning. A cache hit takes a block out of the middle of the queue. Here th
 (a C doubly linked list: O(1) pop from the head, removal from the middle, append at the tail), and its
 entries are extents rather than single blocks:
 
-    [ never used (a count) ][ own(req 7): 5 blocks ][ (prefix 2, block 3) ][ (prefix 2, block 2) ] ...
+    [ never used (a count) ][ own(req 7): 5 blocks ][ prefix 2: blocks 3, 2, 1, 0 ][ private: 1 ] ...
       ^ allocation takes here first, then from the head extent's tail end
+
+Prefix groups. A chat request holds a few dozen shared-prefix blocks, and every admission, completion and
+eviction touched each of them (a dict entry per block under a tuple key, in the reference counts and in the
+queue). But a request nearly always holds blocks 0 .. h-1 of its group and no other: so a group counts its
+holders by h (`_Group.lengths`), a block's holders are those with a larger h, and an admission or completion
+changes one count; a request whose blocks have a gap (a private copy among them, where another request had
+cached that content first) is counted block by block (`_Group.gapped`). The blocks a completion leaves with no
+holder go to the queue as one entry per run of consecutive blocks (`_PrefixRun`, in the order the blocks were
+freed: highest first). A run then loses blocks only at its two ends: eviction takes from its head (its highest
+blocks), a hit from its tail (a hit covers blocks 0 .. n-1, so it takes a run's lowest blocks up to n). The
+queue's order, and so every eviction, is the per-block queue's.
 
 Content identity. A block's hash in vLLM chains the hashes of all tokens before it. The simulator has no
 token ids, so it names content instead: block i of the first `prefix_tokens // block_size` blocks of a request
@@ -78,16 +89,51 @@ def most_steps_within(need: Callable[[int], int], k: int, free: int) -> int:
 
 @dataclass(slots=True)
 class _Extent:
-    """`size` free blocks in one queue entry; the first `hashed` can still be hit."""
+    """`size` free private blocks in one queue entry; the first `hashed` can still be hit (its owner's, after a
+    preemption)."""
 
     size: int
     hashed: int
 
 
-# one-block entries are never changed in place (`_take` trims only an extent larger than what it takes, `_touch`
-# only a request's own extent), so every freed prefix block shares one of these
-_ONE_CACHED = _Extent(1, 1)
-_ONE_PRIVATE = _Extent(1, 0)
+@dataclass(slots=True, eq=False)
+class _Group:
+    """One prefix group's blocks. Block i is held by the `lengths[h]` requests holding blocks 0 .. h-1 for each
+    h > i (`top`: the largest such h, 0 if none) and by `gapped[i]` requests whose blocks have gaps
+    (`num_gapped` of them). `cached[i]`: whether block i holds the group's content; a cached block nobody holds
+    is free and sits in one of `runs` (queue entries, by first block). `keys`: the block keys (pid, i);
+    `version`: bumped when a block is cached, evicted, or leaves or joins the free queue (what a lookup reads),
+    `lookups` the hit per region at a version, and `hits` the hits made so far by (blocks, free blocks among
+    them): a lookup that finds the same again reuses it. (Per-block lists: their slices are read in C.)"""
+
+    pid: int
+    cached: list[bool] = field(default_factory=list)
+    gapped: list[int] = field(default_factory=list)
+    lengths: dict[int, int] = field(default_factory=dict)
+    top: int = 0
+    num_gapped: int = 0
+    runs: dict[int, _PrefixRun] = field(default_factory=dict)
+    keys: tuple[tuple[int, int], ...] = ()
+    version: int = 0
+    lookups: dict[int, tuple[int, CacheHit]] = field(default_factory=dict)
+    hits: dict[tuple[int, int], CacheHit] = field(default_factory=dict)
+
+    def num_free(self, lo: int, hi: int) -> int:
+        """Free blocks among lo .. hi-1 (all cached): those at or above `top` that no gapped request holds."""
+        lo = max(lo, self.top)
+        if hi <= lo:
+            return 0
+        return self.gapped[lo:hi].count(0) if self.num_gapped else hi - lo
+
+
+@dataclass(slots=True, eq=False)
+class _PrefixRun:
+    """Free blocks lo .. hi-1 of one group as one queue entry (keyed `key`), in LRU order hi-1 first."""
+
+    group: _Group
+    lo: int
+    hi: int
+    key: int
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,18 +143,18 @@ class BlockManager:
     enable_prefix_caching: bool = True
     blocks_for: Callable[[int], int] | None = None  # blocks held by a sequence of n tokens; default ceil(n / bs)
     num_unused: int = field(init=False)  # never-used blocks: the head of the free queue
-    _free: OrderedDict[object, _Extent] = field(init=False, default_factory=OrderedDict)
-    _num_free_used: int = field(init=False, default=0)
-    _refs: dict[tuple[int, int], int] = field(init=False, default_factory=dict)  # cached prefix block -> users
+    _free: OrderedDict[object, _Extent | _PrefixRun] = field(init=False, default_factory=OrderedDict)
+    num_free_used: int = field(init=False, default=0)  # freed blocks in the queue (num_free_blocks: + num_unused)
+    _groups: dict[int, _Group] = field(init=False, default_factory=dict)  # prefix group -> its blocks
+    # requests holding blocks 0 .. h-1 of their group (h), and those whose blocks have gaps (`_Group`)
+    _holders: dict[Request, int] = field(init=False, default_factory=dict)
+    _gapped: set[Request] = field(init=False, default_factory=set)
+    # the queue's head entry, kept while `_take` trims it (most takes are a decode's block or two from a freed
+    # request's extent); cleared whenever an entry leaves the queue, the only way the head can change
+    _head: tuple[object, _Extent | _PrefixRun] | None = field(init=False, default=None)
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
-    _keys: dict[int, tuple[tuple[int, int], ...]] = field(init=False, default_factory=dict)  # a prefix's block keys
-    # what a lookup reads of a prefix group's blocks (which are cached, which sit in the free queue) changes only
-    # when one is cached, evicted, or taken from or returned to the free queue: each bumps the group's version,
-    # and a lookup's hit for (group, region) is kept until it does
-    _versions: dict[int, int] = field(init=False, default_factory=dict)
-    _lookups: dict[tuple[int, int], tuple[int, CacheHit]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.num_unused = self.num_blocks
@@ -122,15 +168,15 @@ class BlockManager:
     # ---- queries -------------------------------------------------------------------------------------
     @property
     def num_free_blocks(self) -> int:
-        return self.num_unused + self._num_free_used
+        return self.num_unused + self.num_free_used
 
     @property
     def usage(self) -> float:
         """Share of blocks held by requests (vLLM's kv_cache_usage: cached-but-free blocks count as free)."""
-        return 1.0 - self.num_free_blocks / self.num_blocks
+        return 1.0 - (self.num_unused + self.num_free_used) / self.num_blocks
 
     def num_cached_prefix_blocks(self) -> int:
-        return len(self._refs)
+        return sum(g.cached.count(True) for g in self._groups.values())
 
     def blocks_held(self, num_tokens: int) -> int:
         """Blocks a sequence of `num_tokens` tokens holds (`blocks_for`, by default ceil(n / block_size))."""
@@ -151,32 +197,25 @@ class BlockManager:
         pid = req.prefix_id
         region = min(req.num_prefix_tokens // bs, max_blocks) if pid is not None else 0
         hit = NO_HIT
-        if pid is not None and region:
-            version = self._versions.get(pid, 0)
-            seen = self._lookups.get((pid, region))
-            if seen is not None and seen[0] == version:
+        g = self._groups.get(pid) if region else None  # type: ignore[arg-type]
+        if g is not None:  # what a lookup reads changes only with the group's version: keep the hit until then
+            seen = g.lookups.get(region)
+            if seen is not None and seen[0] == g.version:
                 hit = seen[1]
             else:
-                every = self._keys.get(pid)
-                if every is None or len(every) < region:
-                    every = self._keys[pid] = tuple((pid, i) for i in range(region))
-                refs = self._refs
-                n = evictable = 0
-                for k in every[:region]:
-                    r = refs.get(k)
-                    if r is None:
-                        break
-                    n += 1
-                    evictable += r == 0
+                cached = g.cached[:region]
+                n = cached.index(False) if False in cached else len(cached)  # the run of cached blocks from 0
                 if n:
-                    hit = CacheHit(num_tokens=n * bs, prefix_keys=every[:n], num_evictable=evictable)
-                self._lookups[(pid, region)] = (version, hit)
+                    key = (n, g.num_free(0, n))
+                    hit = g.hits.get(key) or g.hits.setdefault(
+                        key, CacheHit(num_tokens=n * bs, prefix_keys=g.keys[:n], num_evictable=key[1]))
+                g.lookups[region] = (g.version, hit)
         # its own private blocks, kept after a preemption (`free(reusable=True)` under its next preemption count)
         if not req.num_preemptions or hit.num_blocks != region:
             return hit
         own_key = ("own", req.request_id, req.num_preemptions)
         ext = self._free.get(own_key)
-        own = min(ext.hashed, max_blocks - region) if ext is not None else 0
+        own = min(ext.hashed, max_blocks - region) if isinstance(ext, _Extent) else 0
         if not own:
             return hit
         return CacheHit(num_tokens=(region + own) * bs, prefix_keys=hit.prefix_keys, num_own=own, own_key=own_key,
@@ -190,7 +229,7 @@ class BlockManager:
 
     # ---- check / act ---------------------------------------------------------------------------------
     def can_allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> bool:
-        return self.blocks_needed(req, num_new_tokens, hit) <= self.num_free_blocks
+        return self.blocks_needed(req, num_new_tokens, hit) <= self.num_unused + self.num_free_used
 
     def allocate(self, req: Request, num_new_tokens: int, hit: CacheHit = NO_HIT) -> None:
         """Take the hit blocks and the new blocks for `num_new_tokens` tokens after the computed (and hit)
@@ -219,7 +258,7 @@ class BlockManager:
         new = self._blocks_for(req.num_computed_tokens + num_new_tokens) - len(req.prefix_blocks) - req.num_own_blocks
         if new <= 0:
             return True
-        if new > self.num_unused + self._num_free_used:
+        if new > self.num_unused + self.num_free_used:
             return False
         self._take(new)
         req.num_own_blocks += new
@@ -239,21 +278,8 @@ class BlockManager:
                     self._push(("own", req.request_id, req.num_preemptions), ext)
                 else:
                     self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
-            refs, free_q = self._refs, self._free
-            pushed = returned = 0
-            for k in reversed(req.prefix_blocks):  # `_push`, inlined: every freed request's prefix, block by block
-                if k is None:
-                    free_q[next(self._anon)] = _ONE_PRIVATE
-                    pushed += 1
-                    continue
-                r = refs[k] - 1
-                refs[k] = r
-                if r == 0:
-                    free_q[k] = _ONE_CACHED
-                    returned += 1
-            self._num_free_used += pushed + returned
-            if returned:
-                self._bump(req.prefix_id)
+            if req.prefix_blocks:
+                self._free_prefix(req)
         req.prefix_blocks = []
         req.num_own_blocks = 0
         req.num_slots = 0
@@ -296,77 +322,231 @@ class BlockManager:
     def take_decode_blocks(self, n: int) -> None:
         """Take `n` private blocks for decoding requests whose counts the caller raised (a lazy scheduler's
         `extend_decode`, batched: the same blocks leave the free queue as one call per request would take)."""
-        if n > self.num_unused + self._num_free_used:
+        if n > self.num_unused + self.num_free_used:
             raise AssertionError(f"{n} decode blocks asked of a pool with {self.num_free_blocks} free")
         self._take(n)
 
     # ---- internals -----------------------------------------------------------------------------------
-    def _bump(self, prefix_id: int | None) -> None:
-        """A block of prefix group `prefix_id` was cached, evicted, taken from or returned to the free queue."""
-        if prefix_id is not None:
-            self._versions[prefix_id] = self._versions.get(prefix_id, 0) + 1
+    def _group(self, pid: int, blocks: int) -> _Group:
+        """Prefix group `pid`'s state, covering at least its first `blocks` blocks."""
+        g = self._groups.get(pid)
+        if g is None:
+            g = self._groups[pid] = _Group(pid)
+        if len(g.cached) < blocks:
+            more = blocks - len(g.cached)
+            g.cached.extend([False] * more)
+            g.gapped.extend([0] * more)
+            g.keys = tuple((pid, i) for i in range(blocks))
+        return g
 
     def _push(self, key: object, ext: _Extent) -> None:
         self._free[key] = ext
-        self._num_free_used += ext.size
+        self.num_free_used += ext.size
+
+    def _queue_run(self, g: _Group, lo: int, hi: int) -> None:
+        """Blocks lo .. hi-1 of `g` (cached, now held by nobody) join the free queue's tail, hi-1 first."""
+        key = next(self._anon)
+        self._free[key] = g.runs[lo] = _PrefixRun(g, lo, hi, key)
+        self.num_free_used += hi - lo
+        g.version += 1
+
+    def _queue_free(self, g: _Group, lo: int, hi: int) -> None:
+        """Blocks lo .. hi-1 of `g`, which no request holds as part of its first blocks any more, join the queue
+        where no gapped request holds them either: runs, highest first."""
+        if not g.num_gapped:
+            self._queue_run(g, lo, hi)
+            return
+        gapped = g.gapped
+        i = hi - 1
+        while i >= lo:
+            if gapped[i]:
+                i -= 1
+                continue
+            end = i + 1
+            while i >= lo and gapped[i] == 0:
+                i -= 1
+            self._queue_run(g, i + 1, end)
+
+    def _drop_holder(self, g: _Group, h: int) -> None:
+        """One request fewer holds blocks 0 .. h-1 of `g` (as its first blocks); `top` follows."""
+        lengths = g.lengths
+        left = lengths[h] - 1
+        if left:
+            lengths[h] = left
+        else:
+            del lengths[h]
+            if h == g.top:
+                g.top = max(lengths) if lengths else 0
+
+    def _free_prefix(self, req: Request) -> None:
+        """Return `req`'s shared-prefix-region blocks, tail first: blocks left with no holder join the free queue
+        (runs of consecutive blocks), its private copies (None) as extents of their own."""
+        pb = req.prefix_blocks
+        g = self._groups.get(req.prefix_id)  # type: ignore[arg-type]
+        if req not in self._gapped:  # it holds blocks 0 .. h-1 (h = 0: none), then private copies
+            h = self._holders.pop(req, 0)
+            if len(pb) > h:
+                self._push(next(self._anon), _Extent(len(pb) - h, 0))
+            if h:
+                assert g is not None
+                self._drop_holder(g, h)
+                if g.top < h:  # nobody else held blocks top .. h-1 as their first blocks
+                    self._queue_free(g, g.top, h)
+            return
+        self._gapped.remove(req)
+        assert g is not None
+        g.num_gapped -= 1
+        gapped, top = g.gapped, g.top
+        i = len(pb) - 1
+        while i >= 0:  # block by block, tail first: private copies among its keys
+            if pb[i] is None:
+                j = i - 1
+                while j >= 0 and pb[j] is None:
+                    j -= 1
+                self._push(next(self._anon), _Extent(i - j, 0))
+                i = j
+                continue
+            gapped[i] -= 1
+            if gapped[i] or i < top:  # still held
+                i -= 1
+                continue
+            end = i + 1
+            i -= 1
+            while i >= top and pb[i] is not None and gapped[i] == 1:
+                gapped[i] = 0
+                i -= 1
+            self._queue_run(g, i + 1, end)
 
     def _touch(self, req: Request, hit: CacheHit) -> None:
-        refs = self._refs
-        taken = 0
-        for k in hit.prefix_keys:
-            r = refs[k]
-            if r == 0:
-                del self._free[k]
-                taken += 1
-            refs[k] = r + 1
-        if taken:
-            self._num_free_used -= taken
-            self._bump(hit.prefix_keys[0][0])
-        req.prefix_blocks.extend(hit.prefix_keys)
+        keys = hit.prefix_keys
+        if keys:  # it holds blocks 0 .. n-1 of its group now: those that were free leave the queue
+            assert not req.prefix_blocks  # (a request is looked up once per admission, holding none)
+            n = len(keys)
+            g = self._groups[keys[0][0]]
+            if n > g.top:
+                if g.num_free(g.top, n):
+                    self._unqueue(g, g.top, n)
+                g.top = n
+            g.lengths[n] = g.lengths.get(n, 0) + 1
+            self._holders[req] = n
+            req.prefix_blocks.extend(keys)
         if hit.num_own:
             ext = self._free[hit.own_key]
+            assert isinstance(ext, _Extent)
             ext.size -= hit.num_own  # the hit takes the extent's front; what is left can never hit again
             ext.hashed = 0
-            self._num_free_used -= hit.num_own
+            self.num_free_used -= hit.num_own
             if ext.size == 0:
                 del self._free[hit.own_key]
+                self._head = None
             req.num_own_blocks += hit.num_own
         req.num_cached_tokens += hit.num_tokens
         req.num_slots = (len(req.prefix_blocks) + req.num_own_blocks) * self.block_size
 
+    def _unqueue(self, g: _Group, lo: int, n: int) -> None:
+        """Take the free blocks among blocks lo .. n-1 of `g` (lo >= top) out of the queue. Each run of them starts
+        a queue entry (a run's lower blocks are free too, and the scan reaches them first), which loses its
+        blocks below n."""
+        free, runs, gapped = self._free, g.runs, g.gapped
+        taken = 0
+        i = lo
+        while i < n:
+            if g.num_gapped and gapped[i]:  # held by a gapped request: not free
+                i += 1
+                continue
+            run = runs.pop(i)
+            if run.hi <= n:
+                del free[run.key]
+                self._head = None
+                end = run.hi
+            else:
+                run.lo = end = n
+                runs[n] = run
+            taken += end - i
+            i = end
+        self.num_free_used -= taken
+        g.version += 1
+
     def _take(self, n: int) -> None:
         """Pop `n` blocks from the head of the free queue, evicting their cached content."""
-        t = min(n, self.num_unused)
-        self.num_unused -= t
-        n -= t
+        unused = self.num_unused
+        if n <= unused:
+            self.num_unused = unused - n
+            return
+        self.num_unused = 0
+        n -= unused
         free = self._free
         while n:
-            key = next(iter(free))
-            ext = free[key]
-            if ext.size <= n:
-                del free[key]
-                n -= ext.size
-                self._num_free_used -= ext.size
-                if type(key) is tuple and len(key) == 2:
-                    del self._refs[key]  # an evicted shared-prefix block
-                    self._bump(key[0])
+            head = self._head
+            if head is None:
+                key = next(iter(free))
+                ext = free[key]
             else:
-                ext.size -= n  # evict from the extent's tail (freed first, so least recently useful)
-                ext.hashed = min(ext.hashed, ext.size)
-                self._num_free_used -= n
-                n = 0
+                key, ext = head
+            if isinstance(ext, _PrefixRun):  # cached prefix blocks, evicted from the run's head (its highest)
+                g = ext.group
+                size = ext.hi - ext.lo
+                taken = min(size, n)
+                g.cached[ext.hi - taken:ext.hi] = [False] * taken
+                if taken == size:
+                    del free[key]
+                    del g.runs[ext.lo]
+                    self._head = None
+                else:
+                    ext.hi -= taken
+                    self._head = (key, ext)
+                g.version += 1
+            elif ext.size <= n:
+                del free[key]
+                self._head = None
+                taken = ext.size
+            else:  # evict from the extent's tail (freed first, so least recently useful)
+                taken = n
+                ext.size -= n
+                if ext.hashed > ext.size:
+                    ext.hashed = ext.size
+                self._head = (key, ext)
+            n -= taken
+            self.num_free_used -= taken
 
     def _cache_prefix(self, req: Request, prefix_id: int, before: int, total: int) -> None:
         """Cache the shared-prefix blocks of `req` (whose prefix_id is `prefix_id`) that become full as tokens
-        before..total are computed (private blocks need no bookkeeping: `free` counts the full ones)."""
+        before..total are computed (private blocks need no bookkeeping: `free` counts the full ones); `req` holds
+        them from now on."""
         bs = self.block_size
         region = self._prefix_region(req)
-        pb = req.prefix_blocks
-        refs = self._refs
-        for i in range(before // bs, min(total // bs, region)):
-            if pb[i] is None:
-                k = (prefix_id, i)
-                if k not in refs:
-                    refs[k] = 1
-                    pb[i] = k
-                    self._bump(prefix_id)
+        lo, hi = before // bs, min(total // bs, region)
+        if lo >= hi:
+            return
+        g = self._group(prefix_id, region)
+        cached, keys, pb = g.cached, g.keys, req.prefix_blocks
+        new = [i for i in range(lo, hi) if pb[i] is None and not cached[i]]  # (cached by another: a private copy)
+        if not new:
+            return
+        for i in new:
+            cached[i] = True
+            pb[i] = keys[i]
+        g.version += 1
+        if req in self._gapped:
+            for i in new:
+                g.gapped[i] += 1
+            return
+        h = self._holders.get(req, 0)
+        if new[0] == h and new[-1] == h + len(new) - 1:  # still its first blocks: 0 .. h + len(new) - 1
+            if h:
+                self._drop_holder(g, h)
+            h += len(new)
+            g.lengths[h] = g.lengths.get(h, 0) + 1
+            g.top = max(g.top, h)
+            self._holders[req] = h
+            return
+        gapped = g.gapped  # a gap: it is counted block by block from now on
+        for i in range(h):
+            gapped[i] += 1
+        for i in new:
+            gapped[i] += 1
+        if h:
+            del self._holders[req]
+            self._drop_holder(g, h)  # (its blocks stay held: they count in `gapped` already)
+        self._gapped.add(req)
+        g.num_gapped += 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopwise.cost.step import decode_step_time, step_time
+from flopwise.cost.step import decode_step_timer, step_time
 from flopwise.sim.base import BaseScheduler
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.deployment import Deployment
@@ -53,18 +53,19 @@ def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, 
     if builder.full_only:
         b = len(sched.running)
         c0 = sched.decode_context_sum()
-        return _chord_fill(lambda j: decode_step_time(dep, b, c0 + b * (j - 1)), k)
+        return _chord_fill(decode_step_timer(dep, b), k, c0, b)  # step j's context sum: c0 + b (j - 1)
     ctx = sched.decode_contexts()
     return [step_time(dep, builder.decode_rows([c + j - 1 for c in ctx])) for j in range(1, k + 1)]
 
 
-def _chord_fill(f: Callable[[int], float], k: int) -> list[float]:
-    """[f(1), ..., f(k)] for a convex, nearly linear f, evaluating f only where it bends by more than _REL_TOL."""
+def _chord_fill(f: Callable[[int], float], k: int, x1: int = 1, dx: int = 1) -> list[float]:
+    """[g(1), ..., g(k)] for g(j) = f(x1 + dx (j - 1)) convex and nearly linear, evaluating f only where g bends by
+    more than _REL_TOL."""
     vals = [0.0] * (k + 1)
-    vals[1] = f(1)
+    vals[1] = f(x1)
     if k == 1:
         return vals[1:]
-    vals[k] = f(k)
+    vals[k] = f(x1 + dx * (k - 1))
     stack = [(1, k)]
     while stack:
         a, b = stack.pop()
@@ -72,7 +73,7 @@ def _chord_fill(f: Callable[[int], float], k: int) -> list[float]:
             continue
         m = (a + b) // 2
         fa, fb = vals[a], vals[b]
-        fm = f(m)
+        fm = f(x1 + dx * (m - 1))
         slope = (fb - fa) / (b - a)
         if abs(fm - (fa + slope * (m - a))) <= _REL_TOL * fm:
             for j in range(a + 1, b):

@@ -271,11 +271,11 @@ class Replica:
                     sched.add_request(req)
                 self.inbox = inbox[n:]
                 held = n < len(inbox)
-        else:
-            for req in fe.pop_ready(cutoff):
-                sched.add_request(req)
-            ready = fe.next_ready_at()
-            held = ready is not None and ready <= now
+        else:  # `fe.pop_ready(cutoff)` and `fe.next_ready_at()`, inlined: every plan reads them
+            pending = fe.pending
+            while pending and pending[0].engine_arrival_at <= cutoff:
+                sched.add_request(pending.popleft())
+            held = bool(pending) and pending[0].engine_arrival_at <= now
         if self.deadlines:
             gone = sched.abort_expired(now)
             if gone:
@@ -400,11 +400,15 @@ class Replica:
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
             self._run_cut = False
-        elif phase == _FE_RUN:
-            k = self._run_k
-            self._cut_after_run(k)
-            self._deliver_run(t, strictly_before=False)
-            tl.step_end_at.extend(self._run_ends[:k])
+        elif phase == _FE_RUN:  # (`_cut_after_run` and `_deliver_run(t, strictly_before=False)`, inlined)
+            k, ends, j = self._run_k, self._run_ends, self._run_j
+            if self.ahead:
+                self._cutoff = ends[k - 2] if k >= 2 else self._run_start
+            stop = bisect_right(ends, t, j, k)
+            if stop > j:
+                fe.deliver_steps(ends, j, stop, self._run_batch, tl.delivered_at)  # type: ignore[union-attr]
+            self._run_j = stop
+            tl.step_end_at.extend(ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
             self._run_cut = False

@@ -147,10 +147,10 @@ class VllmScheduler(BaseScheduler):
         bs, needs = self.kv.block_size, self._needs
         whole, part = divmod(steps, bs)
         total = whole * self._num_lazy
-        if part:
+        if part:  # the residues first .. first+part-1, wrapping around
             first = start % bs
-            for j in range(part):
-                total += needs[(first + j) % bs]
+            end = first + part
+            total += sum(needs[first:end]) if end <= bs else sum(needs[first:]) + sum(needs[:end - bs])
         return total
 
     def _finish_lazy(self, before: int) -> list[Request]:
@@ -168,7 +168,8 @@ class VllmScheduler(BaseScheduler):
     def _schedule_lazily(self, out: SchedulerOutput) -> int | None:
         """`_schedule_running` with the lazy decodes counted, not visited; None, with nothing changed, where its
         conditions (module docstring) fail."""
-        self._go_lazy()
+        if not self._lazy:
+            self._go_lazy()
         s, kv, active = self.next_step, self.kv, self._active
         budget = self.max_num_batched_tokens
         used = num_lazy = self._num_lazy
@@ -191,7 +192,8 @@ class VllmScheduler(BaseScheduler):
         for a, n in zip(active, grants, strict=True):
             blocks += kv.blocks_needed(a, n)
             prefix = prefix or a.num_computed_tokens < a.num_prefix_tokens
-        if blocks > kv.num_free_blocks or (prefix and kv.enable_prefix_caching and blocks > kv.num_unused):
+        unused = kv.num_unused
+        if blocks > unused + kv.num_free_used or (prefix and kv.enable_prefix_caching and blocks > unused):
             return None
         if due:
             kv.take_decode_blocks(due)
@@ -229,7 +231,8 @@ class VllmScheduler(BaseScheduler):
     def run_horizon(self) -> int:
         if not self.lazy_decodes:
             return super().run_horizon()
-        self._go_lazy()
+        if not self._lazy:
+            self._go_lazy()
         if self._active:
             return 0
         f = self._finishes
@@ -240,8 +243,8 @@ class VllmScheduler(BaseScheduler):
     def decode_context_sum(self) -> int:
         if not self._lazy:
             return super().decode_context_sum()
-        return (self._lazy_context + self._num_lazy * self.next_step
-                + sum(a.num_computed_tokens for a in self._active))
+        total = self._lazy_context + self._num_lazy * self.next_step
+        return total + sum(a.num_computed_tokens for a in self._active) if self._active else total
 
     def decode_contexts(self) -> list[int]:
         self.bring_up_to_date()
@@ -250,7 +253,7 @@ class VllmScheduler(BaseScheduler):
     def decode_steps_that_fit(self, k: int) -> int:
         if not self._lazy:
             return super().decode_steps_that_fit(k)
-        s, free = self.next_step, self.kv.num_free_blocks  # every running request is lazy (a run)
+        s, free = self.next_step, self.kv.num_unused + self.kv.num_free_used  # every running request is lazy
         if self._num_lazy * -(-k // self.kv.block_size) <= free:
             return k  # cheap bound: ceil(k / block_size) new blocks each at most
         return most_steps_within(lambda steps: self._blocks_due(s, steps), k, free)

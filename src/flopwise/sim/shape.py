@@ -40,6 +40,23 @@ class ShapeBuilder:
         row carries `decode_tokens` new tokens, all producing logits (default: as scheduled)."""
         reqs, news = out.reqs, out.num_new
         p = out.decode_tokens if decode_tokens is None else decode_tokens
+        if self.full_only and p == 1:  # the simulator's every step: `span_work` over the chunk rows, inlined
+            prompt = finishing = pp = pk = dp = dk = 0
+            for i in out.chunk_rows:
+                n, r = news[i], reqs[i]
+                c = r.num_computed_tokens
+                prompt += n
+                if c + n == r.num_tokens:
+                    finishing += 1
+                if n == 1:
+                    dp += c + 1
+                    dk += c
+                else:
+                    pp += n * c + n * (n + 1) // 2  # attention.causal_pairs(c, n, None)
+                    pk += c
+            b, ctx = out.num_decodes, out.decode_context_sum
+            return BatchShape(b + prompt, out.num_rows, b + finishing,
+                              {None: AttentionWork(pp, pk, dp + ctx + b, dk + ctx)}), prompt
         chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
         prompt = sum(n for n, _ in chunks)
         b = out.num_decodes
