@@ -361,7 +361,15 @@ class VllmScheduler(BaseScheduler):
             return False
         if not self.waiting:
             return True
-        head = self.waiting[0]
+        head, kv = self.waiting[0], self.kv
+        if (head.num_computed_tokens == 0 and not head.prefix_blocks and not head.num_own_blocks
+                and kv.blocks_for is None and not self.reserve_full
+                and (self.enable_chunked_prefill or head.num_tokens <= budget)
+                and -(-head.num_tokens // kv.block_size) <= kv.num_unused + kv.num_free_used):
+            # the blocks of its whole sequence are free: whatever its prefix-cache hit, the allocation below
+            # needs at most that many (new blocks for the rest, plus hit blocks that sit in the free queue), so
+            # the lookup can be skipped (most arrivals find the pool far from full)
+            return True
         hit = self.kv.get_computed_blocks(head) if head.num_computed_tokens == 0 else NO_HIT
         computed = hit.num_tokens
         if head.num_external_tokens:
