@@ -311,19 +311,23 @@ class Fleet:
     def _complete(self, rid: int) -> None:
         """Bounded metrics: keep the request's row and drop its objects (a request whose last token came after
         its client's deadline is a timeout)."""
-        legs = self.legs[rid]
-        dl = legs[0].req.deadline_at
+        legs = self.legs.pop(rid)
+        head = legs[0]
+        dl = head.req.deadline_at
         if dl is not None:
             last, tl = legs[-1].req, legs[-1].replica.tl
             delivered = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
             if last.token_steps and delivered[last.token_steps[-1] - 1] > dl:
+                self.legs[rid] = legs  # (`_fail` reads them)
                 self._fail(rid, "timeout")
                 return
-        legs = self.legs.pop(rid)
-        head, tail = legs[0], (legs[1] if len(legs) > 1 else None)
         assert self.bounded is not None
-        self.bounded.add(rid, head.req, head.replica.tl, tail.req if tail else None,
-                         tail.replica.tl if tail else None, self.handoff_at.pop(rid, None), legs[-1].member)
+        if len(legs) == 1:
+            self.bounded.add(rid, head.req, head.replica.tl, None, None, None, head.member)
+            return
+        tail = legs[1]
+        self.bounded.add(rid, head.req, head.replica.tl, tail.req, tail.replica.tl, self.handoff_at.pop(rid, None),
+                         tail.member)
 
     def _live(self) -> bool:
         """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
@@ -362,7 +366,8 @@ class Fleet:
         role = m.pool.role
         for req in finished:
             del m.inflight[req.request_id]
-        gone = [r for r in finished if r.aborted_at is not None]
+        # (only a replica that was sent a request with a client timeout aborts any)
+        gone = [r for r in finished if r.aborted_at is not None] if m.replica.deadlines else None
         if gone:  # their clients gave up (timeouts): failed, and a closed-loop client sends its next request
             for r in gone:
                 self._fail(r.request_id, "timeout")
