@@ -315,6 +315,19 @@ def test_bounded_metrics_give_the_exact_summary(kw):
         assert b[key] == a[key], key
 
 
+def test_sketch_keys_in_numpy_are_the_mappings_own_at_bin_boundaries_too():
+    import numpy as np
+    from ddsketch import LogarithmicMapping
+
+    from flopwise.cluster.metrics import SKETCH_ACCURACY, _sketch_keys
+
+    m = LogarithmicMapping(SKETCH_ACCURACY)
+    edges = np.array([m.gamma ** k for k in range(-400, 400)])
+    v = np.concatenate([np.exp(np.random.default_rng(0).uniform(-20, 15, 20000)), edges, np.nextafter(edges, 0),
+                        np.nextafter(edges, np.inf), [1e-9]])
+    assert _sketch_keys(m, v).tolist() == [m.key(float(x)) for x in v]
+
+
 def test_weighted_percentiles_equal_numpy_on_the_expanded_values():
     import numpy as np
 
