@@ -225,8 +225,8 @@ def test_a_replica_down_fails_its_requests_and_a_drained_one_gets_no_more():
                                 dict(replicas=1, disaggregate="prefill=1xtp1,decode=2xtp1", router="least-outstanding",
                                      replica_events="down:2@4")])
 def test_members_keep_their_outstanding_count_through_handoffs_and_replica_events(kw):
-    # the fleet keeps Member.num_outstanding itself (routers read it at every arrival); at every completion it is
-    # the replica's own count plus the requests in transit to it
+    # the fleet keeps Member.num_outstanding itself, and its candidates' loads (routers read them at every
+    # arrival); at every completion it is the replica's own count plus the requests in transit to it
     from flopwise.cluster import Fleet
 
     spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n), tp=1, **kw)
@@ -239,6 +239,8 @@ def test_members_keep_their_outstanding_count_through_handoffs_and_replica_event
         for m in fleet.members:
             if m.state in ("up", "draining", "cold"):
                 assert m.num_outstanding == m.replica.num_outstanding + m.num_in_transit
+        for role, cands in fleet._candidates.items():  # and the loads its routers read
+            assert fleet._loads[role] == [m.num_outstanding for m in cands]
 
     s = fleet.run(wl, progress=check).summary()
     assert sum(seen) == s["num_completed"] + s["errors_by_kind"].get("timeout", 0) > 0
@@ -311,6 +313,19 @@ def test_bounded_metrics_give_the_exact_summary(kw):
             assert b[key] == pytest.approx(a[key], rel=1e-12)
             continue
         assert b[key] == a[key], key
+
+
+def test_sketch_keys_in_numpy_are_the_mappings_own_at_bin_boundaries_too():
+    import numpy as np
+    from ddsketch import LogarithmicMapping
+
+    from flopwise.cluster.metrics import SKETCH_ACCURACY, _sketch_keys
+
+    m = LogarithmicMapping(SKETCH_ACCURACY)
+    edges = np.array([m.gamma ** k for k in range(-400, 400)])
+    v = np.concatenate([np.exp(np.random.default_rng(0).uniform(-20, 15, 20000)), edges, np.nextafter(edges, 0),
+                        np.nextafter(edges, np.inf), [1e-9]])
+    assert _sketch_keys(m, v).tolist() == [m.key(float(x)) for x in v]
 
 
 def test_weighted_percentiles_equal_numpy_on_the_expanded_values():

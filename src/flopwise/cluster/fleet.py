@@ -84,6 +84,7 @@ class Member:
     inflight: dict[int, Request] = field(default_factory=dict)
     num_in_transit: int = 0  # disaggregated requests whose KV is on its way here
     num_outstanding: int = 0  # replica.num_outstanding + num_in_transit
+    slot: int | None = None  # its place among its pool's candidates (`Fleet.candidates`), while it is one
     num_routed: int = 0
     link: KvLink = field(default_factory=KvLink)
     past: list[Replica] = field(default_factory=list)  # earlier incarnations (before a down / up)
@@ -130,6 +131,7 @@ class Fleet:
         self.heap = EventHeap()
         self.members: list[Member] = []
         self._candidates: dict[str, list[Member]] = {}  # by role, in pool order; cleared when a state changes
+        self._loads: dict[str, list[int]] = {}  # the candidates' num_outstanding, in the same order
         self.routers: dict[str, Router] = {}
         self.pending: dict[str, deque[Request]] = {}
         gpu = 0
@@ -171,7 +173,7 @@ class Fleet:
         rep = Replica(dep, self.config, index=len(self.members))
         self.members.append(Member(index=len(self.members), pool=pool, replica=rep, state=state, started_at=at,
                                    node=node, spans_nodes=spans))
-        self._candidates.clear()
+        self._forget_candidates()
         return gpu + per
 
     def scale_up(self, role: str, at: float, ready_in_s: float) -> Member:
@@ -200,11 +202,26 @@ class Fleet:
         cands = self._candidates.get(role)
         if cands is None:
             cands = self._candidates[role] = [m for m in self.members if m.state == "up" and m.pool.role == role]
+            self._loads[role] = [m.num_outstanding for m in cands]
+            for i, m in enumerate(cands):
+                m.slot = i
         return cands
 
     def _set_state(self, m: Member, state: str) -> None:
         m.state = state
+        self._forget_candidates()
+
+    def _forget_candidates(self) -> None:
         self._candidates.clear()
+        self._loads.clear()
+        for m in self.members:
+            m.slot = None
+
+    def _add_load(self, m: Member, delta: int) -> None:
+        """`m.num_outstanding += delta`, and in the loads its router reads."""
+        m.num_outstanding += delta
+        if m.slot is not None:
+            self._loads[m.pool.role][m.slot] = m.num_outstanding
 
     # ---- the loop ------------------------------------------------------------------------------------
     def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
@@ -277,7 +294,7 @@ class Fleet:
                     m.pushed = (nxt, rank)
                     heappush(heap, (nxt, rank, m.index, next(seq), (_REPLICA, m, m.version)))
                 if finished:
-                    m.num_outstanding -= len(finished)
+                    self._add_load(m, -len(finished))
                     self._finished(m, finished)
                     a = source.next_at()
             elif kind == _HANDOFF:
@@ -311,19 +328,23 @@ class Fleet:
     def _complete(self, rid: int) -> None:
         """Bounded metrics: keep the request's row and drop its objects (a request whose last token came after
         its client's deadline is a timeout)."""
-        legs = self.legs[rid]
-        dl = legs[0].req.deadline_at
+        legs = self.legs.pop(rid)
+        head = legs[0]
+        dl = head.req.deadline_at
         if dl is not None:
             last, tl = legs[-1].req, legs[-1].replica.tl
             delivered = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
             if last.token_steps and delivered[last.token_steps[-1] - 1] > dl:
+                self.legs[rid] = legs  # (`_fail` reads them)
                 self._fail(rid, "timeout")
                 return
-        legs = self.legs.pop(rid)
-        head, tail = legs[0], (legs[1] if len(legs) > 1 else None)
         assert self.bounded is not None
-        self.bounded.add(rid, head.req, head.replica.tl, tail.req if tail else None,
-                         tail.replica.tl if tail else None, self.handoff_at.pop(rid, None), legs[-1].member)
+        if len(legs) == 1:
+            self.bounded.add(rid, head.req, head.replica.tl, None, None, None, head.member)
+            return
+        tail = legs[1]
+        self.bounded.add(rid, head.req, head.replica.tl, tail.req, tail.replica.tl, self.handoff_at.pop(rid, None),
+                         tail.member)
 
     def _live(self) -> bool:
         """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
@@ -334,11 +355,11 @@ class Fleet:
         cands = self.candidates(role)
         if not cands:
             return None
-        return self.routers[role].choose(req, cands)
+        return self.routers[role].choose(req, cands, self._loads[role])
 
     def _admit(self, m: Member, req: Request) -> None:
         m.replica.admit(req)
-        m.num_outstanding += 1
+        self._add_load(m, 1)
         m.inflight[req.request_id] = req
         m.num_routed += 1
         self._sync(m)
@@ -362,7 +383,8 @@ class Fleet:
         role = m.pool.role
         for req in finished:
             del m.inflight[req.request_id]
-        gone = [r for r in finished if r.aborted_at is not None]
+        # (only a replica that was sent a request with a client timeout aborts any)
+        gone = [r for r in finished if r.aborted_at is not None] if m.replica.deadlines else None
         if gone:  # their clients gave up (timeouts): failed, and a closed-loop client sends its next request
             for r in gone:
                 self._fail(r.request_id, "timeout")
@@ -410,7 +432,7 @@ class Fleet:
         self.transfer_ms.append((done - end) * 1e3)
         self.transfer_bytes += nbytes
         d.num_in_transit += 1
-        d.num_outstanding += 1
+        self._add_load(d, 1)
         self.handoff_at[rid] = done
         self.heap.push(done, ARRIVAL, rid, (_HANDOFF, rid, d))
 
@@ -426,7 +448,7 @@ class Fleet:
 
     def _arrive_decode(self, rid: int, d: Member) -> None:
         d.num_in_transit -= 1
-        d.num_outstanding -= 1
+        self._add_load(d, -1)
         spec = self.specs[rid]
         done = self.handoff_at[rid]
         leg = Request(request_id=rid, arrival_at=done, num_prompt_tokens=spec.input_tokens,
@@ -472,7 +494,7 @@ class Fleet:
                 m.past.append(m.replica)
                 m.replica = Replica(m.pool.deployment, self.config, index=m.index)
                 m.started_at, m.stopped_at, m.pushed = at, None, None
-                m.num_outstanding = m.num_in_transit
+                self._add_load(m, m.num_in_transit - m.num_outstanding)
                 self._set_state(m, "up")
                 self._drain_pending(m.pool.role)
 

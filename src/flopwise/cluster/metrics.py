@@ -27,6 +27,7 @@ maxima of every request's ranges on a replica with one `np.maximum.reduceat` ove
 
 from __future__ import annotations
 
+import math
 from array import array
 from typing import Any
 
@@ -53,6 +54,22 @@ def _sketches(names: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
         raise WorkloadError("bounded fleet metrics need the ddsketch package (pip install ddsketch, or "
                             "reinstall flopwise); or run with fewer requests") from None
     return {k: DDSketch(SKETCH_ACCURACY) for k in names}, LogarithmicMapping(SKETCH_ACCURACY)
+
+
+def _sketch_keys(mapping: Any, values: np.ndarray) -> np.ndarray:
+    """`mapping.key(x)` (the bin `DDSketch.add` puts x in: ceil(log_gamma(x))) of every x > 0 of `values`, in numpy;
+    where log_gamma(x) lies within 1e-6 of an integer, numpy's and `math.log`'s last bits could fall on either side,
+    so those take the mapping's own key. A sample of the rest is checked against it too (a mapping with an offset,
+    or another formula, falls back to it for all)."""
+    y = np.log(values) / math.log(mapping.gamma)
+    keys: np.ndarray = np.ceil(y).astype(np.int64)
+    near = np.flatnonzero(np.abs(y - np.rint(y)) < 1e-6)
+    for i in near.tolist():
+        keys[i] = mapping.key(float(values[i]))
+    sample = np.linspace(0, values.size - 1, min(values.size, 64)).astype(np.int64).tolist()
+    if any(mapping.key(float(values[i])) != keys[i] for i in sample):
+        keys = np.fromiter(map(mapping.key, values.tolist()), dtype=np.int64, count=values.size)
+    return keys
 
 
 def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
@@ -333,12 +350,13 @@ class BoundedRecords:
         for r in np.unique(where).tolist():
             self.sketches[r], mapping = _sketches(tuple(values))
         assert mapping is not None
-        for name, v in values.items():  # each value's key as `DDSketch.add` computes it (math.log)
-            keys = np.fromiter(map(mapping.key, v.tolist()), dtype=np.int64, count=v.size)
-            pairs, first, counts = np.unique(np.stack([where, keys], axis=1), axis=0, return_index=True,
-                                             return_counts=True)
-            for (r, _), i, n in zip(pairs.tolist(), first.tolist(), counts.tolist(), strict=True):
-                self.sketches[r][name].add(float(v[i]), float(n))
+        for name, v in values.items():
+            keys = _sketch_keys(mapping, v)
+            low = int(keys.min())
+            span = int(keys.max()) - low + 1
+            found, first, counts = np.unique(where * span + (keys - low), return_index=True, return_counts=True)
+            for code, i, n in zip(found.tolist(), first.tolist(), counts.tolist(), strict=True):  # by replica, key
+                self.sketches[code // span][name].add(float(v[i]), float(n))
         return self.sketches
 
     def rows(self) -> list[dict[str, Any]]:

@@ -59,11 +59,13 @@ def _least_outstanding(cands: Sequence[R]) -> R:
 
 
 class Router:
-    """Base: `choose(req, candidates)` returns one of the candidates (a non-empty sequence)."""
+    """Base: `choose(req, candidates, loads)` returns one of the candidates (a non-empty sequence); `loads`, when
+    the caller keeps them, are the candidates' outstanding counts in the same order (a fleet updates them as they
+    change, so a router reading loads need not ask each candidate at each arrival)."""
 
     name = "base"
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:  # pragma: no cover
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -73,7 +75,7 @@ class RoundRobin(Router):
     def __init__(self) -> None:
         self.i = 0
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:
         r = cands[self.i % len(cands)]
         self.i += 1
         return r
@@ -82,21 +84,23 @@ class RoundRobin(Router):
 class LeastOutstanding(Router):
     name = "least-outstanding"
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:
+        if loads is not None:  # the first of the least loaded, as `min` picks
+            return cands[loads.index(min(loads))]
         return _least_outstanding(cands)
 
 
 class LeastKv(Router):
     name = "least-kv"
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:
         return min(cands, key=lambda r: (r.kv_usage, r.num_outstanding))
 
 
 class PrefixAware(Router):
     name = "prefix-aware"
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:
         loads = [r.num_outstanding for r in cands]
         lo, hi = min(loads), max(loads)
         if hi - lo > BALANCE_ABS and hi > lo * BALANCE_REL:
@@ -119,7 +123,7 @@ class SessionAffinity(Router):
     def __init__(self) -> None:
         self.home: dict[int, object] = {}  # session -> the replica that served it first
 
-    def choose(self, req: Request, cands: Sequence[R]) -> R:
+    def choose(self, req: Request, cands: Sequence[R], loads: Sequence[int] | None = None) -> R:
         key = req.prefix_id
         if key is None:
             return _least_outstanding(cands)

@@ -120,7 +120,8 @@ class _Group:
 
     def num_free(self, lo: int, hi: int) -> int:
         """Free blocks among lo .. hi-1 (all cached): those at or above `top` that no gapped request holds."""
-        lo = max(lo, self.top)
+        if lo < self.top:
+            lo = self.top
         if hi <= lo:
             return 0
         return self.gapped[lo:hi].count(0) if self.num_gapped else hi - lo
@@ -195,7 +196,9 @@ class BlockManager:
         bs = self.block_size
         max_blocks = (req.num_tokens - 1) // bs
         pid = req.prefix_id
-        region = min(req.num_prefix_tokens // bs, max_blocks) if pid is not None else 0
+        region = req.num_prefix_tokens // bs if pid is not None else 0
+        if region > max_blocks:
+            region = max_blocks
         hit = NO_HIT
         g = self._groups.get(pid) if region else None  # type: ignore[arg-type]
         if g is not None:  # what a lookup reads changes only with the group's version: keep the hit until then

@@ -281,7 +281,7 @@ class Replica:
             if gone:
                 self._aborted.extend(gone)
                 self.last_delivery_at = max(self.last_delivery_at, now)
-        if not sched.has_work:
+        if not (sched.running or sched.waiting):  # (`sched.has_work`)
             if held:  # the engine would be idle: it takes them now
                 self.next_at, self.next_rank, self._phase = now, SCHEDULE, _IDLE
                 return
@@ -400,7 +400,7 @@ class Replica:
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
             self._run_ends = []
             self._run_cut = False
-        elif phase == _FE_RUN:  # (`_cut_after_run` and `_deliver_run(t, strictly_before=False)`, inlined)
+        elif phase == _FE_RUN:  # (`_cut_after_run`, `_deliver_run(t, strictly_before=False)`, `_apply_run`)
             k, ends, j = self._run_k, self._run_ends, self._run_j
             if self.ahead:
                 self._cutoff = ends[k - 2] if k >= 2 else self._run_start
@@ -409,7 +409,11 @@ class Replica:
                 fe.deliver_steps(ends, j, stop, self._run_batch, tl.delivered_at)  # type: ignore[union-attr]
             self._run_j = stop
             tl.step_end_at.extend(ends[:k])
-            finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
+            finished = sched.apply_run(k, self._run_step0)
+            start = self._run_start
+            tl.add(start, t - start, len(sched.running), len(sched.waiting), self.kv.usage, 0)
+            if finished:
+                sched.finish(finished, t)
             self._run_ends = []
             self._run_cut = False
         else:  # a decode run behind the API server, one step per event

@@ -189,19 +189,21 @@ class VllmScheduler(BaseScheduler):
         due = self._needs[s % kv.block_size]  # lazy decodes whose token needs a block now
         blocks = due
         prefix = False
-        for a, n in zip(active, grants, strict=True):
-            blocks += kv.blocks_needed(a, n)
-            prefix = prefix or a.num_computed_tokens < a.num_prefix_tokens
+        if active:
+            for a, n in zip(active, grants, strict=True):
+                blocks += kv.blocks_needed(a, n)
+                prefix = prefix or a.num_computed_tokens < a.num_prefix_tokens
         unused = kv.num_unused
         if blocks > unused + kv.num_free_used or (prefix and kv.enable_prefix_caching and blocks > unused):
             return None
         if due:
             kv.take_decode_blocks(due)
-        for a, n in zip(active, grants, strict=True):
-            c = a.num_computed_tokens
-            if c + n > a.num_slots or c < a.num_prefix_tokens:
-                kv.allocate(a, n)
-            out.add(a, n)
+        if active:
+            for a, n in zip(active, grants, strict=True):
+                c = a.num_computed_tokens
+                if c + n > a.num_slots or c < a.num_prefix_tokens:
+                    kv.allocate(a, n)
+                out.add(a, n)
         out.num_lazy = num_lazy
         out.num_decodes += num_lazy
         out.decode_context_sum += self._lazy_context + num_lazy * s
@@ -262,7 +264,14 @@ class VllmScheduler(BaseScheduler):
         if not self._lazy:
             return super().apply_run(k, step0)
         end = step0 + k
-        taken = self._blocks_due(step0, k)
+        bs = self.kv.block_size
+        if k < bs:  # (`_blocks_due`, inlined for a run shorter than a block: the residues of its steps)
+            first = step0 % bs
+            stop = first + k
+            needs = self._needs
+            taken = sum(needs[first:stop]) if stop <= bs else sum(needs[first:]) + sum(needs[:stop - bs])
+        else:
+            taken = self._blocks_due(step0, k)
         if taken:
             self.kv.take_decode_blocks(taken)
         finished = self._finish_lazy(end)
@@ -330,7 +339,7 @@ class VllmScheduler(BaseScheduler):
                     return
                 n = budget
             held = n + computed - hit.num_tokens  # the external tokens need blocks too
-            if not kv.can_allocate(req, held, hit) or not self.reservation_fits(req):
+            if not kv.can_allocate(req, held, hit) or (self.reserve_full and not self.reservation_fits(req)):
                 return
             waiting.popleft()
             kv.allocate(req, held, hit)
@@ -361,7 +370,15 @@ class VllmScheduler(BaseScheduler):
             return False
         if not self.waiting:
             return True
-        head = self.waiting[0]
+        head, kv = self.waiting[0], self.kv
+        if (head.num_computed_tokens == 0 and not head.prefix_blocks and not head.num_own_blocks
+                and kv.blocks_for is None and not self.reserve_full
+                and (self.enable_chunked_prefill or head.num_tokens <= budget)
+                and -(-head.num_tokens // kv.block_size) <= kv.num_unused + kv.num_free_used):
+            # the blocks of its whole sequence are free: whatever its prefix-cache hit, the allocation below
+            # needs at most that many (new blocks for the rest, plus hit blocks that sit in the free queue), so
+            # the lookup can be skipped (most arrivals find the pool far from full)
+            return True
         hit = self.kv.get_computed_blocks(head) if head.num_computed_tokens == 0 else NO_HIT
         computed = hit.num_tokens
         if head.num_external_tokens:
