@@ -1,17 +1,19 @@
 """The step-cost model against hand calculations."""
 
 import math
+import random
 from dataclasses import replace
 
 import pytest
 
 from flopwise.api import deployment
 from flopwise.cost import batch_shape, decode_shape, memory_plan, prefill_shape, step_cost, step_time
-from flopwise.cost.batch import causal_pairs
+from flopwise.cost.attention import span_work
+from flopwise.cost.batch import BatchShape, causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
 from flopwise.cost.parallel import allreduce_time
-from flopwise.cost.step import decode_step_time, roofs
+from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, host_s, roofs
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import GIB, get_hardware
@@ -254,12 +256,6 @@ def test_step_time_equals_breakdown_sum():
 def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
     """`step_time` looks its non-attention operators up by token count and logits; its total is `_run`'s, bit for
     bit, on prefill, mixed and decode steps."""
-    import random
-
-    from flopwise.cost.attention import span_work
-    from flopwise.cost.batch import BatchShape
-    from flopwise.cost.step import _combine, _device_s, _run, host_s
-
     dep = deployment(model, gpu, **kw)
     windows = layout(dep).windows
     rnd = random.Random(0)
