@@ -30,7 +30,7 @@ from flopwise.calibrate.observations import (
 )
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile
-from flopwise.specs.hardware import HardwareSpec
+from flopwise.specs.hardware import LOW_PRECISION_DTYPES, HardwareSpec
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -72,12 +72,13 @@ def calibrate(hw: HardwareSpec, *, kernels: Sequence[KernelPoint] = (), steps: S
               params: Sequence[str] | None = None, min_effect: float = 0.03,
               gemm_dtypes: Sequence[str] | None = None, prior_weight: float = 0.02) -> Calibration:
     """Fit `hw.efficiency` to the measurements (see module docstring). GEMMs count only in `gemm_dtypes`
-    (default: bf16 where the hardware has a bf16 peak, the dtype deployments multiply in): one compute_max
-    cannot describe fp32 and bf16 kernels at once, and the other dtypes stay in the file for reference.
+    (default: bf16 where the hardware has a bf16 peak, the dtype deployments multiply in, and the 8- and 4-bit
+    dtypes, which `low_precision_compute_factor` relates to it): one compute_max cannot describe fp32 and bf16
+    kernels at once, and the other dtypes stay in the file for reference.
     `prior_weight`: a weak pull toward the starting profile (see `fit_profile`)."""
     groups: list[Observations] = []
     if gemm_dtypes is None:
-        gemm_dtypes = ("bf16",) if hw.peak_tflops.get("bf16", 0) > 0 else tuple(hw.peak_tflops)
+        gemm_dtypes = ("bf16", *LOW_PRECISION_DTYPES) if hw.peak_tflops.get("bf16", 0) > 0 else tuple(hw.peak_tflops)
     kernels = [k for k in kernels if k.kind != "gemm" or k.dtype in gemm_dtypes]
     if kernels:
         groups.append(kernel_observations(kernels, hw))

@@ -28,14 +28,11 @@ from flopwise.calibrate.fit import Tuning
 from flopwise.cost.step import step_time
 from flopwise.metrics.measurements import KernelPoint, StepPoint
 from flopwise.specs.deployment import Deployment
-from flopwise.specs.hardware import EfficiencyProfile, HardwareSpec
+from flopwise.specs.hardware import LOW_PRECISION_DTYPES, EfficiencyProfile, HardwareSpec
 
 __all__ = ["KernelPoint", "StepPoint", "Observations", "kernel_time", "kernel_observations", "with_profile",
            "point_errors",
            "step_observations", "residual_function", "error_table", "ErrorRow"]
-
-_LOW_PRECISION = ("fp8", "int8", "fp4")
-
 
 def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> float:
     """Seconds the cost model gives one kernel (the formula of one operator in `cost.step`)."""
@@ -45,7 +42,7 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
             compute_s = p.flops / (hw.peak_flops("bf16") * eff)
         else:
             dtype = hw.compute_dtype(p.dtype)
-            factor = prof.low_precision_compute_factor if dtype in _LOW_PRECISION else 1.0
+            factor = prof.low_precision_compute_factor if dtype in LOW_PRECISION_DTYPES else 1.0
             compute_s = p.flops / (hw.peak_tflops[dtype] * 1e12 * factor * prof.compute_eff(p.m))
     else:
         compute_s = 0.0

@@ -68,6 +68,7 @@ from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import HostCosts
+from flopwise.specs.hardware import LOW_PRECISION_DTYPES
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "decode_step_timer",
            "host_s", "op_time_s"]
@@ -211,7 +212,7 @@ def roofs(dep: Deployment) -> Roofs:
     nominal = hw.peak_tflops[linear_dtype] * 1e12
     if linear_dtype == "fp16" and kf.fp16_accumulate_compute and hw.fp16_accumulate_tflops:
         nominal = max(nominal, hw.fp16_accumulate_tflops * 1e12 * kf.fp16_accumulate_compute)
-    factor = hw.efficiency.low_precision_compute_factor if linear_dtype in ("fp8", "int8", "fp4") else 1.0
+    factor = hw.efficiency.low_precision_compute_factor if linear_dtype in LOW_PRECISION_DTYPES else 1.0
     weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
     if compute != linear_dtype and wf.gemm_efficiency == 1.0:

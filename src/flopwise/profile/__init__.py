@@ -135,13 +135,14 @@ def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = 
     if load1 > 0.5 * host.num_cores:
         say(f"warning: load average {load1:.1f} on {host.num_cores} cores: other processes will skew timings "
             "(with every core busy, multi-threaded kernels stall on each other; consider --threads 1)")
-    kernels = run_microbenchmarks(MicrobenchConfig.preset(quick), device=dev, threads=threads, progress=say) \
-        if microbenchmarks else []
+    cuda = dev.startswith("cuda")
+    kernels = run_microbenchmarks(MicrobenchConfig.preset(quick, cuda=cuda), device=dev, threads=threads,
+                                  progress=say) if microbenchmarks else []
     hw = build_hardware(host, kernels, hw_id=hw_id, base=base, device=dev, threads=threads)
     steps: list[StepPoint] = []
     if model:
         spec = truncate_layers(get_model(model), num_layers)
-        steps = profile_model(spec, hw, ModelProfileConfig.preset(quick), device=dev, threads=threads,
+        steps = profile_model(spec, hw, ModelProfileConfig.preset(quick, cuda=cuda), device=dev, threads=threads,
                               progress=say)
     return HostProfile(host=host, hardware=hw, kernels=tuple(kernels), steps=tuple(steps), model=model,
                        num_layers=num_layers, wall_s=time.perf_counter() - t0)

@@ -10,7 +10,9 @@ Two named code paths, as an engine runs them:
 - prefill: one sequence of n tokens after c cached ones (c = 0: a fresh prompt);
 - decode: b sequences, each one new token after c cached tokens.
 Each timing becomes a `calibrate.StepPoint` (the deployment and `BatchShape` the cost model prices) and is
-printed beside the cost model's prediction, with the FLOP/s and bandwidth it implies.
+printed beside the cost model's prediction, with the FLOP/s and bandwidth it implies. On CUDA each step is timed
+replayed from a CUDA graph (`graphs.graph_measure`): the GPU's time, which the cost model prices, without
+PyTorch's eager launch path (an engine's own host costs are its engine profile's).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.step import step_cost
 from flopwise.errors import SpecError
 from flopwise.metrics.measurements import StepPoint
-from flopwise.profile.timing import measure
+from flopwise.profile.timing import Timing, measure
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -41,7 +43,12 @@ class ModelProfileConfig:
     budget_s: float = 1.0
 
     @classmethod
-    def preset(cls, quick: bool) -> ModelProfileConfig:
+    def preset(cls, quick: bool, cuda: bool = False) -> ModelProfileConfig:
+        if cuda:  # an engine's range: chunk-sized prefills, decode batches up to 64 over 512-2048 cached tokens
+            if quick:
+                return cls(prefill_lens=(128, 1024), decode_batches=(1, 16), decode_contexts=(512,), budget_s=0.3)
+            return cls(prefill_lens=(32, 128, 512, 2048, 4096), decode_batches=(1, 4, 16, 64),
+                       decode_contexts=(512, 2048), budget_s=0.5)
         if quick:
             return cls(prefill_lens=(32, 256), decode_batches=(1, 8), decode_contexts=(256,), budget_s=0.3)
         return cls(prefill_lens=(16, 64, 256, 1024), decode_batches=(1, 4, 16), decode_contexts=(128, 1024))
@@ -154,20 +161,27 @@ def profile_model(model: ModelSpec, hw: HardwareSpec, cfg: ModelProfileConfig, *
     max_ctx = max([*cfg.prefill_lens, *(c + 1 for c in cfg.decode_contexts)])
     max_batch = max(cfg.decode_batches, default=1)
     say = progress or (lambda s: None)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else None
+    if device.startswith("cuda"):
+        from flopwise.profile.graphs import graph_measure
+
+        def timed(fn: Callable[[], object], repeats: int) -> Timing:
+            return graph_measure(fn, budget_s=cfg.budget_s, repeats=repeats)
+    else:
+        def timed(fn: Callable[[], object], repeats: int) -> Timing:
+            return measure(fn, budget_s=cfg.budget_s, repeats=repeats)
     forward = _build(model, max_batch, max_ctx, device)
     pts: list[StepPoint] = []
     gen = torch.Generator(device="cpu").manual_seed(1)
     with torch.inference_mode():
         for n in cfg.prefill_lens:
             toks = torch.randint(0, model.vocab_size, (1, n), generator=gen).to(device)
-            t = measure(partial(forward, toks, 0), budget_s=cfg.budget_s, sync=sync, repeats=5)
+            t = timed(partial(forward, toks, 0), 5)
             pts.append(step_point(dep, "prefill", 1, n, 0, t.median_s))
             say(_line(pts[-1], t.spread))
         for c in cfg.decode_contexts:
             for b in cfg.decode_batches:
                 toks = torch.randint(0, model.vocab_size, (b, 1), generator=gen).to(device)
-                t = measure(partial(forward, toks, c), budget_s=cfg.budget_s, sync=sync, repeats=7)
+                t = timed(partial(forward, toks, c), 7)
                 pts.append(step_point(dep, "decode", b, 1, c, t.median_s))
                 say(_line(pts[-1], t.spread))
     return pts

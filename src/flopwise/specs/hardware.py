@@ -36,7 +36,8 @@ from typing import Any
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text
 
-__all__ = ["EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware", "load_hardware_file"]
+__all__ = ["LOW_PRECISION_DTYPES", "EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware",
+           "load_hardware_file"]
 
 GIB = 2**30
 # Bounds on a hardware entry's numbers (GiB; GB/s and TFLOP/s): 100 TiB of device memory, a rate between 0.001 and
@@ -45,6 +46,8 @@ MAX_MEMORY_GIB = 1e5
 MIN_RATE, MAX_RATE = 1e-3, 1e6
 # The dtypes a peak may be given for (dense TFLOP/s); tf32 and int4 are shown but no format multiplies in them.
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+# The math dtypes whose GEMMs reach `EfficiencyProfile.low_precision_compute_factor` of their (doubled) peak.
+LOW_PRECISION_DTYPES = ("fp8", "int8", "fp4")
 
 # Fallback order when a chip has no native peak for a dtype: the kernel runs in the next one.
 _DTYPE_FALLBACK = {
