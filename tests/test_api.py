@@ -9,6 +9,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -253,6 +254,7 @@ def test_readme_has_python_snippets():
 @pytest.mark.parametrize("index", range(len(_snippets())))
 def test_readme_python_snippet_runs(index, tmp_path):
     code = _snippets()[index]
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # keep the caller's
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
+                          env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr[-3000:]

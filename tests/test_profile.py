@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 from flopwise.calibrate import kernel_time
 from flopwise.cli import app
 from flopwise.cost.batch import prefill_shape
+from flopwise.errors import SpecError
 from flopwise.profile import build_hardware, kernel_points_from, profile_table, step_points_from
-from flopwise.profile.discover import cpu_peak_tflops, parse_host
+from flopwise.profile.discover import CudaDevice, cpu_peak_tflops, parse_host
 from flopwise.profile.hostfile import dumps_toml, hardware_entry, read_host_file, write_host_file
 from flopwise.profile.microbench import MicrobenchConfig, attention_point, copy_point, gemm_point, run_microbenchmarks
 from flopwise.profile.model_profile import check_supported, truncate_layers
@@ -68,6 +69,21 @@ def test_build_hardware_raises_peaks_to_measurements():
     based = build_hardware(host, [copy_point(2**30, 2 * 2**30 / 30e9)], hw_id="my-host",
                            base=get_hardware("cpu-epyc-zen5-2c"))
     assert based.peak_tflops == get_hardware("cpu-epyc-zen5-2c").peak_tflops and based.memory_bandwidth_gbs == 40
+
+
+def test_a_gpu_entry_needs_measurements_or_a_base():
+    """On a GPU, only GEMMs timed there or a datasheet (--base) give peaks: nothing measured and no base is refused
+    in one line, where it once wrote an entry without peaks that no command could load."""
+    host = replace(parse_host(CPUINFO, num_cores=2, memory_gib=24.0, max_clock_ghz=3.7),
+                   cuda=(CudaDevice(index=0, name="NVIDIA H200", memory_gib=140.4, compute_capability="9.0",
+                                    multiprocessors=132),))
+    with pytest.raises(SpecError, match="--base"):
+        build_hardware(host, [], hw_id="gpu", base=None, device="cuda")
+    gemm = gemm_point(4096, 4096, 4096, "bf16", 2 * 4096**3 / 800e12)
+    hw = build_hardware(host, [gemm], hw_id="gpu", base=None, device="cuda")
+    assert hw.kind == "gpu" and hw.name == "NVIDIA H200" and hw.peak_tflops == {"bf16": pytest.approx(800.0)}
+    based = build_hardware(host, [], hw_id="gpu", base=get_hardware("h200"), device="cuda")
+    assert based.peak_tflops == get_hardware("h200").peak_tflops
 
 
 def test_hardware_file_round_trip(tmp_path):
@@ -155,7 +171,8 @@ def test_step_points_round_trip_through_the_profile_table():
 def test_profile_cli_discovery_only_writes_a_loadable_file(tmp_path):
     """`--no-microbench` without a model measures nothing: the entry has discovery and default efficiency."""
     out = tmp_path / "me.toml"
-    r = CliRunner().invoke(app, ["profile", "--no-microbench", "--id", "me", "--out", str(out), "--json"])
+    r = CliRunner().invoke(app, ["profile", "--no-microbench", "--device", "cpu", "--id", "me", "--out", str(out),
+                                 "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["hardware"] == "me" and d["num_kernels"] == 0 and d["calibration"] is None

@@ -89,6 +89,10 @@ def build_hardware(host: HostInfo, kernels: Sequence[KernelPoint], *, hw_id: str
                               f"{host.max_clock_ghz or 2.5:.2f} GHz x FLOP/cycle for {', '.join(host.simd)}")
         sources["memory"] = f"best copy/read bandwidth measured by flopwise profile {stamp}"
     else:
+        if not best_flops:
+            raise SpecError(f"nothing was measured on the {name} and no --base gives its datasheet peaks: run the "
+                            "microbenchmarks, or name its catalog entry with --base (e.g. --base h100-sxm; "
+                            "`flopwise hardware` lists them)")
         peaks, bw = {k: v for k, v in best_flops.items()}, best_bw or 100.0
         sources["compute"] = f"best GEMM rates measured by flopwise profile {stamp} (no datasheet given: use --base)"
         sources["memory"] = f"best copy/read bandwidth measured by flopwise profile {stamp}"
@@ -129,6 +133,9 @@ def profile_host(*, hw_id: str, base: HardwareSpec | None = None, quick: bool = 
             found = f"{len(host.cuda)} CUDA device(s)" if host.cuda else "no CUDA device (or no PyTorch with CUDA)"
             raise SpecError(f"--device {device}: this machine has {found}; use --device cpu")
     dev = device or ("cuda" if host.cuda else "cpu")
+    if dev.startswith("cuda") and not microbenchmarks and base is None:
+        raise SpecError("--no-microbench on a GPU needs --base (the catalog entry whose datasheet peaks to use, e.g. "
+                        "--base h100-sxm): nothing else gives the GPU's peaks; or pass --device cpu")
     say = progress or (lambda s: None)
     say(f"host: {host.summary()}")
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
