@@ -175,7 +175,7 @@ def test_profile_cli_discovery_only_writes_a_loadable_file(tmp_path):
                                  "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["hardware"] == "me" and d["num_kernels"] == 0 and d["calibration"] is None
+    assert d["hardware"] == "me" and d["num_kernels"] == 0 and d["calibration"] is None and d["notes"] == []
     hw = load_hardware_file(out)["me"]
     assert hw.kind == "cpu" and hw.peak_tflops["fp32"] > 0
     assert read_host_file(out).profile["host"]["num_cores"] >= 1

@@ -12,6 +12,13 @@ from flopwise.cli import _app
 from flopwise.cli._app import app, print_json
 from flopwise.cli.options import Json
 
+# On a GPU the model steps time a plain PyTorch decoder (README, "Calibrate to this machine": on an H200 its
+# Llama-3.1-8B decode ran 20% slower than the catalog's engine-step estimate): a fit to them describes that decoder.
+GPU_STEPS_NOTE = ("the model steps time a plain PyTorch decoder (rotary embeddings, cache writes and activations as "
+                  "separate kernels), slower than an engine's fused ones: the step costs fitted to them describe it; "
+                  "for an engine, fit to `flopwise bench` runs (`flopwise calibrate --from`) or profile without "
+                  "--model")
+
 
 @app.command("profile")
 def profile_cmd(
@@ -67,8 +74,9 @@ def profile_cmd(
     fitted = fit_host(prof) if fit else HostFit(hardware=prof.hardware)
     hw = fitted.hardware
     write_host_file(out, hw, profile_table(prof, fitted.fit_rows), others)
+    notes = [GPU_STEPS_NOTE] if prof.steps and hw.kind == "gpu" else []
     if json_out:
-        print_json({"hardware_file": str(out), "hardware": hw.id, "host": prof.host.to_dict(),
+        print_json({"hardware_file": str(out), "hardware": hw.id, "host": prof.host.to_dict(), "notes": notes,
                     "peak_tflops": hw.peak_tflops, "memory_bandwidth_gbs": hw.memory_bandwidth_gbs,
                     "num_kernels": len(prof.kernels), "num_steps": len(prof.steps), "wall_s": prof.wall_s,
                     "refused": fitted.refusal,
@@ -85,4 +93,6 @@ def profile_cmd(
         render_calibration(console, fitted.calibration)
     elif fitted.refusal:
         console.print(f"[yellow]not fitted:[/] {fitted.refusal}")
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
     console.print(f"wrote {out}: use it with `flopwise estimate --hardware-file {out} --gpu {hw.id}`")
