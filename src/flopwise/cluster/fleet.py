@@ -26,6 +26,7 @@ GPU time counts from a replica's start (cold start included) to its stop or the 
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -244,8 +245,25 @@ class Fleet:
             ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
         self.source = source
         self.progress = progress
+        # the workload's objects and the fleet's live through the run: frozen, the collector's full passes skip them
+        gc.freeze()
+        try:
+            self._serve(source, first.role)
+        finally:
+            gc.unfreeze()
+        for m in self.members:
+            if m.state in ("up", "draining") and m.replica.has_work:
+                raise InfeasibleError(STUCK)
+        for q in self.pending.values():
+            for req in q:
+                self._fail(req.request_id, "unavailable")
+        if self.bounded is not None:
+            self.bounded.close()
+        return FleetResult(self, workload, sla, time.perf_counter() - t0)
+
+    def _serve(self, source: OpenLoop | ClosedLoop, role: str) -> None:
+        """The event loop: arrivals to the `role` pool and the heap's events, in (time, rank, order) order."""
         heap, seq = self.heap.items, self.heap.seq  # (at, rank, order, seq, event), `events.py`
-        role = first.role
         woken = False
         for m in self.members:
             self._sync(m)
@@ -303,15 +321,6 @@ class Fleet:
             else:
                 self._control(ev[1], ev[2], at)
                 a = source.next_at()
-        for m in self.members:
-            if m.state in ("up", "draining") and m.replica.has_work:
-                raise InfeasibleError(STUCK)
-        for q in self.pending.values():
-            for req in q:
-                self._fail(req.request_id, "unavailable")
-        if self.bounded is not None:
-            self.bounded.close()
-        return FleetResult(self, workload, sla, time.perf_counter() - t0)
 
     def _fail(self, rid: int, kind: str) -> None:
         b = self.bounded

@@ -70,8 +70,8 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import HostCosts
 from flopwise.specs.hardware import LOW_PRECISION_DTYPES
 
-__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "decode_step_time", "decode_step_timer",
-           "host_s", "op_time_s"]
+__all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "full_step_time", "decode_step_time",
+           "decode_step_timer", "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
@@ -507,6 +507,26 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     if fast is None or not T:
         acc = _run(dep, shape, False)
         return _combine(dep, _device_s(dep, shape, acc), host_s(dep, shape))
+    works = [shape.attention[window] for _, _, window in fast.groups]
+    return _fast_step_s(dep, fast, T, shape.num_seqs, shape.num_logits,
+                        [(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs, w.decode_kv_read) for w in works])
+
+
+def full_step_time(dep: Deployment, num_tokens: int, num_seqs: int, num_logits: int,
+                   work: tuple[int, int, int, int]) -> float:
+    """`step_time` of BatchShape(num_tokens, num_seqs, num_logits, {None: AttentionWork(*work)}) on a model whose
+    attention layers all attend every token, without building the shape (the simulator prices every step that
+    is not a plain decode run this way)."""
+    fast = _by_tokens(dep)
+    if fast is None or not num_tokens:
+        return step_time(dep, BatchShape(num_tokens, num_seqs, num_logits, {None: AttentionWork(*work)}))
+    return _fast_step_s(dep, fast, num_tokens, num_seqs, num_logits, [work] * len(fast.groups))
+
+
+def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
+                 works: list[tuple[int, int, int, int]]) -> float:
+    """`step_time` where `_by_tokens` applies: T tokens, S sequences, L logits, and each layer group's attention
+    work (prefill pairs, prefill KV read, decode pairs, decode KV read), in group order."""
     found = fast.by_tokens.get(T)
     if found is None:
         found = _token_terms(dep, T)
@@ -516,18 +536,16 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     groups, r, a = fast.groups, fast.roofs, fast.act_bytes
     rate, half_m, wre, half_bytes, bw_rate, p = (r.attention_rate, r.half_m, r.weight_read_eff, r.half_bytes,
                                                  r.bandwidth_rate, r.p)
-    S = shape.num_seqs
     total = 0.0
     i = 0
     for t in terms:
         if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1, whose
-            count, at, window = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
-            i += 1  # operation (weight bytes 0, efficiencies 1, share 1): the same float
-            work = shape.attention[window]
-            flops = 1.0 * (work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode)
+            count, at, _ = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
+            prefill_pairs, prefill_kv_read, decode_pairs, decode_kv_read = works[i]  # operation (weight bytes
+            i += 1  # 0, efficiencies 1, share 1): the same float
+            flops = 1.0 * (prefill_pairs * at.pair_flops_prefill + decode_pairs * at.pair_flops_decode)
             m = T / S * at.q_per_kv
-            kv_b = 1.0 * ((work.prefill_kv_read + work.decode_kv_read + (T if at.writes_kv else 0))
-                          * at.kv_bytes_per_token)
+            kv_b = 1.0 * ((prefill_kv_read + decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token)
             act_b = T * at.q_out_elems * a
             compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
             nbytes = 0.0 + kv_b + act_b
@@ -537,7 +555,6 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
                 memory_s = 0.0
             t = count * ((compute_s**p + memory_s**p) ** (1.0 / p) + at.attn_kernels * r.kernel_s)
         total += t
-    L = shape.num_logits
     if L:
         found_logits = fast.by_logits.get(L)
         if found_logits is None:

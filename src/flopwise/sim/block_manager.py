@@ -153,6 +153,10 @@ class BlockManager:
     # the queue's head entry, kept while `_take` trims it (most takes are a decode's block or two from a freed
     # request's extent); cleared whenever an entry leaves the queue, the only way the head can change
     _head: tuple[object, _Extent | _PrefixRun] | None = field(init=False, default=None)
+    # the queue's last entry while it is blocks that can never hit (`_free_private`): the next such blocks join
+    # it instead of queueing an entry of their own (the same blocks in the same order; a request finishing
+    # after another nearly always frees only these)
+    _tail: _Extent | None = field(init=False, default=None)
     _anon: count[int] = field(init=False, default_factory=count)
     _ceil_blocks: bool = field(init=False, default=False)  # blocks_for is the default ceil(n / block_size)
     _blocks_for: Callable[[int], int] = field(init=False)  # blocks_for, or the default when it is None
@@ -280,7 +284,7 @@ class BlockManager:
                     ext = _Extent(req.num_own_blocks, max(0, min(full, req.num_own_blocks)))
                     self._push(("own", req.request_id, req.num_preemptions), ext)
                 else:
-                    self._push(next(self._anon), _Extent(req.num_own_blocks, 0))
+                    self._free_private(req.num_own_blocks)
             if req.prefix_blocks:
                 self._free_prefix(req)
         req.prefix_blocks = []
@@ -345,12 +349,24 @@ class BlockManager:
     def _push(self, key: object, ext: _Extent) -> None:
         self._free[key] = ext
         self.num_free_used += ext.size
+        self._tail = None
+
+    def _free_private(self, n: int) -> None:
+        """`n` blocks whose content can never hit (a finished request's, a private copy) join the queue's tail."""
+        tail = self._tail
+        if tail is None:
+            tail = _Extent(0, 0)
+            self._push(next(self._anon), tail)
+            self._tail = tail
+        tail.size += n
+        self.num_free_used += n
 
     def _queue_run(self, g: _Group, lo: int, hi: int) -> None:
         """Blocks lo .. hi-1 of `g` (cached, now held by nobody) join the free queue's tail, hi-1 first."""
         key = next(self._anon)
         self._free[key] = g.runs[lo] = _PrefixRun(g, lo, hi, key)
         self.num_free_used += hi - lo
+        self._tail = None
         g.version += 1
 
     def _queue_free(self, g: _Group, lo: int, hi: int) -> None:
@@ -389,7 +405,7 @@ class BlockManager:
         if req not in self._gapped:  # it holds blocks 0 .. h-1 (h = 0: none), then private copies
             h = self._holders.pop(req, 0)
             if len(pb) > h:
-                self._push(next(self._anon), _Extent(len(pb) - h, 0))
+                self._free_private(len(pb) - h)
             if h:
                 assert g is not None
                 self._drop_holder(g, h)
@@ -406,7 +422,7 @@ class BlockManager:
                 j = i - 1
                 while j >= 0 and pb[j] is None:
                     j -= 1
-                self._push(next(self._anon), _Extent(i - j, 0))
+                self._free_private(i - j)
                 i = j
                 continue
             gapped[i] -= 1
@@ -502,6 +518,8 @@ class BlockManager:
             elif ext.size <= n:
                 del free[key]
                 self._head = None
+                if ext is self._tail:
+                    self._tail = None
                 taken = ext.size
             else:  # evict from the extent's tail (freed first, so least recently useful)
                 taken = n

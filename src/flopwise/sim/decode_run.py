@@ -60,26 +60,26 @@ def run_durations(dep: Deployment, builder: ShapeBuilder, sched: BaseScheduler, 
 
 def _chord_fill(f: Callable[[int], float], k: int, x1: int = 1, dx: int = 1) -> list[float]:
     """[g(1), ..., g(k)] for g(j) = f(x1 + dx (j - 1)) convex and nearly linear, evaluating f only where g bends by
-    more than _REL_TOL."""
-    vals = [0.0] * (k + 1)
-    vals[1] = f(x1)
+    more than _REL_TOL (g(j) is stored at j - 1)."""
+    first = f(x1)
     if k == 1:
-        return vals[1:]
-    vals[k] = f(x1 + dx * (k - 1))
+        return [first]
+    vals = [first] * k
+    vals[k - 1] = f(x1 + dx * (k - 1))
     stack = [(1, k)]
     while stack:
         a, b = stack.pop()
         if b - a < 2:
             continue
         m = (a + b) // 2
-        fa, fb = vals[a], vals[b]
+        fa, fb = vals[a - 1], vals[b - 1]
         fm = f(x1 + dx * (m - 1))
         slope = (fb - fa) / (b - a)
         if abs(fm - (fa + slope * (m - a))) <= _REL_TOL * fm:
             for j in range(a + 1, b):
-                vals[j] = fa + slope * (j - a)
+                vals[j - 1] = fa + slope * (j - a)
         else:
-            vals[m] = fm
+            vals[m - 1] = fm
             stack.append((a, m))
             stack.append((m, b))
-    return vals[1:]
+    return vals

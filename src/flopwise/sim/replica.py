@@ -44,7 +44,7 @@ from itertools import accumulate
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_counter, memory_plan
 from flopwise.cost.speculative import proposer_deployment, round_time_s
-from flopwise.cost.step import host_s, step_time
+from flopwise.cost.step import full_step_time, host_s, step_time
 from flopwise.errors import WorkloadError
 from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
@@ -91,7 +91,8 @@ class Replica:
                  "shared_cpu", "tl", "inbox", "next_at", "next_rank", "num_outstanding", "last_delivery_at",
                  "deadlines", "_aborted",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
-                 "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start")
+                 "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start",
+                 "priced_by_counts")
 
     def __init__(self, dep: Deployment, config: SimConfig, *, index: int = 0):
         """`config` is resolved against the deployment here; `index` seeds the replica's own draws."""
@@ -118,6 +119,9 @@ class Replica:
         self.max_decodes = dep.token_budget if config.scheduler == "vllm" else dep.running_limit
         self.fe = Frontend(dep.engine.frontend) if dep.engine.frontend is not None else None
         self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
+        # a step is priced from its counts (`ShapeBuilder.counts`, `cost.full_step_time`): full attention, one
+        # token per decode row, and no host time to claim from a shared CPU
+        self.priced_by_counts = spec is None and self.builder.full_only and not self.shared_cpu
         self.tl = Timeline()
         self.inbox: list[Request] = []  # without an API server: admitted, not yet handed to the scheduler
         self.next_at: float | None = None
@@ -334,17 +338,21 @@ class Replica:
                 return
             self._wait(fe)
             return
-        shape, prompt = self.builder.step(out)
         spec = self.spec
-        if spec is None:
-            dt = step_time(dep, shape)
-        elif out.decode_tokens == sched.decode_tokens:
-            dt = round_time_s(dep, spec, shape, self.drafts.passes(out))
-        else:  # a policy that builds its records without `new_output()` would silently decode plainly
-            raise WorkloadError(f"the '{self.config.scheduler}' scheduler does not serve speculative decoding; "
-                                "use --scheduler vllm or static, or drop --speculative")
-        if self.shared_cpu:
-            now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
+        if self.priced_by_counts:  # (`builder.step` and `step_time`, without building the shape)
+            tokens, seqs, logits, work, prompt = self.builder.counts(out)
+            dt = full_step_time(dep, tokens, seqs, logits, work)
+        else:
+            shape, prompt = self.builder.step(out)
+            if spec is None:
+                dt = step_time(dep, shape)
+            elif out.decode_tokens == sched.decode_tokens:
+                dt = round_time_s(dep, spec, shape, self.drafts.passes(out))
+            else:  # a policy that builds its records without `new_output()` would silently decode plainly
+                raise WorkloadError(f"the '{self.config.scheduler}' scheduler does not serve speculative "
+                                    "decoding; use --scheduler vllm or static, or drop --speculative")
+            if self.shared_cpu:
+                now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
         step_ends = tl.step_end_at
         self._step = len(step_ends)
         self._step_start = now

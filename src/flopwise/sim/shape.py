@@ -40,23 +40,9 @@ class ShapeBuilder:
         row carries `decode_tokens` new tokens, all producing logits (default: as scheduled)."""
         reqs, news = out.reqs, out.num_new
         p = out.decode_tokens if decode_tokens is None else decode_tokens
-        if self.full_only and p == 1:  # the simulator's every step: `span_work` over the chunk rows, inlined
-            prompt = finishing = pp = pk = dp = dk = 0
-            for i in out.chunk_rows:
-                n, r = news[i], reqs[i]
-                c = r.num_computed_tokens
-                prompt += n
-                if c + n == r.num_tokens:
-                    finishing += 1
-                if n == 1:
-                    dp += c + 1
-                    dk += c
-                else:
-                    pp += n * c + n * (n + 1) // 2  # attention.causal_pairs(c, n, None)
-                    pk += c
-            b, ctx = out.num_decodes, out.decode_context_sum
-            return BatchShape(b + prompt, out.num_rows, b + finishing,
-                              {None: AttentionWork(pp, pk, dp + ctx + b, dk + ctx)}), prompt
+        if self.full_only and p == 1:
+            tokens, seqs, logits, sums, prompt = self.counts(out)
+            return BatchShape(tokens, seqs, logits, {None: AttentionWork(*sums)}), prompt
         chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
         prompt = sum(n for n, _ in chunks)
         b = out.num_decodes
@@ -79,6 +65,27 @@ class ShapeBuilder:
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
             work = {w: span_work(rows, w) for w in self.windows}
         return BatchShape(b * p + prompt, out.num_rows, logits, work), prompt
+
+    def counts(self, out: SchedulerOutput) -> tuple[int, int, int, tuple[int, int, int, int], int]:
+        """`step(out)` of a full-attention model whose decode rows take one token each, as the shape's numbers
+        (tokens, sequences, logits, attention work: `cost.full_step_time`'s arguments) and the prompt tokens,
+        without building it: `span_work` over the chunk rows, inlined (the simulator's every general step)."""
+        reqs, news = out.reqs, out.num_new
+        prompt = finishing = pp = pk = dp = dk = 0
+        for i in out.chunk_rows:
+            n, r = news[i], reqs[i]
+            c = r.num_computed_tokens
+            prompt += n
+            if c + n == r.num_tokens:
+                finishing += 1
+            if n == 1:
+                dp += c + 1
+                dk += c
+            else:
+                pp += n * c + n * (n + 1) // 2  # attention.causal_pairs(c, n, None)
+                pk += c
+        b, ctx = out.num_decodes, out.decode_context_sum
+        return b + prompt, len(reqs) + out.num_lazy, b + finishing, (pp, pk, dp + ctx + b, dk + ctx), prompt
 
     def decode(self, num_seqs: int, context_sum: int) -> BatchShape:
         """`num_seqs` decode rows whose contexts sum to `context_sum` (full attention only)."""
