@@ -35,7 +35,7 @@ import numpy as np
 
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import LatencyStats, RunSummary, delivered_rate
-from flopwise.sim.request import Request
+from flopwise.sim.request import Request, visible_steps
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.sla import SLA
 
@@ -192,17 +192,23 @@ class BoundedRecords:
         self.error_kind[rid] = kind
 
     def add(self, rid: int, head: Request, tl_head: Timeline, tail: Request | None, tl_tail: Timeline | None,
-            handoff_at: float | None, replica: int) -> None:
+            handoff_at: float | None, replica: int, hidden: int = 0) -> None:
         """A completed request: `head` its first leg (prompt computed there) on `tl_head`; `tail` its decode
         leg on `tl_tail` after a hand-off at `handoff_at` (disaggregated), else None. Its largest gap inside a
-        range of steps is filled in by `close`."""
+        range of steps is filled in by `close`. `hidden`: opening tokens its client receives no text for
+        (`sim.frontend.hidden_tokens`; with a hand-off, the hand-off's token is the first of them)."""
         self.num_prompt_tokens += head.num_prompt_tokens
         self.num_cached_tokens += head.num_cached_tokens
         leg, tl = (tail, tl_tail) if tail is not None else (head, tl_head)
         assert tl is not None and leg is not None
         ends = tl.step_end_at
         delivered = tl.delivered_at if len(tl.delivered_at) else ends
-        s = leg.token_steps
+        engine_steps = leg.token_steps  # the phases are the engine's; what the client times may start later
+        s, shown_handoff = engine_steps, handoff_at
+        if hidden and tail is None:
+            s = visible_steps(engine_steps, hidden)
+        elif hidden and engine_steps:  # the hand-off's token is the first hidden one
+            s, shown_handoff = visible_steps(engine_steps, hidden - 1), None
         steps = self._steps(tl)
         max_gap = 0.0  # the gaps between ranges here; those inside a range at `close`
         if len(s) == 2:  # one range of steps: the common case
@@ -222,16 +228,15 @@ class BoundedRecords:
                 if b - a >= 2:
                     steps.add_range(rid, a, b)
                 n_out += b - a
-        if tail is not None:
-            assert handoff_at is not None
-            first = handoff_at
+        if tail is not None and shown_handoff is not None:
+            first = shown_handoff
             if s:
-                g = (delivered[s[0]] - handoff_at) * 1e3
+                g = (delivered[s[0]] - shown_handoff) * 1e3
                 self.loose_gaps.append(g)
                 if g > max_gap:
                     max_gap = g
             n_out += 1
-            last = delivered[s[-1] - 1] if s else handoff_at
+            last = delivered[s[-1] - 1] if s else shown_handoff
         else:
             first = delivered[s[0]]
             last = delivered[s[-1] - 1]
@@ -250,7 +255,11 @@ class BoundedRecords:
         ok[rid] = True
         where[rid] = replica
         step_end_last = ends[s[-1] - 1] if s else first
-        started = ends[s[0]] if tail is None else first
+        if tail is None:
+            started = ends[engine_steps[0]]
+        else:
+            assert handoff_at is not None  # a decode leg follows a hand-off
+            started = handoff_at
         k = 5 * rid
         phases[k] = (head.engine_arrival_at - head.arrival_at) * 1e3
         phases[k + 1] = (scheduled - head.engine_arrival_at) * 1e3

@@ -26,9 +26,17 @@ from collections import deque
 from collections.abc import MutableSequence
 
 from flopwise.sim.request import Request
+from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import FrontendCosts
 
-__all__ = ["Frontend"]
+__all__ = ["Frontend", "hidden_tokens"]
+
+
+def hidden_tokens(dep: Deployment) -> int:
+    """Opening output tokens a client receives no text for: the response header the chat endpoint's parser
+    consumes (`ModelSpec.response_header_tokens`; gpt-oss's harmony channel header), behind the HTTP server only."""
+    fe = dep.engine.frontend
+    return dep.model.response_header_tokens if fe is not None and fe.endpoint == "chat" else 0
 
 
 class Frontend:

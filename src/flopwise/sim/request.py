@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-__all__ = ["RequestStatus", "Request"]
+__all__ = ["RequestStatus", "Request", "visible_steps"]
 
 
 class RequestStatus(IntEnum):
@@ -109,3 +109,23 @@ class Request:
         else:
             r.append(step)
             r.append(step + count)
+
+
+def visible_steps(ranges: list[int], hidden: int) -> list[int]:
+    """`ranges` (a request's `token_steps`) without its first `hidden` tokens, the last token always kept: the
+    steps a client that times text receives something at, where the server streams nothing for the response's
+    opening tokens (`ModelSpec.response_header_tokens`; `frontend.hidden_tokens`). [5, 10] less 3 is [8, 10];
+    [5, 6, 9, 12] less 2 is [10, 12]."""
+    drop = min(hidden, sum(ranges[1::2]) - sum(ranges[0::2]) - 1)
+    if drop <= 0:
+        return ranges
+    out = list(ranges)
+    i = 0
+    while drop:
+        n = out[i + 1] - out[i]
+        if n > drop:
+            out[i] += drop
+            break
+        drop -= n
+        i += 2
+    return out[i:]

@@ -21,7 +21,8 @@ from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.sim.breakdown import PHASES, TimeBreakdown, request_phases, time_breakdown
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import run_engine
-from flopwise.sim.request import Request
+from flopwise.sim.frontend import hidden_tokens
+from flopwise.sim.request import Request, visible_steps
 from flopwise.sim.sglang_scheduler import sglang_settings
 from flopwise.sim.timeline import EngineState, Timeline, engine_state
 from flopwise.specs.deployment import Deployment
@@ -170,13 +171,14 @@ def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str
             "tokens_per_verified_decode": tokens / rows if rows else None}
 
 
-def _records(requests: list[Request], tl: Timeline) -> list[RequestRecord]:
+def _records(requests: list[Request], tl: Timeline, hidden: int = 0) -> list[RequestRecord]:
     """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request):
-    when the client received each step's tokens (behind an API server) or the step's end (offline)."""
+    when the client received each step's tokens (behind an API server) or the step's end (offline), less the
+    `hidden` opening tokens it receives no text for (`frontend.hidden_tokens`)."""
     ends = (tl.delivered_at if len(tl.delivered_at) else tl.step_end_at).tolist()
     out = []
     for r in requests:
-        s = r.token_steps
+        s = visible_steps(r.token_steps, hidden) if hidden else r.token_steps
         if len(s) == 2:
             times = ends[s[0]:s[1]]
         else:
@@ -215,7 +217,7 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
                 continue
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep)
         requests.extend(reqs)
-        records.extend(_records(reqs, tl))
+        records.extend(_records(reqs, tl, hidden_tokens(dep)))
         phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)

@@ -313,7 +313,9 @@ class ModelSpec:
     stored like embeddings and read one row per token. `extra_params`: model-level weights outside the layers
     (Gemma 3n's AltUp projections). `checkpoint_weights`: the weight format the checkpoint ships in (from its
     `quantization_config`; None: 16-bit), with `checkpoint_note` saying how it was read. `notes`: what the reader
-    assumed or did not model."""
+    assumed or did not model. `response_header_tokens`: tokens every response opens with that an OpenAI server's
+    chat endpoint streams no text for (its response-format parser consumes them), so a client that times the first
+    text sees it that many steps after the first token generated (`sim.request.visible_steps`)."""
 
     name: str
     family: str
@@ -329,6 +331,7 @@ class ModelSpec:
     checkpoint_note: str = ""
     max_position_embeddings: int | None = None
     notes: tuple[str, ...] = ()
+    response_header_tokens: int = 0
     _key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
     _hash: int = field(default=0, init=False, compare=False, repr=False)
 
@@ -343,7 +346,8 @@ class ModelSpec:
         layers = (tuple(_plain(lay) for lay in distinct), order)
         key = (self.name, self.family, self.hidden_size, self.vocab_size, self.tie_embeddings, layers,
                self.norm_has_bias, self.per_layer_embedding_params, self.extra_params, _plain(self.encoders),
-               self.checkpoint_weights, self.checkpoint_note, self.max_position_embeddings, self.notes)
+               self.checkpoint_weights, self.checkpoint_note, self.max_position_embeddings, self.notes,
+               self.response_header_tokens)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 

@@ -59,6 +59,15 @@ def _read_opt(f: Fields) -> ModelSpec:
                        per_layer_embedding_params=positions)
 
 
+# gpt-oss answers in OpenAI's harmony format (cookbook.openai.com/articles/openai-harmony): after the prompt's
+# `<|start|>assistant` it generates `<|channel|>analysis<|message|>`, 3 tokens, before any reasoning text. vLLM's
+# chat endpoint parses every gpt-oss response with the harmony parser and streams a delta only for a channel's
+# content (`extract_harmony_streaming_delta`), so those 3 steps pass without text; SGLang and TensorRT-LLM do the
+# same with their gpt-oss reasoning parser (without one, the special tokens are skipped and "analysis" streams as
+# text after 1 step: not modelled).
+HARMONY_HEADER_TOKENS = 3
+
+
 def _read_gpt_oss(f: Fields) -> ModelSpec:
     n = f.int("num_layers")
     window = f.optional_int("sliding_window")
@@ -70,7 +79,8 @@ def _read_gpt_oss(f: Fields) -> ModelSpec:
                for k in set(kinds)}
     moe = MLPSpec(kind="moe", intermediate_size=f.int("intermediate_size"), num_experts=f.int("num_experts"),
                   experts_per_token=f.int("experts_per_token"), expert_bias=True, router_bias=True)
-    return build_model(f, layers([by_kind[k] for k in kinds], [moe] * n))
+    return build_model(f, layers([by_kind[k] for k in kinds], [moe] * n),
+                       response_header_tokens=HARMONY_HEADER_TOKENS)
 
 
 FAMILIES: tuple[dict[str, Any], ...] = (
