@@ -293,29 +293,29 @@ class Fleet:
                 if ev[2] != m.version:
                     continue
                 rep = m.replica
-                finished = rep.step(more)
-                # the replica's next event (a step's end is followed by a plan at the same instant) is handled
-                # here when nothing in the heap or the arrivals comes before it: what pushing and popping it would do
-                while not finished and (nxt := rep.next_at) is not None:
-                    rank = rep.next_rank
-                    if heap and (nxt > (top := heap[0])[0] or (nxt == top[0] and (rank, m.index) >= top[1:3])):
+                # the replica's next events (a step's end is followed by a plan at the same instant) are handled
+                # here while nothing in the heap or the arrivals comes before them: what pushing and popping each
+                # would do. What finished is handled first (a closed-loop client may send at that instant).
+                while True:
+                    finished = rep.step(more)
+                    if finished:
+                        self._add_load(m, -len(finished))
+                        self._finished(m, finished)
+                        a = source.next_at()
+                        if m.state == "off":  # a draining replica's last request: stopped, nothing to push
+                            break
+                    if (nxt := rep.next_at) is None:
+                        m.version += 1  # (`_sync`, inlined: its entry was popped)
+                        m.pushed = None
                         break
-                    if a is not None and (a < nxt or (a == nxt and rank >= ARRIVAL)):
+                    rank = rep.next_rank
+                    if (heap and (nxt > (top := heap[0])[0] or (nxt == top[0] and (rank, m.index) >= top[1:3]))
+                            or a is not None and (a < nxt or (a == nxt and rank >= ARRIVAL))):
+                        m.version += 1
+                        m.pushed = (nxt, rank)
+                        heappush(heap, (nxt, rank, m.index, next(seq), (_REPLICA, m, m.version)))
                         break
                     self.now = nxt
-                    finished = rep.step(more)
-                m.version += 1  # (`_sync`, inlined: its entry was popped)
-                nxt = rep.next_at
-                if nxt is None:
-                    m.pushed = None
-                else:
-                    rank = rep.next_rank
-                    m.pushed = (nxt, rank)
-                    heappush(heap, (nxt, rank, m.index, next(seq), (_REPLICA, m, m.version)))
-                if finished:
-                    self._add_load(m, -len(finished))
-                    self._finished(m, finished)
-                    a = source.next_at()
             elif kind == _HANDOFF:
                 self._arrive_decode(ev[1], ev[2])
                 a = source.next_at()
