@@ -48,7 +48,6 @@ from flopwise.sim.arrivals import ClosedLoop, OpenLoop
 from flopwise.sim.breakdown import PHASES
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
-from flopwise.sim.frontend import hidden_tokens
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request
 from flopwise.sim.simulate import SimResult, SimSummary, sim_summary
@@ -351,11 +350,11 @@ class Fleet:
         assert self.bounded is not None
         if len(legs) == 1:
             self.bounded.add(rid, head.req, head.replica.tl, None, None, None, head.member,
-                             hidden_tokens(head.replica.dep))
+                             head.replica.hidden_tokens)
             return
         tail = legs[1]
         self.bounded.add(rid, head.req, head.replica.tl, tail.req, tail.replica.tl, self.handoff_at.pop(rid, None),
-                         tail.member, hidden_tokens(tail.replica.dep))
+                         tail.member, tail.replica.hidden_tokens)
 
     def _live(self) -> bool:
         """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
@@ -599,7 +598,7 @@ class FleetResult:
                                         head.first_scheduled_at - head.engine_arrival_at,
                                         ends[first] - head.first_scheduled_at, ends[last] - ends[first],
                                         delivered[last] - ends[last])) * 1e3
-            hidden = hidden_tokens(legs[-1].replica.dep)
+            hidden = legs[-1].replica.hidden_tokens
             if hidden and times:  # opening tokens its client receives no text for; the last one always shows
                 times = times[min(hidden, len(times) - 1):]
             dl = head.deadline_at

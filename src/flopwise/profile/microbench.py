@@ -130,8 +130,9 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
                 say("fp8 GEMMs skipped: they need a CUDA GPU of compute capability 8.9 or later")
                 continue
             for n, k in cfg.gemm_nk:
+                w = _weight(torch, dev, n, k, dtype, tdt)  # one weight per shape; only A changes with M
                 for m in cfg.gemm_m:
-                    t = timed(_gemm(torch, dev, m, n, k, dtype, tdt))
+                    t = timed(_gemm(torch, dev, m, w, dtype, tdt))
                     pts.append(gemm_point(m, n, k, dtype, t.median_s, **_extra(t)))
                     say(f"gemm {dtype} M={m} N={n} K={k}: {2 * m * n * k / t.median_s / 1e9:.1f} GFLOP/s")
         for mib in cfg.copy_mib:
@@ -164,18 +165,22 @@ def run_microbenchmarks(cfg: MicrobenchConfig, *, device: str = "cpu", threads: 
     return pts
 
 
-def _gemm(torch: Any, dev: Any, m: int, n: int, k: int, dtype: str, tdt: dict[str, Any]) -> Callable[[], object]:
-    """C = A @ W as an engine runs it: fp8 through `torch._scaled_mm` (A row-major, W column-major, per-tensor
-    scales, bf16 out), else a plain matmul in `dtype`."""
+def _weight(torch: Any, dev: Any, n: int, k: int, dtype: str, tdt: dict[str, Any]) -> Any:
+    """W of a GEMM with N outputs over K inputs: column-major (k, n) in fp8, as cuBLASLt's fp8 path requires."""
     if dtype == "fp8":
-        f8 = torch.float8_e4m3fn
-        a = torch.randn(m, k, device=dev).to(f8)
-        w = torch.randn(n, k, device=dev).to(f8).t()  # column-major (k, n), as cuBLASLt's fp8 path requires
+        return torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+    return torch.randn(k, n, device=dev).to(tdt[dtype])
+
+
+def _gemm(torch: Any, dev: Any, m: int, w: Any, dtype: str, tdt: dict[str, Any]) -> Callable[[], object]:
+    """C = A @ W with A of m rows, as an engine runs it: fp8 through `torch._scaled_mm` (A row-major, per-tensor
+    scales, bf16 out), else a plain matmul in `dtype`."""
+    k = w.shape[0]
+    if dtype == "fp8":
+        a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
         one = torch.ones((), device=dev)
         return partial(torch._scaled_mm, a, w, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    a = torch.randn(m, k, device=dev).to(tdt[dtype])
-    w = torch.randn(k, n, device=dev).to(tdt[dtype])
-    return partial(operator.matmul, a, w)
+    return partial(operator.matmul, torch.randn(m, k, device=dev).to(tdt[dtype]), w)
 
 
 def _numpy_microbenchmarks(cfg: MicrobenchConfig, progress: Callable[[str], None] | None) -> list[KernelPoint]:

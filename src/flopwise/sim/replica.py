@@ -51,7 +51,7 @@ from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.config import SimConfig
 from flopwise.sim.decode_run import plan_decode_run, run_durations
-from flopwise.sim.frontend import Frontend
+from flopwise.sim.frontend import Frontend, hidden_tokens
 from flopwise.sim.request import Request
 from flopwise.sim.scheduler import VllmScheduler
 from flopwise.sim.sglang_scheduler import make_sglang_scheduler
@@ -89,7 +89,7 @@ class Replica:
 
     __slots__ = ("dep", "config", "index", "sched", "kv", "spec", "builder", "drafts", "max_decodes", "fe",
                  "shared_cpu", "tl", "inbox", "next_at", "next_rank", "num_outstanding", "last_delivery_at",
-                 "deadlines", "_aborted",
+                 "deadlines", "_aborted", "hidden_tokens",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
                  "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start",
                  "priced_by_counts")
@@ -118,6 +118,7 @@ class Replica:
         self.drafts = DraftShapes(layout(prop).windows if prop is not None else ())
         self.max_decodes = dep.token_budget if config.scheduler == "vllm" else dep.running_limit
         self.fe = Frontend(dep.engine.frontend) if dep.engine.frontend is not None else None
+        self.hidden_tokens = hidden_tokens(dep)  # opening tokens its clients get no text for (once, not per request)
         self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
         # a step is priced from its counts (`ShapeBuilder.counts`, `cost.full_step_time`): full attention, one
         # token per decode row, and no host time to claim from a shared CPU
