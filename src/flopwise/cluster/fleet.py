@@ -56,7 +56,7 @@ from flopwise.specs.cluster import ClusterSpec, PoolSpec
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import RequestSpec, Workload
 
-__all__ = ["Member", "Fleet", "FleetResult", "simulate_fleet", "METRICS_MODES", "BOUNDED_FROM"]
+__all__ = ["Member", "Fleet", "FleetResult", "METRICS_MODES", "BOUNDED_FROM"]
 
 _REPLICA, _HANDOFF, _CONTROL = 0, 1, 2
 METRICS_MODES = ("auto", "exact", "bounded")
@@ -114,13 +114,16 @@ class _Leg:
 class Fleet:
     """Build with a ClusterSpec and a SimConfig; `run(workload)` serves it once."""
 
-    def __init__(self, spec: ClusterSpec, config: SimConfig | None = None, metrics: str = "auto"):
+    def __init__(self, spec: ClusterSpec, config: SimConfig | None = None, metrics: str = "auto", *,
+                 first_replica: int = 0):
         """`metrics`: "exact" keeps every request's token times (summaries as `simulate`'s, bit for bit),
         "bounded" one row per request as it completes (`metrics.py`), "auto" bounded from BOUNDED_FROM
-        requests."""
+        requests. `first_replica`: this fleet's replicas are replicas first_replica, ... of a larger fleet it is
+        a shard of (`shards.py`); each replica's own draws are seeded by that index."""
         if metrics not in METRICS_MODES:
             raise WorkloadError(f"unknown metrics mode '{metrics}'; use one of {', '.join(METRICS_MODES)}")
         self.metrics = metrics
+        self.first_replica = first_replica
         self.bounded: BoundedRecords | None = None
         self.spec = spec
         self.config = config or SimConfig()
@@ -171,7 +174,7 @@ class Fleet:
         per = dep.gpus_per_replica
         per_node = max(1, dep.hardware.gpus_per_node)
         node, spans = gpu // per_node, (gpu % per_node) + per > per_node
-        rep = Replica(dep, self.config, index=len(self.members))
+        rep = Replica(dep, self.config, index=self.first_replica + len(self.members))
         self.members.append(Member(index=len(self.members), pool=pool, replica=rep, state=state, started_at=at,
                                    node=node, spans_nodes=spans))
         self._forget_candidates()
@@ -225,22 +228,39 @@ class Fleet:
             self._loads[m.pool.role][m.slot] = m.num_outstanding
 
     # ---- the loop ------------------------------------------------------------------------------------
+    def bounded_for(self, num_requests: int) -> bool:
+        """Whether a run of `num_requests` keeps bounded rows (the `metrics` mode)."""
+        return self.metrics == "bounded" or (self.metrics == "auto" and num_requests >= BOUNDED_FROM)
+
+    def check(self, workload: Workload) -> None:
+        """Refuse a workload some pool can never serve (`Replica.check`; a prefill pool sees one-token requests)."""
+        for p in self.spec.pools:
+            reps = [m.replica for m in self.members if m.pool is p]
+            if p.role == "prefill":
+                reps[0].check(RequestSpec(arrival_at=0.0, input_tokens=s.input_tokens, output_tokens=1)
+                              for s in workload.requests)
+            elif reps:
+                reps[0].check(workload.requests)
+
+    def adopt(self, first: int, timelines: Sequence[Timeline], num_routed: Sequence[int], now: float) -> None:
+        """Take the run of replicas first, first + 1, ... simulated as a shard of this fleet in another process
+        (`shards.py`): their timelines (end-of-run counters filled in), how many requests each was sent, and the
+        shard's last event instant."""
+        for m, tl, routed in zip(self.members[first:first + len(timelines)], timelines, num_routed, strict=True):
+            m.replica.adopt(tl)
+            m.num_routed = routed
+        self.now = max(self.now, now)
+
     def run(self, workload: Workload, progress: Callable[[int], None] | None = None,
             sla: SLA | None = None) -> FleetResult:
         t0 = time.perf_counter()
         items = list(enumerate(workload.requests))
         self.specs = workload.requests
         n = workload.num_requests
-        if self.metrics == "bounded" or (self.metrics == "auto" and n >= BOUNDED_FROM):
+        if self.bounded_for(n):
             self.bounded = BoundedRecords(n)
         first = self.spec.pools[0]
-        for p in self.spec.pools:
-            reps = [m.replica for m in self.members if m.pool is p]
-            if p.role == "prefill":
-                reps[0].check(RequestSpec(arrival_at=0.0, input_tokens=s.input_tokens, output_tokens=1)
-                              for _, s in items)
-            elif reps:
-                reps[0].check(s for _, s in items)
+        self.check(workload)
         source = OpenLoop(items) if workload.concurrency is None else \
             ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
         self.source = source
@@ -502,7 +522,7 @@ class Fleet:
         elif kind == "up":
             if m.state in ("down", "off"):
                 m.past.append(m.replica)
-                m.replica = Replica(m.pool.deployment, self.config, index=m.index)
+                m.replica = Replica(m.pool.deployment, self.config, index=self.first_replica + m.index)
                 m.started_at, m.stopped_at, m.pushed = at, None, None
                 self._add_load(m, m.num_in_transit - m.num_outstanding)
                 self._set_state(m, "up")
@@ -722,11 +742,3 @@ def _transfer_summary(fleet: Fleet) -> dict[str, Any]:
             "ms_mean": float(t.mean()) if t.size else None,
             "ms_p95": float(np.percentile(t, 95)) if t.size else None,
             "layerwise": fleet.spec.layerwise}
-
-
-def simulate_fleet(spec: ClusterSpec, workload: Workload, config: SimConfig | None = None, *,
-                   sla: SLA | None = None, progress: Callable[[int], None] | None = None,
-                   metrics: str = "auto") -> FleetResult:
-    """Serve `workload` on the fleet `spec` (one run); `metrics` as `Fleet`'s."""
-    return Fleet(spec, config, metrics).run(workload, progress, sla)
-

@@ -79,7 +79,7 @@ def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
     n = int(w.sum())
     if n == 0:
         return LatencyStats(mean=None, p50=None, p90=None, p95=None, p99=None)
-    order = np.argsort(v, kind="stable")
+    order = np.lexsort((w, v))  # by value, then weight: the same sums whatever order the rows came in
     v, w = v[order], w[order]
     cum = np.cumsum(w)  # cum[i] - 1 is the last expanded index holding v[i]
 
@@ -169,11 +169,43 @@ class BoundedRecords:
         self.steps: dict[int, _Steps] = {}
         self.loose_gaps: list[float] = []
         self.sketches: dict[int, dict[str, Any]] = {}
+        self._views = self._make_views()
+
+    def _make_views(self) -> tuple[Any, ...]:
+        """What `add` writes through (one row per completed request; memoryviews of the columns, typed by format)."""
         c = self.cols
-        # `add` writes through these (one row per completed request; memoryviews of the columns, typed by format)
-        self._views: tuple[Any, ...] = tuple(a.data for a in (
+        return tuple(a.data for a in (
             c["arrival_at"], c["first_token_at"], c["last_token_at"], c["first_scheduled_at"], c["max_gap_ms"],
             self.input_tokens, self.output_tokens, self.preemptions, self.ok, self.replica, self.phases.reshape(-1)))
+
+    def __getstate__(self) -> dict[str, Any]:  # (a shard's records travel between processes: `shards.py`)
+        state = dict(self.__dict__)
+        del state["_views"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._views = self._make_views()
+
+    def merge(self, part: BoundedRecords, rows: np.ndarray, first_replica: int) -> None:
+        """Take the closed records of a shard of this run (`shards.py`): its row i is this run's row rows[i], its
+        replica j this run's replica first_replica + j."""
+        c, pc = self.cols, part.cols
+        for f in _FIELDS:
+            c[f][rows] = pc[f]
+        self.input_tokens[rows] = part.input_tokens
+        self.output_tokens[rows] = part.output_tokens
+        self.preemptions[rows] = part.preemptions
+        self.ok[rows] = part.ok
+        self.replica[rows] = part.replica + first_replica
+        self.phases[rows] = part.phases
+        for i, kind in part.error_kind.items():
+            self.error_kind[int(rows[i])] = kind
+        self.num_prompt_tokens += part.num_prompt_tokens
+        self.num_cached_tokens += part.num_cached_tokens
+        self.loose_gaps.extend(part.loose_gaps)
+        for st in part.steps.values():  # (closed: only the step weights are left to read)
+            self.steps[id(st.tl)] = st
 
     def _steps(self, tl: Timeline) -> _Steps:
         s = self.steps.get(id(tl))

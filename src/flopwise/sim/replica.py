@@ -92,7 +92,7 @@ class Replica:
                  "deadlines", "_aborted", "hidden_tokens",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
                  "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start",
-                 "priced_by_counts")
+                 "priced_by_counts", "_adopted")
 
     def __init__(self, dep: Deployment, config: SimConfig, *, index: int = 0):
         """`config` is resolved against the deployment here; `index` seeds the replica's own draws."""
@@ -124,6 +124,7 @@ class Replica:
         # token per decode row, and no host time to claim from a shared CPU
         self.priced_by_counts = spec is None and self.builder.full_only and not self.shared_cpu
         self.tl = Timeline()
+        self._adopted = False  # its timeline is a run simulated elsewhere (`adopt`)
         self.inbox: list[Request] = []  # without an API server: admitted, not yet handed to the scheduler
         self.next_at: float | None = None
         self.next_rank = SCHEDULE
@@ -253,12 +254,20 @@ class Replica:
     def timeline(self) -> Timeline:
         """The replica's timeline with its end-of-run counters filled in."""
         tl, sched = self.tl, self.sched
+        if self._adopted:
+            return tl
         if sched.acceptance is not None:
             tl.num_verified_decodes = sched.acceptance.num_rows
             tl.num_verified_tokens = sched.acceptance.num_tokens
         if self.fe is not None:
             tl.frontend_cpu_s = self.fe.cpu_s
         return tl
+
+    def adopt(self, tl: Timeline) -> None:
+        """Take `tl`, this replica's timeline from a run simulated in another process (its end-of-run counters
+        filled in by that process's `timeline()`), as its own; `timeline()` returns it unchanged."""
+        self.tl = tl
+        self._adopted = True
 
     # ---- events --------------------------------------------------------------------------------------
     def _schedule(self, more_coming: bool) -> None:
