@@ -4,6 +4,7 @@ shards in forked processes gives the one-process run's summary and rows, bit for
 from __future__ import annotations
 
 import json
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from flopwise.errors import WorkloadError
 from flopwise.specs.cluster import ClusterSpec, PoolSpec, ReplicaEvent
 from flopwise.workload import RequestSpec, Workload, build_workload
 
-pytestmark = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
                                 reason="shards run in forked processes")
 
 
@@ -104,3 +105,15 @@ def test_merged_rows_sit_where_the_one_process_run_puts_them():
     assert b is not None and b.ok.all()
     np.testing.assert_array_equal(b.replica, np.arange(900) % 3)  # request i on replica i mod 3
     np.testing.assert_array_equal(b.cols["arrival_at"], [r.arrival_at for r in wl.requests])
+
+
+def _in_a_pool_worker(_: int) -> int:
+    spec = _spec(2)
+    wl = build_workload(num_requests=300, workload="chat", request_rate=20.0, seed=0)
+    return simulate_fleet(spec, wl, metrics="bounded", workers=2).summary()["num_completed"]
+
+
+def test_a_pool_worker_runs_its_fleet_in_itself():
+    """A daemonic pool worker may not start processes: its fleet runs in one process."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_in_a_pool_worker, [0]) == [300]

@@ -166,6 +166,8 @@ def simulate_fleet(spec: ClusterSpec, workload: Workload, config: SimConfig | No
     if workers is None:
         workers = default_workers(workload.num_requests, spec.num_replicas)
     workers = min(workers, spec.num_replicas)
+    if mp.current_process().daemon:  # (a pool's worker process may not start processes of its own)
+        workers = 1
     if workers > 1 and splits_exactly(spec, workload, fleet):
         return simulate_sharded(fleet, workload, workers, sla=sla, progress=progress)
     return fleet.run(workload, progress, sla)
