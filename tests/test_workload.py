@@ -49,7 +49,7 @@ def test_arrivals():
 
 
 def test_named_workloads_and_prefixes():
-    assert set(NAMED_WORKLOADS) == {"chat", "rag", "code", "summarize", "batch"}
+    assert set(NAMED_WORKLOADS) == {"chat", "rag", "code", "summarize", "batch", "sharegpt"}
     wl = build_workload(num_requests=500, workload="chat", request_rate=2.0, seed=0)
     assert wl.num_requests == 500
     assert {r.prefix_id for r in wl.requests} <= set(range(16))

@@ -96,7 +96,7 @@ HELP: dict[str, str] = {
                         "exactly N / rate.",
     "concurrency": "Closed loop: this many clients, each sending its next request on a completion.",
     "num_requests": "Requests to simulate (default 1000, or the whole trace; at most 1,000,000).",
-    "workload": "Named workload: chat, rag, code, summarize, batch.",
+    "workload": "Named workload: chat, rag, code, summarize, batch, sharegpt.",
     "lengths": f"Prompt tokens: {_LENGTHS}.",
     "output_lengths": "Output tokens, same forms as the prompt lengths.",
     "trace": "Trace: .jsonl, Azure .csv, or ShareGPT .json.",
@@ -126,8 +126,8 @@ HELP: dict[str, str] = {
              "spec=eagle,k=4,accepted=3.2, spec=ngram,k=4,alpha=0.5, prefix-cache=0.5, chunked-prefill=512, tp=2, "
              "gpu=h200, kv-heads=1, window=4096, attention=mla; combine with '+'. One row each.",
     "simulate": "Throughput at the SLA from the simulator (True, the default) or from static batches only (fast).",
-    "compare_workload": "Named workload (chat, code, rag, summarize, batch): its mean lengths, and its stream for "
-                        "the simulated throughput.",
+    "compare_workload": "Named workload (chat, code, rag, summarize, batch, sharegpt): its mean lengths, and its "
+                        "stream for the simulated throughput.",
     "compare_num_requests": "Requests per simulated run.",
     "draft": "Draft model for the speculative example (default: an EAGLE-style one-layer head).",
     "k": "Tokens proposed per speculative step.",

@@ -23,7 +23,7 @@ def plan_cmd(
     gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(PLAN_GPUS),
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = PLAN_MAX_GPUS,
     workload: Annotated[str, typer.Option(
-        help="Named workload: chat, rag, code, summarize, batch (sets the default SLA and "
+        help="Named workload: chat, rag, code, summarize, batch, sharegpt (sets the default SLA and "
              "objective).")] = DEFAULT_WORKLOAD,
     trace: Annotated[Path | None, typer.Option(
         help="Plan for a recorded trace (.jsonl, Azure .csv, ShareGPT .json): its lengths, and its mean rate "

@@ -58,6 +58,8 @@ WORKLOAD_DEFAULTS: dict[str, WorkloadDefaults] = {
                                   "document summaries: a long prompt, a user who waits a few seconds"),
     "batch": WorkloadDefaults("none", "throughput",
                               "offline batch job: no latency bound, output tokens/s per GPU"),
+    "sharegpt": WorkloadDefaults("p95_ttft<=300ms,p95_tpot<=50ms", "goodput",
+                                 "ShareGPT conversations (vllm bench serve's dataset): chat's SLA"),
 }
 
 

@@ -36,8 +36,8 @@ def named_workload_shape(name: str) -> WorkloadShape:
     if w is None:
         raise WorkloadError(f"unknown workload '{name}'; use one of {', '.join(NAMED_WORKLOADS)}."
                             f"{suggest(name, NAMED_WORKLOADS)}")
-    return WorkloadShape(name=name, input_len=max(1, round(w.input_len.mean)),
-                         output_len=max(1, round(w.output_len.mean)), prefix_ratio=w.prefix_ratio)
+    return WorkloadShape(name=name, input_len=max(1, round(w.mean_input)),
+                         output_len=max(1, round(w.mean_output)), prefix_ratio=w.prefix_ratio)
 
 
 def trial_notes(base: Scenario, scn: Scenario) -> tuple[str, ...]:

@@ -4,7 +4,10 @@ Each case runs the simulator with the engine, version, frontend and knobs its so
 (`validation/engines.py`; the engine's defaults for the rest), its input and output lengths (fixed at
 `input_len` / `output_len`, or drawn from `input_dist` / `output_dist` where the case states how the source's
 client sampled them, in flopwise's length syntax, e.g. "uniform:1:1025" for SGLang's `bench_serving --dataset-name
-random` at its default `--random-range-ratio 0`: uniform in [1, L]), Poisson arrivals
+random` at its default `--random-range-ratio 0`: uniform in [1, L]; or, where the case names a built-in `workload`
+such as "sharegpt", that workload's lengths, scaled so their means are the case's `input_len` / `output_len` (the
+source's tokenizer counts the same texts denser or sparser) within the workload's longest prompt and request, a
+side with a `*_dist` taking that instead), Poisson arrivals
 at `request_rate` ("inf": all at once; rescaled as the source's client did it, `CaseEngine.rescale_arrivals`) or a
 closed loop at `concurrency`, seed 0, with the number of requests the
 source ran (`num_requests`, 400 where it is not stated), up to `MAX_REQUESTS`: a run of fewer requests than
@@ -16,12 +19,15 @@ own ramp and drain. Latency keys read the case's `stat` (mean when absent).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, simulate
 from flopwise.validation.engines import case_deployment
-from flopwise.workload import build_workload
+from flopwise.workload import NAMED_WORKLOADS, Workload, build_workload
 
 __all__ = ["predict_simulate", "MAX_REQUESTS"]
 
@@ -44,13 +50,40 @@ def predict_simulate(case: Any) -> float:
     n = min(int(a.get("num_requests") or DEFAULT_REQUESTS), MAX_REQUESTS)
     if conc:
         n = min(int(a.get("num_requests") or n), max(n, 4 * int(conc)))
-    wl = build_workload(num_requests=n, input_len=a.get("input_dist") or int(round(float(a["input_len"]))),
-                        output_len=a.get("output_dist") or int(round(float(a["output_len"]))),
+    named = a.get("workload")
+    wl = build_workload(num_requests=n, workload=named,
+                        input_len=a.get("input_dist") or (None if named else int(round(float(a["input_len"])))),
+                        output_len=a.get("output_dist") or (None if named else int(round(float(a["output_len"])))),
                         request_rate=None if conc else _rate(a.get("request_rate")) or math.inf,
                         concurrency=int(conc) if conc else None, seed=0,
                        rescale_arrivals=ce.rescale_arrivals and not conc and _rate(a.get("request_rate")) != math.inf)
+    if named:
+        wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
+                       None if a.get("output_dist") else float(a["output_len"]))
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
                        ignore_eos=ce.ignore_eos)
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
+
+
+def _at_means(wl: Workload, named: str, input_mean: float | None, output_mean: float | None) -> Workload:
+    """`wl`'s prompt and output lengths each scaled to the given mean (None: kept), rounded, then kept within the
+    named workload's longest prompt and longest request (its client's filter, in the source's tokenizer)."""
+    ins = np.array([r.input_tokens for r in wl.requests], dtype=float)
+    outs = np.array([r.output_tokens for r in wl.requests], dtype=float)
+    if input_mean is not None:
+        ins *= input_mean / ins.mean()
+    if output_mean is not None:
+        outs *= output_mean / outs.mean()
+    pairs = NAMED_WORKLOADS[named].pairs
+    top_in, top_total = (int(pairs.rows()[:, 0].max()), pairs.max_total) if pairs is not None else (None, None)
+    i = np.maximum(np.rint(ins), 1).astype(np.int64)
+    if top_in is not None and top_total is not None:
+        i = np.minimum(i, top_in)
+        o = np.clip(np.rint(outs), 1, np.maximum(top_total - i, 1)).astype(np.int64)
+    else:
+        o = np.maximum(np.rint(outs), 1).astype(np.int64)
+    reqs = tuple(replace(r, input_tokens=int(x), output_tokens=int(y))
+                 for r, x, y in zip(wl.requests, i.tolist(), o.tolist(), strict=True))
+    return replace(wl, requests=reqs)

@@ -3,7 +3,7 @@
 - `spec.py`: `RequestSpec` (one request) and `Workload` (a stream, open or closed loop).
 - `lengths.py`: token-length distributions (fixed, uniform, normal, lognormal, sampled from a file).
 - `arrivals.py`: arrival processes (poisson, gamma, constant, inf) and closed-loop concurrency.
-- `named.py`: built-in workloads (chat, rag, code, summarize, batch) with documented distributions.
+- `named.py`: built-in workloads (chat, rag, code, summarize, batch, sharegpt) with documented distributions.
 - `traces.py`: JSONL traces, the Azure LLM inference trace CSV, ShareGPT conversations.
 - `build.py`: `build_workload`, which puts the pieces together, deterministically under a seed.
 """

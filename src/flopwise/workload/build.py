@@ -81,7 +81,14 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
             named = _named("chat")
         in_d = _dist(input_len, named.input_len if named else None, DEFAULT_INPUT_LEN)
         out_d = _dist(output_len, named.output_len if named else None, DEFAULT_OUTPUT_LEN)
-        ins, outs = in_d.sample(rng_in, n), out_d.sample(rng_out, n)
+        if named is not None and named.pairs is not None:  # drawn together; a given side replaces its column
+            ins, outs = named.pairs.sample(rng_in, n, seed)
+            if input_len is not None:
+                ins = in_d.sample(rng_in, n)
+            if output_len is not None:
+                outs = out_d.sample(rng_out, n)
+        else:
+            ins, outs = in_d.sample(rng_in, n), out_d.sample(rng_out, n)
         if named and named.prefix_tokens > 0:
             groups = rng_prefix.integers(named.num_prefixes, size=n)
             specs = [RequestSpec(arrival_at=0.0, input_tokens=int(i), output_tokens=int(o), prefix_id=int(g),
@@ -146,6 +153,8 @@ def workload_max_len(*, workload: str | None = None, input_len: str | int | Leng
     named = _named(workload) if workload else None
     if named is None and input_len is None and output_len is None:
         named = _named("chat")
+    if named is not None and named.pairs is not None and input_len is None and output_len is None:
+        return named.pairs.max_total
     caps = (_cap(_dist(input_len, named.input_len if named else None, DEFAULT_INPUT_LEN)),
             _cap(_dist(output_len, named.output_len if named else None, DEFAULT_OUTPUT_LEN)))
     return None if None in caps else sum(caps)  # type: ignore[arg-type]

@@ -7,6 +7,10 @@ Text form (the CLI's --input-len / --output-len):
     lognormal:MEDIAN:SIGMA   exp(N(ln MEDIAN, SIGMA)), rounded; mean = MEDIAN * exp(SIGMA^2 / 2)
     file:PATH                resampled with replacement from integers in PATH (one per line, or a JSON list)
 
+A named workload may instead draw prompt and output lengths together, as pairs from a catalog table
+(`LengthPairs`: `catalog/workloads/NAME.csv`), which keeps their joint law (ShareGPT's long prompts get short
+answers).
+
 Lengths are whole tokens: fixed lengths, uniform bounds and file values are integers. Every parameter is finite
 and no distribution's mean exceeds `MAX_TOKENS_PER_REQUEST` (samples are clipped to it before they become
 integers, so a wide lognormal cannot overflow).
@@ -17,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +31,7 @@ from flopwise.errors import WorkloadError
 from flopwise.specs.defaults import MAX_TOKENS_PER_REQUEST
 from flopwise.validate import integer, number, read_text
 
-__all__ = ["LengthDist", "parse_length"]
+__all__ = ["LengthDist", "LengthPairs", "parse_length"]
 
 _KINDS = ("fixed", "uniform", "normal", "lognormal", "file")
 
@@ -99,6 +105,45 @@ class LengthDist:
         if self.kind == "file":
             return f"file({len(self.values)} values)"
         return f"{self.kind}:{self.a:g}:{self.b:g}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LengthPairs:
+    """(prompt, output) token counts drawn together from the catalog table `catalog/workloads/{table}.csv` (its
+    header names the source; `#` lines are notes). A run of n requests takes n of its rows: seed 0 the first n
+    in the table's order (the order the source's client drew them), another seed a seeded permutation of them;
+    past the end it starts over."""
+
+    table: str
+
+    def rows(self) -> np.ndarray:
+        """The table as an (n, 2) integer array, read once."""
+        return _table(self.table)
+
+    def sample(self, rng: np.random.Generator, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Prompt and output lengths of n requests (`rng` draws the permutation for a seed other than 0)."""
+        rows = self.rows()
+        order = np.arange(len(rows)) if seed == 0 else rng.permutation(len(rows))
+        picked = rows[order[np.arange(n) % len(rows)]]
+        return picked[:, 0].copy(), picked[:, 1].copy()
+
+    @property
+    def max_total(self) -> int:
+        """The longest request (prompt + output) in the table."""
+        return int(self.rows().sum(axis=1).max())
+
+    def __str__(self) -> str:
+        return f"pairs({self.table})"
+
+
+@cache
+def _table(name: str) -> np.ndarray:
+    text = resources.files("flopwise.catalog").joinpath("workloads", f"{name}.csv").read_text()
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")][1:]  # (the column names)
+    rows = np.array([[int(v) for v in ln.split(",")] for ln in lines], dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] != 2 or not len(rows) or rows.min() < 1:
+        raise WorkloadError(f"catalog table '{name}' must hold rows of two whole token counts >= 1")
+    return rows
 
 
 def _whole(v: float, name: str, lo: int, hi: int) -> int:

@@ -10,6 +10,11 @@ Lengths are lognormal (median, sigma) unless stated, clipped to the given maximu
 - summarize: long documents (~6000 tokens, arXiv/CNN-DM-style), summaries ~300; one 2% instruction prefix.
 - batch: offline jobs, normal(1024, 256) in and normal(256, 64) out (clipped at 4 sigma: 2048 and 512, so that
   a server's --max-model-len can be set), no shared prefix, all sent at once.
+- sharegpt: `vllm bench serve --dataset-name sharegpt` (and SGLang's bench_serving, which filters the same way):
+  the (prompt, output) lengths of 16,384 requests as vLLM draws them at --seed 0 with a Llama-3.1 tokenizer
+  (`catalog/workloads/sharegpt.csv`, its header gives the source): mean 220 in / 199 out, medians 103 / 135,
+  prompts at most 1024 and requests 2048 tokens, long prompts with short answers; no shared prefix, all at once
+  unless a rate is given (as that client's default --request-rate inf).
 Every length is clipped to a cap (`max_len`): a server launched for the workload sets its context to the sum.
 Real traffic differs: pass a trace (--trace) or explicit --input-len / --output-len to override.
 """
@@ -20,14 +25,17 @@ import math
 from dataclasses import dataclass
 
 from flopwise.workload.arrivals import ArrivalProcess
-from flopwise.workload.lengths import LengthDist
+from flopwise.workload.lengths import LengthDist, LengthPairs
 
 __all__ = ["NamedWorkload", "NAMED_WORKLOADS"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamedWorkload:
-    """`prefix_ratio` of the mean prompt is shared within one of `num_prefixes` groups (uniformly chosen)."""
+    """`prefix_ratio` of the mean prompt is shared within one of `num_prefixes` groups (uniformly chosen).
+    With `pairs`, prompt and output lengths are drawn together from its table and `input_len` / `output_len`
+    are its columns' ranges (what a server's context must hold); an explicit --input-len or --output-len
+    replaces that side alone."""
 
     name: str
     input_len: LengthDist
@@ -36,10 +44,21 @@ class NamedWorkload:
     num_prefixes: int
     arrivals: ArrivalProcess
     description: str
+    pairs: LengthPairs | None = None
+
+    @property
+    def mean_input(self) -> float:
+        """Mean prompt length (tokens): its pairs table's where it has one."""
+        return float(self.pairs.rows()[:, 0].mean()) if self.pairs is not None else self.input_len.mean
+
+    @property
+    def mean_output(self) -> float:
+        """Mean output length (tokens): its pairs table's where it has one."""
+        return float(self.pairs.rows()[:, 1].mean()) if self.pairs is not None else self.output_len.mean
 
     @property
     def prefix_tokens(self) -> int:
-        return round(self.prefix_ratio * self.input_len.mean)
+        return round(self.prefix_ratio * self.mean_input)
 
 
 def _logn(median: float, sigma: float, cap: int) -> LengthDist:
@@ -63,4 +82,8 @@ NAMED_WORKLOADS: dict[str, NamedWorkload] = {w.name: w for w in (
                   output_len=LengthDist(kind="normal", a=256, b=64, max_len=512), prefix_ratio=0.0, num_prefixes=1,
                   arrivals=ArrivalProcess(kind="poisson", rate=math.inf),
                   description="offline batch job, all requests at once"),
+    NamedWorkload(name="sharegpt", input_len=LengthDist(kind="uniform", a=4, b=1024),
+                  output_len=LengthDist(kind="uniform", a=4, b=2044), prefix_ratio=0.0, num_prefixes=1,
+                  arrivals=ArrivalProcess(kind="poisson", rate=math.inf), pairs=LengthPairs(table="sharegpt"),
+                  description="ShareGPT as vllm bench serve samples it (16,384 measured prompt/output pairs)"),
 )}
