@@ -104,7 +104,7 @@ def test_decode_above_the_graph_cap_is_launch_bound():
 
 def test_vllm_v0_runs_decode_batches_above_256_eagerly():
     """V0 captures decode graphs for batch sizes up to 256 (`_BATCH_SIZES_TO_CAPTURE`): with --max-num-seqs 512 a
-    decode of 257 sequences is launch-bound (2.7e-4 s per modelled kernel); V1 prices no eager launches."""
+    decode of 257 sequences is launch-bound (1.11e-4 s per modelled kernel); V1 prices no eager launches."""
     v0 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.5", max_num_seqs=512)
     assert v0.engine.kernels.cuda_graph_max_bs == 256
     windows = layout(v0).windows
@@ -112,8 +112,8 @@ def test_vllm_v0_runs_decode_batches_above_256_eagerly():
     cost = step_cost(v0, batch_shape([[1, 500]] * 257, windows))
     kernels = round(sum(o.overhead_s for o in cost.ops) / roofs(v0).kernel_s)
     host = v0.engine.host.seconds(257, 1)  # synchronous V0 loop: the host's work adds to the device's
-    assert eager == pytest.approx(kernels * 2.7e-4 + v0.hardware.efficiency.step_overhead_s + host, rel=1e-9)
-    assert graph < 0.5 * eager
+    assert eager == pytest.approx(kernels * 1.11e-4 + v0.hardware.efficiency.step_overhead_s + host, rel=1e-9)
+    assert graph < 0.8 * eager  # one more sequence, a quarter more time: the launches, not the work
     v1 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", max_num_seqs=1024)
     assert v1.engine.kernels.cuda_graph_max_bs == 512 and roofs(v1).eager_kernel_s == 0.0
 
@@ -265,9 +265,9 @@ def test_vllm_06_multi_step_scheduling_lifts_an_engine_bound_ceiling():
     sequences) the engine binds, not the API server, and 10 scheduler steps raise throughput: Lambda measured
     3,958 -> 8,088 output tok/s (benchmarks/data rows 1048 and 1049)."""
     eng = get_engine("vllm@0.6.0")
-    assert eng.frontend.output_token_s == pytest.approx(3.0e-5) and eng.host.per_seq_s == pytest.approx(1.3e-4)
+    assert eng.frontend.output_token_s == pytest.approx(3.0e-5) and eng.host.per_seq_s == pytest.approx(1.75e-4)
     args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1, "weights": "fp8"}
-    wl = build_workload(num_requests=1500, input_len=230, output_len=203, request_rate=float("inf"), seed=0)
+    wl = build_workload(num_requests=1500, workload="sharegpt", request_rate=float("inf"), seed=0)
     out = {}
     for steps in (1, 10):
         raw = {"engine": "vLLM", "engine_version": "0.6.0",
