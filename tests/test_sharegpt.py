@@ -7,7 +7,7 @@ import pytest
 
 from flopwise.specs.defaults import workload_defaults
 from flopwise.techniques.compare import named_workload_shape
-from flopwise.validation.sim_predictor import _at_means
+from flopwise.validation.sim_predictor import _at_means, _dataset_workload
 from flopwise.workload import NAMED_WORKLOADS, build_workload
 from flopwise.workload.build import workload_max_len
 
@@ -60,3 +60,20 @@ def test_a_case_scales_the_table_to_its_sources_means_within_its_filter():
     assert outs.mean() == pytest.approx(180.0, rel=0.02)
     kept = _at_means(wl, "sharegpt", None, 180.0)
     assert [r.input_tokens for r in kept.requests] == [r.input_tokens for r in wl.requests]
+
+
+def test_a_serving_case_on_the_sharegpt_dataset_draws_the_table():
+    """A case whose client used the sharegpt dataset (engine_knobs.dataset) and states mean lengths only is
+    simulated on the table; a single request, or a case with its own length law, is not."""
+
+    class Case:
+        def __init__(self, regime, knobs, args):
+            self.regime, self.raw, self.args = regime, {"engine_knobs": knobs}, args
+
+    means = {"input_len": 230, "output_len": 203}
+    assert _dataset_workload(Case("max_load", {"dataset": "sharegpt"}, means)) == "sharegpt"
+    assert _dataset_workload(Case("online_rate", {"dataset": "ShareGPT (default)"}, means)) == "sharegpt"
+    assert _dataset_workload(Case("single_request", {"dataset": "sharegpt"}, means)) is None
+    assert _dataset_workload(Case("max_load", {"dataset": "random"}, means)) is None
+    own_law = {**means, "input_dist": "uniform:1:1024"}
+    assert _dataset_workload(Case("max_load", {"dataset": "sharegpt"}, own_law)) is None

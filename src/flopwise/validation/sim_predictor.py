@@ -5,9 +5,10 @@ Each case runs the simulator with the engine, version, frontend and knobs its so
 `input_len` / `output_len`, or drawn from `input_dist` / `output_dist` where the case states how the source's
 client sampled them, in flopwise's length syntax, e.g. "uniform:1:1025" for SGLang's `bench_serving --dataset-name
 random` at its default `--random-range-ratio 0`: uniform in [1, L]; or, where the case names a built-in `workload`
-such as "sharegpt", that workload's lengths, scaled so their means are the case's `input_len` / `output_len` (the
-source's tokenizer counts the same texts denser or sparser) within the workload's longest prompt and request, a
-side with a `*_dist` taking that instead), Poisson arrivals
+such as "sharegpt" (or, for a serving run, whose `engine_knobs.dataset` is plainly "sharegpt": the client's
+default ShareGPT sampling), that workload's lengths, scaled so their means are the case's `input_len` /
+`output_len` (the source's tokenizer counts the same texts denser or sparser) within the workload's longest prompt
+and request, a side with a `*_dist` taking that instead), Poisson arrivals
 at `request_rate` ("inf": all at once; rescaled as the source's client did it, `CaseEngine.rescale_arrivals`) or a
 closed loop at `concurrency`, seed 0, with the number of requests the
 source ran (`num_requests`, 400 where it is not stated), up to `MAX_REQUESTS`: a run of fewer requests than
@@ -50,7 +51,7 @@ def predict_simulate(case: Any) -> float:
     n = min(int(a.get("num_requests") or DEFAULT_REQUESTS), MAX_REQUESTS)
     if conc:
         n = min(int(a.get("num_requests") or n), max(n, 4 * int(conc)))
-    named = a.get("workload")
+    named = a.get("workload") or _dataset_workload(case)
     wl = build_workload(num_requests=n, workload=named,
                         input_len=a.get("input_dist") or (None if named else int(round(float(a["input_len"])))),
                         output_len=a.get("output_dist") or (None if named else int(round(float(a["output_len"])))),
@@ -65,6 +66,18 @@ def predict_simulate(case: Any) -> float:
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
+
+
+def _dataset_workload(case: Any) -> str | None:
+    """"sharegpt" for a serving run (not a single request) whose client drew the ShareGPT dataset as vLLM's and
+    SGLang's benchmark clients do (`engine_knobs.dataset` "sharegpt" or "sharegpt (default)") and whose case gives
+    no length law of its own; else None."""
+    knobs = (case.raw or {}).get("engine_knobs") or {}
+    a = case.args
+    if (str(knobs.get("dataset", "")).strip().lower() in ("sharegpt", "sharegpt (default)")
+            and case.regime != "single_request" and not a.get("input_dist") and not a.get("output_dist")):
+        return "sharegpt"
+    return None
 
 
 def _at_means(wl: Workload, named: str, input_mean: float | None, output_mean: float | None) -> Workload:
