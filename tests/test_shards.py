@@ -74,7 +74,7 @@ def test_what_does_not_split():
     closed = build_workload(num_requests=400, workload="chat", concurrency=8, seed=0)
 
     def splits(spec, w, metrics="bounded"):
-        return splits_exactly(spec, w, Fleet(spec, None, metrics))
+        return splits_exactly(Fleet(spec, None, metrics), w)
 
     assert splits(_spec(4), wl)
     assert not splits(_spec(4, "least-outstanding"), wl)  # reads every replica's load

@@ -49,7 +49,7 @@ from flopwise.sim.breakdown import PHASES
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
 from flopwise.sim.replica import Replica
-from flopwise.sim.request import Request
+from flopwise.sim.request import Request, visible_steps
 from flopwise.sim.simulate import SimResult, SimSummary, sim_summary
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.cluster import ClusterSpec, PoolSpec
@@ -552,9 +552,9 @@ class Fleet:
             self._admit(m, req)
 
 
-def _token_times(req: Request, tl: Timeline) -> list[float]:
+def _token_times(s: list[int], tl: Timeline) -> list[float]:
+    """The instants (delivered, or step ends without an API server) of the steps in ranges `s` (`token_steps`)."""
     ends = tl.delivered_at if len(tl.delivered_at) else tl.step_end_at
-    s = req.token_steps
     out: list[float] = []
     for a, b in zip(s[::2], s[1::2], strict=False):
         out.extend(ends[a:b])
@@ -594,33 +594,35 @@ class FleetResult:
                                              error_kind=error))
                 continue
             tl0 = legs[0].replica.tl
-            times = _token_times(head, tl0)
+            # opening tokens its client receives no text for (`frontend.hidden_tokens`), as `BoundedRecords.add`
+            # drops them: the last one always shows; after a hand-off, the hand-off's token is the first of them
+            hidden = legs[-1].replica.hidden_tokens
             pre = head.num_preemptions
             if spec.is_disaggregated and rs.output_tokens > 1:
                 dec = legs[1].req
-                times = [fleet.handoff_at[rid]] + _token_times(dec, legs[1].replica.tl)
+                handoff = fleet.handoff_at[rid]
+                tl1 = legs[1].replica.tl
+                times = (_token_times(visible_steps(dec.token_steps, hidden - 1), tl1) if hidden
+                         else [handoff] + _token_times(dec.token_steps, tl1))
                 pre += dec.num_preemptions
                 last = dec.token_steps[-1] - 1
-                tl1 = legs[1].replica.tl
                 delivered = tl1.delivered_at if len(tl1.delivered_at) else tl1.step_end_at
                 scheduled = head.first_scheduled_at
                 assert scheduled is not None  # it produced its first token, so it was scheduled
                 phases[rid] = np.array([head.engine_arrival_at - head.arrival_at, scheduled - head.engine_arrival_at,
-                                        times[0] - scheduled, tl1.step_end_at[last] - times[0],
+                                        handoff - scheduled, tl1.step_end_at[last] - handoff,
                                         delivered[last] - tl1.step_end_at[last]], dtype=float) * 1e3
-            elif head.token_steps and head.first_scheduled_at is not None:
-                tl = tl0
-                ends = tl.step_end_at
-                delivered = tl.delivered_at if len(tl.delivered_at) else ends
-                s = head.token_steps
-                first, last = s[0], s[-1] - 1
-                phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
-                                        head.first_scheduled_at - head.engine_arrival_at,
-                                        ends[first] - head.first_scheduled_at, ends[last] - ends[first],
-                                        delivered[last] - ends[last])) * 1e3
-            hidden = legs[-1].replica.hidden_tokens
-            if hidden and times:  # opening tokens its client receives no text for; the last one always shows
-                times = times[min(hidden, len(times) - 1):]
+            else:
+                times = _token_times(visible_steps(head.token_steps, hidden), tl0)
+                if head.token_steps and head.first_scheduled_at is not None:
+                    ends = tl0.step_end_at
+                    delivered = tl0.delivered_at if len(tl0.delivered_at) else ends
+                    s = head.token_steps
+                    first, last = s[0], s[-1] - 1
+                    phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
+                                            head.first_scheduled_at - head.engine_arrival_at,
+                                            ends[first] - head.first_scheduled_at, ends[last] - ends[first],
+                                            delivered[last] - ends[last])) * 1e3
             dl = head.deadline_at
             late = dl is not None and bool(times) and times[-1] > dl  # finished within the step that passed it
             records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,

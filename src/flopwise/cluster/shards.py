@@ -34,8 +34,9 @@ __all__ = ["SHARDS_FROM", "simulate_fleet", "splits_exactly", "default_workers",
 SHARDS_FROM = 20_000  # requests from which a fleet that splits exactly runs on several cores by default
 
 
-def splits_exactly(spec: ClusterSpec, workload: Workload, fleet: Fleet) -> bool:
-    """Whether the run of `workload` on `fleet` (built from `spec`) splits into independent shards."""
+def splits_exactly(fleet: Fleet, workload: Workload) -> bool:
+    """Whether the run of `workload` on `fleet` splits into independent shards."""
+    spec = fleet.spec
     return (spec.router == "round-robin" and not spec.is_disaggregated and not spec.events
             and spec.autoscale is None and spec.frontend_at == "replica" and workload.concurrency is None
             and fleet.bounded_for(workload.num_requests) and spec.num_replicas <= workload.num_requests)
@@ -168,6 +169,6 @@ def simulate_fleet(spec: ClusterSpec, workload: Workload, config: SimConfig | No
     workers = min(workers, spec.num_replicas)
     if mp.current_process().daemon:  # (a pool's worker process may not start processes of its own)
         workers = 1
-    if workers > 1 and splits_exactly(spec, workload, fleet):
+    if workers > 1 and splits_exactly(fleet, workload):
         return simulate_sharded(fleet, workload, workers, sla=sla, progress=progress)
     return fleet.run(workload, progress, sla)

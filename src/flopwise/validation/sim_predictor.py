@@ -7,8 +7,8 @@ client sampled them, in flopwise's length syntax, e.g. "uniform:1:1025" for SGLa
 random` at its default `--random-range-ratio 0`: uniform in [1, L]; or, where the case names a built-in `workload`
 such as "sharegpt" (or, for a serving run, whose `engine_knobs.dataset` is plainly "sharegpt": the client's
 default ShareGPT sampling), that workload's lengths, scaled so their means are the case's `input_len` /
-`output_len` (the source's tokenizer counts the same texts denser or sparser) within the workload's longest prompt
-and request, a side with a `*_dist` taking that instead), Poisson arrivals
+`output_len` (the source's tokenizer counts the same texts denser or sparser) within its client's filter (longest
+prompt and request), a side with a `*_dist` taking that instead), Poisson arrivals
 at `request_rate` ("inf": all at once; rescaled as the source's client did it, `CaseEngine.rescale_arrivals`) or a
 closed loop at `concurrency`, seed 0, with the number of requests the
 source ran (`num_requests`, 400 where it is not stated), up to `MAX_REQUESTS`: a run of fewer requests than
@@ -82,7 +82,7 @@ def _dataset_workload(case: Any) -> str | None:
 
 def _at_means(wl: Workload, named: str, input_mean: float | None, output_mean: float | None) -> Workload:
     """`wl`'s prompt and output lengths each scaled to the given mean (None: kept), rounded, then kept within the
-    named workload's longest prompt and longest request (its client's filter, in the source's tokenizer)."""
+    named workload's pairs' filter (longest prompt and request; its client applies it in the source's tokenizer)."""
     ins = np.array([r.input_tokens for r in wl.requests], dtype=float)
     outs = np.array([r.output_tokens for r in wl.requests], dtype=float)
     if input_mean is not None:
@@ -90,11 +90,10 @@ def _at_means(wl: Workload, named: str, input_mean: float | None, output_mean: f
     if output_mean is not None:
         outs *= output_mean / outs.mean()
     pairs = NAMED_WORKLOADS[named].pairs
-    top_in, top_total = (int(pairs.rows()[:, 0].max()), pairs.max_total) if pairs is not None else (None, None)
     i = np.maximum(np.rint(ins), 1).astype(np.int64)
-    if top_in is not None and top_total is not None:
-        i = np.minimum(i, top_in)
-        o = np.clip(np.rint(outs), 1, np.maximum(top_total - i, 1)).astype(np.int64)
+    if pairs is not None:
+        i = np.minimum(i, pairs.max_input)
+        o = np.clip(np.rint(outs), 1, np.maximum(pairs.max_total - i, 1)).astype(np.int64)
     else:
         o = np.maximum(np.rint(outs), 1).astype(np.int64)
     reqs = tuple(replace(r, input_tokens=int(x), output_tokens=int(y))

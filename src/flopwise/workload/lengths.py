@@ -112,13 +112,16 @@ class LengthPairs:
     """(prompt, output) token counts drawn together from the catalog table `catalog/workloads/{table}.csv` (its
     header names the source; `#` lines are notes). A run of n requests takes n of its rows: seed 0 the first n
     in the table's order (the order the source's client drew them), another seed a seeded permutation of them;
-    past the end it starts over."""
+    past the end it starts over. `max_input` / `max_total`: the longest prompt and request its client keeps (its
+    filter), what a server for it must hold."""
 
     table: str
+    max_input: int
+    max_total: int
 
     def rows(self) -> np.ndarray:
-        """The table as an (n, 2) integer array, read once."""
-        return _table(self.table)
+        """The table as an (n, 2) integer array, read and checked against the filter once."""
+        return _table(self.table, self.max_input, self.max_total)
 
     def sample(self, rng: np.random.Generator, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Prompt and output lengths of n requests (`rng` draws the permutation for a seed other than 0)."""
@@ -127,22 +130,20 @@ class LengthPairs:
         picked = rows[order[np.arange(n) % len(rows)]]
         return picked[:, 0].copy(), picked[:, 1].copy()
 
-    @property
-    def max_total(self) -> int:
-        """The longest request (prompt + output) in the table."""
-        return int(self.rows().sum(axis=1).max())
-
     def __str__(self) -> str:
         return f"pairs({self.table})"
 
 
 @cache
-def _table(name: str) -> np.ndarray:
+def _table(name: str, max_input: int, max_total: int) -> np.ndarray:
     text = resources.files("flopwise.catalog").joinpath("workloads", f"{name}.csv").read_text()
     lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")][1:]  # (the column names)
     rows = np.array([[int(v) for v in ln.split(",")] for ln in lines], dtype=np.int64)
     if rows.ndim != 2 or rows.shape[1] != 2 or not len(rows) or rows.min() < 1:
         raise WorkloadError(f"catalog table '{name}' must hold rows of two whole token counts >= 1")
+    if rows[:, 0].max() > max_input or rows.sum(axis=1).max() > max_total:
+        raise WorkloadError(f"catalog table '{name}' holds requests beyond its filter ({max_input} prompt / "
+                            f"{max_total} total tokens)")
     return rows
 
 

@@ -61,6 +61,11 @@ class NamedWorkload:
         return round(self.prefix_ratio * self.mean_input)
 
 
+# vLLM's and SGLang's sharegpt filter: a prompt of at most 1024 tokens, a request of at most 2048
+# (benchmark_serving.py sample_sharegpt_requests; the table's header)
+_SHAREGPT_PROMPT, _SHAREGPT_TOTAL = 1024, 2048
+
+
 def _logn(median: float, sigma: float, cap: int) -> LengthDist:
     return LengthDist(kind="lognormal", a=median, b=sigma, max_len=cap)
 
@@ -82,8 +87,9 @@ NAMED_WORKLOADS: dict[str, NamedWorkload] = {w.name: w for w in (
                   output_len=LengthDist(kind="normal", a=256, b=64, max_len=512), prefix_ratio=0.0, num_prefixes=1,
                   arrivals=ArrivalProcess(kind="poisson", rate=math.inf),
                   description="offline batch job, all requests at once"),
-    NamedWorkload(name="sharegpt", input_len=LengthDist(kind="uniform", a=4, b=1024),
-                  output_len=LengthDist(kind="uniform", a=4, b=2044), prefix_ratio=0.0, num_prefixes=1,
-                  arrivals=ArrivalProcess(kind="poisson", rate=math.inf), pairs=LengthPairs(table="sharegpt"),
+    NamedWorkload(name="sharegpt", input_len=LengthDist(kind="uniform", a=4, b=_SHAREGPT_PROMPT),
+                  output_len=LengthDist(kind="uniform", a=4, b=_SHAREGPT_TOTAL - 4), prefix_ratio=0.0, num_prefixes=1,
+                  arrivals=ArrivalProcess(kind="poisson", rate=math.inf),
+                  pairs=LengthPairs(table="sharegpt", max_input=_SHAREGPT_PROMPT, max_total=_SHAREGPT_TOTAL),
                   description="ShareGPT as vllm bench serve samples it (16,384 measured prompt/output pairs)"),
 )}
