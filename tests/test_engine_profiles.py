@@ -294,6 +294,27 @@ def test_llamacpp_fp16_gemms_accumulate_in_fp16_on_geforce_only():
     assert roofs(q4).nominal_peak_linear == pytest.approx(max(165.2, 330.3 * share) * 1e12)
 
 
+def test_marlin_engines_stream_int4_weights_at_their_own_rate_on_sm80_and_newer():
+    """vLLM from 0.5.3 (awq_marlin, PR #6612) and SGLang run int4 AWQ / GPTQ weights on Marlin kernels: they stream
+    at the engine's marlin_weight_read (0.9 of the 16-bit rate per byte), not the format's 0.55 (AWQ's own kernels,
+    gpt-fast), on NVIDIA GPUs with bf16 tensor cores (compute capability 8.0+, which Marlin needs). A batch-1 decode
+    step of Qwen2.5-7B is weight-read-bound: its weight bytes' memory time scales by 0.55 / 0.9."""
+    def dep(gpu, engine, weights="int4-awq"):
+        return deployment("qwen2.5-7b", gpu, engine=engine, weights=weights)
+
+    assert roofs(dep("a100-sxm-40gb", "vllm@0.5.3")).weight_read_eff == 0.9
+    assert roofs(dep("a100-sxm-40gb", "vllm@0.20")).weight_read_eff == 0.9
+    assert roofs(dep("a100-sxm-40gb", "sglang@0.5.6", weights="int4-gptq")).weight_read_eff == 0.9
+    assert roofs(dep("a100-sxm-40gb", "vllm@0.5.2")).weight_read_eff == 0.55  # before awq_marlin
+    assert roofs(dep("v100-pcie-32gb", "vllm@0.20")).weight_read_eff == 0.55  # sm70: no Marlin
+    assert roofs(dep("mi300x", "vllm@0.20")).weight_read_eff == 0.55  # ROCm: no Marlin
+    assert roofs(dep("a100-sxm-40gb", "vllm@0.20", weights="nf4")).weight_read_eff == 0.5  # bitsandbytes kernels
+    old, new = (step_cost(d, decode_shape(1, 128, layout(d).windows))
+                for d in (dep("a100-sxm-40gb", "vllm@0.5.2"), dep("a100-sxm-40gb", "vllm@0.5.3")))
+    assert sum(o.weight_bytes for o in new.ops) == sum(o.weight_bytes for o in old.ops)  # the same bytes, faster
+    assert 0.55 / 0.9 - 0.08 < new.memory_s / old.memory_s < 0.55 / 0.9 + 0.12
+
+
 def test_llamacpp_metal_multiplies_gguf_tiles_at_the_f16_roof():
     """On Apple silicon llama.cpp runs Metal's kernel_mul_mm for f16 and GGUF weights alike (tiles dequantized into
     threadgroup memory): q4_0 and q4_k_m prompt matmuls get the f16 roof, 27.2 TFLOP/s x compute_max on an M2 Ultra,

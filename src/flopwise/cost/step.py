@@ -16,7 +16,8 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; GGUF matmuls reach
+rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; int4 AWQ / GPTQ weights stream at
+`marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate); GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the
 engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than
 the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), or any
@@ -220,11 +221,14 @@ def roofs(dep: Deployment) -> Roofs:
     if wf.quantizes_embeddings:
         gemm_eff = (kf.mmq_compute if compute == "int8" else
                     (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute)
+    weight_read_eff = wf.weight_read_efficiency
+    if wf.marlin and kf.marlin_weight_read > 0 and hw.vendor == "nvidia" and hw.peak_tflops.get("bf16", 0) > 0:
+        weight_read_eff = kf.marlin_weight_read  # bf16 tensor cores came with sm80, which Marlin needs
     e = hw.efficiency
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
-                 peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=wf.weight_read_efficiency,
+                 peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,

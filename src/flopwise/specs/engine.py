@@ -165,6 +165,10 @@ class KernelFactors:
         `kernel_overhead_s` (fitted to whole engine steps): below 1 where the engine fuses neighbouring ops into one
         kernel and replays decode from a CUDA graph (llama.cpp's 2025 CUDA fusions), above 1 where it launches more
         or slower kernels than the profile's engines;
+    marlin_weight_read: share of the 16-bit weight-read rate per byte the engine's Marlin kernels reach streaming
+        int4 AWQ / GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+ (Marlin needs
+        sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
+        `weight_read_efficiency` applies (measured on gpt-fast's and AWQ's own kernels);
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
         FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16
         (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F); 0 where they accumulate in FP32. Their roof is the larger of
@@ -184,6 +188,7 @@ class KernelFactors:
     cuda_graph_max_bs: int = 0
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
+    marlin_weight_read: float = 0.0
     fused_dequant: bool = False
     kernel_overhead_scale: float = 1.0
 
@@ -194,9 +199,9 @@ class KernelFactors:
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")
-        if self.fp16_accumulate_compute > 1:
-            raise SpecError(f"engine kernels: fp16_accumulate_compute must be in [0, 1], got "
-                            f"{self.fp16_accumulate_compute}")
+        for name in ("fp16_accumulate_compute", "marlin_weight_read"):
+            if getattr(self, name) > 1:
+                raise SpecError(f"engine kernels: {name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 < self.kernel_overhead_scale <= 10:
             raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
                             f"{self.kernel_overhead_scale}")

@@ -24,9 +24,11 @@ costs compute: `gemm_efficiency` scales the compute roof of weight-only formats 
 compute-bound (Marlin, Frantar et al. 2024, stays near the ideal 4x only up to batch ~16-32; GGUF
 dequantization in llama.cpp is slower still). Memory-bound, the unpacking and scaling work keeps common
 dequantizing GEMV kernels below the bandwidth a 16-bit GEMV reaches: `weight_read_efficiency`
-(measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; vLLM
-AWQ ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see
-benchmarks/data/measured-dev.csv). Where the hardware
+(measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; AWQ's
+own kernels ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see
+benchmarks/data/measured-dev.csv). Engines with Marlin kernels (vLLM from 0.5.3, SGLang) run the int4 AWQ / GPTQ
+formats (`marlin`) at their own rate, `KernelFactors.marlin_weight_read`, on NVIDIA GPUs of compute capability
+8.0+ (those with bf16 peaks in the catalog). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
 `HardwareSpec.peak_flops`.
 """
@@ -60,6 +62,9 @@ class WeightFormat:
     # activations quantized per 1x128 token group by a kernel of their own before each GEMM (vLLM and SGLang
     # `per_token_group_quant_fp8` for block-scaled FP8): one more launch per GEMM where steps run eagerly
     group_quantizes_activations: bool = False
+    # int4 group-128 weights that Marlin kernels run (vLLM's awq_marlin / gptq_marlin, SGLang's, on NVIDIA
+    # compute capability 8.0+): an engine that has them streams these at its own `KernelFactors.marlin_weight_read`
+    marlin: bool = False
 
     @property
     def bytes_per_weight(self) -> float:
@@ -104,10 +109,10 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                      quantizes_embeddings=False, description="int8 weights and activations (SmoothQuant W8A8)"),
         WeightFormat(name="int4-awq", bits_per_weight=4 + 20 / 128, compute="fp16", activation_bytes=2,
                      quantizes_embeddings=False, description="AWQ int4 weight-only, group 128 (W4A16)",
-                     gemm_efficiency=0.8, weight_read_efficiency=0.55),
+                     gemm_efficiency=0.8, weight_read_efficiency=0.55, marlin=True),
         WeightFormat(name="int4-gptq", bits_per_weight=4 + 20 / 128, compute="fp16", activation_bytes=2,
                      quantizes_embeddings=False, description="GPTQ int4 weight-only, group 128 (W4A16)",
-                     gemm_efficiency=0.8, weight_read_efficiency=0.55),
+                     gemm_efficiency=0.8, weight_read_efficiency=0.55, marlin=True),
         WeightFormat(name="w4a8", bits_per_weight=4 + 20 / 128, compute="int8", activation_bytes=2,
                      quantizes_embeddings=False, description="int4 weights, int8 activations (QServe W4A8)",
                      gemm_efficiency=0.85, weight_read_efficiency=0.8),
