@@ -412,8 +412,10 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     L: float = shape.num_logits
     if L:
         L = L / dp if dp > 1 else L
+        # a 16-bit head (every format but GGUF's) streams as a plain GEMV, not at the format's dequantizing rate
+        head_eff = 1.0 if dep.weights.quantizes_embeddings else 1.0 / acc.r.weight_read_eff
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
-                L * (h * a + lay.vocab_per_gpu * 4), 1)
+                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=head_eff)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc
