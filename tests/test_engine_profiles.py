@@ -305,6 +305,7 @@ def test_marlin_engines_stream_int4_weights_at_their_own_rate_on_sm80_and_newer(
     assert roofs(dep("a100-sxm-40gb", "vllm@0.5.3")).weight_read_eff == 0.9
     assert roofs(dep("a100-sxm-40gb", "vllm@0.20")).weight_read_eff == 0.9
     assert roofs(dep("a100-sxm-40gb", "sglang@0.5.6", weights="int4-gptq")).weight_read_eff == 0.9
+    assert roofs(dep("a100-sxm-40gb", "vllm@0.20", weights="int8")).weight_read_eff == 0.9  # GPTQ 8-bit
     assert roofs(dep("a100-sxm-40gb", "vllm@0.5.2")).weight_read_eff == 0.55  # before awq_marlin
     assert roofs(dep("v100-pcie-32gb", "vllm@0.20")).weight_read_eff == 0.55  # sm70: no Marlin
     assert roofs(dep("mi300x", "vllm@0.20")).weight_read_eff == 0.55  # ROCm: no Marlin

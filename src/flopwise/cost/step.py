@@ -16,7 +16,7 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; int4 AWQ / GPTQ weights stream at
+rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; AWQ / GPTQ weights stream at
 `marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate); GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the
 engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than

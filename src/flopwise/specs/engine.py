@@ -166,8 +166,8 @@ class KernelFactors:
         kernel and replays decode from a CUDA graph (llama.cpp's 2025 CUDA fusions), above 1 where it launches more
         or slower kernels than the profile's engines;
     marlin_weight_read: share of the 16-bit weight-read rate per byte the engine's Marlin kernels reach streaming
-        int4 AWQ / GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+ (Marlin needs
-        sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
+        int4 AWQ / GPTQ and 8-bit GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+
+        (Marlin needs sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
         `weight_read_efficiency` applies (measured on gpt-fast's and AWQ's own kernels);
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
         FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16

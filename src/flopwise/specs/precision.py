@@ -27,8 +27,8 @@ dequantizing GEMV kernels below the bandwidth a 16-bit GEMV reaches: `weight_rea
 (measured batch-1 decode: gpt-fast int4 on A100 ~ 0.45 and int8 ~ 0.75 of the 16-bit rate per byte; AWQ's
 own kernels ~ 0.55; llama.cpp q4_0 / q4_K ~ 0.85 on RTX 3090/4090 and Apple M-series; see
 benchmarks/data/measured-dev.csv). Engines with Marlin kernels (vLLM from 0.5.3, SGLang) run the int4 AWQ / GPTQ
-formats (`marlin`) at their own rate, `KernelFactors.marlin_weight_read`, on NVIDIA GPUs of compute capability
-8.0+ (those with bf16 peaks in the catalog). Where the hardware
+and 8-bit GPTQ formats (`marlin`) at their own rate, `KernelFactors.marlin_weight_read`, on NVIDIA GPUs of
+compute capability 8.0+ (those with bf16 peaks in the catalog). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
 `HardwareSpec.peak_flops`.
 """
@@ -62,8 +62,9 @@ class WeightFormat:
     # activations quantized per 1x128 token group by a kernel of their own before each GEMM (vLLM and SGLang
     # `per_token_group_quant_fp8` for block-scaled FP8): one more launch per GEMM where steps run eagerly
     group_quantizes_activations: bool = False
-    # int4 group-128 weights that Marlin kernels run (vLLM's awq_marlin / gptq_marlin, SGLang's, on NVIDIA
-    # compute capability 8.0+): an engine that has them streams these at its own `KernelFactors.marlin_weight_read`
+    # weight-only integer weights that Marlin kernels run (vLLM's awq_marlin / gptq_marlin, SGLang's, on NVIDIA
+    # compute capability 8.0+: uint4 with zero points for AWQ, uint4b8 and uint8b128 for GPTQ's 4 and 8 bits): an
+    # engine that has them streams these at its own `KernelFactors.marlin_weight_read`
     marlin: bool = False
 
     @property
@@ -104,7 +105,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                                  "per 1x128 activation group (DeepSeek-V3 checkpoints)"),
         WeightFormat(name="int8", bits_per_weight=8, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
                      description="int8 weight-only, per-channel scales (W8A16)", gemm_efficiency=0.85,
-                     weight_read_efficiency=0.75),
+                     weight_read_efficiency=0.75, marlin=True),
         WeightFormat(name="int8-w8a8", bits_per_weight=8, compute="int8", activation_bytes=2,
                      quantizes_embeddings=False, description="int8 weights and activations (SmoothQuant W8A8)"),
         WeightFormat(name="int4-awq", bits_per_weight=4 + 20 / 128, compute="fp16", activation_bytes=2,
