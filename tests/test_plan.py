@@ -39,10 +39,11 @@ def test_pareto_front_by_hand():
 
 
 def test_toy_space_best_answer_and_its_tie():
-    """H100 with prefix caching on and off, on a stream with no shared prefix: the two simulations are the same
-    run, so they tie exactly (one interval), and the tie is broken by the label (same GPUs, same formats, same
-    ceiling); the A100 has 1.6x less bandwidth and 3x less FLOP/s, so its interval lies below and it ranks
-    third, not tied."""
+    """H100 with prefix caching on and off, on a stream with no shared prefix: the two runs differ only in a probe
+    past the KV pool's capacity, where a preempted request, recomputed, finds its own blocks in the prefix cache
+    (as vLLM's does), so they find the same rate and tie, and the tie is broken by the label (same GPUs, same
+    formats, same ceiling); the A100 has 1.6x less bandwidth and 3x less FLOP/s, so its interval lies below and it
+    ranks third, not tied."""
     space = SearchSpace(gpus=("h100-sxm", "a100-sxm-80gb"), tps=(1,), weights=("bf16",), kvs=("bf16",),
                         prefix_caching=(True, False))
     r = plan(PlanRequest(model="llama-3.1-8b", workload=None, input_len=512, output_len=128,
@@ -51,7 +52,7 @@ def test_toy_space_best_answer_and_its_tie():
     assert d["ties"] == ["h100-sxm tp1 bf16/kv:bf16", "h100-sxm tp1 bf16/kv:bf16 no-pc"]
     on, off = d["ranked"][0], d["ranked"][1]
     assert on["max_rate_per_replica"] == off["max_rate_per_replica"]
-    assert on["goodput_per_gpu_interval"] == off["goodput_per_gpu_interval"]
+    assert on["goodput_per_gpu_interval"] == pytest.approx(off["goodput_per_gpu_interval"], rel=1e-6)
     assert on["rank"] == off["rank"] == 1 and on["tied_with_first"] and off["tied_with_first"]
     a100 = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
     if a100:  # simulated, or its ceiling already below the H100's interval
@@ -96,7 +97,7 @@ def test_latency_objective_compares_at_the_same_load():
     a100_rows = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
     assert a100_rows or any(p["config"].startswith("a100") and "per-user ceiling" in p["reason"] for p in d["pruned"])
     # the flip, measured directly under chat's SLA (TTFT-bound on the A100: it can only take a light load):
-    # each at its own max rate vs both at 3 req/s (within the A100's capacity)
+    # each at its own max rate vs both at 2.5 req/s (within the A100's capacity)
     cands, _ = enumerate_candidates(get_model("llama-3.1-8b"), [get_hardware("h200"), get_hardware("a100-sxm-80gb")],
                                     space, r.max_len)
     chat, rule = parse_sla("p95_ttft<=300ms,p95_tpot<=50ms"), SteadyRule()
@@ -108,7 +109,7 @@ def test_latency_objective_compares_at_the_same_load():
         e = evaluate(c, stream, chat, rule=rule, size=size, ceiling=b.max_rate_ceiling, e2e_s=b.e2e_estimate_s,
                      start=0.85 * b.max_rate_estimate)
         own[c.deployment.hardware.id] = e.tokens_per_s_per_user
-        same[c.deployment.hardware.id] = measure_at_load(e, stream, chat, rule=rule, size=size, rate_per_replica=3.0,
+        same[c.deployment.hardware.id] = measure_at_load(e, stream, chat, rule=rule, size=size, rate_per_replica=2.5,
                                                          replicas=1)
     assert own["a100-sxm-80gb"] > 2 * own["h200"]
     assert same["h200"].interval[0] > same["a100-sxm-80gb"].interval[1] and same["a100-sxm-80gb"].sustained
