@@ -102,6 +102,24 @@ def test_decode_above_the_graph_cap_is_launch_bound():
         offline, batch_shape([[1, 600]] * 160, builder_windows))
 
 
+def test_an_engine_without_cuda_graphs_launches_every_decode_step_eagerly():
+    """SGLang's --disable-cuda-graph (cases: engine_knobs.disable_cuda_graph): a batch-1 decode of Llama-3.1-8B on an
+    H200 takes its kernels' eager launches, kernels x 6.75e-5 s (+ the fixed step cost), not the graph's ~6 ms; the
+    per-batch fast path (`decode_step_time`) agrees with the general one."""
+    dep = deployment("llama-3.1-8b", "h200", engine="sglang@0.5.6")
+    eager = replace(dep, engine=replace(dep.engine, kernels=replace(dep.engine.kernels, cuda_graphs=False)))
+    shape = batch_shape([[1, 600]], layout(dep).windows)
+    cost = step_cost(eager, shape)
+    kernels = round(sum(o.overhead_s for o in cost.ops) / roofs(eager).kernel_s)
+    floor = kernels * 6.75e-5 + eager.hardware.efficiency.step_overhead_s
+    assert step_time(dep, shape) < 0.7 * floor
+    assert step_time(eager, shape) == pytest.approx(floor, rel=1e-9)
+    assert decode_step_time(eager, 1, 600) == pytest.approx(step_time(eager, shape), rel=1e-12)
+    raw = {"engine": "SGLang", "engine_version": "0.5.6", "args": {"gpu": "h200"},
+           "engine_knobs": {"endpoint": "chat", "disable_cuda_graph": True}}
+    assert not case_engine(raw, "simulate").engine.kernels.cuda_graphs
+
+
 def test_vllm_v0_runs_decode_batches_above_256_eagerly():
     """V0 captures decode graphs for batch sizes up to 256 (`_BATCH_SIZES_TO_CAPTURE`): with --max-num-seqs 512 a
     decode of 257 sequences is launch-bound (1.11e-4 s per modelled kernel); V1 prices no eager launches."""

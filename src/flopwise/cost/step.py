@@ -186,6 +186,7 @@ class Roofs:
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
     act_quant: bool  # block-scaled formats: a group-quantization launch before each GEMM (eager steps)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
+    all_eager: bool  # no CUDA graphs at all (KernelFactors.cuda_graphs false): every step runs eagerly
     piecewise_layer_s: float  # a piecewise step's launch work per layer (KernelFactors.piecewise_layer_s)
     piecewise_decode: bool  # decode-only steps run piecewise too
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
@@ -232,7 +233,8 @@ def roofs(dep: Deployment) -> Roofs:
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
-                 graph_max_bs=kf.cuda_graph_max_bs, piecewise_layer_s=kf.piecewise_layer_s,
+                 graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
+                 piecewise_layer_s=kf.piecewise_layer_s,
                  piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -464,11 +466,12 @@ def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: 
 
 
 def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
-    """Whether the engine runs this step without CUDA graphs: it has prompt tokens, or it decodes more sequences
-    per data-parallel rank than the largest captured graph."""
+    """Whether the engine runs this step without CUDA graphs: it has prompt tokens, it captures none (SGLang's
+    --disable-cuda-graph, vLLM's --enforce-eager), or it decodes more sequences per data-parallel rank than the
+    largest captured graph."""
     if not r.eager_kernel_s:
         return False
-    if shape.num_tokens > shape.num_seqs:
+    if shape.num_tokens > shape.num_seqs or r.all_eager:
         return True
     return 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)
 
@@ -571,7 +574,7 @@ def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         for t in logit_terms:
             total += t
         kernels += logit_kernels
-    if r.eager_kernel_s and (T > S or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
+    if r.eager_kernel_s and (T > S or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
     if r.piecewise_layer_s and (r.piecewise_decode or T > S):
         total = max(total, fast.num_layers * r.piecewise_layer_s)

@@ -153,6 +153,8 @@ class KernelFactors:
         a step takes at least layers x this. vLLM V1 runs steps with prompt tokens so (and every step in its
         PIECEWISE mode, `piecewise_decode`, its default before 0.11); 0: no such floor;
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
+    cuda_graphs: false where the engine captures no CUDA graphs at all (SGLang's --disable-cuda-graph, vLLM's
+        --enforce-eager): every step, decode too, is floored by its kernels' eager launches;
     cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
         larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
         and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
@@ -186,6 +188,7 @@ class KernelFactors:
     piecewise_layer_s: float = 0.0
     piecewise_decode: bool = False
     cuda_graph_max_bs: int = 0
+    cuda_graphs: bool = True
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
     marlin_weight_read: float = 0.0
