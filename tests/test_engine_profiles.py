@@ -118,6 +118,9 @@ def test_an_engine_without_cuda_graphs_launches_every_decode_step_eagerly():
     raw = {"engine": "SGLang", "engine_version": "0.5.6", "args": {"gpu": "h200"},
            "engine_knobs": {"endpoint": "chat", "disable_cuda_graph": True}}
     assert not case_engine(raw, "simulate").engine.kernels.cuda_graphs
+    v1 = deployment("llama-3.1-8b", "h200", engine="vllm@0.20").engine.kernels  # piecewise graphs, no eager cost
+    with pytest.raises(SpecError, match="cuda_graphs = false needs an eager launch cost"):
+        replace(v1, cuda_graphs=False)
 
 
 def test_vllm_v0_runs_decode_batches_above_256_eagerly():

@@ -49,7 +49,8 @@ FLOPs per operator:
   MoE layer's all-reduce; with dp > 1 and ep = 1 the MoE layer all-gathers the groups' tokens and
   reduce-scatters them back (SGLang's DP attention over a TP MoE); with two-batch overlap (SGLang's
   --enable-two-batch-overlap, DeepSeek's inference system) a MoE layer takes max(kernels, collectives);
-- LM head: only the rows that produce a token (2·logits·V·h);
+- LM head: only the rows that produce a token (2·logits·V·h); its weights are 16-bit in every format but GGUF's
+  and stream at the plain rate, not the format's dequantizing one;
 - norms, residuals and activations: bytes only;
 - per layer kind (`cost/attention.py`): sliding and chunked layers attend their window or chunk; a DSA layer
   attends its top-k keys and runs its indexer over every cached index key ("indexer"); a linear-state layer
@@ -180,6 +181,7 @@ class Roofs:
     peak_attn: float
     gemm_eff: float
     weight_read_eff: float
+    head_weight_eff: float  # the LM head's weight_eff: 1 / weight_read_eff where the format keeps it 16-bit
     p: float
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
     moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
@@ -230,6 +232,7 @@ def roofs(dep: Deployment) -> Roofs:
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
+                 head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
                  eager_kernel_s=kf.eager_prefill_kernel_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
@@ -414,10 +417,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     L: float = shape.num_logits
     if L:
         L = L / dp if dp > 1 else L
-        # a 16-bit head (every format but GGUF's) streams as a plain GEMV, not at the format's dequantizing rate
-        head_eff = 1.0 if dep.weights.quantizes_embeddings else 1.0 / acc.r.weight_read_eff
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
-                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=head_eff)
+                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc

@@ -154,7 +154,8 @@ class KernelFactors:
         PIECEWISE mode, `piecewise_decode`, its default before 0.11); 0: no such floor;
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
     cuda_graphs: false where the engine captures no CUDA graphs at all (SGLang's --disable-cuda-graph, vLLM's
-        --enforce-eager): every step, decode too, is floored by its kernels' eager launches;
+        --enforce-eager): every step, decode too, is floored by its kernels' eager launches
+        (`eager_prefill_kernel_s` each; a profile without that cost, such as vLLM V1's, refuses it);
     cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
         larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
         and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
@@ -208,6 +209,9 @@ class KernelFactors:
         if not 0 < self.kernel_overhead_scale <= 10:
             raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
                             f"{self.kernel_overhead_scale}")
+        if not self.cuda_graphs and not self.eager_prefill_kernel_s:
+            raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s > "
+                            "0), which this profile does not price")
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")

@@ -187,7 +187,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
-        # no CUDA graphs: every step launches eagerly (priced where the profile has an eager launch cost)
+        # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = replace(eng, kernels=replace(eng.kernels, cuda_graphs=False))
     steps = _number(knobs_in.get("num_scheduler_steps"))
     if steps and steps > 1:  # vLLM multi-step scheduling: one scheduling pass serves `steps` decode steps
