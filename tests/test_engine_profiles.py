@@ -432,10 +432,10 @@ def test_a_draft_padded_to_another_vocab_size_is_accepted_and_another_tokenizer_
 
 
 def test_blackwell_prices_kernels_of_non_fp4_moe_models_at_their_own_fixed_cost():
-    """On B200 the kernels of a MoE model whose weights are not FP4 cost moe_kernel_overhead_s (9 us) each, the
-    FP4 (trtllm-gen) runs and dense models the chip's kernel_overhead_s (4.5 us); a chip without the field (H100)
-    keeps its own 6 us for all. A batch-1 decode step of MiniMax-M2 in block FP8 grows by exactly its kernels' fixed
-    cost at 4.5 us (it doubles)."""
+    """On B200 the kernels of a MoE model whose weights are not FP4 cost moe_kernel_overhead_scale (2) x 4.5 us
+    each, the FP4 (trtllm-gen) runs and dense models the chip's kernel_overhead_s (4.5 us); a chip without the
+    field (H100) keeps its own 6 us for all. A batch-1 decode step of MiniMax-M2 in block FP8 grows by exactly its
+    kernels' fixed cost at 4.5 us (it doubles)."""
     def dep(model, gpu, weights):
         return deployment(model, gpu, tp=8, weights=weights, engine="sglang@0.5.6")
 
@@ -446,7 +446,7 @@ def test_blackwell_prices_kernels_of_non_fp4_moe_models_at_their_own_fixed_cost(
     assert roofs(dep("MiniMaxAI/MiniMax-M2", "h100-sxm", "fp8-block")).kernel_s == pytest.approx(6.0e-6)
     shape = decode_shape(1, 1024, layout(minimax).windows)
     generic = replace(minimax, hardware=replace(
-        minimax.hardware, efficiency=replace(minimax.hardware.efficiency, moe_kernel_overhead_s=0.0)))
+        minimax.hardware, efficiency=replace(minimax.hardware.efficiency, moe_kernel_overhead_scale=1.0)))
     new, old = step_cost(minimax, shape), step_cost(generic, shape)
     fixed_new, fixed_old = (sum(o.overhead_s for o in c.ops) for c in (new, old))
     assert fixed_old > 0 and fixed_new == pytest.approx(2 * fixed_old, rel=1e-9)  # every kernel: 4.5 -> 9 us

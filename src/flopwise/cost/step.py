@@ -228,9 +228,9 @@ def roofs(dep: Deployment) -> Roofs:
     if wf.marlin and kf.marlin_weight_read > 0 and hw.vendor == "nvidia" and hw.peak_tflops.get("bf16", 0) > 0:
         weight_read_eff = kf.marlin_weight_read  # bf16 tensor cores came with sm80, which Marlin needs
     e = hw.efficiency
-    kernel_s = e.kernel_overhead_s
-    if e.moe_kernel_overhead_s and dep.model.moe is not None and compute != "fp4":
-        kernel_s = e.moe_kernel_overhead_s
+    kernel_s = e.kernel_overhead_s * kf.kernel_overhead_scale
+    if dep.model.moe is not None and wf.compute != "fp4":
+        kernel_s *= e.moe_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
@@ -246,7 +246,7 @@ def roofs(dep: Deployment) -> Roofs:
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
-                 half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s * kf.kernel_overhead_scale)
+                 half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s)
 
 
 def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,

@@ -16,8 +16,8 @@ Compute and memory traffic of one kernel do not overlap perfectly; near the ridg
 slower than both roofs. The operator time is the smooth maximum
     t = (compute_s^p + memory_s^p)^(1/p)        p = `overlap_exponent` (p -> inf is the ideal roofline)
 `kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a few
-microseconds); `moe_kernel_overhead_s`, where set (0: the same), that of every kernel of a MoE model whose weights
-are not FP4 (a chip whose FP4 MoE runs fused, generated kernels while other formats run generic ones);
+microseconds); every kernel of a MoE model whose weights are not FP4 costs `moe_kernel_overhead_scale` times that
+(above 1 on a chip whose FP4 MoE runs fused, generated kernels while other formats run generic ones);
 `step_overhead_s` the device's own per-step cost outside the operators (a graph launch, the sampler's kernels).
 The engine's CPU work per step (scheduling, input preparation, output processing) is the engine's, not the chip's:
 `specs/engine.py` HostCosts.
@@ -79,7 +79,7 @@ class EfficiencyProfile:
     bandwidth_max: float = 0.85
     bandwidth_half_bytes: float = 2.0e6
     kernel_overhead_s: float = 6.0e-6
-    moe_kernel_overhead_s: float = 0.0  # per kernel of a MoE model not in FP4 weights; 0: kernel_overhead_s
+    moe_kernel_overhead_scale: float = 1.0  # kernel_overhead_s multiplier for a MoE model not in FP4 weights
     step_overhead_s: float = 5.0e-5  # sampler kernels + graph launch; engine CPU work is in the engine profile
     runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
@@ -88,8 +88,9 @@ class EfficiencyProfile:
         for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor"):
             number(getattr(self, name), f"efficiency {name}", lo=0, hi=1, lo_open=True, error=SpecError)
         number(self.overlap_exponent, "efficiency overlap_exponent", lo=1, error=SpecError)
-        for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "moe_kernel_overhead_s",
-                     "step_overhead_s",
+        number(self.moe_kernel_overhead_scale, "efficiency moe_kernel_overhead_scale", lo=0, lo_open=True,
+               error=SpecError)
+        for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
                      "runtime_overhead_gib"):
             number(getattr(self, name), f"efficiency {name}", lo=0, error=SpecError)
 
