@@ -11,11 +11,11 @@ from flopwise.cost import batch_shape, decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import decode_step_time, roofs, step_cost
-from flopwise.errors import SpecError
+from flopwise.errors import PrecisionError, SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
-from flopwise.specs.engine import get_engine
+from flopwise.specs.engine import KernelFactors, get_engine
 from flopwise.specs.hardware import GIB, get_hardware
 from flopwise.validation.engines import case_deployment, case_engine
 from flopwise.workload import RequestSpec, Workload, build_workload
@@ -451,3 +451,48 @@ def test_blackwell_prices_kernels_of_non_fp4_moe_models_at_their_own_fixed_cost(
     fixed_new, fixed_old = (sum(o.overhead_s for o in c.ops) for c in (new, old))
     assert fixed_old > 0 and fixed_new == pytest.approx(2 * fixed_old, rel=1e-9)  # every kernel: 4.5 -> 9 us
     assert new.time_s - old.time_s == pytest.approx(fixed_new - fixed_old, rel=1e-9)
+
+
+def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from_b7536():
+    """llama.cpp multiplies GGML_TYPE_MXFP4 like any GGUF block type: MMQ int8 tiles on CUDA (an RTX 5090's 838
+    TOPS int8 roof x mmq 0.45, as q4_0), not its 1676 TFLOP/s FP4 tensor cores, which vLLM's MXFP4 kernels use;
+    from b7536 (PR #17906) Blackwell's 4-bit MMA runs it 1.26x faster than that int8 path, a chip without FP4 math
+    (RTX 4090) keeps int8. A V100 (no FP4, no bf16) runs it through llama.cpp and is refused by vLLM."""
+    def dep(gpu, engine, weights="mxfp4"):
+        return deployment("openai/gpt-oss-20b", gpu, weights=weights, engine=engine)
+
+    mx, q4 = roofs(dep("rtx-5090", "llamacpp@b7000")), roofs(dep("rtx-5090", "llamacpp@b7000", "q4_0"))
+    assert mx.nominal_peak_linear == pytest.approx(838e12)
+    assert (mx.gemm_eff, mx.linear_rate) == pytest.approx((0.45, q4.linear_rate))
+    assert roofs(dep("rtx-5090", "vllm@0.11")).nominal_peak_linear == pytest.approx(1676e12)
+    native = roofs(dep("rtx-5090", "llamacpp@b7536"))
+    assert native.linear_rate == pytest.approx(1.26 * mx.linear_rate)
+    assert roofs(dep("rtx-4090", "llamacpp@b7536")).gemm_eff == pytest.approx(0.45)  # no fp4 math: int8 MMQ
+    assert roofs(dep("v100-pcie-32gb", "llamacpp@b7000")).gemm_eff == pytest.approx(0.45)
+    with pytest.raises(PrecisionError, match="need fp4 math"):
+        dep("v100-pcie-32gb", "vllm@0.11")
+
+
+def test_llamacpp_moe_prompt_matmuls_run_at_its_moe_share_on_cuda_only():
+    """llama.cpp's mul_mat_id (MoE) prompt matmuls get moe_compute = 0.3 of its MMQ rate on CUDA: a 2048-token
+    gpt-oss-20b prefill's routed-expert compute time is 1/0.3 of the same step's at 1.0, every other operator
+    unchanged; Metal keeps the dense rate (1.0)."""
+    cuda = deployment("openai/gpt-oss-20b", "rtx-5090", weights="mxfp4", engine="llamacpp@b7000")
+    assert cuda.engine.kernels.moe_compute == pytest.approx(0.3)
+    metal = deployment("openai/gpt-oss-20b", "apple-m2-ultra", weights="mxfp4", engine="llamacpp@b7000")
+    assert metal.engine.kernels.moe_compute == 1.0
+    flat = replace(cuda, engine=replace(cuda.engine, kernels=replace(cuda.engine.kernels, moe_compute=1.0)))
+    shape = prefill_shape(1, 2048, layout(cuda).windows)
+    ops = {o.name: o for o in step_cost(cuda, shape).ops}
+    ops_flat = {o.name: o for o in step_cost(flat, shape).ops}
+    assert ops["moe_experts"].compute_s == pytest.approx(ops_flat["moe_experts"].compute_s / 0.3)
+    assert all(ops[n].compute_s == pytest.approx(ops_flat[n].compute_s) for n in ops if n != "moe_experts")
+
+
+def test_engine_kernel_block_formats_are_checked():
+    assert KernelFactors(block_formats=["mxfp4"]).block_formats == ("mxfp4",)
+    for bad in (["mxfp5"], "mxfp4"):
+        with pytest.raises(SpecError, match="block_formats"):
+            KernelFactors(block_formats=bad)
+    with pytest.raises(SpecError, match="fp4_mmq_speedup"):
+        KernelFactors(fp4_mmq_speedup=0.5)

@@ -18,7 +18,8 @@ hides behind it:
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; AWQ / GPTQ weights stream at
 `marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate); GGUF matmuls reach
-`quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8); where the
+`quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8; so do the
+engine's `block_formats`, llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); where the
 engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than
 the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), or any
 step whose graphs run in pieces around eager attention ops (`piecewise_layer_s` per layer: vLLM V1's prefill, and
@@ -208,7 +209,8 @@ def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
     compute = wf.compute
-    if wf.quantizes_embeddings:  # GGUF block formats: the math the engine's quantized matmuls run in
+    block = wf.quantizes_embeddings or wf.name in kf.block_formats
+    if block:  # GGUF block formats (and MXFP4 in llama.cpp): the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
         if compute == "fp16" and hw.compute_dtype("fp16") == "fp32" and hw.peak_tflops.get("int8", 0) > 0:
             compute = "int8"  # no fast fp16 (Pascal): MMQ's int8 dot products (cuBLAS only from Volta, PR #3776)
@@ -221,8 +223,9 @@ def roofs(dep: Deployment) -> Roofs:
     gemm_eff = wf.gemm_efficiency if weight_only else 1.0
     if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
-    if wf.quantizes_embeddings:
-        gemm_eff = (kf.mmq_compute if compute == "int8" else
+    if block:
+        native_fp4 = wf.compute == "fp4" and hw.peak_tflops.get("fp4", 0) > 0
+        gemm_eff = (kf.mmq_compute * (kf.fp4_mmq_speedup if native_fp4 else 1.0) if compute == "int8" else
                     (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute)
     weight_read_eff = wf.weight_read_efficiency
     if wf.marlin and kf.marlin_weight_read > 0 and hw.vendor == "nvidia" and hw.peak_tflops.get("bf16", 0) > 0:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
+from flopwise.specs.precision import WEIGHT_FORMATS
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
@@ -164,6 +165,13 @@ class KernelFactors:
         dequantize-to-fp16 pass before cuBLAS) does not apply;
     quantized_gemm_dtype: the math GGUF matmuls run in: "fp16" (dequantize, then a 16-bit GEMM) or "int8"
         (activations quantized to q8_1, int8 tensor cores: llama.cpp MMQ since PR #7676);
+    block_formats: weight formats other than the GGUF block types whose matmuls the engine runs on that same
+        quantized-matmul path (`quantized_gemm_dtype`, `mmq_compute`, `fused_dequant`) rather than on the format's
+        own tensor-core math: llama.cpp's GGML_TYPE_MXFP4 (gpt-oss), which its CUDA MMQ expands to int8 and its
+        Metal kernel_mul_mm dequantizes to half, on any chip;
+    fp4_mmq_speedup: how much faster the engine's quantized matmuls on an FP4 block format (`block_formats` whose
+        own math is fp4) run on chips with FP4 tensor cores than its int8 MMQ (llama.cpp PR #17906: Blackwell's
+        m16n8k64 4-bit MMA); 1: no native FP4 path;
     kernel_overhead_scale: the engine's fixed cost per modelled kernel relative to the hardware profile's
         `kernel_overhead_s` (fitted to whole engine steps): below 1 where the engine fuses neighbouring ops into one
         kernel and replays decode from a CUDA graph (llama.cpp's 2025 CUDA fusions), above 1 where it launches more
@@ -195,9 +203,21 @@ class KernelFactors:
     marlin_weight_read: float = 0.0
     fused_dequant: bool = False
     kernel_overhead_scale: float = 1.0
+    block_formats: tuple[str, ...] = ()
+    fp4_mmq_speedup: float = 1.0
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
+        if isinstance(self.block_formats, str) or not isinstance(self.block_formats, (list, tuple)):
+            raise SpecError(f"engine kernels: block_formats must be a list of weight formats, got "
+                            f"{self.block_formats!r}")
+        object.__setattr__(self, "block_formats", tuple(self.block_formats))  # a TOML list
+        unknown = [f for f in self.block_formats if f not in WEIGHT_FORMATS]
+        if unknown:
+            raise SpecError(f"engine kernels: block_formats has unknown weight format(s) {unknown}; known: "
+                            f"{sorted(WEIGHT_FORMATS)}")
+        if not 1 <= self.fp4_mmq_speedup <= 4:
+            raise SpecError(f"engine kernels: fp4_mmq_speedup must be in [1, 4], got {self.fp4_mmq_speedup}")
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
