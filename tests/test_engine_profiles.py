@@ -118,9 +118,27 @@ def test_an_engine_without_cuda_graphs_launches_every_decode_step_eagerly():
     raw = {"engine": "SGLang", "engine_version": "0.5.6", "args": {"gpu": "h200"},
            "engine_knobs": {"endpoint": "chat", "disable_cuda_graph": True}}
     assert not case_engine(raw, "simulate").engine.kernels.cuda_graphs
-    v1 = deployment("llama-3.1-8b", "h200", engine="vllm@0.20").engine.kernels  # piecewise graphs, no eager cost
     with pytest.raises(SpecError, match="cuda_graphs = false needs an eager launch cost"):
-        replace(v1, cuda_graphs=False)
+        KernelFactors(cuda_graphs=False)
+
+
+def test_vllm_v1_enforce_eager_launches_every_step_at_the_v0_eager_cost():
+    """vLLM V1 never runs a step eagerly with graphs on (piecewise prefill, graphed decode: eager_prefill_kernel_s
+    0), so --enforce-eager (cases: engine_knobs.enforce_eager) prices its launches at eager_kernel_s, V0's fitted
+    1.11e-4 s per modelled kernel: a batch-1 decode of Llama-3.1-8B on an H200 takes kernels x 1.11e-4 s (+ the fixed
+    step cost); with graphs on, the same profile's decode has no eager floor."""
+    dep = deployment("llama-3.1-8b", "h200", engine="vllm@0.20")
+    assert roofs(dep).eager_kernel_s == 0.0
+    raw = {"engine": "vLLM", "engine_version": "0.20", "args": {"gpu": "h200"},
+           "engine_knobs": {"endpoint": "completions", "enforce_eager": True}}
+    eng = case_engine(raw, "simulate").engine
+    assert not eng.kernels.cuda_graphs
+    eager = replace(dep, engine=replace(dep.engine, kernels=eng.kernels))
+    shape = batch_shape([[1, 600]], layout(dep).windows)
+    kernels = round(sum(o.overhead_s for o in step_cost(eager, shape).ops) / roofs(eager).kernel_s)
+    floor = kernels * 1.11e-4 + eager.hardware.efficiency.step_overhead_s
+    assert step_time(eager, shape) == pytest.approx(floor, rel=1e-9)
+    assert step_time(dep, shape) < 0.5 * floor
 
 
 def test_vllm_v0_runs_decode_batches_above_256_eagerly():

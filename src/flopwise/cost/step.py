@@ -186,7 +186,8 @@ class Roofs:
     p: float
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
     moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
-    eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s)
+    eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s, or
+    #                        its eager_kernel_s where CUDA graphs are off altogether)
     act_quant: bool  # block-scaled formats: a group-quantization launch before each GEMM (eager steps)
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
     all_eager: bool  # no CUDA graphs at all (KernelFactors.cuda_graphs false): every step runs eagerly
@@ -240,7 +241,7 @@ def roofs(dep: Deployment) -> Roofs:
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
-                 eager_kernel_s=kf.eager_prefill_kernel_s,
+                 eager_kernel_s=kf.eager_prefill_kernel_s or (0.0 if kf.cuda_graphs else kf.eager_kernel_s),
                  act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
                  piecewise_layer_s=kf.piecewise_layer_s,

@@ -149,6 +149,9 @@ class KernelFactors:
         step that runs without CUDA graphs (prefill and mixed steps where the engine captures only decode
         batches, and decode batches above `cuda_graph_max_bs`); such a step takes at least kernels x this
         (`cost/step.py`);
+    eager_kernel_s: host time per modelled kernel of a step run with CUDA graphs off altogether (`cuda_graphs`
+        false: vLLM V1's --enforce-eager, which also drops torch.compile) in an engine whose steps otherwise never
+        run eagerly (`eager_prefill_kernel_s` 0); where `eager_prefill_kernel_s` is set, that cost serves;
     piecewise_layer_s: host time per decoder layer to launch a step whose CUDA graphs run in pieces split at the
         attention ops, which run eagerly between them (a piece's graph launch and the attention op's dispatch): such
         a step takes at least layers x this. vLLM V1 runs steps with prompt tokens so (and every step in its
@@ -156,7 +159,7 @@ class KernelFactors:
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
     cuda_graphs: false where the engine captures no CUDA graphs at all (SGLang's --disable-cuda-graph, vLLM's
         --enforce-eager): every step, decode too, is floored by its kernels' eager launches
-        (`eager_prefill_kernel_s` each; a profile without that cost, such as vLLM V1's, refuses it);
+        (`eager_prefill_kernel_s` each, else `eager_kernel_s`; a profile with neither refuses it);
     cuda_graph_max_bs: the largest decode batch (per data-parallel rank) the engine captures in a CUDA graph;
         larger decode steps run eagerly. 0: no cap (every decode batch runs from a graph). Resolved per device
         and TP from the engine's batch_defaults rule (`EngineProfile.on_device`);
@@ -194,6 +197,7 @@ class KernelFactors:
     quantized_gemm_compute: float = 1.0
     mmq_compute: float = 1.0
     eager_prefill_kernel_s: float = 0.0
+    eager_kernel_s: float = 0.0
     piecewise_layer_s: float = 0.0
     piecewise_decode: bool = False
     cuda_graph_max_bs: int = 0
@@ -229,7 +233,7 @@ class KernelFactors:
         if not 0 < self.kernel_overhead_scale <= 10:
             raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
                             f"{self.kernel_overhead_scale}")
-        if not self.cuda_graphs and not self.eager_prefill_kernel_s:
+        if not self.cuda_graphs and not (self.eager_prefill_kernel_s or self.eager_kernel_s):
             raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s > "
                             "0), which this profile does not price")
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
