@@ -234,8 +234,8 @@ class KernelFactors:
             raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
                             f"{self.kernel_overhead_scale}")
         if not self.cuda_graphs and not (self.eager_prefill_kernel_s or self.eager_kernel_s):
-            raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s > "
-                            "0), which this profile does not price")
+            raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s or "
+                            "eager_kernel_s > 0), which this profile does not price")
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"engine kernels: {name} must be in (0, 1], got {getattr(self, name)}")
