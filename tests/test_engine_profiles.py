@@ -15,6 +15,7 @@ from flopwise.errors import PrecisionError, SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
+from flopwise.specs.deployment import weights_note
 from flopwise.specs.engine import KernelFactors, get_engine
 from flopwise.specs.hardware import GIB, get_hardware
 from flopwise.validation.engines import case_deployment, case_engine
@@ -514,3 +515,23 @@ def test_engine_kernel_block_formats_are_checked():
             KernelFactors(block_formats=bad)
     with pytest.raises(SpecError, match="fp4_mmq_speedup"):
         KernelFactors(fp4_mmq_speedup=0.5)
+
+
+def test_llamacpp_serves_gpt_oss_from_its_gguf_with_q8_0_outside_the_experts():
+    """llama.cpp runs gpt-oss from ggml-org's GGUF (file type MXFP4 MoE: 72 MXFP4 expert tensors, 98 Q8_0 ones,
+    289 f32; 11.27 GiB for gpt-oss-20b), not the safetensors checkpoint (bf16 outside the experts, 12.8 GiB as priced):
+    by default a llama.cpp deployment gets mxfp4_moe, whose weights come to the file's size (f32 norms and biases
+    aside), and an estimate says why; vLLM keeps the checkpoint's mxfp4-moe."""
+    gguf = deployment("openai/gpt-oss-20b", "rtx-4090", engine="llamacpp@b7000")
+    assert gguf.weights.name == "mxfp4_moe"
+    assert (gguf.weights.dense_bytes_per_weight, gguf.weights.embed_bytes_per_weight) == (8.5 / 8, 8.5 / 8)
+    assert layout(gguf).weight_bytes_per_gpu == pytest.approx(11.27 * GIB, rel=0.01)
+    ckpt = deployment("openai/gpt-oss-20b", "rtx-4090", engine="vllm@0.11")
+    assert ckpt.weights.name == "mxfp4-moe"
+    assert layout(ckpt).weight_bytes_per_gpu > 1.1 * layout(gguf).weight_bytes_per_gpu
+    assert "llama.cpp serves it from its own file, priced as mxfp4_moe" in weights_note(gguf)
+    raw = {"engine": "llama.cpp (llama-bench)", "engine_version": "b6210", "args": {"gpu": "rtx-4090"}}
+    dep, _ = case_deployment(raw, "estimate", {"model": "openai/gpt-oss-20b", "gpu": "rtx-4090", "weights": "mxfp4"})
+    assert dep.weights.name == "mxfp4_moe"
+    with pytest.raises(SpecError, match="checkpoint_formats"):
+        replace(gguf.engine, checkpoint_formats=(("mxfp4-moe", "mxfp5"),))

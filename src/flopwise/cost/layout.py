@@ -145,7 +145,7 @@ def layout(dep: Deployment) -> Layout:
     m, tp = dep.model, dep.tp
     h = m.hidden_size
     wf = dep.weights
-    embed_bpp = wf.bytes_per_weight if wf.quantizes_embeddings else (4.0 if wf.name == "fp32" else 2.0)
+    embed_bpp = wf.embed_bytes_per_weight
     counts = Counter(m.layers)
     specs = tuple(sorted(counts, key=lambda lay: (str((lay.attention.window, lay.mlp.is_moe)), lay.attention.kind)))
     groups = tuple(_group(m, lay, counts[lay], tp, dep.kv.bytes_per_element, dep.ep, dep.moe_tp) for lay in specs)

@@ -161,7 +161,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     gpu_memory_utilization: float | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
-    quantization_config, else bf16, fp16 on chips without bf16); KV follows the 16-bit activation dtype unless
+    quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
+    (`EngineProfile.file_format`: llama.cpp's GGUF of gpt-oss); KV follows the 16-bit activation dtype unless
     given. `speculative`: speculative decoding (None: plain decoding). `expert_skew` None: the measured
     imbalance of the model's router without a load balancer (`expert_load.default_expert_skew`).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
@@ -169,7 +170,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
-    wf = weight_format(weights or default_weights(model, hardware))
+    eng = engine if engine is not None else get_engine()
+    wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * dp * pp
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
@@ -183,7 +185,6 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
             replicas = num_gpus // group
     if kf.bytes_per_element > 2 and wf.name != "fp32":
         raise PrecisionError(f"KV format {kf.name} is wider than the {wf.name} activations; use bf16 or fp16")
-    eng = engine if engine is not None else get_engine()
     eng.check_parallelism(tp=tp, pp=pp, dp=dp, ep=ep)
     if two_batch_overlap and not any(lay.mlp.is_moe for lay in model.layers):
         raise SpecError(f"two-batch overlap hides MoE all-to-alls behind compute; {model.name} has no MoE layers")
@@ -226,5 +227,8 @@ def weights_note(dep: Deployment) -> str:
     ckpt = dep.model.checkpoint_weights
     if ckpt is None or ckpt == dep.weights.name:
         return ""
+    if dep.engine.file_format(ckpt) == dep.weights.name:
+        return (f"{dep.model.name}'s checkpoint ships {ckpt} weights; {dep.engine.display} serves it from its own "
+                f"file, priced as {dep.weights.name} ({dep.weights.description})")
     return (f"{dep.model.name}'s checkpoint ships {ckpt} weights ({dep.model.checkpoint_note}); priced as "
             f"{dep.weights.name} as asked (--weights), which needs a checkpoint in that format")

@@ -411,6 +411,9 @@ class EngineProfile:
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
     devices: tuple[str, ...] = ()  # where the engine runs, "vendor:kind" ("*" any vendor); empty: anywhere
+    # (checkpoint format, the format of the file this engine serves it from): llama.cpp runs gpt-oss from a GGUF
+    # (mxfp4_moe, Q8_0 outside the experts), not the safetensors checkpoint (mxfp4-moe, bf16 outside them)
+    checkpoint_formats: tuple[tuple[str, str], ...] = ()
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
@@ -426,6 +429,10 @@ class EngineProfile:
         """Whether the engine has a backend for a `vendor` chip of this `kind` (gpu, soc, cpu)."""
         return not self.devices or any(d in (f"{vendor}:{kind}", f"*:{kind}") for d in self.devices)
 
+    def file_format(self, checkpoint: str) -> str:
+        """The weight format this engine serves a checkpoint of format `checkpoint` from."""
+        return dict(self.checkpoint_formats).get(checkpoint, checkpoint)
+
     def at_least(self, version: str) -> bool:
         """Whether this profile's version is `version` or later (MAJOR.MINOR[.PATCH])."""
         return _version_key(self.version) >= _version_key(version)
@@ -437,6 +444,9 @@ class EngineProfile:
         check_text(self.scheduler, f"engine {self.family}: scheduler", choices=SCHEDULERS, error=SpecError)
         number(self.memory_fraction, f"engine {self.family}: memory_fraction", lo=0, hi=1, lo_open=True,
                error=SpecError)
+        unknown = [f for pair in self.checkpoint_formats for f in pair if f not in WEIGHT_FORMATS]
+        if unknown:
+            raise SpecError(f"engine {self.family}: checkpoint_formats names unknown weight format(s) {unknown}")
         integer(self.block_size, f"engine {self.family}: block_size", lo=1, error=SpecError)
         number(self.activation_reserve_gib, f"engine {self.family}: activation_reserve_gib", lo=0, error=SpecError)
         for min_tp, f in self.memory_fraction_by_tp:
@@ -670,6 +680,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
+            checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
             parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
             launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
@@ -690,7 +701,12 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     dev = table.get("device_kernels", [])
     if not isinstance(dev, list) or not all(isinstance(r, dict) and isinstance(r.get("kernels"), dict) for r in dev):
         raise SpecError(f"{where}: device_kernels must be a list of tables, each with a kernels table, got {dev!r}")
-    table = {**table, "device_kernels": [{**r, "kernels": list(r["kernels"].items())} for r in dev]}
+    formats = table.get("checkpoint_formats", {})
+    if not isinstance(formats, dict):
+        raise SpecError(f"{where}: checkpoint_formats must be a table (checkpoint format = file format), got "
+                        f"{formats!r}")
+    table = {**table, "device_kernels": [{**r, "kernels": list(r["kernels"].items())} for r in dev],
+             "checkpoint_formats": [list(kv) for kv in formats.items()]}
     kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources", "launch")}
     kwargs.update(family=fam.name, version=version, display=table.get("display", fam.name),
                   frontend=table.get("frontend") or None, sources=[list(s) for s in sources])

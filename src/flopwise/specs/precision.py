@@ -13,6 +13,9 @@ Bits per weight include the scale (and zero-point) overhead of each format's gro
   format, `weight_block_size: [128, 128]`; Kimi-K2, GLM-4.x FP8, Qwen3 FP8 ship the same).
 - mxfp4-moe: MXFP4 on the routed experts only, every other weight 16-bit (gpt-oss's checkpoint: attention,
   router, embeddings and LM head are in `modules_to_not_convert`).
+- mxfp4_moe: llama.cpp's GGUF of the same model (file type MXFP4_MOE, ggml-org's gpt-oss GGUFs: the loader lists
+  f32 289 / q8_0 98 / mxfp4 72 tensors for gpt-oss-20b, 11.27 GiB, 4.63 bits per weight): the 72 expert matrices
+  MXFP4, the 96 attention matrices, embeddings and output Q8_0 (8.5 bits), norms and biases f32 (negligible).
 - nf4 (bitsandbytes `load_in_4bit`): 4-bit NormalFloat + one fp32 absmax per 64 = 4.5 bits; with double
   quantization (`bnb_4bit_use_double_quant`) the absmax is itself 8-bit per 256 blocks: 4 + 8/64 + 32/16384
   = 4.127 bits (Dettmers et al. 2023, QLoRA §2). Dequantized and multiplied in 16-bit, slowly: its GEMM and
@@ -59,6 +62,9 @@ class WeightFormat:
     gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
     weight_read_efficiency: float = 1.0  # achieved share of the bandwidth roof when streaming these weights
     experts_only: bool = False  # the format covers routed experts; every other weight stays 16-bit
+    # where experts_only: the bits of every weight outside the routed experts (a GGUF file's own type for them, e.g.
+    # Q8_0's 8.5 in llama.cpp's MXFP4_MOE files); None: 16-bit
+    dense_bits_per_weight: float | None = None
     # activations quantized per 1x128 token group by a kernel of their own before each GEMM (vLLM and SGLang
     # `per_token_group_quant_fp8` for block-scaled FP8): one more launch per GEMM where steps run eagerly
     group_quantizes_activations: bool = False
@@ -75,7 +81,17 @@ class WeightFormat:
     @property
     def dense_bytes_per_weight(self) -> float:
         """Bytes per weight outside the routed experts (attention, dense MLPs, shared experts, router)."""
-        return 2.0 if self.experts_only else self.bits_per_weight / 8.0
+        if self.experts_only:
+            return 2.0 if self.dense_bits_per_weight is None else self.dense_bits_per_weight / 8.0
+        return self.bits_per_weight / 8.0
+
+    @property
+    def embed_bytes_per_weight(self) -> float:
+        """Bytes per weight of the embedding and output matrices: the format's own where it quantizes them (GGUF:
+        the type of the file's non-expert matrices), else 16-bit (32 for fp32)."""
+        if self.quantizes_embeddings:
+            return self.dense_bytes_per_weight
+        return 4.0 if self.name == "fp32" else 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +140,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="mxfp4-moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
                      quantizes_embeddings=False,
                      description="MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
+        WeightFormat(name="mxfp4_moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
+                     quantizes_embeddings=True, experts_only=True, dense_bits_per_weight=8.5,
+                     description="GGUF MXFP4 MoE (llama.cpp file type MXFP4_MOE, ggml-org's gpt-oss GGUFs): routed "
+                                 "experts MXFP4, every other matrix Q8_0, embeddings and output too",
+                     gemm_efficiency=0.7, weight_read_efficiency=0.85),
         WeightFormat(name="nf4", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
                      description="bitsandbytes NF4, fp32 absmax per 64 (W4A16)", gemm_efficiency=0.5,
                      weight_read_efficiency=0.5),

@@ -251,7 +251,8 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     weights = args.get("weights")
     ckpt = model.checkpoint_weights
     if weights and ckpt and ckpt != weights and ckpt.startswith(weights):
-        weights = ckpt  # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4
+        # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4, as the engine's file has it
+        weights = ce.engine.file_format(ckpt)
     par = case_parallelism(raw.get("engine_knobs") or {}, int(args.get("tp") or 1))
     dep = build_deployment(model, args["gpu"], tp=par["tp"], dp=par["dp"], ep=par["ep"], num_gpus=args.get("num_gpus"),
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
