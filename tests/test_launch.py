@@ -45,6 +45,8 @@ TARGETS = {
                            engine="llamacpp", max_len=8192, prompt=6144),
     "8b gguf base (recipe)": _t("llama-3.1-8b", "l40s", "meta-llama/Llama-3.1-8B", weights="q8_0", kv="fp8",
                                 engine="llamacpp", max_len=4096),
+    "gpt-oss-20b gguf": _t("openai/gpt-oss-20b", "rtx-4090", "openai/gpt-oss-20b", native="mxfp4-moe",
+                           engine="llamacpp", max_len=8192, prompt=4096),
     "gpt-oss mxfp4 native": _t("gpt-oss-120b", "h100-sxm", "openai/gpt-oss-120b", weights="mxfp4", native="mxfp4",
                                max_len=8192, prompt=4096),
     "mixtral ep2 pp2": _t("mixtral-8x7b", "h100-sxm", "mistralai/Mixtral-8x7B-v0.1", tp=2, pp=2, ep=2),
@@ -225,6 +227,9 @@ def test_checkpoints_named_or_made():
     assert int(made.argv()[made.argv().index("-c") + 1]) == slots * 4096
     for e in ("vllm", "sglang", "trtllm"):  # GGUF goes to llama.cpp only
         assert render(TARGETS["8b gguf instruct"], get_engine(e)).command is None
+    oss_gguf = render(TARGETS["gpt-oss-20b gguf"], get_engine("llamacpp"))  # the GGUF llama.cpp serves gpt-oss from
+    assert oss_gguf.argv()[:5] == ["llama-server", "--hf-repo", "ggml-org/gpt-oss-20b-GGUF", "--hf-file",
+                                   "gpt-oss-20b-mxfp4.gguf"]
     oss = render(TARGETS["gpt-oss mxfp4 native"], get_engine("vllm"))
     assert oss.argv()[2] == "openai/gpt-oss-120b" and "--quantization" not in oss.command and oss.prepare is None
     fp4 = render(TARGETS["llama-3.3 nvfp4"], get_engine("trtllm"))

@@ -28,7 +28,7 @@ from flopwise.specs.engine import EngineProfile, get_engine
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
            "model_source", "on_engine", "GGUF_FORMATS"]
 
-GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0")
+GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0", "mxfp4_moe")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
