@@ -162,6 +162,8 @@ def test_checkpoint_format_is_planned_not_a_wider_one():
     assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4"}
     formats, native = weight_formats(get_model("deepseek-v3"), SearchSpace())
     assert native == "fp8" and formats == ("fp8", "int4-awq")
+    # on llama.cpp gpt-oss is planned as the GGUF it serves (experts MXFP4, the rest Q8_0); the checkpoint stays mxfp4
+    assert weight_formats(get_model("gpt-oss-20b"), SearchSpace(engine="llamacpp")) == (("mxfp4_moe",), "mxfp4")
 
 
 def test_plan_for_a_trace(tmp_path):
