@@ -488,6 +488,8 @@ def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from
     assert native.linear_rate == pytest.approx(1.26 * mx.linear_rate)
     assert roofs(dep("rtx-4090", "llamacpp@b7536")).gemm_eff == pytest.approx(0.45)  # no fp4 math: int8 MMQ
     assert roofs(dep("v100-pcie-32gb", "llamacpp@b7000")).gemm_eff == pytest.approx(0.45)
+    v100_gguf = deployment("openai/gpt-oss-20b", "v100-pcie-32gb", engine="llamacpp@b7000")  # its default: the GGUF
+    assert v100_gguf.weights.name == "mxfp4_moe" and roofs(v100_gguf).gemm_eff == pytest.approx(0.45)
     with pytest.raises(PrecisionError, match="need fp4 math"):
         dep("v100-pcie-32gb", "vllm@0.11")
 

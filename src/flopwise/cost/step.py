@@ -210,7 +210,7 @@ def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
     compute = wf.compute
-    block = wf.quantizes_embeddings or wf.name in kf.block_formats
+    block = kf.quantized_path(wf)
     if block:  # GGUF block formats (and MXFP4 in llama.cpp): the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
         if compute == "fp16" and hw.compute_dtype("fp16") == "fp32" and hw.peak_tflops.get("int8", 0) > 0:

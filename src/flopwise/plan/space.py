@@ -106,8 +106,8 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     narrower = (w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits - 1 and w != native)
     # the checkpoint as the engine's own file holds it (llama.cpp: gpt-oss's GGUF, mxfp4_moe)
     ckpt = model.checkpoint_weights
-    served = get_engine(space.engine).file_format(ckpt) if ckpt else native
-    own = served if ckpt and served != ckpt else native
+    served = get_engine(space.engine, frontend=space.frontend).file_format(ckpt) if ckpt else None
+    own = served if served not in (None, ckpt) else native
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 

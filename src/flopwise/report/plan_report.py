@@ -50,7 +50,7 @@ def _header(console: Console, d: dict[str, Any]) -> None:
                   f"\\[brackets]: {st.get('confidence', 0.9):.0%} intervals, seed {st.get('seed', 0)}")
     if d.get("checkpoint_weights"):
         console.print(f"the checkpoint ships {d['checkpoint_weights']} weights (its quantization_config): planned in "
-                      "that format or narrower")
+                      "that format (as the engine's own file holds it) or narrower")
     if d["objective"] == "latency":
         if d.get("reference_load_per_gpu"):
             console.print(f"latency compared at {d['reference_load_per_gpu']:.3g} req/s per GPU for every config (the "

@@ -192,7 +192,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
                         "Pick another --engine (llamacpp runs everywhere) or --gpu")
-    if wf.compute in ("fp8", "fp4") and wf.name not in eng.kernels.block_formats and not (
+    if wf.compute in ("fp8", "fp4") and not eng.kernels.quantized_path(wf) and not (
             hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
         raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")

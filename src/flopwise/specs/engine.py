@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.specs.precision import WEIGHT_FORMATS
+from flopwise.specs.precision import WEIGHT_FORMATS, WeightFormat
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
@@ -209,6 +209,11 @@ class KernelFactors:
     kernel_overhead_scale: float = 1.0
     block_formats: tuple[str, ...] = ()
     fp4_mmq_speedup: float = 1.0
+
+    def quantized_path(self, weights: WeightFormat) -> bool:
+        """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
+        `mmq_compute`): GGUF block types and the engine's `block_formats`, on any chip."""
+        return weights.quantizes_embeddings or weights.name in self.block_formats
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
