@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from flopwise.api import deployment, estimate
+from flopwise.cli import run
 from flopwise.cost import batch_shape, decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
@@ -537,3 +538,26 @@ def test_llamacpp_serves_gpt_oss_from_its_gguf_with_q8_0_outside_the_experts():
     assert dep.weights.name == "mxfp4_moe"
     with pytest.raises(SpecError, match="checkpoint_formats"):
         replace(gguf.engine, checkpoint_formats=(("mxfp4-moe", "mxfp5"),))
+
+
+def test_enforce_eager_flag_prices_every_step_eagerly_and_says_so(capsys):
+    """`--enforce-eager` (API enforce_eager): the engine runs without CUDA graphs (`EngineProfile.eager`), so the CLI's
+    batch-1 decode of Llama-3.1-8B on an H200 under vLLM 0.20 is its kernels x 1.11e-4 s (+ the fixed step cost), as
+    the case knob gives it; the engine is named "(eager)" in the estimate; llama.cpp, which prices no eager launch,
+    is refused with one line and exit code 2."""
+    flag = estimate("llama-3.1-8b", "h200", engine="vllm@0.20", enforce_eager=True)
+    dep = deployment("llama-3.1-8b", "h200", engine="vllm@0.20")
+    eager = replace(dep, engine=dep.engine.eager())
+    shape = batch_shape([[1, 600]], layout(dep).windows)
+    kernels = round(sum(o.overhead_s for o in step_cost(eager, shape).ops) / roofs(eager).kernel_s)
+    assert flag.deployment.engine == replace(dep.engine.eager(), frontend=None)
+    assert decode_step_time(flag.deployment, 1, 600) == pytest.approx(
+        kernels * 1.11e-4 + dep.hardware.efficiency.step_overhead_s, rel=1e-9)
+    assert flag.to_dict()["engine"] == "vllm@0.20 (offline) (eager)"
+    assert run(["estimate", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "vllm@0.20",
+                "--enforce-eager"]) == 0
+    assert "engine vllm@0.20 (offline) (eager)" in capsys.readouterr().out
+    code = run(["simulate", "--model", "llama-3.1-8b", "--engine", "llamacpp", "--enforce-eager",
+                "--num-requests", "5"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: ") and "\n" not in err and "has no eager (no CUDA graph) mode" in err

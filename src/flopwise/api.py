@@ -216,7 +216,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
                endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-               block_size: int | None = None, gpu_memory_utilization: float | None = None) -> Deployment:
+               block_size: int | None = None, gpu_memory_utilization: float | None = None,
+               enforce_eager: bool = False) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -227,7 +228,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             kv=kv, hardware_file=hardware_file, speculative=speculative, family=family, engine=engine,
                             frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-                            gpu_memory_utilization=gpu_memory_utilization)
+                            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -243,7 +244,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: PathLike | None = None, family: str | None = None,
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
-             endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None) -> Estimate:
+             endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
+             enforce_eager: bool = False) -> Estimate:
     """Static-batch estimate (`flopwise estimate`) of `batch` requests of `input_len` prompt and `output_len`
     generated tokens, as `engine`'s offline benchmark sees it (`frontend="http"` adds its API server). Times in
     ms (`ttft_ms`, `tpot_ms`, `e2e_ms`), throughput in tokens/s, memory in GiB; `to_dict()` is the `--json`.
@@ -254,7 +256,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            expert_skew=expert_skew,
                            two_batch_overlap=two_batch_overlap, weights=weights, kv=kv, hardware_file=hardware_file,
                            gpu_memory_utilization=gpu_memory_utilization,
-                           family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file)
+                           family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file,
+                           enforce_eager=enforce_eager)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
 
 
@@ -309,7 +312,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-             block_size: int | None = None, speculative: str | SpeculativeSpec | None = None,
+             block_size: int | None = None, enforce_eager: bool = False,
+             speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
@@ -354,7 +358,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                           engine_file=engine_file, family=family, hardware_file=hardware_file)
+                           engine_file=engine_file, family=family, hardware_file=hardware_file,
+                           enforce_eager=enforce_eager)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
@@ -388,7 +393,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                                    engine_file=engine_file, family=family, hardware_file=hardware_file)
+                                    engine_file=engine_file, family=family, hardware_file=hardware_file,
+                                    enforce_eager=enforce_eager)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,

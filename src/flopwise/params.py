@@ -46,6 +46,9 @@ HELP: dict[str, str] = {
     "rate_profile": "A request rate over time instead of --request-rate: DUR:RATE segments repeated "
                     "(\"300s:5,600s:40,300s:5\") or diurnal:LOW:HIGH:PERIOD (\"diurnal:2:20:3600s\"); --arrival "
                     "gamma's --burstiness shapes the arrivals around it.",
+    "enforce_eager": "Run the engine without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph): every "
+                     "step, decode too, is floored by its kernels' eager launches. Refused where the engine's "
+                     "profile prices no eager launch (llama.cpp, TensorRT-LLM's C++ runtime).",
     "two_batch_overlap": "With --ep > 1: split each step into two micro-batches so one's all-to-alls run under "
                          "the other's kernels (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): a MoE layer "
                          "takes the larger of its kernels and its collectives, not their sum.",

@@ -11,6 +11,7 @@ from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import (
     Dp,
     Endpoint,
+    EnforceEager,
     Engine,
     EngineFile,
     Ep,
@@ -61,6 +62,7 @@ def estimate_cmd(
     input_len: InputLen = DEFAULT_INPUT_LEN,
     output_len: OutputLen = DEFAULT_OUTPUT_LEN,
     engine: Engine = DEFAULT_ENGINE,
+    enforce_eager: EnforceEager = False,
     frontend: Annotated[str, typer.Option(
         help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
@@ -78,7 +80,7 @@ def estimate_cmd(
                           two_batch_overlap=two_batch_overlap,
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
-                      engine_file=engine_file, family=family)
+                      engine_file=engine_file, family=family, enforce_eager=enforce_eager)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

@@ -17,7 +17,7 @@ def render_estimate(console: Console, r: Estimate) -> None:
                                                 ("nodes", dep.nodes)) if v != 1)
     console.print(f"on {dep.num_gpus} x {dep.hardware.name} (tp={dep.tp}, pp={dep.pp}{par}, replicas={dep.replicas}), "
                   f"weights {dep.weights.name}, KV {dep.kv.name}; batch {r.batch} x "
-                  f"({r.input_len} in, {r.output_len} out)")
+                  f"({r.input_len} in, {r.output_len} out); engine {dep.engine.name}", markup=False)
 
     mem = d["memory"]
     mt = Table(title="Memory per GPU (GiB)")

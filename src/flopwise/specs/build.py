@@ -39,16 +39,19 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                      engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
                      endpoint: str = DEFAULT_ENDPOINT, engine_file: Path_ | None = None,
                      max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-                     block_size: int | None = None, gpu_memory_utilization: float | None = None) -> Deployment:
-    """See the module docstring and `flopwise.deployment`."""
+                     block_size: int | None = None, gpu_memory_utilization: float | None = None,
+                     enforce_eager: bool = False) -> Deployment:
+    """See the module docstring and `flopwise.deployment`. `enforce_eager`: the engine without CUDA graphs
+    (`EngineProfile.eager`)."""
     m = model if isinstance(model, ModelSpec) else get_model(model, family)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
     if dp is None:  # expert parallelism wider than the TP group implies that many data-parallel attention groups
         dp = ep // tp if isinstance(tp, int) and isinstance(ep, int) and 0 < tp < ep and ep % tp == 0 else 1
+    eng = engine_profile(engine, frontend, endpoint, engine_file)
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew, two_batch_overlap=two_batch_overlap,
                            num_gpus=num_gpus, speculative=spec,
-                           engine=engine_profile(engine, frontend, endpoint, engine_file), max_num_seqs=max_num_seqs,
+                           engine=eng.eager() if enforce_eager else eng, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                            gpu_memory_utilization=gpu_memory_utilization)

@@ -471,8 +471,10 @@ class EngineProfile:
 
     @property
     def name(self) -> str:
-        """`family@version`, with `(offline)` when no HTTP server is modelled."""
-        return f"{self.family}@{self.version}" + ("" if self.frontend is not None else " (offline)")
+        """`family@version`, with `(offline)` when no HTTP server is modelled and `(eager)` when the engine runs
+        without CUDA graphs."""
+        return (f"{self.family}@{self.version}" + ("" if self.frontend is not None else " (offline)")
+                + ("" if self.kernels.cuda_graphs else " (eager)"))
 
     @property
     def is_offline(self) -> bool:
@@ -514,6 +516,17 @@ class EngineProfile:
 
     def offline(self) -> EngineProfile:
         return replace(self, frontend=None)
+
+    def eager(self) -> EngineProfile:
+        """This engine with CUDA graphs off altogether (vLLM's --enforce-eager, SGLang's --disable-cuda-graph,
+        TensorRT-LLM's PyTorch backend without cuda_graph_config): every step, decode too, is floored by its
+        kernels' eager launches (`KernelFactors.cuda_graphs`). A SpecError where the profile prices no eager
+        launch (the engine runs no PyTorch steps eagerly: llama.cpp, TensorRT-LLM's C++ runtime)."""
+        k = self.kernels
+        if not (k.eager_prefill_kernel_s or k.eager_kernel_s):
+            raise SpecError(f"{self.display} {self.version} has no eager (no CUDA graph) mode flopwise can price: its "
+                            "profile gives no eager launch cost; drop --enforce-eager")
+        return replace(self, kernels=replace(k, cuda_graphs=False))
 
     def with_endpoint(self, endpoint: str) -> EngineProfile:
         if self.frontend is None:

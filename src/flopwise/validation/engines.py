@@ -188,7 +188,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
-        eng = replace(eng, kernels=replace(eng.kernels, cuda_graphs=False))
+        eng = eng.eager()
     steps = _number(knobs_in.get("num_scheduler_steps"))
     if steps and steps > 1:  # vLLM multi-step scheduling: one scheduling pass serves `steps` decode steps
         h = eng.host
