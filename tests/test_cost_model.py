@@ -14,6 +14,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
 from flopwise.cost.parallel import allreduce_time
 from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, host_s, roofs
+from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
 from flopwise.specs.hardware import GIB, get_hardware
@@ -174,6 +175,28 @@ def test_an_engines_kernel_overhead_scale_reaches_every_kernel():
     shape = decode_shape(1, 1000, layout(a).windows)
     assert step_time(a, shape) - step_time(b, shape) == pytest.approx(258 * kernel_s / 2, rel=1e-9)
     assert decode_step_time(a, 1, 1000) - decode_step_time(b, 1, 1000) == pytest.approx(258 * kernel_s / 2, rel=1e-9)
+
+
+def test_llamacpp_kernels_cost_more_on_hbm_parts():
+    """llama.cpp's fixed cost per kernel on a chip with HBM (`memory_kind` hbm) is its hbm_kernel_overhead_scale
+    (2.75, fitted) times its cost elsewhere: at b7000 (kernel_overhead_scale 0.5) 6 us x 0.5 x 2.75 = 8.25 us on an
+    H100 PCIe and 3 us on an L4 (GDDR6) or an RTX 4090; vLLM's kernels keep the hardware's 6 us on the H100, so a
+    Llama-2-7B Q4_0 decode step on the H100 PCIe gains 1.75 x its llama.cpp kernels' 3 us each, nothing else."""
+    ll = get_engine("llamacpp@b7000", frontend="none")
+    assert ll.kernels.hbm_kernel_overhead_scale == 2.75 and ll.kernels.kernel_overhead_scale == 0.5
+    h100, l4, g4090 = (deployment("llama-2-7b", gpu, weights="q4_0", engine=ll) for gpu in
+                       ("h100-pcie", "l4", "rtx-4090"))
+    assert (h100.hardware.memory_kind, l4.hardware.memory_kind) == ("hbm", "gddr")
+    assert roofs(h100).kernel_s == pytest.approx(6e-6 * 0.5 * 2.75, rel=1e-12)
+    assert roofs(l4).kernel_s == roofs(g4090).kernel_s == pytest.approx(3e-6, rel=1e-12)
+    assert roofs(deployment("llama-3.1-8b", "h100-pcie", engine="vllm@0.11")).kernel_s == pytest.approx(6e-6)
+    flat = replace(ll, kernels=replace(ll.kernels, hbm_kernel_overhead_scale=1.0))
+    other = deployment("llama-2-7b", "h100-pcie", weights="q4_0", engine=flat)
+    shape = decode_shape(1, 600, layout(h100).windows)
+    kernels = round(sum(o.overhead_s for o in step_cost(other, shape).ops) / roofs(other).kernel_s)
+    assert step_time(h100, shape) - step_time(other, shape) == pytest.approx(kernels * 3e-6 * 1.75, rel=1e-9)
+    with pytest.raises(SpecError, match="hbm_kernel_overhead_scale must be in"):
+        replace(ll.kernels, hbm_kernel_overhead_scale=0.0)
 
 
 def test_tensor_parallel_splits_weights_and_adds_allreduce():

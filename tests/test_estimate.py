@@ -1,6 +1,7 @@
 """Static-batch estimate, hardware catalog and user files, and the CLI contract."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -97,6 +98,18 @@ def test_user_hardware_file_toml_and_yaml(tmp_path):
     yaml_file.write_text("hardware:\n  - id: my-npu\n    name: My NPU\n    vendor: generic\n    kind: gpu\n"
                          "    memory_gib: 32\n    memory_bandwidth_gbs: 1000\n    peak_tflops: {bf16: 100}\n")
     assert get_hardware("my-npu", yaml_file).peak_flops("fp8") == 100e12  # falls back to bf16 math
+
+
+def test_every_catalog_part_names_its_memory_technology():
+    """`memory_kind` from each datasheet: HBM on the datacenter GPUs, GDDR on graphics and L-series cards, LPDDR on
+    unified-memory SoCs, DDR on CPU sockets; a user file may leave it out, and an unknown kind is refused."""
+    kinds = {h: get_hardware(h).memory_kind for h in hardware_catalog()}
+    assert None not in kinds.values()
+    assert {kinds[h] for h in ("a100-sxm-80gb", "h100-pcie", "h200", "b200", "mi300x", "v100-sxm-32gb")} == {"hbm"}
+    assert {kinds[h] for h in ("l4", "l40s", "a10g", "rtx-4090", "rtx-pro-6000-blackwell", "rx-7900-xtx")} == {"gddr"}
+    assert {kinds[h] for h in ("apple-m2-ultra", "jetson-agx-orin", "dgx-spark-gb10")} == {"lpddr"}
+    with pytest.raises(SpecError, match="memory_kind"):
+        replace(get_hardware("l4"), memory_kind="sram")
 
 
 def test_bad_hardware_file(tmp_path):

@@ -203,6 +203,7 @@ class Roofs:
     half_m: float
     half_bytes: float
     kernel_s: float  # fixed GPU time per modelled kernel: the hardware's, times the engine's kernel_overhead_scale
+    # (and its hbm_kernel_overhead_scale on HBM parts)
 
 
 @lru_cache(maxsize=512)
@@ -233,6 +234,8 @@ def roofs(dep: Deployment) -> Roofs:
         weight_read_eff = kf.marlin_weight_read  # bf16 tensor cores came with sm80, which Marlin needs
     e = hw.efficiency
     kernel_s = e.kernel_overhead_s * kf.kernel_overhead_scale
+    if hw.memory_kind == "hbm":
+        kernel_s *= kf.hbm_kernel_overhead_scale
     if dep.model.moe is not None and wf.compute != "fp4":
         kernel_s *= e.moe_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")

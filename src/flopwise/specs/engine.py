@@ -179,6 +179,9 @@ class KernelFactors:
         `kernel_overhead_s` (fitted to whole engine steps): below 1 where the engine fuses neighbouring ops into one
         kernel and replays decode from a CUDA graph (llama.cpp's 2025 CUDA fusions), above 1 where it launches more
         or slower kernels than the profile's engines;
+    hbm_kernel_overhead_scale: the engine's fixed cost per kernel on a chip with HBM (`HardwareSpec.memory_kind`)
+        relative to its own on other chips: above 1 where the engine's small kernels were tuned on graphics cards and
+        pay HBM's longer access latency (and the datacenter parts' lower clocks) at every step (llama.cpp);
     marlin_weight_read: share of the 16-bit weight-read rate per byte the engine's Marlin kernels reach streaming
         int4 AWQ / GPTQ and 8-bit GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+
         (Marlin needs sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
@@ -207,6 +210,7 @@ class KernelFactors:
     marlin_weight_read: float = 0.0
     fused_dequant: bool = False
     kernel_overhead_scale: float = 1.0
+    hbm_kernel_overhead_scale: float = 1.0
     block_formats: tuple[str, ...] = ()
     fp4_mmq_speedup: float = 1.0
 
@@ -235,9 +239,9 @@ class KernelFactors:
         for name in ("fp16_accumulate_compute", "marlin_weight_read"):
             if getattr(self, name) > 1:
                 raise SpecError(f"engine kernels: {name} must be in [0, 1], got {getattr(self, name)}")
-        if not 0 < self.kernel_overhead_scale <= 10:
-            raise SpecError("engine kernels: kernel_overhead_scale must be in (0, 10], got "
-                            f"{self.kernel_overhead_scale}")
+        for name in ("kernel_overhead_scale", "hbm_kernel_overhead_scale"):
+            if not 0 < getattr(self, name) <= 10:
+                raise SpecError(f"engine kernels: {name} must be in (0, 10], got {getattr(self, name)}")
         if not self.cuda_graphs and not (self.eager_prefill_kernel_s or self.eager_kernel_s):
             raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s or "
                             "eager_kernel_s > 0), which this profile does not price")

@@ -38,14 +38,15 @@ from typing import Any
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text
 
-__all__ = ["LOW_PRECISION_DTYPES", "EfficiencyProfile", "HardwareSpec", "hardware_catalog", "get_hardware",
-           "load_hardware_file"]
+__all__ = ["LOW_PRECISION_DTYPES", "MEMORY_KINDS", "EfficiencyProfile", "HardwareSpec", "hardware_catalog",
+           "get_hardware", "load_hardware_file"]
 
 GIB = 2**30
 # Bounds on a hardware entry's numbers (GiB; GB/s and TFLOP/s): 100 TiB of device memory, a rate between 0.001 and
 # 10^6 (PB/s, EFLOP/s); real parts sit orders of magnitude inside them.
 MAX_MEMORY_GIB = 1e5
 MIN_RATE, MAX_RATE = 1e-3, 1e6
+MEMORY_KINDS = ("hbm", "gddr", "lpddr", "ddr")
 # The dtypes a peak may be given for (dense TFLOP/s); tf32 and int4 are shown but no format multiplies in them.
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 # The math dtypes whose GEMMs reach `EfficiencyProfile.low_precision_compute_factor` of their (doubled) peak.
@@ -131,6 +132,9 @@ class HardwareSpec:
     memory_gib: float
     memory_bandwidth_gbs: float
     peak_tflops: dict[str, float]
+    # the device memory's technology (datasheet): hbm (stacked, datacenter GPUs), gddr (graphics cards, L4/L40/A10),
+    # lpddr (unified memory of SoCs), ddr (CPU sockets); None where a user's file does not say
+    memory_kind: str | None = None
     # dense FP16 tensor TFLOP/s with FP16 accumulate, where it exceeds peak_tflops.fp16 (GeForce cards run the FP32
     # accumulate that peak_tflops assumes at half rate); a GEMM that accumulates in FP16 (KernelFactors) gets it
     fp16_accumulate_tflops: float | None = None
@@ -158,6 +162,8 @@ class HardwareSpec:
             number(self.tdp_w, f"{where}: tdp_w", lo=0, lo_open=True, error=SpecError)
         if self.price_per_hour_usd is not None:
             number(self.price_per_hour_usd, f"{where}: price_per_hour_usd", lo=0, error=SpecError)
+        if self.memory_kind is not None:
+            text(self.memory_kind, f"{where}: memory_kind", choices=MEMORY_KINDS, error=SpecError)
         if self.fp16_accumulate_tflops is not None:
             number(self.fp16_accumulate_tflops, f"{where}: fp16_accumulate_tflops", lo=0, lo_open=True,
                    error=SpecError)
