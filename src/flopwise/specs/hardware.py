@@ -184,7 +184,7 @@ class HardwareSpec:
             raise SpecError(f"{where}: efficiency must be an EfficiencyProfile, got {type(self.efficiency).__name__}")
 
     def __hash__(self) -> int:  # dict fields are not hashable; ids are unique within a catalog
-        return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.efficiency))
+        return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.memory_kind, self.efficiency))
 
     @property
     def memory_bytes(self) -> float:
