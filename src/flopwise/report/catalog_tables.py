@@ -45,7 +45,8 @@ def model_table(rows: list[dict[str, Any]]) -> Table:
 def hardware_rows(catalog: dict[str, HardwareSpec]) -> list[dict[str, Any]]:
     return [{
         "id": hw.id, "name": hw.name, "vendor": hw.vendor, "kind": hw.kind, "memory_gib": hw.memory_gib,
-        "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "peak_tflops": dict(hw.peak_tflops),
+        "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "memory_kind": hw.memory_kind,
+        "peak_tflops": dict(hw.peak_tflops),
         "interconnect": hw.interconnect, "interconnect_gbs": hw.interconnect_gbs, "tdp_w": hw.tdp_w,
         "price_per_hour_usd": hw.price_per_hour_usd, "sources": dict(hw.sources),
     } for hw in catalog.values()]
@@ -53,8 +54,8 @@ def hardware_rows(catalog: dict[str, HardwareSpec]) -> list[dict[str, Any]]:
 
 def hardware_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="flopwise hardware catalog (dense peaks)")
-    for col in ("id", "name", "GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "link GB/s", "$/h", "source"):
-        t.add_column(col, justify="left" if col in ("id", "name", "source") else "right",
+    for col in ("id", "name", "GiB", "memory", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "link GB/s", "$/h", "source"):
+        t.add_column(col, justify="left" if col in ("id", "name", "memory", "source") else "right",
                      overflow="fold", max_width=40 if col == "source" else None)
 
     def f(x: float | None) -> str:
@@ -62,7 +63,7 @@ def hardware_table(rows: list[dict[str, Any]]) -> Table:
 
     for r in rows:
         p = r["peak_tflops"]
-        t.add_row(r["id"], r["name"], f(r["memory_gib"]), f(r["memory_bandwidth_gbs"]),
+        t.add_row(r["id"], r["name"], f(r["memory_gib"]), r["memory_kind"] or "-", f(r["memory_bandwidth_gbs"]),
                   f(p.get("bf16") or p.get("fp16")),
                   f(p.get("fp8")), f(p.get("int8")), f(p.get("fp4")), f(r["interconnect_gbs"]),
                   f"{r['price_per_hour_usd']:.2f}" if r["price_per_hour_usd"] else "-",
