@@ -199,6 +199,29 @@ def test_llamacpp_kernels_cost_more_on_hbm_parts():
         replace(ll.kernels, hbm_kernel_overhead_scale=0.0)
 
 
+def test_llamacpp_mmq_int8_rate_is_capped_per_sm_and_clock():
+    """llama.cpp's MMQ issues int8 MMAs at most at 2,048 ops per SM and clock (`mmq_sm_ops_per_clock`): on an A100
+    (108 SMs at 1.41 GHz) its int8 roof is 2,048 x 108 x 1.41e9 = 311.9 TOPS, not the 624 of the datasheet, and on
+    an H100 PCIe 2,048 x 114 x 1.755e9 = 409.7 TOPS, not 1,513; a part the catalog gives no SM count keeps its int8
+    peak (an RTX 4090's 660.6, which is the same rate); vLLM's int8 GEMMs keep the A100's 624; a Q4_0 7B prompt on
+    the A100 takes about twice as long as uncapped."""
+    ll = get_engine("llamacpp@b7000", frontend="none")
+    a100, h100, g4090 = (deployment("llama-2-7b", gpu, weights="q4_0", engine=ll) for gpu in
+                         ("a100-sxm-80gb", "h100-pcie", "rtx-4090"))
+    assert roofs(a100).nominal_peak_linear == pytest.approx(2048 * 108 * 1.41e9, rel=1e-12)
+    assert roofs(h100).nominal_peak_linear == pytest.approx(2048 * 114 * 1.755e9, rel=1e-12)
+    assert get_hardware("rtx-4090").sm_count is None
+    assert roofs(g4090).nominal_peak_linear == pytest.approx(get_hardware("rtx-4090").peak_tflops["int8"] * 1e12)
+    vllm = deployment("llama-2-7b", "a100-sxm-80gb", weights="int8-w8a8", engine="vllm@0.11")
+    assert roofs(vllm).nominal_peak_linear == pytest.approx(624e12)
+    free = deployment("llama-2-7b", "a100-sxm-80gb", weights="q4_0",
+                      engine=replace(ll, kernels=replace(ll.kernels, mmq_sm_ops_per_clock=0.0)))
+    shape = prefill_shape(1, 512, layout(a100).windows)
+    assert 1.7 < step_time(a100, shape) / step_time(free, shape) < 2.0
+    with pytest.raises(SpecError, match="sm_count"):
+        replace(get_hardware("h100-pcie"), sm_count=0)
+
+
 def test_tensor_parallel_splits_weights_and_adds_allreduce():
     one = deployment("llama-3.1-70b", "h100-sxm", tp=4)
     shape = decode_shape(1, 100, layout(one).windows)

@@ -218,6 +218,10 @@ def roofs(dep: Deployment) -> Roofs:
             compute = "int8"  # no fast fp16 (Pascal): MMQ's int8 dot products (cuBLAS only from Volta, PR #3776)
     linear_dtype = hw.compute_dtype(compute, weight_only_fallback=compute in ("fp8", "fp4"))
     nominal = hw.peak_tflops[linear_dtype] * 1e12
+    if block and linear_dtype == "int8" and kf.mmq_sm_ops_per_clock and hw.sm_count and hw.boost_clock_ghz:
+        # the engine's quantized matmuls issue int8 MMAs at most at this rate per SM and clock, whatever wider tensor
+        # cores the part has (A100's 4,096 ops per SM and clock, Hopper's through wgmma)
+        nominal = min(nominal, kf.mmq_sm_ops_per_clock * hw.sm_count * hw.boost_clock_ghz * 1e9)
     if linear_dtype == "fp16" and kf.fp16_accumulate_compute and hw.fp16_accumulate_tflops:
         nominal = max(nominal, hw.fp16_accumulate_tflops * 1e12 * kf.fp16_accumulate_compute)
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in LOW_PRECISION_DTYPES else 1.0

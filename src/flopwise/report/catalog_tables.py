@@ -54,7 +54,8 @@ def hardware_rows(catalog: dict[str, HardwareSpec]) -> list[dict[str, Any]]:
 
 def hardware_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="flopwise hardware catalog (dense peaks)")
-    for col in ("id", "name", "GiB", "memory", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "link GB/s", "$/h", "source"):
+    for col in ("id", "name", "GiB", "memory", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "link GB/s", "$/h",
+                "source"):
         t.add_column(col, justify="left" if col in ("id", "name", "memory", "source") else "right",
                      overflow="fold", max_width=40 if col == "source" else None)
 

@@ -182,6 +182,10 @@ class KernelFactors:
     hbm_kernel_overhead_scale: the engine's fixed cost per kernel on a chip with HBM (`HardwareSpec.memory_kind`)
         relative to its own on other chips: above 1 where the engine's small kernels were tuned on graphics cards and
         pay HBM's longer access latency (and the datacenter parts' lower clocks) at every step (llama.cpp);
+    mmq_sm_ops_per_clock: the most int8 operations per SM and clock the engine's quantized matmuls issue
+        (`quantized_gemm_dtype` int8), on parts whose SM count and clock the catalog gives: their int8 roof is
+        min(the int8 peak, this x SMs x clock) before `mmq_compute` applies. llama.cpp's MMQ kernels multiply with
+        mma.sync at the rate GeForce tensor cores run it and do not reach the wider datacenter ones; 0: no cap;
     marlin_weight_read: share of the 16-bit weight-read rate per byte the engine's Marlin kernels reach streaming
         int4 AWQ / GPTQ and 8-bit GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+
         (Marlin needs sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
@@ -211,6 +215,7 @@ class KernelFactors:
     fused_dequant: bool = False
     kernel_overhead_scale: float = 1.0
     hbm_kernel_overhead_scale: float = 1.0
+    mmq_sm_ops_per_clock: float = 0.0
     block_formats: tuple[str, ...] = ()
     fp4_mmq_speedup: float = 1.0
 
@@ -239,6 +244,7 @@ class KernelFactors:
         for name in ("fp16_accumulate_compute", "marlin_weight_read"):
             if getattr(self, name) > 1:
                 raise SpecError(f"engine kernels: {name} must be in [0, 1], got {getattr(self, name)}")
+        number(self.mmq_sm_ops_per_clock, "engine kernels: mmq_sm_ops_per_clock", lo=0, hi=1e5, error=SpecError)
         for name in ("kernel_overhead_scale", "hbm_kernel_overhead_scale"):
             if not 0 < getattr(self, name) <= 10:
                 raise SpecError(f"engine kernels: {name} must be in (0, 10], got {getattr(self, name)}")

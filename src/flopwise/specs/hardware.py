@@ -135,6 +135,10 @@ class HardwareSpec:
     # the device memory's technology (datasheet): hbm (stacked, datacenter GPUs), gddr (graphics cards, L4/L40/A10),
     # lpddr (unified memory of SoCs), ddr (CPU sockets); None where a user's file does not say
     memory_kind: str | None = None
+    # streaming multiprocessors (NVIDIA) and their boost clock, where a cost depends on them rather than on a peak
+    # (llama.cpp's MMQ int8 rate: KernelFactors.mmq_sm_ops_per_clock); None where not given
+    sm_count: int | None = None
+    boost_clock_ghz: float | None = None
     # dense FP16 tensor TFLOP/s with FP16 accumulate, where it exceeds peak_tflops.fp16 (GeForce cards run the FP32
     # accumulate that peak_tflops assumes at half rate); a GEMM that accumulates in FP16 (KernelFactors) gets it
     fp16_accumulate_tflops: float | None = None
@@ -162,6 +166,10 @@ class HardwareSpec:
             number(self.tdp_w, f"{where}: tdp_w", lo=0, lo_open=True, error=SpecError)
         if self.price_per_hour_usd is not None:
             number(self.price_per_hour_usd, f"{where}: price_per_hour_usd", lo=0, error=SpecError)
+        if self.sm_count is not None:
+            integer(self.sm_count, f"{where}: sm_count", lo=1, hi=100_000, error=SpecError)
+        if self.boost_clock_ghz is not None:
+            number(self.boost_clock_ghz, f"{where}: boost_clock_ghz", lo=0.1, hi=10, error=SpecError)
         if self.memory_kind is not None:
             text(self.memory_kind, f"{where}: memory_kind", choices=MEMORY_KINDS, error=SpecError)
         if self.fp16_accumulate_tflops is not None:
@@ -184,7 +192,8 @@ class HardwareSpec:
             raise SpecError(f"{where}: efficiency must be an EfficiencyProfile, got {type(self.efficiency).__name__}")
 
     def __hash__(self) -> int:  # dict fields are not hashable; ids are unique within a catalog
-        return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.memory_kind, self.efficiency))
+        return hash((self.id, self.memory_gib, self.memory_bandwidth_gbs, self.memory_kind, self.sm_count,
+                     self.boost_clock_ghz, self.efficiency))
 
     @property
     def memory_bytes(self) -> float:
