@@ -18,12 +18,14 @@ hides behind it:
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; AWQ / GPTQ weights stream at
 `marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate); GGUF matmuls reach
-`quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8; so do the
-engine's `block_formats`, llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); where the
-engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences per DP rank than
-the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's --cuda-graph-max-bs), or any
-step whose graphs run in pieces around eager attention ops (`piecewise_layer_s` per layer: vLLM V1's prefill, and
-its decode before 0.11), cannot go faster than the host can launch it:
+`quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8, that roof at most
+`mmq_sm_ops_per_clock` x SMs x clock on parts whose SM count the catalog gives; so do the engine's `block_formats`,
+llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); the fixed cost per kernel is the
+hardware's `kernel_overhead_s` x the engine's `kernel_overhead_scale` (x `hbm_kernel_overhead_scale` on HBM
+parts); where the engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences
+per DP rank than the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's
+--cuda-graph-max-bs), or any step whose graphs run in pieces around eager attention ops (`piecewise_layer_s` per
+layer: vLLM V1's prefill, and its decode before 0.11), cannot go faster than the host can launch it:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 where block-scaled FP8 (`WeightFormat.group_quantizes_activations`) adds one group-quantization launch per GEMM
