@@ -250,7 +250,7 @@ def roofs(dep: Deployment) -> Roofs:
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
-                 eager_kernel_s=kf.eager_prefill_kernel_s or (0.0 if kf.cuda_graphs else kf.eager_kernel_s),
+                 eager_kernel_s=kf.eager_prefill_kernel_s if kf.cuda_graphs else kf.eager_launch_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
                  piecewise_layer_s=kf.piecewise_layer_s,

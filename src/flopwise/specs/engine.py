@@ -219,6 +219,12 @@ class KernelFactors:
     block_formats: tuple[str, ...] = ()
     fp4_mmq_speedup: float = 1.0
 
+    @property
+    def eager_launch_s(self) -> float:
+        """Launch cost per modelled kernel of a step run with CUDA graphs off altogether: `eager_prefill_kernel_s`
+        where the engine prices its eager steps, else `eager_kernel_s`; 0 where it prices neither."""
+        return self.eager_prefill_kernel_s or self.eager_kernel_s
+
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
         `mmq_compute`): GGUF block types and the engine's `block_formats`, on any chip."""
@@ -248,7 +254,7 @@ class KernelFactors:
         for name in ("kernel_overhead_scale", "hbm_kernel_overhead_scale"):
             if not 0 < getattr(self, name) <= 10:
                 raise SpecError(f"engine kernels: {name} must be in (0, 10], got {getattr(self, name)}")
-        if not self.cuda_graphs and not (self.eager_prefill_kernel_s or self.eager_kernel_s):
+        if not self.cuda_graphs and not self.eager_launch_s:
             raise SpecError("engine kernels: cuda_graphs = false needs an eager launch cost (eager_prefill_kernel_s or "
                             "eager_kernel_s > 0), which this profile does not price")
         for name in ("moe_bandwidth", "moe_compute", "quantized_gemm_compute", "mmq_compute"):
@@ -533,7 +539,7 @@ class EngineProfile:
         kernels' eager launches (`KernelFactors.cuda_graphs`). A SpecError where the profile prices no eager
         launch (the engine runs no PyTorch steps eagerly: llama.cpp, TensorRT-LLM's C++ runtime)."""
         k = self.kernels
-        if not (k.eager_prefill_kernel_s or k.eager_kernel_s):
+        if not k.eager_launch_s:
             raise SpecError(f"{self.display} {self.version} has no eager (no CUDA graph) mode flopwise can price: its "
                             "profile gives no eager launch cost; drop --enforce-eager")
         return replace(self, kernels=replace(k, cuda_graphs=False))
