@@ -35,9 +35,25 @@ def test_try_grammar():
     assert parse_try("kv-heads=1").accuracy_risk.level == "high"
 
 
+def test_cuda_graphs_off_try_floors_decode_at_its_launches():
+    from flopwise.cost.step import decode_step_time
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11"))
+    eager = parse_try("cuda-graphs=off").apply(base).deployment
+    k = eager.engine.kernels
+    assert base.deployment.engine.kernels.cuda_graphs and not k.cuda_graphs
+    assert "(eager)" in eager.engine.name
+    # a batch-1 decode step: at least every modelled kernel's eager launch (eager_launch_s each), where with graphs
+    # the same step is a few ms of weight reads
+    graphs_s, eager_s = decode_step_time(base.deployment, 1, 1024), decode_step_time(eager, 1, 1024)
+    assert eager_s > 2 * graphs_s
+    with pytest.raises(FlopwiseError, match=r"^--try 'cuda-graphs=off': .*no eager"):
+        parse_try("cuda-graphs=off").apply(Scenario(deployment=deployment("llama-3.1-8b", "rtx-4090",
+                                                                           engine="llamacpp")))
+
+
 @pytest.mark.parametrize("text", ["weights=int9", "foo=1", "spec=draft,k=4,alpha=0.7", "spec=eagle,k=4", "tp=x",
                                   "", "weights=int8+", "prefix-cache=1.5", "spec=ngram,k=4,alpha=0.5,q=1",
-                                  "attention=linear", "gpu=tpu9"])
+                                  "attention=linear", "gpu=tpu9", "cuda-graphs=on"])
 def test_bad_try_strings_are_one_clear_error(text):
     with pytest.raises(FlopwiseError, match=r"^cannot read --try '.*': .*Write e\.g\. 'weights=int8'") as e:
         parse_try(text)

@@ -126,8 +126,8 @@ HELP: dict[str, str] = {
     "output": "Write per-request rows here (.csv or .parquet); the folder must exist.",
     # compare and explain
     "tries": "Techniques to compare, e.g. weights=int8, kv=fp8, spec=draft:llama-3.2-1b,k=4,alpha=0.7, "
-             "spec=eagle,k=4,accepted=3.2, spec=ngram,k=4,alpha=0.5, prefix-cache=0.5, chunked-prefill=512, tp=2, "
-             "gpu=h200, kv-heads=1, window=4096, attention=mla; combine with '+'. One row each.",
+             "spec=eagle,k=4,accepted=3.2, spec=ngram,k=4,alpha=0.5, prefix-cache=0.5, chunked-prefill=512, "
+             "cuda-graphs=off, tp=2, gpu=h200, kv-heads=1, window=4096, attention=mla; combine with '+'. One row each.",
     "simulate": "Throughput at the SLA from the simulator (True, the default) or from static batches only (fast).",
     "compare_workload": "Named workload (chat, code, rag, summarize, batch, sharegpt): its mean lengths, and its "
                         "stream for the simulated throughput.",

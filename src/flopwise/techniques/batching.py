@@ -35,7 +35,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.techniques.scenario import Scenario, rebuild
 
 __all__ = ["prefill_steps", "prefill_time_s", "prefill_flops", "ChunkPoint", "chunked_prefill_point",
-           "chunk_sweep", "with_chunked_prefill"]
+           "chunk_sweep", "with_chunked_prefill", "without_cuda_graphs"]
 
 
 def prefill_steps(dep: Deployment, batch: int, input_len: int, cached: int = 0) -> list[BatchShape]:
@@ -125,4 +125,10 @@ def with_chunked_prefill(scn: Scenario, chunk: int) -> Scenario:
     if chunk < 1:
         raise WorkloadError(f"chunked-prefill size must be a positive number of tokens, got {chunk}")
     return replace(scn, deployment=rebuild(scn.deployment, max_num_batched_tokens=chunk))
+
+
+def without_cuda_graphs(scn: Scenario) -> Scenario:
+    """The engine without CUDA graphs (`EngineProfile.eager`): every step, decode too, takes at least its kernels'
+    eager launches, which small-batch decode feels most (the launches, not the GPU, set its pace)."""
+    return replace(scn, deployment=rebuild(scn.deployment, engine=scn.deployment.engine.eager()))
 

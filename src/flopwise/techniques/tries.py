@@ -6,6 +6,8 @@
     spec=ngram,k=4,alpha=0.5[,tree=26]                       prompt lookup; tree = positions verified per step
     prefix-cache=0.5                                         share of each prompt found in the prefix cache
     chunked-prefill=512                                      per-step token budget (vLLM --max-num-batched-tokens)
+    cuda-graphs=off                                          no CUDA graphs (vLLM --enforce-eager, SGLang
+                                                             --disable-cuda-graph): every step pays its launches
     tp=2 | gpu=h200                                          parallelism and hardware
     kv-heads=1 | window=4096 | attention=mla                 KV-structure what-ifs (need a retrained model)
     weights=int8+kv=fp8                                      a combination, applied left to right
@@ -30,7 +32,8 @@ from flopwise.techniques.scenario import Scenario
 __all__ = ["Technique", "Trial", "parse_try", "EXAMPLES"]
 
 EXAMPLES = "'weights=int8', 'kv=fp8', 'spec=draft:llama-3.2-1b,k=4,alpha=0.7', 'prefix-cache=0.5', 'tp=2'"
-KEYS = ("weights", "kv", "spec", "prefix-cache", "chunked-prefill", "tp", "gpu", "kv-heads", "window", "attention")
+KEYS = ("weights", "kv", "spec", "prefix-cache", "chunked-prefill", "cuda-graphs", "tp", "gpu", "kv-heads", "window",
+        "attention")
 
 _NO_RISK = Rating("none", "exact: the same outputs up to floating-point order")
 _RETRAIN = Rating("high", "a different attention structure than the model was trained with: needs uptraining or "
@@ -136,6 +139,13 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
         n = _int("chunked-prefill", value)
         return Technique(label=f"chunked-prefill={n}", apply=partial(batching.with_chunked_prefill, chunk=n),
                          accuracy_risk=_NO_RISK, complexity=Rating("low", "one engine knob (--max-num-batched-tokens)"))
+    if key == "cuda-graphs":
+        if value.lower() != "off":
+            raise SpecError(f"cuda-graphs={value}: the baseline already runs with the engine's CUDA graphs; only "
+                            "cuda-graphs=off is a try")
+        return Technique(label="cuda-graphs=off", apply=batching.without_cuda_graphs, accuracy_risk=_NO_RISK,
+                         complexity=Rating("low", "one engine flag (vLLM --enforce-eager, SGLang --disable-cuda-graph);"
+                                           " frees the graphs' memory and start-up capture time"))
     if key == "tp":
         n = _int("tp", value)
         return Technique(label=f"tp={n}", apply=partial(parallelism.with_tp, tp=n), accuracy_risk=_NO_RISK,
