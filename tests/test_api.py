@@ -109,6 +109,22 @@ def test_plan_matches_the_cli_and_has_figures(tmp_path):
     assert len(p.to_pandas()) == len(d["ranked"]) and "goodput_per_gpu" in p.to_pandas().columns
 
 
+def test_plan_with_enforce_eager_prices_and_launches_without_cuda_graphs():
+    args = dict(gpus="h100-sxm", tp="1", weights="fp8", kv="fp8", num_requests=40, workload="chat")
+    graphs = flopwise.plan("llama-3.1-8b", **args).summary
+    eager = flopwise.plan("llama-3.1-8b", **args, enforce_eager=True).summary
+    assert "--enforce-eager" in eager["launch"]["vllm"] and "--enforce-eager" not in graphs["launch"]["vllm"]
+    assert "--disable-cuda-graph" in eager["launch"]["sglang"]
+    # eager decode pays every kernel's launch: the same deployment sustains less goodput per GPU
+    assert eager["ranked"][0]["goodput_per_gpu"] < graphs["ranked"][0]["goodput_per_gpu"]
+    assert eager["ranked"][0]["engine"] == eager["launch"]["engine"] and eager["launch"]["engine"].endswith("(eager)")
+    with pytest.raises(FlopwiseError, match="no eager"):
+        flopwise.plan("llama-3.1-8b", **args, engine="llamacpp", enforce_eager=True)
+    cli = cli_json(["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights", "fp8", "--kv",
+                    "fp8", "--num-requests", "40", "--workload", "chat", "--enforce-eager"])
+    same(eager, cli)
+
+
 def test_plan_names_bad_values_before_searching():
     for kw, text in ((dict(gpus=""), "--gpus"), (dict(tp="3", gpus="h100-sxm"), None), (dict(weights="foo"), "foo"),
                      (dict(gpus="h100-sxm,nope"), "nope"), (dict(rate=math.inf), "--rate"),

@@ -232,6 +232,11 @@ CASES = [
                                                        "nan", "--out", str(t / "b")], "--temperature"),
     ("substitution", "bench --gpu without --predict", lambda t: ["bench", "--url", "http://127.0.0.1:9", "--gpu",
                                                                  "foo", "--out", str(t / "b")], "add --predict"),
+    ("substitution", "bench --enforce-eager without --predict", lambda t: ["bench", "--url", "http://127.0.0.1:9",
+                                                                          "--enforce-eager", "--out", str(t / "b")],
+     "add --predict"),
+    ("nonsense", "plan --enforce-eager on llama.cpp", lambda t: ["plan", "--engine", "llamacpp", "--enforce-eager"],
+     "no eager"),
     ("misleading", "bench --predict on an unknown GPU", lambda t: ["bench", "--url", "http://127.0.0.1:9",
                                                                    "--predict", "--gpu", "foo", "--out",
                                                                    str(t / "b")], "unknown GPU"),
@@ -288,7 +293,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 26, "substitution": 22, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 27, "substitution": 23, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

@@ -218,3 +218,7 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     other = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", engine="sglang")
     assert cmp.setup["engine"].startswith("vllm@") and other.setup["engine"].startswith("sglang@")
     assert dict((m, b) for m, _, b, _ in other.rows)["ttft_ms.mean"] != rows["ttft_ms.mean"][1]
+    # a server run with --enforce-eager is predicted without CUDA graphs: its decode steps pay their launches
+    eager = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", enforce_eager=True)
+    assert eager.setup["engine"] == cmp.setup["engine"] + " (eager)"
+    assert dict((m, b) for m, _, b, _ in eager.rows)["tpot_ms.mean"] > 2 * rows["tpot_ms.mean"][1]

@@ -59,6 +59,8 @@ TARGETS = {
                           weights="nvfp4", kv="fp8", tp=2),
     "deepseek dep8": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=1, dp=8, ep=8, weights="fp8",
                         native="fp8", max_len=4096, prompt=2048),
+    "8b eager": _t("llama-3.1-8b", "l4", "meta-llama/Llama-3.1-8B-Instruct", max_len=4096, prompt=2048,
+                   enforce_eager=True),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
                                 two_batch_overlap=True, weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
@@ -69,7 +71,10 @@ def rendered():
     out = {}
     for name, t in TARGETS.items():
         for e in ENGINES:
-            out[(name, e)] = render(t, get_engine(e))
+            eng = get_engine(e)
+            if not t.deployment.engine.kernels.cuda_graphs and eng.kernels.eager_launch_s:
+                eng = eng.eager()  # as plan_launch renders an eager plan on each engine (launch.common.engine_profile)
+            out[(name, e)] = render(t, eng)
     return out
 
 
@@ -307,6 +312,23 @@ def test_expert_parallel_and_dp_attention_in_each_engines_terms():
     assert "--distributed-executor-backend ray" in w.command and "--data-parallel-size-local" not in w.command
     assert any("ray start" in n for n in w.notes)
     assert any("--data-parallel-start-rank" in n for n in v.notes)
+
+
+def test_eager_plans_launch_without_cuda_graphs(rendered):
+    """A deployment priced without CUDA graphs (--enforce-eager) launches without them on every engine that has
+    the mode: vLLM --enforce-eager, SGLang --disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null; the
+    graph-capturing plans carry none of it."""
+    for (name, e), c in rendered.items():
+        if c.command is None or e == "llamacpp":
+            continue
+        eager = name == "8b eager"
+        if e.startswith("vllm"):
+            assert ("--enforce-eager" in c.argv()) == eager, (name, e)
+        elif e.startswith("sglang"):
+            assert ("--disable-cuda-graph" in c.argv()) == eager, (name, e)
+        elif e.startswith("trtllm"):
+            doc = yaml.safe_load(c.file("extra-llm-api-options.yml"))
+            assert ("cuda_graph_config" in doc and doc["cuda_graph_config"] is None) == eager, (name, e, doc)
 
 
 def test_argv_splits_like_the_shell():

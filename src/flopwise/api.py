@@ -512,7 +512,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          num_requests: int | None = None, max_effort: float = 2.0, seed: int = 0,
          hardware_file: PathLike | None = None, html: PathLike | None = None,
          serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
-         progress: Callable[[int, int], None] | None = None) -> Plan:
+         enforce_eager: bool = False, progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
     `objective`, None: the workload's), each at its sustained rate with a 90% interval, ties shown as ties, with
@@ -574,7 +574,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         max_num_batched_tokens=_int_list(max_num_batched_tokens, "--max-num-batched-tokens") or (None,),
                         engine=engine, prefix_caching=pc,
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
-                        moe_layouts=layouts)
+                        moe_layouts=layouts, enforce_eager=enforce_eager)
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
                       hardware_file=str(hardware_file) if hardware_file else None,
@@ -584,7 +584,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     if "disaggregated" in modes:
         d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, result.rule,
                                    engine, hardware_file, weight_names, kv_names,
-                                   (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len))
+                                   (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len),
+                                   enforce_eager)
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 
@@ -595,7 +596,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
 
 def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, rule: Any, engine: str,
                 hardware_file: PathLike | None, weights: Sequence[str] | None,
-                kvs: Sequence[str] | None, launch_for: tuple[str, int, int | None]) -> dict[str, Any]:
+                kvs: Sequence[str] | None, launch_for: tuple[str, int, int | None],
+                enforce_eager: bool = False) -> dict[str, Any]:
     """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format, and
     the launch commands of the best disaggregated one (`launch_for`: the checkpoint, its context and longest
     prompt)."""
@@ -608,7 +610,8 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
 
     def make(t: int, n: int) -> Deployment:
-        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine)
+        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine,
+                                enforce_eager=enforce_eager)
 
     def workload_at(r: float, n: int | None = None) -> Any:
         return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,
@@ -648,7 +651,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
           temperature: float | None = None, top_p: float | None = None, timeout: float = BENCH_TIMEOUT_S,
           ignore_eos: bool = True, scrape: bool = True, seed: int = 0, predict: bool = False,
           gpu: str | None = None, tp: int = 1, engine: str = DEFAULT_ENGINE, weights: str | None = None,
-          kv: str | None = None, model_config: str | None = None,
+          kv: str | None = None, model_config: str | None = None, enforce_eager: bool = False,
           hardware_file: PathLike | None = None, parquet: bool = False,
           progress: Callable[[Any], None] | None = None, on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
@@ -683,17 +686,19 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         integer(v, name, lo=lo)
     if predict and not gpu:
         raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
-    if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE):
-        raise WorkloadError("--gpu, --tp, --engine, --weights, --kv and --model-config describe the deployment "
-                            "--predict simulates; add --predict or drop them")
+    if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE or enforce_eager):
+        raise WorkloadError("--gpu, --tp, --engine, --enforce-eager, --weights, --kv and --model-config describe the "
+                            "deployment --predict simulates; add --predict or drop them")
     if predict:  # a bad deployment is an error before the run, not after it
         assert gpu is not None
         if model_config is not None or model is not None:
             build_deployment(model_config or model, gpu, tp=tp, hardware_file=hardware_file,  # type: ignore[arg-type]
-                             endpoint=endpoint, engine=engine, weights=weights, kv=kv)
+                             endpoint=endpoint, engine=engine, weights=weights, kv=kv, enforce_eager=enforce_eager)
         else:  # the served model is asked of the server later: check what is known now
             get_hardware(gpu, hardware_file)
-            engine_profile(engine)
+            eng = engine_profile(engine)
+            if enforce_eager:
+                eng.eager()
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")
@@ -749,7 +754,8 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         for d, r in zip(dicts, reports, strict=True):
             if r.summary["num_completed"]:
                 p = predict_run(r, model=model_config or model, gpu=gpu, tp=tp,  # type: ignore[arg-type]
-                                hardware_file=hardware_file, engine=engine, weights=weights, kv=kv)
+                                hardware_file=hardware_file, engine=engine, weights=weights, kv=kv,
+                                enforce_eager=enforce_eager)
                 predictions.append(p)
                 d["prediction"] = p.to_dict()
     if parquet:

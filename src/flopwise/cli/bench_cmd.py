@@ -122,6 +122,9 @@ def bench_cmd(
     weights: Annotated[str | None, typer.Option(
         help="Weight format the server runs, for --predict (default: the checkpoint's, else bf16).")] = None,
     kv: Annotated[str | None, typer.Option(help="KV-cache format the server runs, for --predict.")] = None,
+    enforce_eager: Annotated[bool, typer.Option(
+        "--enforce-eager", help="The server runs without CUDA graphs (vLLM --enforce-eager, SGLang "
+                                "--disable-cuda-graph), for --predict.")] = False,
     model_config: Annotated[str | None, typer.Option(
         "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option(
@@ -164,7 +167,7 @@ def bench_cmd(
                              insecure=insecure, ca_bundle=ca_bundle, extra_body=extra_body,
                              temperature=temperature, top_p=top_p, timeout=timeout, ignore_eos=ignore_eos,
                              scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
-                             kv=kv, model_config=model_config,
+                             kv=kv, model_config=model_config, enforce_eager=enforce_eager,
                              hardware_file=hardware_file, parquet=parquet, progress=progress, on_level=on_level)
             finally:
                 for w in caught:

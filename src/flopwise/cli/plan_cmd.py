@@ -10,7 +10,7 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import Json
+from flopwise.cli.options import EnforceEager, Json
 from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
@@ -70,6 +70,7 @@ def plan_cmd(
                           "fleets of --max-gpus GPUs of the first --gpus type, aggregated replicas "
                           "vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     moe_layouts: Annotated[str, typer.Option("--moe-layouts", help=HELP["moe_layouts"])] = "tp,dep",
+    enforce_eager: EnforceEager = False,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Json = False,
 ) -> None:
@@ -83,7 +84,7 @@ def plan_cmd(
                               max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, engine=engine,
                               prefix_caching=prefix_caching, speculative=speculative, num_requests=num_requests,
                               max_effort=max_effort, seed=seed, hardware_file=hardware_file, html=html_out,
-                              serving=serving, moe_layouts=moe_layouts)
+                              serving=serving, moe_layouts=moe_layouts, enforce_eager=enforce_eager)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)

@@ -159,5 +159,9 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
 
 
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:
-    """`family`'s profile at its default version (`like` itself when it is that family)."""
-    return like if like.family == family else get_engine(family)
+    """`family`'s profile at its default version (`like` itself when it is that family), without CUDA graphs
+    where `like` runs without them and `family` has an eager mode to price (llama.cpp has none: as it is)."""
+    if like.family == family:
+        return like
+    eng = get_engine(family)
+    return eng.eager() if not like.kernels.cuda_graphs and eng.kernels.eager_launch_s else eng

@@ -60,6 +60,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    if not engine.kernels.cuda_graphs:
+        line.flag(flags["enforce_eager"])
     if src.quantization:
         line.flag(flags["quantization"], src.quantization)
     if dep.kv.name == "fp8":

@@ -37,6 +37,8 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
         lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
+    if not engine.kernels.cuda_graphs:
+        lines.append(f"{y['cuda_graphs']}: null")
     if dep.dp > 1:
         lines.append(f"{y['attention_dp']}: true")
     spec = dep.speculative

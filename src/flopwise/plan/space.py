@@ -26,7 +26,7 @@ from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
 from flopwise.specs.deployment import Deployment, default_seqs, make_deployment
-from flopwise.specs.engine import get_engine
+from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import default16, weight_format
@@ -57,6 +57,7 @@ class SearchSpace:
     prefix_caching: tuple[bool, ...] = (True,)
     speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
     moe_layouts: tuple[str, ...] = ("tp", "dep")  # MoE models: experts sharded by TP; DP attention + EP
+    enforce_eager: bool = False  # the engine without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -69,6 +70,12 @@ class SearchSpace:
         if bad:
             raise SpecError(f"unknown MoE layout {sorted(bad)[0]!r}; use tp (experts sharded by TP) or dep "
                             "(data-parallel attention with expert parallelism)")
+        self.engine_profile()  # an unknown engine, or --enforce-eager where it has no eager mode: one line, now
+
+    def engine_profile(self) -> EngineProfile:
+        """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`)."""
+        eng = get_engine(self.engine, frontend=self.frontend)
+        return eng.eager() if self.enforce_eager else eng
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     narrower = (w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits - 1 and w != native)
     # the checkpoint as the engine's own file holds it (llama.cpp: gpt-oss's GGUF, mxfp4_moe)
     ckpt = model.checkpoint_weights
-    served = get_engine(space.engine, frontend=space.frontend).file_format(ckpt) if ckpt else None
+    served = space.engine_profile().file_format(ckpt) if ckpt else None
     own = served if served not in (None, ckpt) else native
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
@@ -127,7 +134,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     continue
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
-                                          engine=get_engine(space.engine, frontend=space.frontend))
+                                          engine=space.engine_profile())
                 except SpecError as e:
                     why = str(e)
                     continue
@@ -153,7 +160,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
             continue
         try:
             dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n,
-                                  engine=get_engine(space.engine, frontend=space.frontend))
+                                  engine=space.engine_profile())
         except SpecError:
             continue
         if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
