@@ -284,6 +284,17 @@ def test_case_knobs_keep_each_engines_meaning():
                                        "enable_prefix_caching": "False", "gpu_memory_utilization": 0.95}}, "simulate")
     assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
+    # a server told --async-scheduling before it was the default (vLLM 0.13) overlaps its host work; SGLang told
+    # --disable-overlap-schedule does not; --num-continuous-decode-steps amortizes it like multi-step scheduling
+    assert not get_engine("vllm@0.13").host.async_scheduling
+    told = case_engine({"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"async_scheduling": True}},
+                       "simulate")
+    assert told.engine.host.async_scheduling
+    off = case_engine({"engine": "SGLang", "engine_version": "0.5.6",
+                       "engine_knobs": {"disable_overlap_schedule": True, "num_continuous_decode_steps": 4}},
+                      "simulate")
+    assert not off.engine.host.async_scheduling
+    assert off.engine.host.per_seq_s == pytest.approx(get_engine("sglang@0.5.6").host.per_seq_s / 4)
 
 @pytest.mark.parametrize(("engine", "version", "knobs", "rescaled"), [
     ("vLLM", "0.19.0", {"benchmark": "vllm bench serve"}, True),  # PR #21108 is in 0.10.0
