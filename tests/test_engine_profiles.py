@@ -295,6 +295,16 @@ def test_case_knobs_keep_each_engines_meaning():
                       "simulate")
     assert not off.engine.host.async_scheduling
     assert off.engine.host.per_seq_s == pytest.approx(get_engine("sglang@0.5.6").host.per_seq_s / 4)
+    # a stated CUDA-graph batch cap replaces the engine's default for the device (SGLang on an H100 at TP 1: 256)
+    args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
+    sgl = {"engine": "SGLang", "engine_version": "0.5.6"}
+    assert case_deployment(sgl, "simulate", args)[0].engine.kernels.cuda_graph_max_bs == 256
+    dep, _ = case_deployment({**sgl, "engine_knobs": {"cuda_graph_max_bs": 512}}, "simulate", args)
+    assert dep.engine.kernels.cuda_graph_max_bs == 512
+    from flopwise.validation.sim_predictor import sglang_knobs
+    k = sglang_knobs({"enable_mixed_chunk": "True", "max_prefill_tokens": "32768", "schedule_policy": "LPM"})
+    assert (k.enable_mixed_chunk, k.max_prefill_tokens, k.schedule_policy) == (True, 32768, "lpm")
+    assert sglang_knobs({}) == sglang_knobs({"tp": 8})  # nothing stated: SGLang's defaults
 
 @pytest.mark.parametrize(("engine", "version", "knobs", "rescaled"), [
     ("vLLM", "0.19.0", {"benchmark": "vllm bench serve"}, True),  # PR #21108 is in 0.10.0

@@ -21,7 +21,7 @@ left for the KV cache, never the scheduler.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.specs.engine import EngineProfile, get_engine
@@ -158,7 +158,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                    gpu_memory_utilization: float | None = None) -> Deployment:
+                    gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
@@ -166,7 +166,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     given. `speculative`: speculative decoding (None: plain decoding). `expert_skew` None: the measured
     imbalance of the model's router without a load balancer (`expert_load.default_expert_skew`).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
-    this device, model context and parallelism (`EngineProfile.default_knobs`)."""
+    this device, model context and parallelism (`EngineProfile.default_knobs`); `cuda_graph_max_bs` replaces the
+    engine's largest CUDA-graph decode batch for the device (0: graphs for every batch)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -198,6 +199,10 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
+    if cuda_graph_max_bs is not None:
+        if isinstance(cuda_graph_max_bs, bool) or not isinstance(cuda_graph_max_bs, int) or cuda_graph_max_bs < 0:
+            raise SpecError(f"cuda_graph_max_bs must be a whole number >= 0, got {cuda_graph_max_bs!r}")
+        d = replace(d, cuda_graph_max_bs=cuda_graph_max_bs)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d, hardware.vendor),
                       tp=tp, pp=pp,
                       replicas=replicas, dp=dp, ep=ep, nodes=nodes,

@@ -86,6 +86,8 @@ _DEPLOYMENT_KNOBS = {
     "chunked_prefill_size": "max_num_batched_tokens", "block_size": "block_size",
     "gpu_memory_utilization": "gpu_memory_utilization", "mem_fraction_static": "gpu_memory_utilization",
     "kv_cache_free_gpu_mem_fraction": "gpu_memory_utilization",
+    "cuda_graph_max_bs": "cuda_graph_max_bs", "cuda_graph_max_batch_size": "cuda_graph_max_bs",
+    "max_cudagraph_capture_size": "cuda_graph_max_bs",
 }
 
 

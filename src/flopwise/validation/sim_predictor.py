@@ -27,6 +27,7 @@ import numpy as np
 
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, simulate
+from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.validation.engines import case_deployment
 from flopwise.workload import NAMED_WORKLOADS, Workload, build_workload
 
@@ -40,6 +41,22 @@ def _rate(v: Any) -> float | None:
     if v is None:
         return None
     return math.inf if str(v).lower() == "inf" else float(v)
+
+
+def sglang_knobs(stated: dict[str, Any]) -> SglangKnobs:
+    """The SGLang scheduler flags a case states (`--max-prefill-tokens`, `--enable-mixed-chunk`,
+    `--schedule-policy`, `--schedule-conservativeness`); the rest at SGLang's defaults. Its chunk size and running
+    cap are the deployment's token budget and `max_num_seqs` (`validation/engines.py`)."""
+    out: dict[str, Any] = {}
+    if stated.get("max_prefill_tokens") is not None:
+        out["max_prefill_tokens"] = int(float(stated["max_prefill_tokens"]))
+    if "enable_mixed_chunk" in stated:
+        out["enable_mixed_chunk"] = str(stated["enable_mixed_chunk"]).strip().lower() in ("true", "1", "yes", "on")
+    if stated.get("schedule_policy") is not None:
+        out["schedule_policy"] = str(stated["schedule_policy"]).strip().lower()
+    if stated.get("schedule_conservativeness") is not None:
+        out["schedule_conservativeness"] = float(stated["schedule_conservativeness"])
+    return SglangKnobs(**out)
 
 
 def predict_simulate(case: Any) -> float:
@@ -62,7 +79,7 @@ def predict_simulate(case: Any) -> float:
         wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
                        None if a.get("output_dist") else float(a["output_len"]))
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
-                       ignore_eos=ce.ignore_eos)
+                       ignore_eos=ce.ignore_eos, sglang=sglang_knobs((case.raw or {}).get("engine_knobs") or {}))
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
