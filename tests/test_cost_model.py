@@ -133,8 +133,10 @@ def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():
 def test_moe_compute_factor_slows_only_the_grouped_gemms():
     """KernelFactors.moe_compute = 0.5: the moe_experts operator's compute time doubles (a 4,096-token Mixtral
     prefill, compute-bound), its memory time and every other operator stay."""
-    base = deployment("mixtral-8x7b", "h100-sxm", tp=2)
-    eng = base.engine
+    eng = deployment("mixtral-8x7b", "h100-sxm", tp=2).engine
+    assert eng.kernels.moe_compute == 0.5  # vLLM's Triton fused_moe (catalog/engines/vllm.toml)
+    base = deployment("mixtral-8x7b", "h100-sxm", tp=2,
+                      engine=replace(eng, kernels=replace(eng.kernels, moe_compute=1.0)))
     half = deployment("mixtral-8x7b", "h100-sxm", tp=2,
                       engine=replace(eng, kernels=replace(eng.kernels, moe_compute=0.5)))
     shape = prefill_shape(1, 4096, layout(base).windows)
