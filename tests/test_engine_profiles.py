@@ -301,10 +301,10 @@ def test_case_knobs_keep_each_engines_meaning():
     assert case_deployment(sgl, "simulate", args)[0].engine.kernels.cuda_graph_max_bs == 256
     dep, _ = case_deployment({**sgl, "engine_knobs": {"cuda_graph_max_bs": 512}}, "simulate", args)
     assert dep.engine.kernels.cuda_graph_max_bs == 512
-    from flopwise.validation.sim_predictor import sglang_knobs
-    k = sglang_knobs({"enable_mixed_chunk": "True", "max_prefill_tokens": "32768", "schedule_policy": "LPM"})
-    assert (k.enable_mixed_chunk, k.max_prefill_tokens, k.schedule_policy) == (True, 32768, "lpm")
-    assert sglang_knobs({}) == sglang_knobs({"tp": 8})  # nothing stated: SGLang's defaults
+    stated = case_engine({**sgl, "engine_knobs": {"enable_mixed_chunk": "True", "max_prefill_tokens": "32768",
+                                                  "schedule_policy": "LPM", "tp": 8}}, "simulate")
+    assert stated.sglang == {"enable_mixed_chunk": True, "max_prefill_tokens": 32768, "schedule_policy": "lpm"}
+    assert case_engine({**sgl, "engine_knobs": {"tp": 8}}, "simulate").sglang == {}  # nothing stated: defaults
 
 @pytest.mark.parametrize(("engine", "version", "knobs", "rescaled"), [
     ("vLLM", "0.19.0", {"benchmark": "vllm bench serve"}, True),  # PR #21108 is in 0.10.0

@@ -698,7 +698,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
             get_hardware(gpu, hardware_file)
             eng = engine_profile(engine)
             if enforce_eager:
-                eng.eager()
+                eng.eager()  # refused in one line where the engine has no eager mode
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

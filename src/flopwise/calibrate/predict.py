@@ -37,7 +37,6 @@ def predict_run(report: RunReport, *, model: str, gpu: str, tp: int = 1,
     wl = measured_workload(saved, cfg)
     dep = build_deployment(model, gpu, tp=tp, hardware_file=hardware_file, endpoint=cfg.endpoint, **knobs)
     sim = simulate(dep, wl, replay_config(), sla=parse_sla(cfg.sla) if cfg.sla else None).metrics()
-    eager = "" if dep.engine.kernels.cuda_graphs else " (eager)"
-    setup = {"model": model, "gpu": gpu, "tp": tp, "engine": f"{dep.engine.family}@{dep.engine.version}{eager}",
+    setup = {"model": model, "gpu": gpu, "tp": tp, "engine": dep.engine.name,
              "run_dir": str(report.root), "load": cfg.load.label}
     return compare_summaries(report.metrics, sim, setup)

@@ -99,6 +99,7 @@ class CaseEngine:
     enable_chunked_prefill: bool | None = None
     ignore_eos: bool = False  # the client asked for exactly max_tokens (SGLang's admission differs)
     rescale_arrivals: bool = False  # the client's schedule puts request N of N at exactly N / rate (vLLM >= 0.10)
+    sglang: dict[str, Any] = field(default_factory=dict)  # stated SGLang scheduler flags, as SglangKnobs fields
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:
@@ -216,9 +217,20 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if _truthy(knobs_in.get("disable_radix_cache")):
         prefix = False
     chunked = _truthy(knobs_in["enable_chunked_prefill"]) if "enable_chunked_prefill" in knobs_in else None
+    # SGLang's scheduler flags (--max-prefill-tokens, --enable-mixed-chunk, --schedule-policy,
+    # --schedule-conservativeness); its chunk size and running cap are the token budget and max_num_seqs above
+    sglang: dict[str, Any] = {}
+    if _number(knobs_in.get("max_prefill_tokens")) is not None:
+        sglang["max_prefill_tokens"] = int(_number(knobs_in["max_prefill_tokens"]) or 0)
+    if _truthy(knobs_in.get("enable_mixed_chunk")) is not None:
+        sglang["enable_mixed_chunk"] = _truthy(knobs_in["enable_mixed_chunk"])
+    if knobs_in.get("schedule_policy") is not None:
+        sglang["schedule_policy"] = str(knobs_in["schedule_policy"]).strip().lower()
+    if _number(knobs_in.get("schedule_conservativeness")) is not None:
+        sglang["schedule_conservativeness"] = _number(knobs_in["schedule_conservativeness"])
     return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked,
                       ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))),
-                      rescale_arrivals=_client_rescales(knobs_in, family, version))
+                      rescale_arrivals=_client_rescales(knobs_in, family, version), sglang=sglang)
 
 
 def _client_rescales(knobs: dict[str, Any], family: str, version: str | None) -> bool:

@@ -43,22 +43,6 @@ def _rate(v: Any) -> float | None:
     return math.inf if str(v).lower() == "inf" else float(v)
 
 
-def sglang_knobs(stated: dict[str, Any]) -> SglangKnobs:
-    """The SGLang scheduler flags a case states (`--max-prefill-tokens`, `--enable-mixed-chunk`,
-    `--schedule-policy`, `--schedule-conservativeness`); the rest at SGLang's defaults. Its chunk size and running
-    cap are the deployment's token budget and `max_num_seqs` (`validation/engines.py`)."""
-    out: dict[str, Any] = {}
-    if stated.get("max_prefill_tokens") is not None:
-        out["max_prefill_tokens"] = int(float(stated["max_prefill_tokens"]))
-    if "enable_mixed_chunk" in stated:
-        out["enable_mixed_chunk"] = str(stated["enable_mixed_chunk"]).strip().lower() in ("true", "1", "yes", "on")
-    if stated.get("schedule_policy") is not None:
-        out["schedule_policy"] = str(stated["schedule_policy"]).strip().lower()
-    if stated.get("schedule_conservativeness") is not None:
-        out["schedule_conservativeness"] = float(stated["schedule_conservativeness"])
-    return SglangKnobs(**out)
-
-
 def predict_simulate(case: Any) -> float:
     a = case.args
     if not a.get("input_len") or not a.get("output_len"):
@@ -79,7 +63,7 @@ def predict_simulate(case: Any) -> float:
         wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
                        None if a.get("output_dist") else float(a["output_len"]))
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
-                       ignore_eos=ce.ignore_eos, sglang=sglang_knobs((case.raw or {}).get("engine_knobs") or {}))
+                       ignore_eos=ce.ignore_eos, sglang=SglangKnobs(**ce.sglang))
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
