@@ -402,6 +402,25 @@ def test_llamacpp_metal_multiplies_gguf_tiles_at_the_f16_roof():
     assert roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b2000", weights="q4_0")).gemm_eff == 1.0
 
 
+def test_llamacpp_metal_streams_gguf_weights_at_its_own_mat_vec_rate():
+    """Metal's kernel_mul_mv_q*_f32 unpack GGUF blocks in registers as they read them: llama.cpp's Apple profile
+    streams q4_0 / q8_0 / mxfp4 weights at block_weight_read (0.95 of the 16-bit rate per byte), not the formats'
+    CUDA-fitted 0.85. Hand check, Llama-2-7B q4_0 on an M2 Ultra, batch-1 decode: an MLP layer's weights (3 x 4096 x
+    11008 x 4.5 bits = 76.1 MB) take 76.1 MB / (800 GB/s x 0.90 x 0.95) = 0.111 ms; on an RTX 4090 the same build
+    keeps 0.85."""
+    metal = deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b7000", weights="q4_0")
+    assert metal.engine.kernels.block_weight_read == 0.95
+    assert roofs(metal).weight_read_eff == 0.95
+    assert roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b7000", weights="q8_0")).weight_read_eff \
+        == 0.95
+    assert roofs(deployment("llama-2-7b", "rtx-4090", engine="llamacpp@b7000", weights="q4_0")).weight_read_eff == 0.85
+    assert roofs(deployment("llama-2-7b", "apple-m2-ultra", engine="llamacpp@b7000", weights="fp16")).weight_read_eff \
+        == 1.0  # 16-bit weights: the plain rate
+    mlp = {o.name: o for o in step_cost(metal, decode_shape(1, 128, layout(metal).windows)).ops}["mlp"]
+    assert mlp.weight_bytes == pytest.approx(32 * 3 * 4096 * 11008 * 4.5 / 8)
+    assert mlp.memory_s == pytest.approx(32 * 3 * 4096 * 11008 * 4.5 / 8 / (800e9 * 0.90 * 0.95), rel=0.01)
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.

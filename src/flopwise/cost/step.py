@@ -17,7 +17,8 @@ hides behind it:
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; AWQ / GPTQ weights stream at
-`marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate); GGUF matmuls reach
+`marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate), GGUF weights at
+`block_weight_read` where the engine's mat-vec kernels dequantize in registers (Metal); GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8, that roof at most
 `mmq_sm_ops_per_clock` x SMs x clock on parts whose SM count the catalog gives; so do the engine's `block_formats`,
 llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); the fixed cost per kernel is the
@@ -235,7 +236,7 @@ def roofs(dep: Deployment) -> Roofs:
         native_fp4 = wf.compute == "fp4" and hw.peak_tflops.get("fp4", 0) > 0
         gemm_eff = (kf.mmq_compute * (kf.fp4_mmq_speedup if native_fp4 else 1.0) if compute == "int8" else
                     (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute)
-    weight_read_eff = wf.weight_read_efficiency
+    weight_read_eff = kf.block_weight_read if block and kf.block_weight_read > 0 else wf.weight_read_efficiency
     if wf.marlin and kf.marlin_weight_read > 0 and hw.vendor == "nvidia" and hw.peak_tflops.get("bf16", 0) > 0:
         weight_read_eff = kf.marlin_weight_read  # bf16 tensor cores came with sm80, which Marlin needs
     e = hw.efficiency

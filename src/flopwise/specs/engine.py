@@ -190,6 +190,10 @@ class KernelFactors:
         int4 AWQ / GPTQ and 8-bit GPTQ weights (`WeightFormat.marlin`) on NVIDIA GPUs of compute capability 8.0+
         (Marlin needs sm80: vLLM's query_marlin_supported_quant_types); 0: the engine has none, the format's own
         `weight_read_efficiency` applies (measured on gpt-fast's and AWQ's own kernels);
+    block_weight_read: share of the 16-bit weight-read rate per byte the engine's mat-vec kernels reach streaming
+        the weights of its quantized-matmul path (`quantized_path`: GGUF block types, `block_formats`), where they
+        dequantize in registers as they read (llama.cpp's Metal kernel_mul_mv_q*_f32); 0: the format's own
+        `weight_read_efficiency` (fitted on CUDA, whose mmvq first quantizes the activations to q8_1);
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
         FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16
         (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F); 0 where they accumulate in FP32. Their roof is the larger of
@@ -212,6 +216,7 @@ class KernelFactors:
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
     marlin_weight_read: float = 0.0
+    block_weight_read: float = 0.0
     fused_dequant: bool = False
     kernel_overhead_scale: float = 1.0
     hbm_kernel_overhead_scale: float = 1.0
@@ -247,7 +252,7 @@ class KernelFactors:
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")
-        for name in ("fp16_accumulate_compute", "marlin_weight_read"):
+        for name in ("fp16_accumulate_compute", "marlin_weight_read", "block_weight_read"):
             if getattr(self, name) > 1:
                 raise SpecError(f"engine kernels: {name} must be in [0, 1], got {getattr(self, name)}")
         number(self.mmq_sm_ops_per_clock, "engine kernels: mmq_sm_ops_per_clock", lo=0, hi=1e5, error=SpecError)
