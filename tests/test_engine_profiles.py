@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -11,7 +12,7 @@ from flopwise.cli import run
 from flopwise.cost import batch_shape, decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
-from flopwise.cost.step import decode_step_time, roofs, step_cost
+from flopwise.cost.step import decode_step_time, host_s, roofs, step_cost
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
@@ -286,17 +287,18 @@ def test_case_knobs_keep_each_engines_meaning():
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
     # a server told --async-scheduling before it was the default (vLLM 0.13) overlaps its host work; SGLang told
     # --disable-overlap-schedule does not; --num-continuous-decode-steps amortizes it like multi-step scheduling
-    assert not get_engine("vllm@0.13").host.async_scheduling
-    told = case_engine({"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"async_scheduling": True}},
-                       "simulate")
-    assert told.engine.host.async_scheduling
-    off = case_engine({"engine": "SGLang", "engine_version": "0.5.6",
-                       "engine_knobs": {"disable_overlap_schedule": True, "num_continuous_decode_steps": 4}},
-                      "simulate")
-    assert not off.engine.host.async_scheduling
-    assert off.engine.host.per_seq_s == pytest.approx(get_engine("sglang@0.5.6").host.per_seq_s / 4)
-    # a stated CUDA-graph batch cap replaces the engine's default for the device (SGLang on an H100 at TP 1: 256)
     args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
+    assert not get_engine("vllm@0.13").host.async_scheduling
+    told = {"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"async_scheduling": True}}
+    assert case_engine(told, "simulate").knobs == {"async_scheduling": True}
+    assert case_deployment(told, "simulate", args)[0].engine.host.async_scheduling
+    off = {"engine": "SGLang", "engine_version": "0.5.6",
+           "engine_knobs": {"disable_overlap_schedule": True, "num_continuous_decode_steps": 4}}
+    assert get_engine("sglang@0.5.6").host.async_scheduling
+    assert not case_deployment(off, "simulate", args)[0].engine.host.async_scheduling
+    assert case_engine(off, "simulate").engine.host.per_seq_s == pytest.approx(
+        get_engine("sglang@0.5.6").host.per_seq_s / 4)
+    # a stated CUDA-graph batch cap replaces the engine's default for the device (SGLang on an H100 at TP 1: 256)
     sgl = {"engine": "SGLang", "engine_version": "0.5.6"}
     assert case_deployment(sgl, "simulate", args)[0].engine.kernels.cuda_graph_max_bs == 256
     dep, _ = case_deployment({**sgl, "engine_knobs": {"cuda_graph_max_bs": 512}}, "simulate", args)
@@ -601,3 +603,34 @@ def test_enforce_eager_flag_prices_every_step_eagerly_and_says_so(capsys):
                 "--num-requests", "5"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: ") and "\n" not in err and "has no eager (no CUDA graph) mode" in err
+
+
+def test_async_scheduling_and_graph_cap_flags_replace_the_engines_defaults(capsys):
+    """`--async-scheduling` / `--no-async-scheduling` and `--cuda-graph-max-bs` (API async_scheduling,
+    cuda_graph_max_bs) replace the engine's defaults for the deployment. vLLM 0.11 runs its host work after the
+    device's (opt-in async before 0.14): told --async-scheduling, a batch-64 decode step is max(device, host)
+    instead of device + host, so it is shorter by exactly min(device, host). SGLang 0.5.6 on an H100 captures decode
+    batches up to 256; capped at 64, a batch-100 decode step launches its kernels eagerly (6.75e-5 s each) and takes
+    at least kernels x that. The simulate setup reports both; a negative cap is one line and exit code 2."""
+    sync = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", frontend="none")
+    ahead = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", frontend="none", async_scheduling=True)
+    assert not sync.engine.host.async_scheduling and ahead.engine.host.async_scheduling
+    shape = decode_shape(64, 1024, layout(sync).windows)
+    host = host_s(sync, shape)
+    device = step_time(sync, shape) - host
+    assert host == pytest.approx(6.0e-4 + 64 * 4.5e-5)  # step_s + per_seq_s x 64 (one GPU: no worker to reach)
+    assert step_time(ahead, shape) == pytest.approx(max(device, host), rel=1e-12)
+    assert step_time(sync, shape) - step_time(ahead, shape) == pytest.approx(min(device, host), rel=1e-9)
+    sgl = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.6", frontend="none")
+    capped = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.6", frontend="none", cuda_graph_max_bs=64)
+    assert (sgl.engine.kernels.cuda_graph_max_bs, capped.engine.kernels.cuda_graph_max_bs) == (256, 64)
+    s100 = decode_shape(100, 1024, layout(sgl).windows)
+    kernels = round(sum(o.overhead_s for o in step_cost(capped, s100).ops) / roofs(capped).kernel_s)
+    assert step_time(sgl, s100) < kernels * 6.75e-5 <= step_time(capped, s100)
+    assert run(["simulate", "--model", "llama-3.1-8b", "--engine", "sglang@0.5.6", "--num-requests", "20",
+                "--request-rate", "5", "--no-async-scheduling", "--cuda-graph-max-bs", "32", "--json"]) == 0
+    setup = json.loads(capsys.readouterr().out)["setup"]
+    assert (setup["engine"], setup["async_scheduling"], setup["cuda_graph_max_bs"]) == ("sglang@0.5.6", False, 32)
+    assert run(["estimate", "--cuda-graph-max-bs", "-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: cuda_graph_max_bs must be a whole number >= 0, got -3"

@@ -9,6 +9,8 @@ import typer
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import (
+    AsyncScheduling,
+    CudaGraphMaxBs,
     Dp,
     Endpoint,
     EnforceEager,
@@ -63,6 +65,8 @@ def estimate_cmd(
     output_len: OutputLen = DEFAULT_OUTPUT_LEN,
     engine: Engine = DEFAULT_ENGINE,
     enforce_eager: EnforceEager = False,
+    async_scheduling: AsyncScheduling = None,
+    cuda_graph_max_bs: CudaGraphMaxBs = None,
     frontend: Annotated[str, typer.Option(
         help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
@@ -80,7 +84,8 @@ def estimate_cmd(
                           two_batch_overlap=two_batch_overlap,
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
-                      engine_file=engine_file, family=family, enforce_eager=enforce_eager)
+                      engine_file=engine_file, family=family, enforce_eager=enforce_eager,
+                      async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

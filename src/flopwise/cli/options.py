@@ -30,6 +30,10 @@ Nodes = Annotated[int, typer.Option(help=HELP["nodes"])]
 ExpertSkew = Annotated[float | None, typer.Option(help=HELP["expert_skew"], show_default="measured")]
 TwoBatchOverlap = Annotated[bool, typer.Option("--two-batch-overlap", help=HELP["two_batch_overlap"])]
 EnforceEager = Annotated[bool, typer.Option("--enforce-eager", help=HELP["enforce_eager"])]
+AsyncScheduling = Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling",
+                                                      help=HELP["async_scheduling"], show_default="the engine's")]
+CudaGraphMaxBs = Annotated[int | None, typer.Option("--cuda-graph-max-bs", help=HELP["cuda_graph_max_bs"],
+                                                    show_default="the engine's")]
 Weights = Annotated[str | None, typer.Option(help=HELP["weights"])]
 Kv = Annotated[str | None, typer.Option(help=HELP["kv"])]
 Engine = Annotated[str, typer.Option(help=HELP["engine"])]

@@ -12,6 +12,8 @@ import typer
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import (
+    AsyncScheduling,
+    CudaGraphMaxBs,
     Dp,
     Endpoint,
     EnforceEager,
@@ -64,6 +66,8 @@ def simulate_cmd(
                                                                help=HELP["max_num_batched_tokens"])] = None,
     block_size: Annotated[int | None, typer.Option("--block-size", help=HELP["block_size"])] = None,
     enforce_eager: EnforceEager = False,
+    async_scheduling: AsyncScheduling = None,
+    cuda_graph_max_bs: CudaGraphMaxBs = None,
     speculative: Annotated[str | None, typer.Option("--speculative", help=HELP["speculative"])] = None,
     enable_prefix_caching: Annotated[bool | None, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
                                                                help=HELP["enable_prefix_caching"])] = None,
@@ -137,7 +141,8 @@ def simulate_cmd(
                           frontend=frontend, endpoint=endpoint, gpu_memory_utilization=gpu_memory_utilization,
                           engine_file=engine_file, hardware_file=hardware_file, family=family,
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          block_size=block_size, enforce_eager=enforce_eager, speculative=speculative,
+                          block_size=block_size, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
+                          cuda_graph_max_bs=cuda_graph_max_bs, speculative=speculative,
                           enable_prefix_caching=enable_prefix_caching,
                           enable_chunked_prefill=enable_chunked_prefill, scheduler=scheduler,
                           chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,

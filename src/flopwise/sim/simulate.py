@@ -147,7 +147,9 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "gpu_memory_utilization": d.gpu_memory_utilization,
         "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
         "block_size": d.block_size, "enable_prefix_caching": config.enable_prefix_caching,
-        "enable_chunked_prefill": config.enable_chunked_prefill, "num_kv_blocks": plan.num_blocks,
+        "enable_chunked_prefill": config.enable_chunked_prefill,
+        "async_scheduling": d.engine.host.async_scheduling, "cuda_graph_max_bs": d.engine.kernels.cuda_graph_max_bs,
+        "num_kv_blocks": plan.num_blocks,
         "kv_capacity_tokens": plan.kv_capacity_tokens,
         "speculative": d.speculative.text() if d.speculative else None,
     }

@@ -158,7 +158,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     replicas: int | None = None, speculative: SpeculativeSpec | None = None,
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                    gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None) -> Deployment:
+                    gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
+                    async_scheduling: bool | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
@@ -167,7 +168,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     imbalance of the model's router without a load balancer (`expert_load.default_expert_skew`).
     `engine`: the serving engine (None: the default vLLM); knobs left None take the engine's defaults for
     this device, model context and parallelism (`EngineProfile.default_knobs`); `cuda_graph_max_bs` replaces the
-    engine's largest CUDA-graph decode batch for the device (0: graphs for every batch)."""
+    engine's largest CUDA-graph decode batch for the device (0: graphs for every batch); `async_scheduling` whether
+    the engine core prepares each step while the device runs the one before (vLLM --async-scheduling, SGLang's
+    overlap scheduler; None: the engine's default for the version and device)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -203,6 +206,10 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         if isinstance(cuda_graph_max_bs, bool) or not isinstance(cuda_graph_max_bs, int) or cuda_graph_max_bs < 0:
             raise SpecError(f"cuda_graph_max_bs must be a whole number >= 0, got {cuda_graph_max_bs!r}")
         d = replace(d, cuda_graph_max_bs=cuda_graph_max_bs)
+    if async_scheduling is not None:
+        if not isinstance(async_scheduling, bool):
+            raise SpecError(f"async_scheduling must be true or false, got {async_scheduling!r}")
+        d = replace(d, async_scheduling=async_scheduling)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d, hardware.vendor),
                       tp=tp, pp=pp,
                       replicas=replicas, dp=dp, ep=ep, nodes=nodes,

@@ -195,16 +195,16 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     stated_async = _truthy(knobs_in["async_scheduling"]) if "async_scheduling" in knobs_in else None
     if _truthy(knobs_in.get("disable_overlap_schedule")):  # SGLang's switch for its overlapped scheduler
         stated_async = False
-    if stated_async is not None and stated_async != eng.host.async_scheduling:
-        # vLLM --async-scheduling (opt-in before 0.14), SGLang --disable-overlap-schedule: the step's host work
-        # overlaps the device or adds to it, as the server was told
-        eng = replace(eng, host=replace(eng.host, async_scheduling=stated_async))
     steps = _number(knobs_in.get("num_scheduler_steps", knobs_in.get("num_continuous_decode_steps")))
     if steps and steps > 1:  # vLLM multi-step scheduling, SGLang --num-continuous-decode-steps: one scheduling
         # pass serves `steps` decode steps
         h = eng.host
         eng = replace(eng, host=replace(h, step_s=h.step_s / steps, per_seq_s=h.per_seq_s / steps))
     knobs: dict[str, Any] = {}
+    if stated_async is not None:
+        # vLLM --async-scheduling (opt-in before 0.14), SGLang --disable-overlap-schedule: the step's host work
+        # overlaps the device or adds to it, as the server was told
+        knobs["async_scheduling"] = stated_async
     for name, target in _DEPLOYMENT_KNOBS.items():
         v = _number(knobs_in.get(name)) if name in knobs_in else None
         if v is not None:
