@@ -611,7 +611,8 @@ def test_async_scheduling_and_graph_cap_flags_replace_the_engines_defaults(capsy
     device's (opt-in async before 0.14): told --async-scheduling, a batch-64 decode step is max(device, host)
     instead of device + host, so it is shorter by exactly min(device, host). SGLang 0.5.6 on an H100 captures decode
     batches up to 256; capped at 64, a batch-100 decode step launches its kernels eagerly (6.75e-5 s each) and takes
-    at least kernels x that. The simulate setup reports both; a negative cap is one line and exit code 2."""
+    at least kernels x that; vLLM V1, whose model is compiled, runs it piece by piece (its per-layer floor). The
+    simulate setup reports both; a negative cap is one line and exit code 2."""
     sync = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", frontend="none")
     ahead = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11", frontend="none", async_scheduling=True)
     assert not sync.engine.host.async_scheduling and ahead.engine.host.async_scheduling
@@ -627,6 +628,16 @@ def test_async_scheduling_and_graph_cap_flags_replace_the_engines_defaults(capsy
     s100 = decode_shape(100, 1024, layout(sgl).windows)
     kernels = round(sum(o.overhead_s for o in step_cost(capped, s100).ops) / roofs(capped).kernel_s)
     assert step_time(sgl, s100) < kernels * 6.75e-5 <= step_time(capped, s100)
+    # vLLM V1 runs compiled code beyond its capture sizes, piece by piece: a decode batch of 100 above a cap of 64
+    # takes at least its layers' piecewise floor, as a step with prompt tokens does. Qwen3-0.6B, vLLM 0.11
+    # (synchronous host): device max(kernels, 28 layers x 0.15 ms) + 0.05 ms step overhead, + host 0.6 ms + 100 x
+    # 45 us = 4.2 + 0.05 + 5.1 = 9.35 ms; under its default cap (512) the full graph's kernels alone, 2.8 ms
+    small = deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.11", frontend="none", cuda_graph_max_bs=64)
+    q100 = decode_shape(100, 192, layout(small).windows)
+    assert step_time(small, q100) == pytest.approx(28 * 1.5e-4 + 5e-5 + 6e-4 + 100 * 4.5e-5, rel=1e-9)
+    assert step_time(small, q100) == pytest.approx(step_cost(small, q100).time_s, rel=1e-12)  # fast path = full
+    default = deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.11", frontend="none")
+    assert step_time(default, q100) < 28 * 1.5e-4 + 5e-5 + 5.1e-3
     assert run(["simulate", "--model", "llama-3.1-8b", "--engine", "sglang@0.5.6", "--num-requests", "20",
                 "--request-rate", "5", "--no-async-scheduling", "--cuda-graph-max-bs", "32", "--json"]) == 0
     setup = json.loads(capsys.readouterr().out)["setup"]

@@ -54,8 +54,9 @@ HELP: dict[str, str] = {
                         "--async-scheduling (its default from 0.14), SGLang's overlap scheduler (on from 0.4; "
                         "--no-async-scheduling is its --disable-overlap-schedule). Default: the engine's.",
     "cuda_graph_max_bs": "The largest decode batch the engine runs from a CUDA graph (SGLang --cuda-graph-max-bs, "
-                         "vLLM --max-cudagraph-capture-size); larger decode steps launch their kernels eagerly. "
-                         "0: graphs for every batch. Default: the engine's for the GPU and TP.",
+                         "vLLM --max-cudagraph-capture-size); larger decode steps launch their kernels eagerly "
+                         "(vLLM V1: its compiled pieces one by one, at least its per-layer floor). 0: graphs for "
+                         "every batch. Default: the engine's for the GPU and TP.",
     "two_batch_overlap": "With --ep > 1: split each step into two micro-batches so one's all-to-alls run under "
                          "the other's kernels (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): a MoE layer "
                          "takes the larger of its kernels and its collectives, not their sum.",

@@ -497,9 +497,12 @@ def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
 def _launch_floor_s(r: Roofs, dep: Deployment, shape: BatchShape, kernels: int) -> float:
     """The least time the host needs to launch this step: its kernels one by one where it runs eagerly
     (`_runs_eagerly`), its layers' graph pieces and eager attention ops where it runs piecewise; 0 where it
-    replays one CUDA graph."""
+    replays one CUDA graph. An engine that compiles its model (vLLM V1) runs a decode batch above its largest
+    captured graph as it runs a step with prompt tokens beyond its capture sizes: piece by piece from the host,
+    priced at the same per-layer floor."""
     floor = kernels * r.eager_kernel_s if _runs_eagerly(r, dep, shape) else 0.0
-    if r.piecewise_layer_s and (r.piecewise_decode or shape.num_tokens > shape.num_seqs):
+    if r.piecewise_layer_s and (r.piecewise_decode or shape.num_tokens > shape.num_seqs
+                                or 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)):
         floor = max(floor, layout(dep).num_layers * r.piecewise_layer_s)
     return floor
 
@@ -594,7 +597,7 @@ def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         kernels += logit_kernels
     if r.eager_kernel_s and (T > S or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
-    if r.piecewise_layer_s and (r.piecewise_decode or T > S):
+    if r.piecewise_layer_s and (r.piecewise_decode or T > S or 0 < r.graph_max_bs < S):
         total = max(total, fast.num_layers * r.piecewise_layer_s)
     device = total + fast.step_overhead_s
     host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
