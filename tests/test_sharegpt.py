@@ -7,7 +7,7 @@ import pytest
 
 from flopwise.specs.defaults import workload_defaults
 from flopwise.techniques.compare import named_workload_shape
-from flopwise.validation.sim_predictor import _at_means, _dataset_workload
+from flopwise.validation.sim_predictor import _at_means, _client_cap, _dataset_workload
 from flopwise.workload import NAMED_WORKLOADS, build_workload
 from flopwise.workload.build import workload_max_len
 
@@ -77,3 +77,20 @@ def test_a_serving_case_on_the_sharegpt_dataset_draws_the_table():
     assert _dataset_workload(Case("max_load", {"dataset": "random"}, means)) is None
     own_law = {**means, "input_dist": "uniform:1:1024"}
     assert _dataset_workload(Case("max_load", {"dataset": "sharegpt"}, own_law)) is None
+
+
+def test_a_case_whose_client_capped_an_open_loop_is_simulated_so():
+    """A rate row whose source states the client's cap (`engine_knobs.max_concurrency` / `max_concurrency_cap`), or a
+    concurrency row whose source states the rate it sent at (`engine_knobs.request_rate`), ran `vllm bench serve
+    --request-rate R --max-concurrency C`: (cap, rate); an infinite rate, or no stated cap, is not capped."""
+
+    class Case:
+        def __init__(self, knobs, args):
+            self.raw, self.args = {"engine_knobs": knobs}, args
+
+    assert _client_cap(Case({"max_concurrency_cap": 128}, {"request_rate": 100.0})) == (128, 100.0)
+    assert _client_cap(Case({"max_concurrency": 16, "request_rate": 8}, {"concurrency": 16})) == (16, 8.0)
+    assert _client_cap(Case({"max_concurrency": 16}, {"concurrency": 16})) is None  # a plain closed loop
+    assert _client_cap(Case({"max_concurrency": 200}, {"request_rate": "inf"})) is None
+    assert _client_cap(Case({}, {"request_rate": 4.0})) is None
+    assert _client_cap(Case({"max_concurrency": None}, {"request_rate": 4.0})) is None

@@ -41,6 +41,18 @@ def test_vllm_knob_flags_and_static(tmp_path):
     assert d["setup"]["scheduler"] == "static" and d["running_batch"]["max"] == 8
 
 
+def test_max_concurrency_caps_an_open_loop():
+    """--request-rate with --max-concurrency (vllm bench serve's pair): never more than the cap in flight, reported
+    in the setup; --request-rate with --concurrency is one line naming --max-concurrency."""
+    r = _run("--request-rate", "40", "--max-concurrency", "6", "--input-len", "256", "--output-len", "32",
+             "--num-requests", "40", "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["setup"]["max_concurrency"] == 6 and d["setup"]["concurrency"] is None
+    assert d["running_batch"]["max"] <= 6 and d["num_completed"] == 40
+    with pytest.raises(FlopwiseError, match="use --max-concurrency to cap an open loop"):
+        _run("--request-rate", "2", "--concurrency", "3")
+
+
 def test_find_max_rate():
     r = _run("--input-len", "512", "--output-len", "64", "--num-requests", "60",
              "--sla", "p95_ttft<=200ms", "--find-max-rate", "--json")

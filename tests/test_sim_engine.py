@@ -181,3 +181,43 @@ def test_an_engine_that_schedules_ahead_admits_a_step_later():
     sa, sb, _ = simulate(sync, wl).records
     s2 = _t(sync, [(1, 128), (128, 0), (128, 0)])
     assert sb.token_times[0] == sa.token_times[1] == pytest.approx(_t(sync, [(128, 0)]) + s2, rel=1e-12)
+
+
+def test_capped_open_loop_sends_at_arrival_or_at_the_completion_that_frees_a_slot():
+    """`vllm bench serve --request-rate R --max-concurrency C` (`Workload.max_concurrency`, `CappedLoop`): request i
+    is sent at max(its arrival, the completion that frees a slot), in arrival order, and the server sees it then.
+    Hand trace, cap 2, arrivals 0 / 0.1 / 0.2 / 0.3 s: r0 and r1 go at their arrivals; r2 (arrived 0.2) waits for
+    the completion at 0.5 s; r3 (arrived 0.3) for the one at 0.6 s."""
+    from flopwise.sim.arrivals import CappedLoop, ClosedLoop, OpenLoop, request_source
+
+    items = [(k, RequestSpec(arrival_at=0.1 * k, input_tokens=8, output_tokens=4)) for k in range(4)]
+    src = CappedLoop(items, 2)
+    assert [r.request_id for r in src.pop_due(0.0)] == [0] and src.next_at() == pytest.approx(0.1)
+    assert [(r.request_id, r.arrival_at) for r in src.pop_due(0.1)] == [(1, pytest.approx(0.1))]
+    assert src.next_at() is None and src.more_coming  # both slots taken: the next send waits on a completion
+    src.on_finished(1, 0.5)
+    assert src.next_at() == 0.5 and [(r.request_id, r.arrival_at) for r in src.pop_due(0.5)] == [(2, 0.5)]
+    src.on_finished(1, 0.6)
+    assert [(r.request_id, r.arrival_at) for r in src.pop_due(0.6)] == [(3, 0.6)]
+    assert src.next_at() is None and not src.more_coming
+    assert isinstance(request_source(items, concurrency=2), ClosedLoop)
+    assert isinstance(request_source(items), OpenLoop)
+    # in a simulation: never more than the cap in flight; a cap of 1 sends as a closed loop of one client does;
+    # a cap no run reaches changes nothing
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    capped = build_workload(num_requests=60, input_len=256, output_len=64, request_rate=40.0, max_concurrency=4,
+                            seed=3)
+    s = simulate(dep, capped).summary()
+    assert s["running_batch"]["max"] <= 4 and s["setup"]["max_concurrency"] == 4 and s["num_completed"] == 60
+    free = simulate(dep, build_workload(num_requests=60, input_len=256, output_len=64, request_rate=40.0,
+                                        seed=3)).summary()
+    assert free["running_batch"]["max"] > 4
+    one = simulate(dep, build_workload(num_requests=20, input_len=256, output_len=64, request_rate=1000.0,
+                                       max_concurrency=1, seed=3)).summary()
+    closed = simulate(dep, build_workload(num_requests=20, input_len=256, output_len=64, concurrency=1,
+                                          seed=3)).summary()
+    assert one["ttft_ms"]["mean"] == pytest.approx(closed["ttft_ms"]["mean"], rel=0.02)
+    assert one["e2e_ms"]["mean"] == pytest.approx(closed["e2e_ms"]["mean"], rel=0.02)
+    wide = simulate(dep, build_workload(num_requests=60, input_len=256, output_len=64, request_rate=40.0,
+                                        max_concurrency=1000, seed=3)).summary()
+    assert wide["ttft_ms"] == free["ttft_ms"] and wide["output_tokens_per_s"] == free["output_tokens_per_s"]

@@ -66,8 +66,15 @@ def test_common_random_numbers_across_rates():
 
 
 def test_build_errors():
-    with pytest.raises(WorkloadError, match="not both"):
+    with pytest.raises(WorkloadError, match="not both.*--max-concurrency"):
         build_workload(request_rate=2.0, concurrency=4)
+    with pytest.raises(WorkloadError, match="give one of them"):
+        build_workload(concurrency=4, max_concurrency=2)
+    with pytest.raises(WorkloadError, match="max-concurrency"):
+        build_workload(request_rate=2.0, max_concurrency=0)
+    capped = build_workload(num_requests=5, request_rate=2.0, max_concurrency=3)
+    assert capped.max_concurrency == 3 and capped.concurrency is None and not capped.is_closed_loop
+    assert capped.requests[-1].arrival_at > 0  # the open loop's own arrivals, kept
     with pytest.raises(WorkloadError, match="unknown workload"):
         build_workload(workload="chatty")
     with pytest.raises(WorkloadError):

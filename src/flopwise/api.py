@@ -323,8 +323,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
              schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False, ignore_eos: bool = False,
              request_rate: float | str | None = None, arrival: str = "poisson", burstiness: float = 1.0,
-             rescale_arrivals: bool = False, concurrency: int | None = None, num_requests: int | None = None,
-             workload: str | None = None,
+             rescale_arrivals: bool = False, concurrency: int | None = None, max_concurrency: int | None = None,
+             num_requests: int | None = None, workload: str | None = None,
              input_len: str | int | None = None, output_len: str | int | None = None, trace: PathLike | None = None,
              tokenizer: PathLike | None = None, seed: int = 0, sla: str | None = None,
              find_max_rate: bool = False, output: PathLike | None = None, replicas: int | None = None,
@@ -377,7 +377,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
         return build_workload(num_requests=n, workload=workload, input_len=input_len,
                               output_len=output_len, request_rate=r, arrival=arrival, burstiness=burstiness,
-                              concurrency=concurrency, trace=trace, tokenizer=tokenizer, seed=seed,
+                              concurrency=concurrency, max_concurrency=max_concurrency, trace=trace,
+                              tokenizer=tokenizer, seed=seed,
                               rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes,
                               rate_profile=rate_profile)
 

@@ -106,6 +106,9 @@ HELP: dict[str, str] = {
     "rescale_arrivals": "vllm bench serve's schedule: the drawn gaps are rescaled so request N of N arrives at "
                         "exactly N / rate.",
     "concurrency": "Closed loop: this many clients, each sending its next request on a completion.",
+    "max_concurrency": "With --request-rate: the client's cap on requests in flight (vllm bench serve "
+                       "--max-concurrency): each request is sent at its arrival or when a completion frees a slot, "
+                       "its latency counted from the send.",
     "num_requests": "Requests to simulate (default 1000, or the whole trace; at most 1,000,000).",
     "workload": "Named workload: chat, rag, code, summarize, batch, sharegpt.",
     "lengths": f"Prompt tokens: {_LENGTHS}.",
@@ -161,7 +164,6 @@ HELP: dict[str, str] = {
     "served_model": "Served model name (default: the first at /v1/models).",
     "bench_rate": "Requests/s (open loop); several sweep; inf = burst.",
     "bench_concurrency": "Closed loop at this concurrency; several (1,4,16) sweep.",
-    "max_concurrency": "Cap on in-flight requests of an open loop.",
     "bench_num_requests": "Measured requests per level (default 200).",
     "duration": "Stop sending after this many seconds per level.",
     "warmup": "Warm-up requests per level, sent first and excluded.",

@@ -44,7 +44,7 @@ from flopwise.cost.fit import require_fit
 from flopwise.cost.transfer import KvLink, LinkSpec, kv_transfer_bytes, link_between
 from flopwise.errors import InfeasibleError, WorkloadError
 from flopwise.metrics.summary import RequestRecord, RunSummary
-from flopwise.sim.arrivals import ClosedLoop, OpenLoop
+from flopwise.sim.arrivals import RequestSource, request_source
 from flopwise.sim.breakdown import PHASES
 from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
@@ -261,8 +261,8 @@ class Fleet:
             self.bounded = BoundedRecords(n)
         first = self.spec.pools[0]
         self.check(workload)
-        source = OpenLoop(items) if workload.concurrency is None else \
-            ClosedLoop(items, workload.concurrency, self.config.client_stagger_s)
+        source = request_source(items, concurrency=workload.concurrency, max_concurrency=workload.max_concurrency,
+                                stagger_s=self.config.client_stagger_s)
         self.source = source
         self.progress = progress
         # the workload's objects and the fleet's live through the run: frozen, the collector's full passes skip them
@@ -281,7 +281,7 @@ class Fleet:
             self.bounded.close()
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
 
-    def _serve(self, source: OpenLoop | ClosedLoop, role: str) -> None:
+    def _serve(self, source: RequestSource, role: str) -> None:
         """The event loop: arrivals to the `role` pool and the heap's events, in (time, rank, order) order."""
         heap, seq = self.heap.items, self.heap.seq  # (at, rank, order, seq, event), `events.py`
         woken = False

@@ -39,6 +39,7 @@ def splits_exactly(fleet: Fleet, workload: Workload) -> bool:
     spec = fleet.spec
     return (spec.router == "round-robin" and not spec.is_disaggregated and not spec.events
             and spec.autoscale is None and spec.frontend_at == "replica" and workload.concurrency is None
+            and workload.max_concurrency is None
             and fleet.bounded_for(workload.num_requests) and spec.num_replicas <= workload.num_requests)
 
 

@@ -1,4 +1,5 @@
-"""Feeding requests to one engine: open loop (at their arrival instants) or closed loop (N clients)."""
+"""Feeding requests to an engine: open loop (at their arrival instants), closed loop (N clients), or open loop
+behind a client's concurrency cap (`vllm bench serve --request-rate R --max-concurrency C`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from flopwise.sim.request import Request
 from flopwise.workload.spec import RequestSpec
 
-__all__ = ["OpenLoop", "ClosedLoop", "make_request"]
+__all__ = ["OpenLoop", "ClosedLoop", "CappedLoop", "RequestSource", "make_request", "request_source"]
 
 
 def make_request(request_id: int, spec: RequestSpec, arrival_at: float) -> Request:
@@ -92,3 +93,71 @@ class ClosedLoop:
             rid, spec = self.items[self.i]
             self.ready.append(make_request(rid, spec, t))
             self.i += 1
+
+
+class CappedLoop:
+    """Requests drawn at their `arrival_at` (open loop) that a client sends only while fewer than `max_concurrency`
+    of its requests are in flight, as `vllm bench serve --request-rate R --max-concurrency C` and SGLang's
+    `bench_serving` do: each request task waits on a semaphore before it sends, so request i goes out at
+    max(its arrival, the completion that frees a slot), in arrival order. The request reaches the server then
+    (`Request.arrival_at` is the send instant): the client's clock for TTFT and latency starts there too, and the
+    wait for a slot is the client's, not the server's."""
+
+    __slots__ = ("items", "i", "slots", "ready")
+
+    def __init__(self, items: Sequence[tuple[int, RequestSpec]], max_concurrency: int):
+        self.items = items
+        self.i = 0  # the next request not yet sent
+        self.slots = max_concurrency  # free slots
+        self.ready: list[Request] = []  # sent at a completion, not yet handed to the engine
+
+    def next_at(self) -> float | None:
+        if self.ready:
+            return self.ready[0].arrival_at
+        if self.slots > 0 and self.i < len(self.items):
+            return self.items[self.i][1].arrival_at
+        return None  # every slot is taken: the next send waits on a completion
+
+    @property
+    def more_coming(self) -> bool:
+        return self.i < len(self.items) or bool(self.ready)
+
+    def pop_due(self, now: float) -> list[Request]:
+        """Requests sent by `now`: those a completion released, then arrivals while a slot is free."""
+        k = 0
+        while k < len(self.ready) and self.ready[k].arrival_at <= now:
+            k += 1
+        out, self.ready = self.ready[:k], self.ready[k:]
+        items, i = self.items, self.i
+        while self.slots > 0 and i < len(items) and items[i][1].arrival_at <= now:
+            rid, spec = items[i]
+            out.append(make_request(rid, spec, spec.arrival_at))
+            i += 1
+            self.slots -= 1
+        self.i = i
+        return out
+
+    def on_finished(self, count: int, at: float) -> None:
+        """`count` requests completed at `at` (their last token reached the client): their slots go to the requests
+        already waiting for one, sent at `at`."""
+        self.slots += count
+        items = self.items
+        while self.slots > 0 and self.i < len(items) and items[self.i][1].arrival_at <= at:
+            rid, spec = items[self.i]
+            self.ready.append(make_request(rid, spec, at))
+            self.i += 1
+            self.slots -= 1
+
+
+RequestSource = OpenLoop | ClosedLoop | CappedLoop
+
+
+def request_source(items: Sequence[tuple[int, RequestSpec]], *, concurrency: int | None = None,
+                   max_concurrency: int | None = None, stagger_s: float = 0.0) -> RequestSource:
+    """The feeder of a workload's requests: a closed loop of `concurrency` clients, an open loop capped at
+    `max_concurrency` requests in flight, or a plain open loop."""
+    if concurrency is not None:
+        return ClosedLoop(items, concurrency, stagger_s)
+    if max_concurrency is not None:
+        return CappedLoop(items, max_concurrency)
+    return OpenLoop(items)

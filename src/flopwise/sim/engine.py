@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from flopwise.errors import InfeasibleError
-from flopwise.sim.arrivals import ClosedLoop, OpenLoop
+from flopwise.sim.arrivals import request_source
 from flopwise.sim.config import SimConfig
 from flopwise.sim.replica import Replica, make_scheduler
 from flopwise.sim.request import Request
@@ -36,13 +36,15 @@ STUCK = "the scheduler can make no progress (a request cannot fit the KV pool)"
 
 def run_engine(dep: Deployment, items: Sequence[tuple[int, RequestSpec]], concurrency: int | None,
                config: SimConfig, progress: Callable[[int], None] | None = None,
-               replica: int = 0) -> tuple[list[Request], Timeline]:
+               replica: int = 0, max_concurrency: int | None = None) -> tuple[list[Request], Timeline]:
     """Serve `items` (request id, spec) on one replica (`replica` seeds its own draws); return the requests
     (finished) and the timeline. `config` must be resolved (`SimConfig.resolved`). With an API server in the
-    engine profile, requests pass it before the engine and tokens after (`frontend.py`)."""
+    engine profile, requests pass it before the engine and tokens after (`frontend.py`). `concurrency`: a closed
+    loop of that many clients; `max_concurrency`: the open-loop arrivals behind a client cap (`CappedLoop`)."""
     rep = Replica(dep, config, index=replica)
     rep.check(s for _, s in items)
-    source = OpenLoop(items) if concurrency is None else ClosedLoop(items, concurrency, config.client_stagger_s)
+    source = request_source(items, concurrency=concurrency, max_concurrency=max_concurrency,
+                            stagger_s=config.client_stagger_s)
     requests: list[Request] = []
     admit, step = rep.admit, rep.step
     while True:

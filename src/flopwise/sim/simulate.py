@@ -141,7 +141,8 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "dp": d.dp,
         "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes,
         "replicas": d.replicas, "weights": d.weights.name, "kv": d.kv.name, "workload": workload.name,
-        "concurrency": workload.concurrency, "scheduler": config.scheduler,
+        "concurrency": workload.concurrency, "max_concurrency": workload.max_concurrency,
+        "scheduler": config.scheduler,
         "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
         "endpoint": None if d.engine.frontend is None else d.engine.frontend.endpoint,
         "gpu_memory_utilization": d.gpu_memory_utilization,
@@ -212,12 +213,14 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
         part = items[rep::n_rep]
         if not part:
             continue
-        conc = None
-        if workload.concurrency is not None:
+        conc = cap = None
+        if workload.concurrency is not None:  # the clients split evenly over the replicas
             conc = workload.concurrency // n_rep + (rep < workload.concurrency % n_rep)
             if conc == 0:
                 continue
-        reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep)
+        if workload.max_concurrency is not None:  # and the client's cap with them, at least one slot each
+            cap = max(1, workload.max_concurrency // n_rep + (rep < workload.max_concurrency % n_rep))
+        reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep, max_concurrency=cap)
         requests.extend(reqs)
         records.extend(_records(reqs, tl, hidden_tokens(dep)))
         phases.append(request_phases(reqs, tl))

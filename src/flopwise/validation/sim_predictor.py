@@ -10,7 +10,9 @@ default ShareGPT sampling), that workload's lengths, scaled so their means are t
 `output_len` (the source's tokenizer counts the same texts denser or sparser) within its client's filter (longest
 prompt and request), a side with a `*_dist` taking that instead), Poisson arrivals
 at `request_rate` ("inf": all at once; rescaled as the source's client did it, `CaseEngine.rescale_arrivals`) or a
-closed loop at `concurrency`, seed 0, with the number of requests the
+closed loop at `concurrency` (a client that sent at a finite rate behind a cap, `vllm bench serve --request-rate R
+--max-concurrency C`, as that: the case's stated `engine_knobs` `max_concurrency` / `max_concurrency_cap` with a
+rate row, or `engine_knobs.request_rate` with a concurrency row), seed 0, with the number of requests the
 source ran (`num_requests`, 400 where it is not stated), up to `MAX_REQUESTS`: a run of fewer requests than
 the engine can hold at once never reaches its largest batch (a 400-request run of a pool that fits 2,000
 sequences measures a smaller batch than the source's 3,000 requests did), and the published figure includes its
@@ -52,13 +54,17 @@ def predict_simulate(case: Any) -> float:
     n = min(int(a.get("num_requests") or DEFAULT_REQUESTS), MAX_REQUESTS)
     if conc:
         n = min(int(a.get("num_requests") or n), max(n, 4 * int(conc)))
+    rate = None if conc else _rate(a.get("request_rate")) or math.inf
+    stated, cap = _client_cap(case), None
+    if stated is not None:  # the client sent at a finite rate behind a cap on requests in flight
+        cap, rate, conc = stated[0], stated[1], None
     named = a.get("workload") or _dataset_workload(case)
     wl = build_workload(num_requests=n, workload=named,
                         input_len=a.get("input_dist") or (None if named else int(round(float(a["input_len"])))),
                         output_len=a.get("output_dist") or (None if named else int(round(float(a["output_len"])))),
-                        request_rate=None if conc else _rate(a.get("request_rate")) or math.inf,
-                        concurrency=int(conc) if conc else None, seed=0,
-                       rescale_arrivals=ce.rescale_arrivals and not conc and _rate(a.get("request_rate")) != math.inf)
+                        request_rate=rate, concurrency=int(conc) if conc else None,
+                        max_concurrency=cap if rate is not None and not math.isinf(rate) else None, seed=0,
+                        rescale_arrivals=ce.rescale_arrivals and not conc and rate != math.inf)
     if named:
         wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
                        None if a.get("output_dist") else float(a["output_len"]))
@@ -67,6 +73,23 @@ def predict_simulate(case: Any) -> float:
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
+
+
+def _client_cap(case: Any) -> tuple[int, float] | None:
+    """(cap, rate) of a client that sent at a finite rate behind a cap on requests in flight: a rate row's stated
+    `engine_knobs.max_concurrency` (or `max_concurrency_cap`) with the row's own rate, or a concurrency row's
+    stated `engine_knobs.request_rate`; None where the source sent otherwise or does not say."""
+    knobs = (case.raw or {}).get("engine_knobs") or {}
+    a = case.args
+    if a.get("concurrency"):
+        r = knobs.get("request_rate")
+        rate = _rate(r) if isinstance(r, (int, float, str)) and str(r).replace(".", "", 1).isdigit() else None
+        return (int(a["concurrency"]), rate) if rate and not math.isinf(rate) else None
+    rate = _rate(a.get("request_rate"))
+    c = knobs.get("max_concurrency", knobs.get("max_concurrency_cap"))
+    if rate is None or math.isinf(rate) or isinstance(c, bool) or not isinstance(c, (int, float)) or c < 1:
+        return None
+    return int(c), rate
 
 
 def _dataset_workload(case: Any) -> str | None:

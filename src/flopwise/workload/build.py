@@ -3,7 +3,8 @@
 Precedence: a trace gives lengths (and arrival times, unless a rate or a concurrency is given); otherwise a
 named workload gives lengths and shared prefixes, overridden by explicit --input-len / --output-len; with
 neither, lengths default to 1024 in / 256 out. Arrivals: --concurrency (closed loop) > --request-rate >
-the trace's timestamps > the named workload's default rate > inf.
+the trace's timestamps > the named workload's default rate > inf; --max-concurrency caps an open loop's requests in
+flight (`vllm bench serve --request-rate R --max-concurrency C`: `Workload.max_concurrency`).
 
 Each random choice (input lengths, output lengths, prefix groups, arrival gaps) draws from its own child of
 `numpy.random.SeedSequence(seed)`, so a run is reproducible, and changing the rate keeps the same lengths
@@ -42,7 +43,8 @@ def _named(name: str) -> NamedWorkload:
 def build_workload(*, num_requests: int | None = None, workload: str | None = None,
                    input_len: str | int | LengthDist | None = None, output_len: str | int | LengthDist | None = None,
                    request_rate: float | None = None, arrival: str = "poisson", burstiness: float = 1.0,
-                   concurrency: int | None = None, trace: str | Path | None = None,
+                   concurrency: int | None = None, max_concurrency: int | None = None,
+                   trace: str | Path | None = None,
                    tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False,
                    rescale_arrivals: bool = False, timeout_s: float | str | None = None,
                    classes: str | tuple[RequestClass, ...] | None = None,
@@ -61,7 +63,13 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         number(request_rate, "--request-rate (requests/s; inf sends all at once)", lo=0, lo_open=True, allow_inf=True)
     integer(seed, "--seed", lo=0, hi=2**63 - 1)
     if concurrency is not None and request_rate is not None and not math.isinf(request_rate):
-        raise WorkloadError("give either --request-rate (open loop) or --concurrency (closed loop), not both")
+        raise WorkloadError("give either --request-rate (open loop) or --concurrency (closed loop), not both; "
+                            "use --max-concurrency to cap an open loop's requests in flight")
+    if max_concurrency is not None:
+        integer(max_concurrency, "--max-concurrency", lo=1, hi=MAX_NUM_REQUESTS)
+        if concurrency is not None:
+            raise WorkloadError("--max-concurrency caps an open loop (--request-rate); a closed loop's --concurrency "
+                                "is already its cap: give one of them")
     profile = parse_rate_profile(rate_profile) if isinstance(rate_profile, str) else rate_profile
     if profile is not None and (request_rate is not None or concurrency is not None or rescale_arrivals):
         raise WorkloadError("--rate-profile sets the rate over time: drop --request-rate, --concurrency and "
@@ -112,9 +120,9 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         number(burstiness, "--burstiness (gamma shape)", lo=0, lo_open=True)
         times = profile_times(profile, len(specs), burstiness, rng_arrival)
         specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
-        return Workload(tuple(specs), name=name, classes=kinds)
+        return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
     if request_rate is None and timed:
-        return Workload(tuple(specs), name=name, classes=kinds)
+        return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
     if request_rate is None:
         proc = named.arrivals if named else ArrivalProcess(kind="poisson", rate=math.inf)
         proc = replace(proc, rescale=rescale_arrivals)
@@ -122,7 +130,7 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         proc = ArrivalProcess(kind=arrival, rate=request_rate, burstiness=burstiness, rescale=rescale_arrivals)
     times = arrival_times(proc, len(specs), rng_arrival)
     specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
-    return Workload(tuple(specs), name=name, classes=kinds)
+    return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
 
 
 def _dist(given: str | int | LengthDist | None, named: LengthDist | None, default: int) -> LengthDist:

@@ -63,18 +63,25 @@ class RequestSpec:
 class Workload:
     """A request stream in send order. Open loop: each request arrives at its `arrival_at` (non-decreasing).
     Closed loop (`concurrency` = N): N clients each send the next unsent request as soon as their previous one
-    completes (zero think time), as `vllm bench serve --max-concurrency N` at an infinite rate does."""
+    completes (zero think time), as `vllm bench serve --max-concurrency N` at an infinite rate does. Capped open
+    loop (`max_concurrency` = C): requests drawn at their `arrival_at`, each sent once fewer than C are in flight,
+    as `vllm bench serve --request-rate R --max-concurrency C` does (`sim/arrivals.py` CappedLoop)."""
 
     requests: tuple[RequestSpec, ...]
     concurrency: int | None = None
     name: str = "custom"
     classes: tuple[RequestClass, ...] = ()  # the request classes its requests were drawn into, if any
+    max_concurrency: int | None = None  # a capped open loop: the client's most requests in flight
 
     def __post_init__(self) -> None:
         if not self.requests:
             raise WorkloadError("the workload has no requests; raise --num-requests or check the trace file")
         if self.concurrency is not None:
             integer(self.concurrency, "--concurrency", lo=1)
+            if self.max_concurrency is not None:
+                raise WorkloadError("a closed loop has no separate client cap: its clients are the cap")
+        if self.max_concurrency is not None:
+            integer(self.max_concurrency, "--concurrency (the client's cap on requests in flight)", lo=1)
         if self.concurrency is None:
             prev = 0.0
             for r in self.requests:
