@@ -196,10 +196,20 @@ def test_capped_open_loop_sends_at_arrival_or_at_the_completion_that_frees_a_slo
     assert [(r.request_id, r.arrival_at) for r in src.pop_due(0.1)] == [(1, pytest.approx(0.1))]
     assert src.next_at() is None and src.more_coming  # both slots taken: the next send waits on a completion
     src.on_finished(1, 0.5)
-    assert src.next_at() == 0.5 and [(r.request_id, r.arrival_at) for r in src.pop_due(0.5)] == [(2, 0.5)]
+    assert src.next_at() == 0.5 and src.pop_due(0.45) == []
+    assert [(r.request_id, r.arrival_at) for r in src.pop_due(0.5)] == [(2, 0.5)]
     src.on_finished(1, 0.6)
     assert [(r.request_id, r.arrival_at) for r in src.pop_due(0.6)] == [(3, 0.6)]
     assert src.next_at() is None and not src.more_coming
+    # a completion reported ahead of the driver's clock (its last token reaches the client after the step ended)
+    # holds back only the requests that find no free slot: cap 3, r0's slot frees at 0.35 s; r1 and r2 take the
+    # spare slots at their arrivals, r3 (arrived 0.3) waits for r0's
+    early = CappedLoop(items, 3)
+    assert [r.request_id for r in early.pop_due(0.0)] == [0]
+    early.on_finished(1, 0.35)
+    assert [(r.request_id, r.arrival_at) for r in early.pop_due(0.3)] == [
+        (1, pytest.approx(0.1)), (2, pytest.approx(0.2))]
+    assert early.next_at() == 0.35 and [(r.request_id, r.arrival_at) for r in early.pop_due(0.35)] == [(3, 0.35)]
     assert isinstance(request_source(items, concurrency=2), ClosedLoop)
     assert isinstance(request_source(items), OpenLoop)
     # in a simulation: never more than the cap in flight; a cap of 1 sends as a closed loop of one client does;

@@ -66,8 +66,9 @@ def test_row_percentile_matches_numpy_and_skips_nan():
 def test_short_burst_above_capacity_passes_the_sla_but_not_the_rule():
     """200 requests at twice the sustained rate end before the queue builds: their percentiles meet the SLA.
     The rule, measuring after a warm-up over a long window, sees the TTFT and the backlog grow and rejects it;
-    the sustained rate is below the closed-form ceiling."""
-    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8")
+    the sustained rate is below the closed-form ceiling. (The engine alone: behind vLLM's API server this stream is
+    capped by the server's CPU at its closed-form ceiling, which the search never probes above.)"""
+    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8", frontend="none")
     found = find_max_rate(dep, stream, SLA, SimConfig())
     assert found.rate <= found.upper_bound
     burst = simulate(dep, stream(2 * found.rate, 200), SimConfig(), sla=SLA).summary()

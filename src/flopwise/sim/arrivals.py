@@ -3,6 +3,7 @@ behind a client's concurrency cap (`vllm bench serve --request-rate R --max-conc
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from flopwise.sim.request import Request
@@ -99,54 +100,46 @@ class CappedLoop:
     """Requests drawn at their `arrival_at` (open loop) that a client sends only while fewer than `max_concurrency`
     of its requests are in flight, as `vllm bench serve --request-rate R --max-concurrency C` and SGLang's
     `bench_serving` do: each request task waits on a semaphore before it sends, so request i goes out at
-    max(its arrival, the completion that frees a slot), in arrival order. The request reaches the server then
-    (`Request.arrival_at` is the send instant): the client's clock for TTFT and latency starts there too, and the
-    wait for a slot is the client's, not the server's."""
+    max(its arrival, the instant a slot is free), in arrival order (`free`: when each slot frees, a completion's
+    instant once its request is done). The request reaches the server then (`Request.arrival_at` is the send
+    instant): the client's clock for TTFT and latency starts there too, and the wait for a slot is the client's,
+    not the server's. With slots to spare it sends exactly as `OpenLoop`."""
 
-    __slots__ = ("items", "i", "slots", "ready")
+    __slots__ = ("items", "i", "free")
 
     def __init__(self, items: Sequence[tuple[int, RequestSpec]], max_concurrency: int):
         self.items = items
         self.i = 0  # the next request not yet sent
-        self.slots = max_concurrency  # free slots
-        self.ready: list[Request] = []  # sent at a completion, not yet handed to the engine
+        self.free = [0.0] * max_concurrency  # a min-heap of the instants the free slots became free
 
     def next_at(self) -> float | None:
-        if self.ready:
-            return self.ready[0].arrival_at
-        if self.slots > 0 and self.i < len(self.items):
-            return self.items[self.i][1].arrival_at
-        return None  # every slot is taken: the next send waits on a completion
+        if self.i >= len(self.items) or not self.free:
+            return None  # all sent, or every slot taken: the next send waits on a completion
+        a, f = self.items[self.i][1].arrival_at, self.free[0]
+        return a if a > f else f
 
     @property
     def more_coming(self) -> bool:
-        return self.i < len(self.items) or bool(self.ready)
+        return self.i < len(self.items)
 
     def pop_due(self, now: float) -> list[Request]:
-        """Requests sent by `now`: those a completion released, then arrivals while a slot is free."""
-        k = 0
-        while k < len(self.ready) and self.ready[k].arrival_at <= now:
-            k += 1
-        out, self.ready = self.ready[:k], self.ready[k:]
-        items, i = self.items, self.i
-        while self.slots > 0 and i < len(items) and items[i][1].arrival_at <= now:
-            rid, spec = items[i]
-            out.append(make_request(rid, spec, spec.arrival_at))
-            i += 1
-            self.slots -= 1
-        self.i = i
+        """Requests sent by `now`, in arrival order, each on the slot that was free first."""
+        out = []
+        items, free = self.items, self.free
+        while self.i < len(items) and free:
+            rid, spec = items[self.i]
+            at = spec.arrival_at if spec.arrival_at > free[0] else free[0]
+            if at > now:
+                break
+            heapq.heappop(free)
+            out.append(make_request(rid, spec, at))
+            self.i += 1
         return out
 
     def on_finished(self, count: int, at: float) -> None:
-        """`count` requests completed at `at` (their last token reached the client): their slots go to the requests
-        already waiting for one, sent at `at`."""
-        self.slots += count
-        items = self.items
-        while self.slots > 0 and self.i < len(items) and items[self.i][1].arrival_at <= at:
-            rid, spec = items[self.i]
-            self.ready.append(make_request(rid, spec, at))
-            self.i += 1
-            self.slots -= 1
+        """`count` requests completed at `at` (their last token reached the client): their slots free then."""
+        for _ in range(count):
+            heapq.heappush(self.free, at)
 
 
 RequestSource = OpenLoop | ClosedLoop | CappedLoop
