@@ -63,7 +63,7 @@ def predict_simulate(case: Any) -> float:
                         input_len=a.get("input_dist") or (None if named else int(round(float(a["input_len"])))),
                         output_len=a.get("output_dist") or (None if named else int(round(float(a["output_len"])))),
                         request_rate=rate, concurrency=int(conc) if conc else None,
-                        max_concurrency=cap if rate is not None and not math.isinf(rate) else None, seed=0,
+                        max_concurrency=cap, seed=0,
                         rescale_arrivals=ce.rescale_arrivals and not conc and rate != math.inf)
     if named:
         wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
