@@ -279,6 +279,16 @@ def test_cases_name_their_engine(raw, command, name, offline):
     assert ce.engine.name == name + (" (offline)" if offline else "")
 
 
+def test_a_load_generator_driving_the_engine_in_process_is_offline():
+    """A source whose client runs the engine in the same process (AccelMark's loadgen on vLLM's AsyncLLMEngine) has
+    no API server in front: its case is simulated with frontend none, as a serving client's is not."""
+    inproc = {"engine": "vLLM (in-process AsyncLLMEngine)", "engine_version": "0.7.3",
+              "engine_knobs": {"benchmark": "loadgen online scenario (Poisson, in-process AsyncLLMEngine)"}}
+    assert case_engine(inproc, "simulate").engine.frontend is None
+    served = {"engine": "vLLM", "engine_version": "0.7.3", "engine_knobs": {"benchmark": "vllm bench serve"}}
+    assert case_engine(served, "simulate").engine.frontend is not None
+
+
 def test_case_knobs_keep_each_engines_meaning():
     ce = case_engine({"engine": "vLLM", "engine_version": "0.6.0",
                       "engine_knobs": {"num_scheduler_steps": 10, "max_num_seqs": "256",

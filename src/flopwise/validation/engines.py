@@ -11,7 +11,8 @@ submission"), and the settings the source states (`engine_knobs`). This module m
   TensorRT-LLM release of their time; otherwise a year in the text picks the family's release of that year;
   else the default;
 - frontend: "none" for offline benchmarks (static batches, trtllm-bench, llama-bench, MLPerf LoadGen, the LLM
-  class, harness scripts), "http" for serving runs through an OpenAI/Triton/NIM server;
+  class, harness scripts, a load generator driving the engine in-process), "http" for serving runs through an
+  OpenAI/Triton/NIM server;
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
 - knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
   with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile;
@@ -63,7 +64,7 @@ _BY_YEAR = {
 }
 _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", "llama-bench", "mlperf", "offline",
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
-                  "transformers", "spec-bench")
+                  "transformers", "spec-bench", "in-process")  # an engine driven in-process has no API server
 _VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
 _VLLM_CLIENT_WORDS = ("vllm bench serve", "benchmark_serving")  # vLLM's serving benchmark client (and its copies)
 _VLLM_RESCALED_SINCE = "0.10.0"  # PR #21108 (2025-07-17): gaps rescaled so request N of N goes out at N / rate
