@@ -7,6 +7,7 @@ import pytest
 
 from flopwise.specs.defaults import workload_defaults
 from flopwise.techniques.compare import named_workload_shape
+from flopwise.validation.engines import case_engine
 from flopwise.validation.sim_predictor import _at_means, _client_cap, _dataset_workload
 from flopwise.workload import NAMED_WORKLOADS, build_workload
 from flopwise.workload.build import workload_max_len
@@ -84,13 +85,14 @@ def test_a_case_whose_client_capped_an_open_loop_is_simulated_so():
     concurrency row whose source states the rate it sent at (`engine_knobs.request_rate`), ran `vllm bench serve
     --request-rate R --max-concurrency C`: (cap, rate); an infinite rate, or no stated cap, is not capped."""
 
-    class Case:
-        def __init__(self, knobs, args):
-            self.raw, self.args = {"engine_knobs": knobs}, args
+    def cap(knobs, args):
+        return _client_cap(args, case_engine({"engine": "vLLM", "engine_version": "0.18", "engine_knobs": knobs},
+                                             "simulate"))
 
-    assert _client_cap(Case({"max_concurrency_cap": 128}, {"request_rate": 100.0})) == (128, 100.0)
-    assert _client_cap(Case({"max_concurrency": 16, "request_rate": 8}, {"concurrency": 16})) == (16, 8.0)
-    assert _client_cap(Case({"max_concurrency": 16}, {"concurrency": 16})) is None  # a plain closed loop
-    assert _client_cap(Case({"max_concurrency": 200}, {"request_rate": "inf"})) is None
-    assert _client_cap(Case({}, {"request_rate": 4.0})) is None
-    assert _client_cap(Case({"max_concurrency": None}, {"request_rate": 4.0})) is None
+    assert cap({"max_concurrency_cap": 128}, {"request_rate": 100.0}) == (128, 100.0)
+    assert cap({"max_concurrency": 16, "request_rate": 8}, {"concurrency": 16}) == (16, 8.0)
+    assert cap({"max_concurrency": 16}, {"concurrency": 16}) is None  # a plain closed loop
+    assert cap({"max_concurrency": 16, "request_rate": "inf"}, {"concurrency": 16}) is None
+    assert cap({"max_concurrency": 200}, {"request_rate": "inf"}) is None
+    assert cap({}, {"request_rate": 4.0}) is None
+    assert cap({"max_concurrency": None}, {"request_rate": 4.0}) is None

@@ -96,7 +96,7 @@ class ClosedLoop:
             self.i += 1
 
 
-class CappedLoop:
+class CappedLoop(OpenLoop):
     """Requests drawn at their `arrival_at` (open loop) that a client sends only while fewer than `max_concurrency`
     of its requests are in flight, as `vllm bench serve --request-rate R --max-concurrency C` and SGLang's
     `bench_serving` do: each request task waits on a semaphore before it sends, so request i goes out at
@@ -105,11 +105,10 @@ class CappedLoop:
     instant): the client's clock for TTFT and latency starts there too, and the wait for a slot is the client's,
     not the server's. With slots to spare it sends exactly as `OpenLoop`."""
 
-    __slots__ = ("items", "i", "free")
+    __slots__ = ("free",)
 
     def __init__(self, items: Sequence[tuple[int, RequestSpec]], max_concurrency: int):
-        self.items = items
-        self.i = 0  # the next request not yet sent
+        super().__init__(items)  # `i`: the next request not yet sent
         self.free = [0.0] * max_concurrency  # a min-heap of the instants the free slots became free
 
     def next_at(self) -> float | None:
@@ -117,10 +116,6 @@ class CappedLoop:
             return None  # all sent, or every slot taken: the next send waits on a completion
         a, f = self.items[self.i][1].arrival_at, self.free[0]
         return a if a > f else f
-
-    @property
-    def more_coming(self) -> bool:
-        return self.i < len(self.items)
 
     def pop_due(self, now: float) -> list[Request]:
         """Requests sent by `now`, in arrival order, each on the slot that was free first."""
@@ -142,7 +137,7 @@ class CappedLoop:
             heapq.heappush(self.free, at)
 
 
-RequestSource = OpenLoop | ClosedLoop | CappedLoop
+RequestSource = OpenLoop | ClosedLoop
 
 
 def request_source(items: Sequence[tuple[int, RequestSpec]], *, concurrency: int | None = None,

@@ -101,6 +101,8 @@ class CaseEngine:
     ignore_eos: bool = False  # the client asked for exactly max_tokens (SGLang's admission differs)
     rescale_arrivals: bool = False  # the client's schedule puts request N of N at exactly N / rate (vLLM >= 0.10)
     sglang: dict[str, Any] = field(default_factory=dict)  # stated SGLang scheduler flags, as SglangKnobs fields
+    client_cap: int | None = None  # the client's stated cap on requests in flight (--max-concurrency)
+    client_rate: float | None = None  # the finite rate the client sent at, where stated beside a concurrency
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:
@@ -229,9 +231,14 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         sglang["schedule_policy"] = str(knobs_in["schedule_policy"]).strip().lower()
     if _number(knobs_in.get("schedule_conservativeness")) is not None:
         sglang["schedule_conservativeness"] = _number(knobs_in["schedule_conservativeness"])
+    # the client's cap on requests in flight and the rate it sent at (vllm bench serve --max-concurrency C
+    # --request-rate R); _number reads no number from "inf" or "none"
+    cap = _number(knobs_in.get("max_concurrency", knobs_in.get("max_concurrency_cap")))
     return CaseEngine(engine=eng, knobs=knobs, enable_prefix_caching=prefix, enable_chunked_prefill=chunked,
                       ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))),
-                      rescale_arrivals=_client_rescales(knobs_in, family, version), sglang=sglang)
+                      rescale_arrivals=_client_rescales(knobs_in, family, version), sglang=sglang,
+                      client_cap=int(cap) if cap and cap >= 1 else None,
+                      client_rate=_number(knobs_in.get("request_rate")) or None)
 
 
 def _client_rescales(knobs: dict[str, Any], family: str, version: str | None) -> bool:

@@ -30,7 +30,7 @@ import numpy as np
 from flopwise.errors import WorkloadError
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.sglang_knobs import SglangKnobs
-from flopwise.validation.engines import case_deployment
+from flopwise.validation.engines import CaseEngine, case_deployment
 from flopwise.workload import NAMED_WORKLOADS, Workload, build_workload
 
 __all__ = ["predict_simulate", "MAX_REQUESTS"]
@@ -55,7 +55,7 @@ def predict_simulate(case: Any) -> float:
     if conc:
         n = min(int(a.get("num_requests") or n), max(n, 4 * int(conc)))
     rate = None if conc else _rate(a.get("request_rate")) or math.inf
-    stated, cap = _client_cap(case), None
+    stated, cap = _client_cap(a, ce), None
     if stated is not None:  # the client sent at a finite rate behind a cap on requests in flight
         cap, rate, conc = stated[0], stated[1], None
     named = a.get("workload") or _dataset_workload(case)
@@ -75,21 +75,17 @@ def predict_simulate(case: Any) -> float:
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
 
 
-def _client_cap(case: Any) -> tuple[int, float] | None:
+def _client_cap(args: dict[str, Any], ce: CaseEngine) -> tuple[int, float] | None:
     """(cap, rate) of a client that sent at a finite rate behind a cap on requests in flight: a rate row's stated
-    `engine_knobs.max_concurrency` (or `max_concurrency_cap`) with the row's own rate, or a concurrency row's
-    stated `engine_knobs.request_rate`; None where the source sent otherwise or does not say."""
-    knobs = (case.raw or {}).get("engine_knobs") or {}
-    a = case.args
-    if a.get("concurrency"):
-        r = knobs.get("request_rate")
-        rate = _rate(r) if isinstance(r, (int, float, str)) and str(r).replace(".", "", 1).isdigit() else None
-        return (int(a["concurrency"]), rate) if rate and not math.isinf(rate) else None
-    rate = _rate(a.get("request_rate"))
-    c = knobs.get("max_concurrency", knobs.get("max_concurrency_cap"))
-    if rate is None or math.isinf(rate) or isinstance(c, bool) or not isinstance(c, (int, float)) or c < 1:
+    client cap (`CaseEngine.client_cap`, from `engine_knobs.max_concurrency` / `max_concurrency_cap`) with the row's
+    own rate, or a concurrency row with its client's stated rate (`CaseEngine.client_rate`); None where the source
+    sent otherwise or does not say."""
+    if args.get("concurrency"):
+        return (int(args["concurrency"]), ce.client_rate) if ce.client_rate else None
+    rate = _rate(args.get("request_rate"))
+    if rate is None or math.isinf(rate) or ce.client_cap is None:
         return None
-    return int(c), rate
+    return ce.client_cap, rate
 
 
 def _dataset_workload(case: Any) -> str | None:

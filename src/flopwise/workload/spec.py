@@ -81,7 +81,7 @@ class Workload:
             if self.max_concurrency is not None:
                 raise WorkloadError("a closed loop has no separate client cap: its clients are the cap")
         if self.max_concurrency is not None:
-            integer(self.max_concurrency, "--concurrency (the client's cap on requests in flight)", lo=1)
+            integer(self.max_concurrency, "--max-concurrency", lo=1)
         if self.concurrency is None:
             prev = 0.0
             for r in self.requests:
