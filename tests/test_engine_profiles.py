@@ -162,13 +162,14 @@ def test_vllm_v0_runs_decode_batches_above_256_eagerly():
 
 def test_vllm_v1_piecewise_graphs_floor_a_step_by_its_layers():
     """Before 0.11 vLLM V1 replays CUDA graphs in pieces around eager attention ops: a step cannot run faster than
-    its 28 layers x 0.15 ms of launches (4.2 ms for Qwen3-0.6B on an A100, whose kernels take ~2.9 ms); from 0.11 a
-    decode replays one full graph and only steps with prompt tokens keep the floor."""
+    its launches, 2 ms + 28 layers x 0.075 ms (4.1 ms for Qwen3-0.6B on an A100, whose kernels take ~2.9 ms); from
+    0.11 a decode replays one full graph and only steps with prompt tokens keep the floor."""
     old, new = (deployment("qwen/qwen3-0.6b", "a100-sxm-80gb", engine=e) for e in ("vllm@0.10", "vllm@0.11"))
-    assert layout(old).num_layers == 28 and old.engine.kernels.piecewise_layer_s == pytest.approx(1.5e-4)
+    kf = old.engine.kernels
+    assert layout(old).num_layers == 28 and (kf.piecewise_step_s, kf.piecewise_layer_s) == pytest.approx((2e-3, 7.5e-5))
     overhead = old.hardware.efficiency.step_overhead_s
     decode = decode_shape(1, 100, layout(old).windows)
-    floor = 28 * 1.5e-4 + overhead
+    floor = 2e-3 + 28 * 7.5e-5 + overhead
     host = old.engine.host.seconds(1, 1)  # synchronous before 0.14: the engine core's CPU work adds
     assert step_time(old, decode) == pytest.approx(floor + host, rel=1e-9)
     assert decode_step_time(old, 1, 100) == pytest.approx(floor + host, rel=1e-9)
@@ -640,14 +641,14 @@ def test_async_scheduling_and_graph_cap_flags_replace_the_engines_defaults(capsy
     assert step_time(sgl, s100) < kernels * 6.75e-5 <= step_time(capped, s100)
     # vLLM V1 runs compiled code beyond its capture sizes, piece by piece: a decode batch of 100 above a cap of 64
     # takes at least its layers' piecewise floor, as a step with prompt tokens does. Qwen3-0.6B, vLLM 0.11
-    # (synchronous host): device max(kernels, 28 layers x 0.15 ms) + 0.05 ms step overhead, + host 0.6 ms + 100 x
-    # 45 us = 4.2 + 0.05 + 5.1 = 9.35 ms; under its default cap (512) the full graph's kernels alone, 2.8 ms
+    # (synchronous host): device max(kernels, 2 ms + 28 layers x 0.075 ms) + 0.05 ms step overhead, + host 0.6 ms +
+    # 100 x 45 us = 4.1 + 0.05 + 5.1 = 9.25 ms; under its default cap (512) the full graph's kernels alone, 2.8 ms
     small = deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.11", frontend="none", cuda_graph_max_bs=64)
     q100 = decode_shape(100, 192, layout(small).windows)
-    assert step_time(small, q100) == pytest.approx(28 * 1.5e-4 + 5e-5 + 6e-4 + 100 * 4.5e-5, rel=1e-9)
+    assert step_time(small, q100) == pytest.approx(2e-3 + 28 * 7.5e-5 + 5e-5 + 6e-4 + 100 * 4.5e-5, rel=1e-9)
     assert step_time(small, q100) == pytest.approx(step_cost(small, q100).time_s, rel=1e-12)  # fast path = full
     default = deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.11", frontend="none")
-    assert step_time(default, q100) < 28 * 1.5e-4 + 5e-5 + 5.1e-3
+    assert step_time(default, q100) < 2e-3 + 28 * 7.5e-5 + 5e-5 + 5.1e-3
     assert run(["simulate", "--model", "llama-3.1-8b", "--engine", "sglang@0.5.6", "--num-requests", "20",
                 "--request-rate", "5", "--no-async-scheduling", "--cuda-graph-max-bs", "32", "--json"]) == 0
     setup = json.loads(capsys.readouterr().out)["setup"]

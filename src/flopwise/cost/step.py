@@ -25,8 +25,9 @@ llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); the 
 hardware's `kernel_overhead_s` x the engine's `kernel_overhead_scale` (x `hbm_kernel_overhead_scale` on HBM
 parts); where the engine runs prefill without CUDA graphs, a step with prompt tokens, or a decode of more sequences
 per DP rank than the largest batch the engine captured in a CUDA graph (`cuda_graph_max_bs`: SGLang's
---cuda-graph-max-bs), or any step whose graphs run in pieces around eager attention ops (`piecewise_layer_s` per
-layer: vLLM V1's prefill, and its decode before 0.11), cannot go faster than the host can launch it:
+--cuda-graph-max-bs), or any step whose graphs run in pieces around eager attention ops (`piecewise_step_s` +
+`piecewise_layer_s` per layer: vLLM V1's prefill, and its decode before 0.11), cannot go faster than the host can
+launch it:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 where block-scaled FP8 (`WeightFormat.group_quantizes_activations`) adds one group-quantization launch per GEMM
@@ -195,6 +196,7 @@ class Roofs:
     graph_max_bs: int  # decode batches per DP rank above this run eagerly (KernelFactors.cuda_graph_max_bs; 0: none)
     all_eager: bool  # no CUDA graphs at all (KernelFactors.cuda_graphs false): every step runs eagerly
     piecewise_layer_s: float  # a piecewise step's launch work per layer (KernelFactors.piecewise_layer_s)
+    piecewise_step_s: float  # and per step, whatever its depth (KernelFactors.piecewise_step_s)
     piecewise_decode: bool  # decode-only steps run piecewise too
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     # folded constants of the hot path (see _Acc.add)
@@ -254,7 +256,7 @@ def roofs(dep: Deployment) -> Roofs:
                  eager_kernel_s=kf.eager_prefill_kernel_s if kf.cuda_graphs else kf.eager_launch_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
-                 piecewise_layer_s=kf.piecewise_layer_s,
+                 piecewise_layer_s=kf.piecewise_layer_s, piecewise_step_s=kf.piecewise_step_s,
                  piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -499,11 +501,11 @@ def _launch_floor_s(r: Roofs, dep: Deployment, shape: BatchShape, kernels: int) 
     (`_runs_eagerly`), its layers' graph pieces and eager attention ops where it runs piecewise; 0 where it
     replays one CUDA graph. An engine that compiles its model (vLLM V1) runs a decode batch above its largest
     captured graph as it runs a step with prompt tokens beyond its capture sizes: piece by piece from the host,
-    priced at the same per-layer floor."""
+    priced at the same floor (a fixed part and one per layer)."""
     floor = kernels * r.eager_kernel_s if _runs_eagerly(r, dep, shape) else 0.0
     if r.piecewise_layer_s and (r.piecewise_decode or shape.num_tokens > shape.num_seqs
                                 or 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)):
-        floor = max(floor, layout(dep).num_layers * r.piecewise_layer_s)
+        floor = max(floor, r.piecewise_step_s + layout(dep).num_layers * r.piecewise_layer_s)
     return floor
 
 
@@ -598,7 +600,7 @@ def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
     if r.eager_kernel_s and (T > S or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
     if r.piecewise_layer_s and (r.piecewise_decode or T > S or 0 < r.graph_max_bs < S):
-        total = max(total, fast.num_layers * r.piecewise_layer_s)
+        total = max(total, r.piecewise_step_s + fast.num_layers * r.piecewise_layer_s)
     device = total + fast.step_overhead_s
     host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
     return max(device, host) if fast.host.async_scheduling else device + host  # `_combine`

@@ -154,8 +154,10 @@ class KernelFactors:
         run eagerly (`eager_prefill_kernel_s` 0); where `eager_prefill_kernel_s` is set, that cost serves;
     piecewise_layer_s: host time per decoder layer to launch a step whose CUDA graphs run in pieces split at the
         attention ops, which run eagerly between them (a piece's graph launch and the attention op's dispatch): such
-        a step takes at least layers x this. vLLM V1 runs steps with prompt tokens so (and every step in its
-        PIECEWISE mode, `piecewise_decode`, its default before 0.11); 0: no such floor;
+        a step takes at least `piecewise_step_s` + layers x this. vLLM V1 runs steps with prompt tokens so (and
+        every step in its PIECEWISE mode, `piecewise_decode`, its default before 0.11); 0: no such floor;
+    piecewise_step_s: the rest of a piecewise step's launch floor, the same for any depth (the compiled
+        wrapper's input preparation, the graph pieces outside the layers, the sampler);
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
     cuda_graphs: false where the engine captures no CUDA graphs at all (SGLang's --disable-cuda-graph, vLLM's
         --enforce-eager): every step, decode too, is floored by its kernels' eager launches
@@ -210,6 +212,7 @@ class KernelFactors:
     eager_prefill_kernel_s: float = 0.0
     eager_kernel_s: float = 0.0
     piecewise_layer_s: float = 0.0
+    piecewise_step_s: float = 0.0
     piecewise_decode: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
