@@ -222,3 +222,8 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     eager = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", enforce_eager=True)
     assert eager.setup["engine"] == cmp.setup["engine"] + " (eager)"
     assert dict((m, b) for m, _, b, _ in eager.rows)["tpot_ms.mean"] > 2 * rows["tpot_ms.mean"][1]
+    # and one run with the engine core's scheduling not overlapped (--no-async-scheduling) pays its CPU per step
+    sync = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", engine="vllm@0.14", async_scheduling=False)
+    overlapped = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", engine="vllm@0.14")
+    tpot = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in (sync, overlapped)]
+    assert tpot[0] > tpot[1]

@@ -155,3 +155,31 @@ def test_bench_runs_recover_engine_cpu_costs(tmp_path):
     assert cal.engine_after.frontend.request_s == pytest.approx(4e-3, rel=0.03)
     assert cal.engine_after.host.per_seq_s == pytest.approx(6e-5, rel=0.05)
     assert replace(cal.after.efficiency, source="") == replace(dep.hardware.efficiency, source="")  # not asked to move
+
+
+def test_a_capped_open_loop_run_is_replayed_under_its_cap(tmp_path):
+    """`bench --request-rate inf --max-concurrency 2`: eight requests scheduled at once but sent two at a time.
+    The replay keeps the client's cap, so it predicts the queue at the client, not eight requests batched at once:
+    the same times as a closed loop of two clients."""
+    from flopwise.bench.store import load_run
+    from flopwise.calibrate.bench_runs import measured_workload
+
+    dep = deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048, frontend="none")
+    capped = Workload(tuple(RequestSpec(arrival_at=0.0, input_tokens=256, output_tokens=32) for _ in range(8)),
+                      max_concurrency=2)
+    res = simulate(dep, capped)
+    cfg = BenchConfig(url="http://127.0.0.1:1", model="m", num_requests=8,
+                      load=Load(kind="poisson", rate=float("inf"), max_concurrency=2),
+                      prompts=PromptConfig(input_len=256, output_len=32))
+    root = tmp_path / "capped"
+    store = RunStore(root, cfg.to_dict())
+    for rec in res.records:  # the client records each request's scheduled arrival, before the cap holds it back
+        store.append(replace(rec, arrival_at=0.0))
+    store.close()
+    wl = measured_workload(load_run(root), BenchConfig.from_dict(load_run(root).config))
+    assert (wl.concurrency, wl.max_concurrency, len(wl.requests)) == (None, 2, 8)
+    replay = simulate(dep, wl).metrics()
+    closed = simulate(dep, Workload(capped.requests, concurrency=2)).metrics()
+    uncapped = simulate(dep, replace(wl, max_concurrency=None)).metrics()
+    assert replay.duration_s == pytest.approx(closed.duration_s, rel=1e-9)
+    assert uncapped.duration_s < 0.6 * replay.duration_s  # eight at once: one batch, not four waves of two

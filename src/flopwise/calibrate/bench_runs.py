@@ -76,7 +76,8 @@ def unmodelled_cache_hit_rate(saved: SavedRun, cfg: BenchConfig) -> float:
 
 
 def measured_workload(saved: SavedRun, cfg: BenchConfig) -> Workload:
-    """The workload of a saved run under its BenchConfig.
+    """The workload of a saved run under its BenchConfig: an open loop's scheduled arrivals (under its client cap,
+    `--max-concurrency`, where it had one), or a closed loop's concurrency.
 
     Where the server reports prefix-cache hits that the run's prompts do not explain (`unmodelled_cache_hit_rate`
     h > 0), each prompt is replayed as its uncached part, (1 - h) of its tokens: the replay starts from an
@@ -94,8 +95,9 @@ def measured_workload(saved: SavedRun, cfg: BenchConfig) -> Workload:
                                  input_tokens=max(round(r.input_tokens * keep), 1),
                                  output_tokens=max(r.num_output_tokens, 1),
                                  prefix_id=(r.request_id % pc.num_prefixes) if prefix else None, prefix_tokens=prefix))
-    return Workload(tuple(specs), concurrency=cfg.load.concurrency if cfg.load.is_closed else None,
-                    name=f"measured {cfg.load.label}")
+    closed = cfg.load.is_closed
+    return Workload(tuple(specs), concurrency=cfg.load.concurrency if closed else None,
+                    max_concurrency=None if closed else cfg.load.max_concurrency, name=f"measured {cfg.load.label}")
 
 
 def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
