@@ -299,7 +299,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 27, "substitution": 23, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 28, "substitution": 24, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

@@ -656,3 +656,36 @@ def test_async_scheduling_and_graph_cap_flags_replace_the_engines_defaults(capsy
     assert run(["estimate", "--cuda-graph-max-bs", "-3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: cuda_graph_max_bs must be a whole number >= 0, got -3"
+
+
+def test_trtllm_moe_kernels_pay_no_moe_kernel_surcharge(capsys):
+    """On a B200 the fixed cost of a kernel is 4.5 us, and 2x that in a BF16 / FP8 MoE model's step, whose Triton /
+    DeepGEMM MoE kernels and unfused neighbours cost more (hardware `moe_kernel_overhead_scale`). With
+    TensorRT-LLM's fused trtllm-gen MoE kernels (SGLang --moe-runner-backend flashinfer_trtllm) the surcharge
+    goes, as for FP4 weights; the kernels' own bytes and FLOPs stay."""
+    auto = deployment("deepseek-v3", "b200", tp=8, weights="fp8-block", engine="sglang@0.5.6", frontend="none")
+    fused = deployment("deepseek-v3", "b200", tp=8, weights="fp8-block", engine="sglang@0.5.6", frontend="none",
+                       moe_backend="trtllm")
+    assert (roofs(auto).kernel_s, roofs(fused).kernel_s) == pytest.approx((9e-6, 4.5e-6))
+    shape = decode_shape(4, 4 * 1400, layout(auto).windows)
+    a, f = step_cost(auto, shape), step_cost(fused, shape)
+    assert sum(o.overhead_s for o in f.ops) == pytest.approx(0.5 * sum(o.overhead_s for o in a.ops), rel=1e-9)
+    assert sum(o.memory_s for o in f.ops) == pytest.approx(sum(o.memory_s for o in a.ops), rel=1e-12)
+    assert step_time(fused, shape) < 0.8 * step_time(auto, shape)
+    # the engine's stated runner reaches the dev-set reader only where the kernels exist
+    raw = {"args": {"model": "deepseek-ai/DeepSeek-V3", "gpu": "b200"}, "engine": "SGLang", "engine_version": "0.5.6",
+           "engine_knobs": {"moe_runner_backend": "flashinfer_trtllm"}}
+    assert case_engine(raw, "simulate").knobs["moe_backend"] == "trtllm"
+    raw_h200 = {**raw, "args": {"model": "deepseek-ai/DeepSeek-V3", "gpu": "h200"}}
+    assert "moe_backend" not in case_engine(raw_h200, "simulate").knobs
+    with pytest.raises(SpecError, match="datacenter Blackwell"):
+        deployment("deepseek-v3", "h200", tp=8, moe_backend="trtllm")
+    with pytest.raises(SpecError, match="has none"):
+        deployment("llama-3.1-8b", "b200", moe_backend="trtllm")
+    with pytest.raises(SpecError, match="auto or trtllm"):
+        deployment("deepseek-v3", "b200", tp=8, moe_backend="cutlass")
+    assert run(["simulate", "--model", "qwen3-30b-a3b", "--gpu", "b200", "--moe-backend", "trtllm",
+                "--num-requests", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["setup"]["moe_backend"] == "trtllm"
+    assert run(["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--moe-backend", "trtllm"]) == 2
+    assert "datacenter Blackwell" in capsys.readouterr().err

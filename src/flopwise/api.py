@@ -218,7 +218,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                block_size: int | None = None, gpu_memory_utilization: float | None = None,
                enforce_eager: bool = False, async_scheduling: bool | None = None,
-               cuda_graph_max_bs: int | None = None) -> Deployment:
+               cuda_graph_max_bs: int | None = None, moe_backend: str | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -230,7 +230,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                            async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs)
+                            async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
+                            moe_backend=moe_backend)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -248,7 +249,7 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
              endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
              enforce_eager: bool = False, async_scheduling: bool | None = None,
-             cuda_graph_max_bs: int | None = None) -> Estimate:
+             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None) -> Estimate:
     """Static-batch estimate (`flopwise estimate`) of `batch` requests of `input_len` prompt and `output_len`
     generated tokens, as `engine`'s offline benchmark sees it (`frontend="http"` adds its API server). Times in
     ms (`ttft_ms`, `tpot_ms`, `e2e_ms`), throughput in tokens/s, memory in GiB; `to_dict()` is the `--json`.
@@ -261,7 +262,7 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            gpu_memory_utilization=gpu_memory_utilization,
                            family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
 
 
@@ -317,7 +318,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
              block_size: int | None = None, enforce_eager: bool = False, async_scheduling: bool | None = None,
-             cuda_graph_max_bs: int | None = None, speculative: str | SpeculativeSpec | None = None,
+             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None,
+             speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
@@ -364,7 +366,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                            engine_file=engine_file, family=family, hardware_file=hardware_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
@@ -401,7 +403,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                                     engine_file=engine_file, family=family, hardware_file=hardware_file,
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                                    cuda_graph_max_bs=cuda_graph_max_bs)
+                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,

@@ -53,6 +53,10 @@ HELP: dict[str, str] = {
                         "overlaps the device (step = max(device, host)) instead of adding to it: vLLM "
                         "--async-scheduling (its default from 0.14), SGLang's overlap scheduler (on from 0.4; "
                         "--no-async-scheduling is its --disable-overlap-schedule). Default: the engine's.",
+    "moe_backend": "The MoE layers' kernels: auto (the engine's default: Triton / DeepGEMM for BF16 and FP8 "
+                   "weights) or trtllm, TensorRT-LLM's fused trtllm-gen kernels on datacenter Blackwell (SGLang "
+                   "--moe-runner-backend flashinfer_trtllm, TensorRT-LLM moe_config backend TRTLLM), which pay no "
+                   "extra per-kernel cost at small batch.",
     "cuda_graph_max_bs": "The largest decode batch the engine runs from a CUDA graph (SGLang --cuda-graph-max-bs, "
                          "vLLM --max-cudagraph-capture-size); larger decode steps launch their kernels eagerly "
                          "(vLLM V1: its compiled pieces one by one, at least its per-layer floor). 0: graphs for "

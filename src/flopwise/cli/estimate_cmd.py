@@ -26,6 +26,7 @@ from flopwise.cli.options import (
     Json,
     Kv,
     Model,
+    MoeBackend,
     Nodes,
     NumGpus,
     OutputLen,
@@ -67,6 +68,7 @@ def estimate_cmd(
     enforce_eager: EnforceEager = False,
     async_scheduling: AsyncScheduling = None,
     cuda_graph_max_bs: CudaGraphMaxBs = None,
+    moe_backend: MoeBackend = None,
     frontend: Annotated[str, typer.Option(
         help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
@@ -85,7 +87,8 @@ def estimate_cmd(
                       num_gpus=num_gpus, weights=weights, kv=kv, gpu_memory_utilization=gpu_memory_utilization,
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
                       engine_file=engine_file, family=family, enforce_eager=enforce_eager,
-                      async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs)
+                      async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
+                      moe_backend=moe_backend)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

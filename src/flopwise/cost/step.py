@@ -245,7 +245,7 @@ def roofs(dep: Deployment) -> Roofs:
     kernel_s = e.kernel_overhead_s * kf.kernel_overhead_scale
     if hw.memory_kind == "hbm":
         kernel_s *= kf.hbm_kernel_overhead_scale
-    if dep.model.moe is not None and wf.compute != "fp4":
+    if dep.model.moe is not None and wf.compute != "fp4" and not kf.trtllm_moe:
         kernel_s *= e.moe_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)

@@ -159,7 +159,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
                     gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
-                    async_scheduling: bool | None = None) -> Deployment:
+                    async_scheduling: bool | None = None, moe_backend: str | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
@@ -170,7 +170,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     this device, model context and parallelism (`EngineProfile.default_knobs`); `cuda_graph_max_bs` replaces the
     engine's largest CUDA-graph decode batch for the device (0: graphs for every batch); `async_scheduling` whether
     the engine core prepares each step while the device runs the one before (vLLM --async-scheduling, SGLang's
-    overlap scheduler; None: the engine's default for the version and device)."""
+    overlap scheduler; None: the engine's default for the version and device); `moe_backend` "trtllm": the MoE
+    layers run TensorRT-LLM's fused trtllm-gen kernels (`KernelFactors.trtllm_moe`; None or "auto": the engine's
+    default MoE kernels)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -200,6 +202,15 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
             hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
         raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
+    if moe_backend not in (None, "auto", "trtllm"):
+        raise SpecError(f"moe_backend must be auto or trtllm, got {moe_backend!r}")
+    if moe_backend == "trtllm":
+        if model.moe is None:
+            raise SpecError(f"--moe-backend trtllm picks the kernels of MoE layers; {model.name} has none")
+        if not hardware.has_trtllm_gen:
+            raise SpecError(f"--moe-backend trtllm runs TensorRT-LLM's trtllm-gen kernels, built for datacenter "
+                            f"Blackwell (B200, GB200, B300); {hardware.name} has no such kernels: use auto")
+        eng = replace(eng, kernels=replace(eng.kernels, trtllm_moe=True))
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     if cuda_graph_max_bs is not None:

@@ -159,6 +159,10 @@ class KernelFactors:
     piecewise_step_s: the rest of a piecewise step's launch floor, the same for any depth (the compiled
         wrapper's input preparation, the graph pieces outside the layers, the sampler);
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
+    trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
+        flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
+        weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
+        unfused neighbours) does not apply;
     cuda_graphs: false where the engine captures no CUDA graphs at all (SGLang's --disable-cuda-graph, vLLM's
         --enforce-eager): every step, decode too, is floored by its kernels' eager launches
         (`eager_prefill_kernel_s` each, else `eager_kernel_s`; a profile with neither refuses it);
@@ -214,6 +218,7 @@ class KernelFactors:
     piecewise_layer_s: float = 0.0
     piecewise_step_s: float = 0.0
     piecewise_decode: bool = False
+    trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
     quantized_gemm_dtype: str = "fp16"

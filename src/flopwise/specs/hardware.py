@@ -203,6 +203,13 @@ class HardwareSpec:
     def bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gbs * 1e9
 
+    @property
+    def has_trtllm_gen(self) -> bool:
+        """Whether TensorRT-LLM's trtllm-gen kernels (fused MoE, MLA; through FlashInfer in vLLM and SGLang) run
+        here: NVIDIA's datacenter Blackwell (SM100: FP4 tensor cores with HBM; not the SM120 GeForce and RTX PRO
+        parts)."""
+        return self.vendor == "nvidia" and self.memory_kind == "hbm" and self.peak_tflops.get("fp4", 0) > 0
+
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
         chain = (_WEIGHT_ONLY_FALLBACK if weight_only_fallback else _DTYPE_FALLBACK).get(dtype, (dtype,))

@@ -208,6 +208,12 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         # vLLM --async-scheduling (opt-in before 0.14), SGLang --disable-overlap-schedule: the step's host work
         # overlaps the device or adds to it, as the server was told
         knobs["async_scheduling"] = stated_async
+    # SGLang --moe-runner-backend flashinfer_trtllm, TensorRT-LLM moe_config backend TRTLLM: the fused trtllm-gen MoE
+    # kernels, where they exist (datacenter Blackwell; elsewhere the engine falls back to its others)
+    moe = str(knobs_in.get("moe_runner_backend", knobs_in.get("moe_backend", ""))).strip().lower()
+    gpu = raw.get("args", {}).get("gpu")
+    if moe in ("flashinfer_trtllm", "trtllm") and gpu and get_hardware(str(gpu)).has_trtllm_gen:
+        knobs["moe_backend"] = "trtllm"
     for name, target in _DEPLOYMENT_KNOBS.items():
         v = _number(knobs_in.get(name)) if name in knobs_in else None
         if v is not None:
