@@ -245,8 +245,8 @@ def roofs(dep: Deployment) -> Roofs:
     kernel_s = e.kernel_overhead_s * kf.kernel_overhead_scale
     if hw.memory_kind == "hbm":
         kernel_s *= kf.hbm_kernel_overhead_scale
-    if dep.model.moe is not None and wf.compute != "fp4" and not kf.trtllm_moe:
-        kernel_s *= e.moe_kernel_overhead_scale
+    if dep.model.moe is not None and not kf.trtllm_moe:
+        kernel_s *= e.moe_kernel_scale(wf.compute)
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,

@@ -81,6 +81,7 @@ class EfficiencyProfile:
     bandwidth_half_bytes: float = 2.0e6
     kernel_overhead_s: float = 6.0e-6
     moe_kernel_overhead_scale: float = 1.0  # kernel_overhead_s multiplier for a MoE model not in FP4 weights
+    moe_kernel_overhead_formats: tuple[str, ...] = ()  # the weights' compute dtypes it applies to (empty: all but fp4)
     step_overhead_s: float = 5.0e-5  # sampler kernels + graph launch; engine CPU work is in the engine profile
     runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
@@ -91,9 +92,21 @@ class EfficiencyProfile:
         number(self.overlap_exponent, "efficiency overlap_exponent", lo=1, error=SpecError)
         number(self.moe_kernel_overhead_scale, "efficiency moe_kernel_overhead_scale", lo=0, lo_open=True,
                error=SpecError)
+        formats = self.moe_kernel_overhead_formats
+        if isinstance(formats, str) or not all(isinstance(f, str) for f in formats):
+            raise SpecError(f"efficiency moe_kernel_overhead_formats must be a list of compute dtypes, got {formats!r}")
+        object.__setattr__(self, "moe_kernel_overhead_formats", tuple(formats))
         for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
                      "runtime_overhead_gib"):
             number(getattr(self, name), f"efficiency {name}", lo=0, error=SpecError)
+
+    def moe_kernel_scale(self, compute: str) -> float:
+        """The fixed cost per kernel of a MoE model whose weights compute in `compute`, over kernel_overhead_s:
+        `moe_kernel_overhead_scale` for the formats it names (`moe_kernel_overhead_formats`; none named: every
+        format but FP4, whose MoE runs the fused FP4 kernels), else 1."""
+        named = self.moe_kernel_overhead_formats
+        applies = compute in named if named else compute != "fp4"
+        return self.moe_kernel_overhead_scale if applies else 1.0
 
     def compute_eff(self, m: float) -> float:
         return self.compute_max * m / (m + self.compute_half_m)
