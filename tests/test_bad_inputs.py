@@ -241,6 +241,9 @@ CASES = [
     ("nonsense", "bench --predict --cuda-graph-max-bs -1",
      lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--model-config",
                 "llama-3.1-8b", "--cuda-graph-max-bs", "-1", "--out", str(t / "b")], "cuda_graph_max_bs"),
+    ("substitution", "bench --moe-backend without --predict",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--moe-backend", "trtllm", "--out", str(t / "b")],
+     "add --predict"),
     ("nonsense", "plan --enforce-eager on llama.cpp", lambda t: ["plan", "--engine", "llamacpp", "--enforce-eager"],
      "no eager"),
     ("misleading", "bench --predict on an unknown GPU", lambda t: ["bench", "--url", "http://127.0.0.1:9",
@@ -299,7 +302,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 28, "substitution": 24, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 28, "substitution": 25, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

@@ -227,3 +227,7 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     overlapped = predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm", engine="vllm@0.14")
     tpot = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in (sync, overlapped)]
     assert tpot[0] > tpot[1]
+    # a B200 MoE run served with TensorRT-LLM's fused MoE kernels (--moe-backend trtllm) decodes faster
+    runs = [predict_run(rep, model="qwen3-30b-a3b", gpu="b200", **kw) for kw in ({}, {"moe_backend": "trtllm"})]
+    fused = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in runs]
+    assert fused[1] < fused[0]

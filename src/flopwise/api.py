@@ -661,7 +661,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
           ignore_eos: bool = True, scrape: bool = True, seed: int = 0, predict: bool = False,
           gpu: str | None = None, tp: int = 1, engine: str = DEFAULT_ENGINE, weights: str | None = None,
           kv: str | None = None, model_config: str | None = None, enforce_eager: bool = False,
-          async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None,
+          async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None, moe_backend: str | None = None,
           hardware_file: PathLike | None = None, parquet: bool = False,
           progress: Callable[[Any], None] | None = None, on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
@@ -697,12 +697,13 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     if predict and not gpu:
         raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
     if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE or enforce_eager
-                        or async_scheduling is not None or cuda_graph_max_bs is not None):
+                        or async_scheduling is not None or cuda_graph_max_bs is not None or moe_backend is not None):
         raise WorkloadError("--gpu, --tp, --engine, --enforce-eager, --async-scheduling, --cuda-graph-max-bs, "
-                            "--weights, --kv and --model-config describe the deployment --predict simulates; add "
-                            "--predict or drop them")
+                            "--moe-backend, --weights, --kv and --model-config describe the deployment --predict "
+                            "simulates; add --predict or drop them")
     knobs: dict[str, Any] = {"engine": engine, "weights": weights, "kv": kv, "enforce_eager": enforce_eager,
-             "async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs}
+                             "async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs,
+                             "moe_backend": moe_backend}
     if predict:  # a bad deployment is an error before the run, not after it
         assert gpu is not None
         if model_config is not None or model is not None:
@@ -715,6 +716,8 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
                 eng.eager()  # refused in one line where the engine has no eager mode
             if cuda_graph_max_bs is not None:
                 integer(cuda_graph_max_bs, "cuda_graph_max_bs", lo=0)
+            if moe_backend not in (None, "auto", "trtllm"):
+                raise WorkloadError(f"--moe-backend must be auto or trtllm, got {moe_backend!r}")
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

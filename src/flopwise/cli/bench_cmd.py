@@ -25,7 +25,7 @@ from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, deferre
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, Json, Parquet
+from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, Json, MoeBackend, Parquet
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.results import BenchRun
@@ -127,6 +127,7 @@ def bench_cmd(
                                 "--disable-cuda-graph), for --predict.")] = False,
     async_scheduling: AsyncScheduling = None,
     cuda_graph_max_bs: CudaGraphMaxBs = None,
+    moe_backend: MoeBackend = None,
     model_config: Annotated[str | None, typer.Option(
         "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option(
@@ -171,7 +172,8 @@ def bench_cmd(
                              scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
                              kv=kv, model_config=model_config, enforce_eager=enforce_eager,
                              async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                             hardware_file=hardware_file, parquet=parquet, progress=progress, on_level=on_level)
+                             moe_backend=moe_backend, hardware_file=hardware_file, parquet=parquet, progress=progress,
+                             on_level=on_level)
             finally:
                 for w in caught:
                     err_console.print(f"[bold yellow]warning:[/] {w.message}")
