@@ -705,5 +705,6 @@ def test_mi300x_fp8_moe_kernels_cost_more_than_bf16_ones():
     eff = get_hardware("mi300x").efficiency
     assert (eff.moe_kernel_overhead_formats, eff.moe_kernel_scale("fp8"), eff.moe_kernel_scale("bf16")) == (
         ("fp8",), 2.5, 1.0)
-    with pytest.raises(SpecError, match="list of compute dtypes"):
-        replace(eff, moe_kernel_overhead_formats="fp8")
+    for bad in ("fp8", 8, ["fp-8"]):  # a string, a number, a typo that would silently never apply
+        with pytest.raises(SpecError, match="list of compute dtypes"):
+            replace(eff, moe_kernel_overhead_formats=bad)

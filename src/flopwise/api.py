@@ -64,7 +64,7 @@ from flopwise.specs.defaults import (
     PLAN_MAX_GPUS,
     PLAN_WORKLOAD,
 )
-from flopwise.specs.deployment import Deployment
+from flopwise.specs.deployment import Deployment, check_moe_backend
 from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 from flopwise.specs.model import ModelSpec
@@ -710,14 +710,13 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
             build_deployment(model_config or model, gpu, tp=tp, hardware_file=hardware_file,  # type: ignore[arg-type]
                              endpoint=endpoint, **knobs)
         else:  # the served model is asked of the server later: check what is known now
-            get_hardware(gpu, hardware_file)
+            hw = get_hardware(gpu, hardware_file)
             eng = engine_profile(engine)
             if enforce_eager:
                 eng.eager()  # refused in one line where the engine has no eager mode
             if cuda_graph_max_bs is not None:
                 integer(cuda_graph_max_bs, "cuda_graph_max_bs", lo=0)
-            if moe_backend not in (None, "auto", "trtllm"):
-                raise WorkloadError(f"--moe-backend must be auto or trtllm, got {moe_backend!r}")
+            check_moe_backend(moe_backend, hw)
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

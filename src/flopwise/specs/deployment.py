@@ -31,7 +31,7 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "make_deployment", "default_seqs", "weights_note"]
+__all__ = ["Deployment", "MOE_BACKENDS", "check_moe_backend", "make_deployment", "default_seqs", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -151,6 +151,22 @@ class Deployment:
         return self.gpus_per_replica // self.nodes
 
 
+MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-LLM's fused trtllm-gen ones
+
+
+def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec) -> bool:
+    """Whether `moe_backend` asks for TensorRT-LLM's fused trtllm-gen MoE kernels (`KernelFactors.trtllm_moe`); a
+    SpecError for a name not in MOE_BACKENDS, or for trtllm on a chip without those kernels."""
+    if moe_backend is not None and moe_backend not in MOE_BACKENDS:
+        raise SpecError(f"moe_backend must be {' or '.join(MOE_BACKENDS)}, got {moe_backend!r}")
+    if moe_backend != "trtllm":
+        return False
+    if not hardware.has_trtllm_gen:
+        raise SpecError(f"--moe-backend trtllm runs TensorRT-LLM's trtllm-gen kernels, built for datacenter "
+                        f"Blackwell (B200, GB200, B300); {hardware.name} has no such kernels: use auto")
+    return True
+
+
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
                     expert_skew: float | None = None, two_batch_overlap: bool = False,
@@ -202,14 +218,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
             hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
         raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
-    if moe_backend not in (None, "auto", "trtllm"):
-        raise SpecError(f"moe_backend must be auto or trtllm, got {moe_backend!r}")
-    if moe_backend == "trtllm":
+    if check_moe_backend(moe_backend, hardware):
         if model.moe is None:
             raise SpecError(f"--moe-backend trtllm picks the kernels of MoE layers; {model.name} has none")
-        if not hardware.has_trtllm_gen:
-            raise SpecError(f"--moe-backend trtllm runs TensorRT-LLM's trtllm-gen kernels, built for datacenter "
-                            f"Blackwell (B200, GB200, B300); {hardware.name} has no such kernels: use auto")
         eng = replace(eng, kernels=replace(eng.kernels, trtllm_moe=True))
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)

@@ -93,8 +93,9 @@ class EfficiencyProfile:
         number(self.moe_kernel_overhead_scale, "efficiency moe_kernel_overhead_scale", lo=0, lo_open=True,
                error=SpecError)
         formats = self.moe_kernel_overhead_formats
-        if isinstance(formats, str) or not all(isinstance(f, str) for f in formats):
-            raise SpecError(f"efficiency moe_kernel_overhead_formats must be a list of compute dtypes, got {formats!r}")
+        if not isinstance(formats, (list, tuple)) or not all(f in _DTYPE_FALLBACK for f in formats):
+            raise SpecError(f"efficiency moe_kernel_overhead_formats must be a list of compute dtypes "
+                            f"({', '.join(_DTYPE_FALLBACK)}), got {formats!r}")
         object.__setattr__(self, "moe_kernel_overhead_formats", tuple(formats))
         for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
                      "runtime_overhead_gib"):
