@@ -44,9 +44,9 @@ GRID = (0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0)
 RELEASE_GRID = (0.1, 0.2, 0.3, 0.55, 0.75, 1.0, 1.35, 1.8, 3.0, 5.0, 10.0)  # a release's own value: less known
 PRIOR = 0.005
 FIT_REQUESTS = 200
-AMD = ("mi250x", "mi300x", "mi325x", "mi355x")
+AMD = ("mi250x", "mi300x", "mi325x")  # CDNA2 / CDNA3
 # hardware groups whose rows fit the entries' own efficiency profile instead of the engines' numbers
-HW_GROUPS = {"amd": AMD, "blackwell": ("b200", "b300", "gb200")}
+HW_GROUPS = {"amd": AMD, "cdna4": ("mi355x",), "blackwell": ("b200", "b300", "gb200")}
 # (family, release "since" or "base", dotted key) -> the parameters fitted, in order
 PARAMS: dict[str, list[tuple[str, str]]] = {
     "vllm": [("base", "frontend.output_token_s"), ("base", "host.step_s"), ("base", "host.per_seq_s"),
@@ -67,7 +67,8 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
                  ("b2900", "kernels.kernel_overhead_scale"), ("b6000", "kernels.kernel_overhead_scale")],
     "pytorch": [("base", "host.step_s")],
     "tgi": [("base", "host.step_s")],
-    "amd": [("hw", "bandwidth_max"), ("hw", "compute_max"), ("hw", "kernel_overhead_s")],  # every AMD entry's
+    "amd": [("hw", "bandwidth_max"), ("hw", "compute_max"), ("hw", "kernel_overhead_s")],  # the CDNA2 / 3 entries'
+    "cdna4": [("hw", "bandwidth_max"), ("hw", "moe_kernel_overhead_scale")],  # MI355X's own
     "blackwell": [("hw", "kernel_overhead_s")],  # the B200 / B300 / GB200 entries' fixed cost per kernel
 }
 UPPER = {"kernels.kernel_overhead_scale": 10.0, "kernels.moe_bandwidth": 1.0, "kernels.quantized_gemm_compute": 1.0,
