@@ -247,6 +247,11 @@ CASES = [
     ("nonsense", "bench --predict --moe-backend trtllm on an H100, model asked of the server",
      lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--moe-backend", "trtllm",
                 "--out", str(t / "b")], "datacenter Blackwell"),
+    ("substitution", "bench --pdl without --predict",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--pdl", "--out", str(t / "b")], "add --predict"),
+    ("nonsense", "bench --predict --pdl on vLLM, model asked of the server",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--pdl",
+                "--out", str(t / "b")], "no such switch"),
     ("nonsense", "plan --enforce-eager on llama.cpp", lambda t: ["plan", "--engine", "llamacpp", "--enforce-eager"],
      "no eager"),
     ("misleading", "bench --predict on an unknown GPU", lambda t: ["bench", "--url", "http://127.0.0.1:9",
@@ -305,7 +310,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 29, "substitution": 25, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 30, "substitution": 26, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

@@ -691,6 +691,40 @@ def test_trtllm_moe_kernels_pay_no_moe_kernel_surcharge(capsys):
     assert "datacenter Blackwell" in capsys.readouterr().err
 
 
+def test_pdl_shrinks_the_fixed_cost_per_kernel(capsys):
+    """TensorRT-LLM with TRTLLM_ENABLE_PDL=1 (--pdl): each kernel launches while the one before drains, so the
+    fixed cost per kernel is 0.4x (the profile's fitted pdl_kernel_overhead_scale): on an H100, 6 us -> 2.4 us.
+    A decode step of Llama-3.1-8B at batch 1 loses 0.6 x its kernels' overhead and nothing else. Refused for an
+    engine with no such switch and on a chip without programmatic dependent launch (SM 9.0+)."""
+    plain = deployment("llama-3.1-8b", "h100-sxm", engine="trtllm@1.2", frontend="none")
+    pdl = deployment("llama-3.1-8b", "h100-sxm", engine="trtllm@1.2", frontend="none", pdl=True)
+    assert (roofs(plain).kernel_s, roofs(pdl).kernel_s) == pytest.approx((6e-6, 2.4e-6), rel=1e-12)
+    shape = decode_shape(1, 1024, layout(plain).windows)
+    a, b = step_cost(plain, shape), step_cost(pdl, shape)
+    overhead = sum(o.overhead_s for o in a.ops)
+    assert sum(o.overhead_s for o in b.ops) == pytest.approx(0.4 * overhead, rel=1e-9)
+    assert sum(o.memory_s for o in b.ops) == pytest.approx(sum(o.memory_s for o in a.ops), rel=1e-12)
+    assert step_time(plain, shape) - step_time(pdl, shape) == pytest.approx(0.6 * overhead, rel=1e-6)
+    # the dev-set reader turns the stated env var on where it is priced and the chip can launch so
+    raw = {"args": {"model": "openai/gpt-oss-120b", "gpu": "b200"}, "engine": "TensorRT-LLM (trtllm-serve)",
+           "engine_version": "1.2.0rc2", "engine_knobs": {"TRTLLM_ENABLE_PDL": 1}}
+    assert case_engine(raw, "simulate").knobs["pdl"] is True
+    assert "pdl" not in case_engine({**raw, "args": {"model": "openai/gpt-oss-120b", "gpu": "a100-sxm-80gb"}},
+                                    "simulate").knobs
+    assert "pdl" not in case_engine({**raw, "engine": "vLLM", "engine_version": "0.13.0"}, "simulate").knobs
+    with pytest.raises(SpecError, match="no such switch"):
+        deployment("llama-3.1-8b", "h100-sxm", engine="vllm", pdl=True)
+    with pytest.raises(SpecError, match="SM 9.0"):
+        deployment("llama-3.1-8b", "a100-sxm-80gb", engine="trtllm", pdl=True)
+    with pytest.raises(SpecError, match="SM 9.0"):
+        deployment("llama-3.1-8b", "rtx-4090", engine="trtllm", pdl=True)  # Ada is SM 8.9
+    assert run(["simulate", "--model", "llama-3.1-8b", "--engine", "trtllm@1.2", "--pdl", "--num-requests", "10",
+                "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["setup"]["pdl"] is True
+    assert run(["estimate", "--pdl"]) == 2
+    assert "no such switch" in capsys.readouterr().err
+
+
 def test_mi300x_fp8_moe_kernels_cost_more_than_bf16_ones():
     """MI300X's FP8 MoE models pay 2.5x the 6 us fixed cost per kernel (block-scaled fused MoE through AITER /
     Triton); its BF16 MoE models and its dense FP8 models pay the plain 6 us. A B200 names no format: every MoE

@@ -64,7 +64,7 @@ from flopwise.specs.defaults import (
     PLAN_MAX_GPUS,
     PLAN_WORKLOAD,
 )
-from flopwise.specs.deployment import Deployment, check_moe_backend
+from flopwise.specs.deployment import Deployment, check_moe_backend, check_pdl
 from flopwise.specs.engine import EngineProfile
 from flopwise.specs.hardware import HardwareSpec, get_hardware
 from flopwise.specs.model import ModelSpec
@@ -218,7 +218,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                block_size: int | None = None, gpu_memory_utilization: float | None = None,
                enforce_eager: bool = False, async_scheduling: bool | None = None,
-               cuda_graph_max_bs: int | None = None, moe_backend: str | None = None) -> Deployment:
+               cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -231,7 +231,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                             async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                            moe_backend=moe_backend)
+                            moe_backend=moe_backend, pdl=pdl)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -249,7 +249,7 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
              endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
              enforce_eager: bool = False, async_scheduling: bool | None = None,
-             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None) -> Estimate:
+             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False) -> Estimate:
     """Static-batch estimate (`flopwise estimate`) of `batch` requests of `input_len` prompt and `output_len`
     generated tokens, as `engine`'s offline benchmark sees it (`frontend="http"` adds its API server). Times in
     ms (`ttft_ms`, `tpot_ms`, `e2e_ms`), throughput in tokens/s, memory in GiB; `to_dict()` is the `--json`.
@@ -262,7 +262,7 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            gpu_memory_utilization=gpu_memory_utilization,
                            family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
     return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
 
 
@@ -318,7 +318,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
              block_size: int | None = None, enforce_eager: bool = False, async_scheduling: bool | None = None,
-             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None,
+             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
              speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
@@ -366,7 +366,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                            engine_file=engine_file, family=family, hardware_file=hardware_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
@@ -403,7 +403,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                                     engine_file=engine_file, family=family, hardware_file=hardware_file,
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend)
+                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
@@ -662,7 +662,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
           gpu: str | None = None, tp: int = 1, engine: str = DEFAULT_ENGINE, weights: str | None = None,
           kv: str | None = None, model_config: str | None = None, enforce_eager: bool = False,
           async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None, moe_backend: str | None = None,
-          hardware_file: PathLike | None = None, parquet: bool = False,
+          pdl: bool = False, hardware_file: PathLike | None = None, parquet: bool = False,
           progress: Callable[[Any], None] | None = None, on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
     closed loop at `concurrency`; several values sweep; `sweep=True` searches the highest rate meeting `sla`. Runs
@@ -697,13 +697,14 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     if predict and not gpu:
         raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
     if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE or enforce_eager
-                        or async_scheduling is not None or cuda_graph_max_bs is not None or moe_backend is not None):
+                        or async_scheduling is not None or cuda_graph_max_bs is not None or moe_backend is not None
+                        or pdl):
         raise WorkloadError("--gpu, --tp, --engine, --enforce-eager, --async-scheduling, --cuda-graph-max-bs, "
-                            "--moe-backend, --weights, --kv and --model-config describe the deployment --predict "
-                            "simulates; add --predict or drop them")
+                            "--moe-backend, --pdl, --weights, --kv and --model-config describe the deployment "
+                            "--predict simulates; add --predict or drop them")
     knobs: dict[str, Any] = {"engine": engine, "weights": weights, "kv": kv, "enforce_eager": enforce_eager,
                              "async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs,
-                             "moe_backend": moe_backend}
+                             "moe_backend": moe_backend, "pdl": pdl}
     if predict:  # a bad deployment is an error before the run, not after it
         assert gpu is not None
         if model_config is not None or model is not None:
@@ -717,6 +718,8 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
             if cuda_graph_max_bs is not None:
                 integer(cuda_graph_max_bs, "cuda_graph_max_bs", lo=0)
             check_moe_backend(moe_backend, hw)
+            if pdl:
+                check_pdl(eng, hw)
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

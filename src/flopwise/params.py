@@ -57,6 +57,10 @@ HELP: dict[str, str] = {
                    "weights) or trtllm, TensorRT-LLM's fused trtllm-gen kernels on datacenter Blackwell (SGLang "
                    "--moe-runner-backend flashinfer_trtllm, TensorRT-LLM moe_config backend TRTLLM), which pay no "
                    "extra per-kernel cost at small batch.",
+    "pdl": "Launch kernels with programmatic dependent launch (TensorRT-LLM's TRTLLM_ENABLE_PDL=1, off by default; "
+           "NVIDIA Hopper and Blackwell): each kernel starts while the one before drains, so the fixed cost per "
+           "kernel that decode at small batch pays shrinks. Refused for engines without the switch and on older "
+           "chips.",
     "cuda_graph_max_bs": "The largest decode batch the engine runs from a CUDA graph (SGLang --cuda-graph-max-bs, "
                          "vLLM --max-cudagraph-capture-size); larger decode steps launch their kernels eagerly "
                          "(vLLM V1: its compiled pieces one by one, at least its per-layer floor). 0: graphs for "

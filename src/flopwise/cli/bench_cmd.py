@@ -25,7 +25,7 @@ from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, deferre
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, Json, MoeBackend, Parquet
+from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, Json, MoeBackend, Parquet, Pdl
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.results import BenchRun
@@ -128,6 +128,7 @@ def bench_cmd(
     async_scheduling: AsyncScheduling = None,
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
+    pdl: Pdl = False,
     model_config: Annotated[str | None, typer.Option(
         "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option(
@@ -172,7 +173,8 @@ def bench_cmd(
                              scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
                              kv=kv, model_config=model_config, enforce_eager=enforce_eager,
                              async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                             moe_backend=moe_backend, hardware_file=hardware_file, parquet=parquet, progress=progress,
+                             moe_backend=moe_backend, pdl=pdl, hardware_file=hardware_file, parquet=parquet,
+                             progress=progress,
                              on_level=on_level)
             finally:
                 for w in caught:

@@ -30,6 +30,7 @@ from flopwise.cli.options import (
     Nodes,
     NumGpus,
     OutputLen,
+    Pdl,
     Pp,
     Tp,
     TwoBatchOverlap,
@@ -69,6 +70,7 @@ def estimate_cmd(
     async_scheduling: AsyncScheduling = None,
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
+    pdl: Pdl = False,
     frontend: Annotated[str, typer.Option(
         help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
@@ -88,7 +90,7 @@ def estimate_cmd(
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
                       engine_file=engine_file, family=family, enforce_eager=enforce_eager,
                       async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                      moe_backend=moe_backend)
+                      moe_backend=moe_backend, pdl=pdl)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

@@ -35,6 +35,7 @@ AsyncScheduling = Annotated[bool | None, typer.Option("--async-scheduling/--no-a
 CudaGraphMaxBs = Annotated[int | None, typer.Option("--cuda-graph-max-bs", help=HELP["cuda_graph_max_bs"],
                                                     show_default="the engine's")]
 MoeBackend = Annotated[str | None, typer.Option("--moe-backend", help=HELP["moe_backend"], show_default="auto")]
+Pdl = Annotated[bool, typer.Option("--pdl", help=HELP["pdl"])]
 Weights = Annotated[str | None, typer.Option(help=HELP["weights"])]
 Kv = Annotated[str | None, typer.Option(help=HELP["kv"])]
 Engine = Annotated[str, typer.Option(help=HELP["engine"])]

@@ -208,6 +208,7 @@ class Roofs:
     half_m: float
     half_bytes: float
     kernel_s: float  # fixed GPU time per modelled kernel: the hardware's, times the engine's kernel_overhead_scale
+    #                  (and pdl_kernel_overhead_scale with programmatic dependent launch on)
     # (and its hbm_kernel_overhead_scale on HBM parts)
 
 
@@ -247,6 +248,8 @@ def roofs(dep: Deployment) -> Roofs:
         kernel_s *= kf.hbm_kernel_overhead_scale
     if dep.model.moe is not None and not kf.trtllm_moe:
         kernel_s *= e.moe_kernel_scale(wf.compute)
+    if kf.pdl:  # each kernel launches while the one before drains (programmatic dependent launch)
+        kernel_s *= kf.pdl_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,

@@ -41,12 +41,14 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                      max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                      block_size: int | None = None, gpu_memory_utilization: float | None = None,
                      enforce_eager: bool = False, cuda_graph_max_bs: int | None = None,
-                     async_scheduling: bool | None = None, moe_backend: str | None = None) -> Deployment:
+                     async_scheduling: bool | None = None, moe_backend: str | None = None,
+                     pdl: bool = False) -> Deployment:
     """See the module docstring and `flopwise.deployment`. `enforce_eager`: the engine without CUDA graphs
     (`EngineProfile.eager`); `cuda_graph_max_bs`: the largest decode batch captured in a graph (SGLang
     --cuda-graph-max-bs, vLLM --max-cudagraph-capture-size; None: the engine's default for the device);
     `async_scheduling`: host work overlapping the device (vLLM --async-scheduling; None: the engine's default);
-    `moe_backend`: "trtllm" for TensorRT-LLM's fused MoE kernels (SGLang --moe-runner-backend flashinfer_trtllm)."""
+    `moe_backend`: "trtllm" for TensorRT-LLM's fused MoE kernels (SGLang --moe-runner-backend flashinfer_trtllm);
+    `pdl`: programmatic dependent launch on (TensorRT-LLM's TRTLLM_ENABLE_PDL=1)."""
     m = model if isinstance(model, ModelSpec) else get_model(model, family)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
@@ -59,4 +61,4 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                            engine=eng.eager() if enforce_eager else eng, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                            gpu_memory_utilization=gpu_memory_utilization, cuda_graph_max_bs=cuda_graph_max_bs,
-                           async_scheduling=async_scheduling, moe_backend=moe_backend)
+                           async_scheduling=async_scheduling, moe_backend=moe_backend, pdl=pdl)

@@ -31,7 +31,8 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "MOE_BACKENDS", "check_moe_backend", "make_deployment", "default_seqs", "weights_note"]
+__all__ = ["Deployment", "MOE_BACKENDS", "check_moe_backend", "check_pdl", "make_deployment", "default_seqs",
+           "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -167,6 +168,17 @@ def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec) -> bool:
     return True
 
 
+def check_pdl(engine: EngineProfile, hardware: HardwareSpec) -> None:
+    """A SpecError where programmatic dependent launch cannot be priced: an engine with no such switch
+    (`KernelFactors.pdl_kernel_overhead_scale` 1), or a chip that cannot launch so (`HardwareSpec.has_pdl`)."""
+    if engine.kernels.pdl_kernel_overhead_scale == 1.0:
+        raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
+                        f"{engine.display} {engine.version} has no such switch: drop --pdl or use --engine trtllm")
+    if not hardware.has_pdl:
+        raise SpecError(f"--pdl needs programmatic dependent launch, NVIDIA SM 9.0 and newer (Hopper, Blackwell); "
+                        f"{hardware.name} has none: drop --pdl")
+
+
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
                     kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
                     expert_skew: float | None = None, two_batch_overlap: bool = False,
@@ -175,7 +187,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     engine: EngineProfile | None = None, max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
                     gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
-                    async_scheduling: bool | None = None, moe_backend: str | None = None) -> Deployment:
+                    async_scheduling: bool | None = None, moe_backend: str | None = None,
+                    pdl: bool = False) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
@@ -188,7 +201,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     the engine core prepares each step while the device runs the one before (vLLM --async-scheduling, SGLang's
     overlap scheduler; None: the engine's default for the version and device); `moe_backend` "trtllm": the MoE
     layers run TensorRT-LLM's fused trtllm-gen kernels (`KernelFactors.trtllm_moe`; None or "auto": the engine's
-    default MoE kernels)."""
+    default MoE kernels); `pdl`: kernels launch with programmatic dependent launch (TensorRT-LLM's
+    TRTLLM_ENABLE_PDL=1: `KernelFactors.pdl_kernel_overhead_scale`; refused by `check_pdl` where not priced)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -222,6 +236,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         if model.moe is None:
             raise SpecError(f"--moe-backend trtllm picks the kernels of MoE layers; {model.name} has none")
         eng = replace(eng, kernels=replace(eng.kernels, trtllm_moe=True))
+    if not isinstance(pdl, bool):
+        raise SpecError(f"pdl must be true or false, got {pdl!r}")
+    if pdl:
+        check_pdl(eng, hardware)
+        eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     if cuda_graph_max_bs is not None:

@@ -203,7 +203,11 @@ class KernelFactors:
     fp16_accumulate_compute: share of the chip's FP16-accumulate peak (`fp16_accumulate_tflops`, twice the
         FP32-accumulate rate on GeForce cards) that the engine's FP16 GEMMs reach where they accumulate in FP16
         (llama.cpp's cuBLAS path, CUBLAS_COMPUTE_16F); 0 where they accumulate in FP32. Their roof is the larger of
-        the two (a card held at its power limit sustains less than the nominal 2x).
+        the two (a card held at its power limit sustains less than the nominal 2x);
+    pdl_kernel_overhead_scale: the fixed cost per kernel with programmatic dependent launch on (TensorRT-LLM's
+        TRTLLM_ENABLE_PDL=1, opt-in: each kernel launches and runs its prologue while the one before drains, on
+        NVIDIA SM 9.0+, `HardwareSpec.has_pdl`) relative to without; 1: the engine has no such switch;
+    pdl: whether programmatic dependent launch is on (set per deployment, `make_deployment(pdl=True)`).
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -231,6 +235,8 @@ class KernelFactors:
     mmq_sm_ops_per_clock: float = 0.0
     block_formats: tuple[str, ...] = ()
     fp4_mmq_speedup: float = 1.0
+    pdl_kernel_overhead_scale: float = 1.0
+    pdl: bool = False
 
     @property
     def eager_launch_s(self) -> float:
@@ -255,6 +261,9 @@ class KernelFactors:
                             f"{sorted(WEIGHT_FORMATS)}")
         if not 1 <= self.fp4_mmq_speedup <= 4:
             raise SpecError(f"engine kernels: fp4_mmq_speedup must be in [1, 4], got {self.fp4_mmq_speedup}")
+        if not 0 < self.pdl_kernel_overhead_scale <= 1:
+            raise SpecError(f"engine kernels: pdl_kernel_overhead_scale must be in (0, 1], got "
+                            f"{self.pdl_kernel_overhead_scale}")
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):

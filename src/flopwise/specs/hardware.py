@@ -224,6 +224,16 @@ class HardwareSpec:
         parts)."""
         return self.vendor == "nvidia" and self.memory_kind == "hbm" and self.peak_tflops.get("fp4", 0) > 0
 
+    @property
+    def has_pdl(self) -> bool:
+        """Whether kernels can launch with programmatic dependent launch (CUDA's programmatic stream
+        serialization: a kernel starts its prologue while the one before drains): NVIDIA SM 9.0 and newer, i.e.
+        the Hopper and Blackwell datacenter parts (FP8 tensor cores with HBM: not Ampere, not the SM 8.9 Ada cards)
+        and every part with FP4 tensor cores (Blackwell, the SM 12.x GeForce and RTX PRO parts included)."""
+        fp = self.peak_tflops
+        return self.vendor == "nvidia" and (fp.get("fp4", 0) > 0
+                                            or (self.memory_kind == "hbm" and fp.get("fp8", 0) > 0))
+
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
         chain = (_WEIGHT_ONLY_FALLBACK if weight_only_fallback else _DTYPE_FALLBACK).get(dtype, (dtype,))
