@@ -526,6 +526,24 @@ def test_blackwell_prices_kernels_of_non_fp4_moe_models_at_their_own_fixed_cost(
     assert new.time_s - old.time_s == pytest.approx(fixed_new - fixed_old, rel=1e-9)
 
 
+def test_mxfp4_experts_upcast_on_chips_without_fp4_math():
+    """gpt-oss's MXFP4 experts on an H100 (no FP4 math) multiply in bf16 after an in-kernel upcast: the compute
+    roof is 989.4 TFLOP/s x compute_max 0.75 x the format's gemm_efficiency 0.5 = 371 TFLOP/s; on a B200 they run
+    on the FP4 tensor cores with no such penalty (gemm_eff 1). Decode at batch 1 is memory-bound and does not
+    see it; a 4k-token prefill does."""
+    h100 = roofs(deployment("openai/gpt-oss-120b", "h100-sxm", frontend="none"))
+    assert (h100.gemm_eff, h100.nominal_peak_linear) == pytest.approx((0.5, 989.4e12))
+    assert h100.linear_rate == pytest.approx(989.4e12 * 0.75 * 0.5)
+    assert roofs(deployment("openai/gpt-oss-120b", "b200", frontend="none")).gemm_eff == 1.0
+    dep = deployment("openai/gpt-oss-120b", "h100-sxm", frontend="none")
+    at85 = replace(dep, weights=replace(dep.weights, gemm_efficiency=0.85))
+    roofs.cache_clear()
+    prefill = prefill_shape(1, 4096, layout(dep).windows)
+    decode = decode_shape(1, 4096, layout(dep).windows)
+    assert step_time(dep, prefill) > 1.2 * step_time(at85, prefill)
+    assert step_time(dep, decode) == pytest.approx(step_time(at85, decode), rel=0.01)
+
+
 def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from_b7536():
     """llama.cpp multiplies GGML_TYPE_MXFP4 like any GGUF block type: MMQ int8 tiles on CUDA (an RTX 5090's 838
     TOPS int8 roof x mmq 0.45, as q4_0), not its 1676 TFLOP/s FP4 tensor cores, which vLLM's MXFP4 kernels use;

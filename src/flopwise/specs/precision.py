@@ -33,7 +33,13 @@ benchmarks/data/measured-dev.csv). Engines with Marlin kernels (vLLM from 0.5.3,
 and 8-bit GPTQ formats (`marlin`) at their own rate, `KernelFactors.marlin_weight_read`, on NVIDIA GPUs of
 compute capability 8.0+ (those with bf16 peaks in the catalog). Where the hardware
 lacks that peak (fp8 on A100, fp4 on H100), engines fall back to weight-only kernels in 16-bit: see
-`HardwareSpec.peak_flops`.
+`HardwareSpec.peak_flops`; such a fallback GEMM reaches 0.85 of the 16-bit rate unless the format says otherwise.
+MXFP4 (gpt-oss's experts) on a chip without FP4 math runs OpenAI's triton_kernels matmul_ogs or a Marlin MXFP4
+kernel, upcasting e2m1 values and e8m0 scales to bf16 inside the mainloop: `gemm_efficiency` 0.5, fitted on the 140
+dev rows of gpt-oss-120b / 20b on H100 / H200 / A100 / MI300X / GeForce under vLLM, SGLang and TensorRT-LLM
+(0.85 / 0.6 / 0.5 / 0.45 / 0.4: 10.4 / 8.9 / 9.2 / 9.1 / 9.0% median; their 35 online TTFT rows 26 / 17 / 13 /
+10 / 9%, signed -25 / -17 / -10 / -8 / -4%, while TPOT goes +3 / +4 / +6 / +6 / +7%): the prefill and the
+prompt chunks of mixed steps are compute-bound, decode is not.
 """
 
 from __future__ import annotations
@@ -136,9 +142,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="nvfp4", bits_per_weight=4.5, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
                      description="NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat(name="mxfp4", bits_per_weight=4.25, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
-                     description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)"),
+                     description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)", gemm_efficiency=0.5),
         WeightFormat(name="mxfp4-moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
-                     quantizes_embeddings=False,
+                     quantizes_embeddings=False, gemm_efficiency=0.5,
                      description="MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
         WeightFormat(name="mxfp4_moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
                      quantizes_embeddings=True, experts_only=True, dense_bits_per_weight=8.5,
