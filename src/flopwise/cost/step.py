@@ -232,7 +232,8 @@ def roofs(dep: Deployment) -> Roofs:
         nominal = max(nominal, hw.fp16_accumulate_tflops * 1e12 * kf.fp16_accumulate_compute)
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in LOW_PRECISION_DTYPES else 1.0
     weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
-    gemm_eff = wf.gemm_efficiency if weight_only else 1.0
+    # a weight-only format's dequantization, a block-scaled W8A8 format's per-block scaling (WeightFormat)
+    gemm_eff = wf.gemm_efficiency if weight_only or wf.group_quantizes_activations else 1.0
     if compute != linear_dtype and wf.gemm_efficiency == 1.0:
         gemm_eff = 0.85
     if block:

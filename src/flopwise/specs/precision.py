@@ -40,6 +40,14 @@ dev rows of gpt-oss-120b / 20b on H100 / H200 / A100 / MI300X / GeForce under vL
 (0.85 / 0.6 / 0.5 / 0.45 / 0.4: 10.4 / 8.9 / 9.2 / 9.1 / 9.0% median; their 35 online TTFT rows 26 / 17 / 13 /
 10 / 9%, signed -25 / -17 / -10 / -8 / -4%, while TPOT goes +3 / +4 / +6 / +6 / +7%): the prefill and the
 prompt chunks of mixed steps are compute-bound, decode is not.
+Block-scaled FP8 (`fp8-block`: DeepSeek-V3's 128x128 weight blocks, 1x128 activation groups) applies a scale per
+128-deep slice of every dot product: DeepGEMM and the CUTLASS / Triton / AITER block-FP8 GEMMs promote the FP8
+tensor-core partial sums to FP32 on the CUDA cores at each block, which costs FP8 tensor-core throughput:
+`gemm_efficiency` 0.55 of the FP8 roof, fitted on the 145 dev rows in that format (DeepSeek-V3/R1, Kimi-K2,
+MiniMax-M2, Qwen3-Coder-480B, GLM on H100 / H200 / B200 / MI300X under SGLang, vLLM and TensorRT-LLM; 1 / 0.75 /
+0.65 / 0.55 / 0.45: 15.1 / 13.1 / 12.6 / 12.6 / 12.5% median; their 41 online TTFT rows 35 / 34 / 33 / 23 / 20%,
+signed -30 / -23 / -19 / -13 / -5%; their 7 ITL rows 7 / 11 / 11 / 16 / 29%). On a chip without FP8 math the
+format runs weight-only and pays the same.
 """
 
 from __future__ import annotations
@@ -65,7 +73,9 @@ class WeightFormat:
     activation_bytes: int  # bytes per activation element moved between kernels
     quantizes_embeddings: bool  # GGUF quantizes embeddings/output; GPU formats keep them 16-bit
     description: str
-    gemm_efficiency: float = 1.0  # compute-bound GEMM speed vs a plain 16-bit GEMM (dequantization cost)
+    # compute-bound GEMM speed vs a plain GEMM in its math: the dequantization of a weight-only format (vs 16-bit),
+    # the per-block scaling of a block-scaled W8A8 one (`group_quantizes_activations`, vs per-tensor FP8)
+    gemm_efficiency: float = 1.0
     weight_read_efficiency: float = 1.0  # achieved share of the bandwidth roof when streaming these weights
     experts_only: bool = False  # the format covers routed experts; every other weight stays 16-bit
     # where experts_only: the bits of every weight outside the routed experts (a GGUF file's own type for them, e.g.
@@ -122,7 +132,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="fp8", bits_per_weight=8, compute="fp8", activation_bytes=2, quantizes_embeddings=False,
                      description="FP8 e4m3 weights and activations (W8A8), per-tensor scales"),
         WeightFormat(name="fp8-block", bits_per_weight=8 + 32 / 16384, compute="fp8", activation_bytes=2,
-                     quantizes_embeddings=False, group_quantizes_activations=True,
+                     quantizes_embeddings=False, group_quantizes_activations=True, gemm_efficiency=0.55,
                      description="FP8 e4m3 weights and activations, one fp32 scale per 128x128 weight block and "
                                  "per 1x128 activation group (DeepSeek-V3 checkpoints)"),
         WeightFormat(name="int8", bits_per_weight=8, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
