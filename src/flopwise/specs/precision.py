@@ -43,11 +43,12 @@ prompt chunks of mixed steps are compute-bound, decode is not.
 Block-scaled FP8 (`fp8-block`: DeepSeek-V3's 128x128 weight blocks, 1x128 activation groups) applies a scale per
 128-deep slice of every dot product: DeepGEMM and the CUTLASS / Triton / AITER block-FP8 GEMMs promote the FP8
 tensor-core partial sums to FP32 on the CUDA cores at each block, which costs FP8 tensor-core throughput:
-`gemm_efficiency` 0.55 of the FP8 roof, fitted on the 145 dev rows in that format (DeepSeek-V3/R1, Kimi-K2,
-MiniMax-M2, Qwen3-Coder-480B, GLM on H100 / H200 / B200 / MI300X under SGLang, vLLM and TensorRT-LLM; 1 / 0.75 /
-0.65 / 0.55 / 0.45: 15.1 / 13.1 / 12.6 / 12.6 / 12.5% median; their 41 online TTFT rows 35 / 34 / 33 / 23 / 20%,
-signed -30 / -23 / -19 / -13 / -5%; their 7 ITL rows 7 / 11 / 11 / 16 / 29%). On a chip without FP8 math the
-format runs weight-only and pays the same.
+`gemm_efficiency` 0.55 of the FP8 roof, fitted on the 145 dev rows labelled with that format (DeepSeek-V3/R1,
+Kimi-K2, MiniMax-M2, Qwen3-Coder-480B, GLM on H100 / H200 / B200 / MI300X / MI355X under SGLang, vLLM and
+TensorRT-LLM; 1 / 0.75 / 0.65 / 0.55 / 0.45: 15.1 / 13.1 / 12.6 / 12.6 / 12.5% median; their 41 online TTFT rows
+35 / 34 / 33 / 23 / 20%, signed -30 / -23 / -19 / -13 / -5%; their 7 ITL rows 7 / 11 / 11 / 16 / 29%). The 103
+DeepSeek rows labelled fp8 run the same block-scaled checkpoint and move with them (all 248: 19.9 -> 18.0%). On a
+chip without FP8 math the format runs weight-only and pays the same.
 """
 
 from __future__ import annotations
