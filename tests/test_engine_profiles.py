@@ -469,6 +469,8 @@ def test_block_fp8_adds_a_group_quant_launch_per_gemm_input_in_eager_steps():
     assert prefill_s("fp8-block", "vllm@0.11") > 1.03 * prefill_s("fp8", "vllm@0.11")
     assert roofs(deployment("deepseek-v3", "h200", tp=8, weights="fp8-block", frontend="none")).linear_rate == \
         pytest.approx(1978.9e12 * 0.75 * 0.75 * 0.55)  # FP8 roof x low-precision factor x compute_max x scaling
+    # an A100 (no FP8 math) runs it through a weight-only kernel, which scales nothing in FP8: the generic 0.85
+    assert roofs(deployment("qwen3-8b", "a100-sxm-80gb", weights="fp8-block", frontend="none")).gemm_eff == 0.85
 
 
 def test_trtllm_reserves_whole_sequences_and_vllm_does_not():
@@ -742,6 +744,8 @@ def test_pdl_shrinks_the_fixed_cost_per_kernel(capsys):
         deployment("llama-3.1-8b", "a100-sxm-80gb", engine="trtllm", pdl=True)
     with pytest.raises(SpecError, match="SM 9.0"):
         deployment("llama-3.1-8b", "rtx-4090", engine="trtllm", pdl=True)  # Ada is SM 8.9
+    with pytest.raises(SpecError, match="SM 9.0"):  # a profile carrying PDL is checked on the chip it lands on
+        deployment("llama-3.1-8b", "a100-sxm-80gb", engine=pdl.engine)
     assert run(["simulate", "--model", "llama-3.1-8b", "--engine", "trtllm@1.2", "--pdl", "--num-requests", "10",
                 "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["setup"]["pdl"] is True

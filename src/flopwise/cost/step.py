@@ -177,8 +177,9 @@ class Roofs:
     """The rates one deployment's kernels run at (cached per deployment).
 
     `peak_linear` is the GEMM peak of the dtype the hardware really multiplies in, times the low-precision
-    factor for 8/4-bit math; `gemm_eff` the dequantization penalty of weight-only kernels once compute-bound
-    (W8A8 / FP4 weights on a chip without that math run through a weight-only kernel: 0.85)."""
+    factor for 8/4-bit math; `gemm_eff` the format's GEMM penalty once compute-bound (`WeightFormat.gemm_efficiency`:
+    a weight-only format's dequantization, block-scaled FP8's per-block scaling on FP8 math; a format run through
+    a weight-only kernel on a chip without its math pays its own dequantization figure, else 0.85)."""
 
     bw: float
     peak_linear: float
@@ -208,8 +209,8 @@ class Roofs:
     half_m: float
     half_bytes: float
     kernel_s: float  # fixed GPU time per modelled kernel: the hardware's, times the engine's kernel_overhead_scale
-    #                  (and pdl_kernel_overhead_scale with programmatic dependent launch on)
-    # (and its hbm_kernel_overhead_scale on HBM parts)
+    # (and its hbm_kernel_overhead_scale on HBM parts, its pdl_kernel_overhead_scale with programmatic dependent
+    # launch on)
 
 
 @lru_cache(maxsize=512)
@@ -232,9 +233,12 @@ def roofs(dep: Deployment) -> Roofs:
         nominal = max(nominal, hw.fp16_accumulate_tflops * 1e12 * kf.fp16_accumulate_compute)
     factor = hw.efficiency.low_precision_compute_factor if linear_dtype in LOW_PRECISION_DTYPES else 1.0
     weight_only = compute != linear_dtype or (wf.bits_per_weight < 16 and compute in ("fp16", "bf16"))
-    # a weight-only format's dequantization, a block-scaled W8A8 format's per-block scaling (WeightFormat)
-    gemm_eff = wf.gemm_efficiency if weight_only or wf.group_quantizes_activations else 1.0
-    if compute != linear_dtype and wf.gemm_efficiency == 1.0:
+    # a weight-only format's dequantization, a block-scaled W8A8 format's per-block scaling on its own FP8 math
+    # (WeightFormat.gemm_efficiency); block-scaled FP8 through a weight-only kernel (no FP8 math) scales nothing
+    # in FP8 and pays the generic weight-only 0.85, as any format with no dequantization figure of its own
+    scaled = wf.group_quantizes_activations
+    gemm_eff = wf.gemm_efficiency if weight_only != scaled else 1.0
+    if compute != linear_dtype and (wf.gemm_efficiency == 1.0 or scaled):
         gemm_eff = 0.85
     if block:
         native_fp4 = wf.compute == "fp4" and hw.peak_tflops.get("fp4", 0) > 0

@@ -238,7 +238,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         eng = replace(eng, kernels=replace(eng.kernels, trtllm_moe=True))
     if not isinstance(pdl, bool):
         raise SpecError(f"pdl must be true or false, got {pdl!r}")
-    if pdl:
+    if pdl or eng.kernels.pdl:  # asked here, or carried by a profile built for another chip or from a file
         check_pdl(eng, hardware)
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
