@@ -171,7 +171,7 @@ def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec) -> bool:
 def check_pdl(engine: EngineProfile, hardware: HardwareSpec) -> None:
     """A SpecError where programmatic dependent launch cannot be priced: an engine with no such switch
     (`KernelFactors.pdl_kernel_overhead_scale` 1), or a chip that cannot launch so (`HardwareSpec.has_pdl`)."""
-    if engine.kernels.pdl_kernel_overhead_scale == 1.0:
+    if not engine.kernels.has_pdl_switch:
         raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
                         f"{engine.display} {engine.version} has no such switch: drop --pdl or use --engine trtllm")
     if not hardware.has_pdl:

@@ -239,6 +239,11 @@ class KernelFactors:
     pdl: bool = False
 
     @property
+    def has_pdl_switch(self) -> bool:
+        """Whether the engine has a programmatic-dependent-launch switch flopwise prices (a scale below 1)."""
+        return self.pdl_kernel_overhead_scale < 1.0
+
+    @property
     def eager_launch_s(self) -> float:
         """Launch cost per modelled kernel of a step run with CUDA graphs off altogether: `eager_prefill_kernel_s`
         where the engine prices its eager steps, else `eager_kernel_s`; 0 where it prices neither."""

@@ -215,7 +215,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if moe in ("flashinfer_trtllm", "trtllm") and gpu and get_hardware(str(gpu)).has_trtllm_gen:
         knobs["moe_backend"] = "trtllm"
     # TensorRT-LLM's TRTLLM_ENABLE_PDL=1: kernels launch with programmatic dependent launch where it is priced
-    if (_truthy(knobs_in.get("TRTLLM_ENABLE_PDL")) and eng.kernels.pdl_kernel_overhead_scale < 1.0 and gpu
+    if (_truthy(knobs_in.get("TRTLLM_ENABLE_PDL")) and eng.kernels.has_pdl_switch and gpu
             and get_hardware(str(gpu)).has_pdl):
         knobs["pdl"] = True
     for name, target in _DEPLOYMENT_KNOBS.items():
