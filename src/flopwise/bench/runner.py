@@ -507,6 +507,19 @@ def deferred_signals() -> Iterator[None]:
             signal.signal(sig, h)
 
 
+def ignore_signals() -> None:
+    """Ignore SIGINT / SIGTERM from here to the process's exit: an interrupted run's summary is printed whole and the
+    exit status stays 130 / 143 even when another signal lands while the interpreter shuts down (where a handler
+    other than SIG_IGN is reset to the default action, and the process would die of the signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except KeyboardInterrupt:  # one already pending ran its old handler first: ignore it too
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def _run_async(coro: Any) -> None:
     """asyncio.run, on uvloop when it is installed (lower per-event overhead)."""
     try:

@@ -21,7 +21,7 @@ from flopwise.bench.render import (
     render_vllm_result,
     write_sweep_chart,
 )
-from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, deferred_signals, exit_code, report_run
+from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_code, ignore_signals, report_run
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
@@ -211,18 +211,18 @@ def _interruptible(fn: Any, out_dir: Path, json_out: bool, progress: _ProgressLi
     try:
         return fn()
     except BenchInterrupted as e:
-        with deferred_signals():  # a second Ctrl-C must not cut the summary short
-            if progress is not None:
-                progress.end()
-            reports = [report_run(d) for d in find_runs(out_dir)] if out_dir.exists() else [e.report]
-            if json_out:
-                print_json(json_safe(reports[0].to_dict() if len(reports) == 1 else
-                                   {"levels": [r.to_dict() for r in reports], "max_rate_meeting_sla": None}))
-            else:
-                for r in reports:
-                    render_run(console, r)
-            err_console.print(f"interrupted: every finished request is saved in {out_dir} (summary.json written); "
-                              f"`flopwise bench report {out_dir}` summarises it, `--resume --out {out_dir}` continues")
+        ignore_signals()  # a second Ctrl-C must not cut the summary short, nor the exit after it
+        if progress is not None:
+            progress.end()
+        reports = [report_run(d) for d in find_runs(out_dir)] if out_dir.exists() else [e.report]
+        if json_out:
+            print_json(json_safe(reports[0].to_dict() if len(reports) == 1 else
+                               {"levels": [r.to_dict() for r in reports], "max_rate_meeting_sla": None}))
+        else:
+            for r in reports:
+                render_run(console, r)
+        err_console.print(f"interrupted: every finished request is saved in {out_dir} (summary.json written); "
+                          f"`flopwise bench report {out_dir}` summarises it, `--resume --out {out_dir}` continues")
         raise typer.Exit(exit_code(e.signum)) from None
 
 
