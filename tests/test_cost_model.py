@@ -17,6 +17,7 @@ from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, host
 from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
+from flopwise.specs.expert_load import experts_touched
 from flopwise.specs.hardware import GIB, get_hardware
 
 
@@ -112,8 +113,21 @@ def test_moe_touches_expected_distinct_experts():
     # one token touches exactly k = 2 of 8 experts
     assert moe1.weight_bytes == pytest.approx(32 * (2 * expert_gpu + router) * 2)
     big = _op(step_cost(dep, decode_shape(64, 100, layout(dep).windows)), "moe_experts")
-    touched = 8 * (1 - (1 - 2 / 8) ** 64)
+    # 63 more tokens under gamma(2) popularity: 8 - 6 / (1 + 63 * 2 / 16)^2 = 7.924 of 8 (uniform: 8 - 6 * 0.75^63)
+    touched = 8 - 6 / (1 + 63 * 2 / (8 * 2)) ** 2
+    assert touched == pytest.approx(7.9238, abs=1e-4)
     assert big.weight_bytes == pytest.approx(32 * (touched * expert_gpu + router) * 2)
+
+
+def test_uneven_routing_touches_fewer_experts_than_uniform():
+    """DeepSeek-V3's router (256 experts, top-8): one token reads exactly 8; 32 tokens under gamma(2) popularity
+    256 - 248 / (1 + 31 * 8 / 512)^2 = 143.45 (uniform routing: 256 * (1 - (31/32)^32) = 163.3); every expert
+    once the batch is large; a very large shape gives back uniform routing."""
+    assert experts_touched(256, 8, 1) == pytest.approx(8.0)
+    assert experts_touched(256, 8, 32) == pytest.approx(143.45, abs=0.01)
+    assert experts_touched(256, 8, 32) < 256 * (1 - (1 - 8 / 256) ** 32)
+    assert experts_touched(256, 8, 1e6) == pytest.approx(256, abs=0.01)
+    assert experts_touched(256, 8, 32, shape=1e9) == pytest.approx(256 - 248 * math.exp(-31 * 8 / 256), rel=1e-6)
 
 
 def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():

@@ -42,12 +42,14 @@ FLOPs per operator:
   MLA prefill uses the expanded heads (2·heads·(d_nope + d_rope + d_v) per pair), MLA decode the absorbed
   latent form (2·heads·(2·kv_lora + d_rope)) as in DeepSeek-V2 §2.1.3 and vLLM's MLA backend;
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
-  experts the batch touches, E·(1 - (1 - k/E)^T) in expectation under uniform routing; each of the T·k
+  experts the batch touches, touched(T) = E - (E - k)·(1 + (T - 1)·k/(E·a))^(-a) in expectation under
+  gamma-distributed expert popularity of shape a (`specs/expert_load.py`: uneven routing touches fewer experts than
+  uniform routing's E·(1 - (1 - k/E)^T)); each of the T·k
   token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`);
 - expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): the step's batch is spread evenly over
   the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
   reads; the routed experts see the whole batch: a GPU runs T·k/ep token-expert rows of its E/ep experts
-  (2·(T·k/ep)·P_expert FLOPs, P_expert its moe_tp shard) and reads the ones touched, (E/ep)·(1 - (1 - k/E)^T);
+  (2·(T·k/ep)·P_expert FLOPs, P_expert its moe_tp shard) and reads the ones touched, touched(T)/ep;
   with a stated `expert_skew` s the busiest rank runs s times the mean rows, and the step waits for it.
   Tokens reach the experts by two all-to-alls per MoE layer (dispatch, combine: `parallel.alltoall_time`), each
   GPU sending its (T/dp)/tp tokens' activations to k·moe_tp GPUs (at most the group), which replace the
@@ -75,6 +77,7 @@ from flopwise.cost.layout import LayerGroup, layout
 from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time, p2p_time
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import HostCosts
+from flopwise.specs.expert_load import experts_touched
 from flopwise.specs.hardware import LOW_PRECISION_DTYPES
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "full_step_time", "decode_step_time",
@@ -401,7 +404,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                     T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
             E, k = g.num_experts, g.experts_per_token
-            touched = E * (1.0 - (1.0 - k / E) ** T_all)
+            touched = experts_touched(E, k, T_all)
             routing = acc.r.grouped_topk_kernels - 1 if g.grouped_routing else 0  # beyond the one top-k kernel
             rows_per_expert = T_all * k / touched
             if ep == 1 and dp == 1:
