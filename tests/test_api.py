@@ -125,6 +125,32 @@ def test_plan_with_enforce_eager_prices_and_launches_without_cuda_graphs():
     same(eager, cli)
 
 
+def test_plan_engine_switches_price_and_launch():
+    """--pdl and --moe-backend trtllm on TensorRT-LLM: every candidate is priced with them (less fixed cost per
+    kernel, so more goodput per GPU) and the launch command sets them; an engine without the switch is refused
+    before the search."""
+    args = dict(gpus="b200", tp="1", weights="bf16", kv="fp8", num_requests=40, workload="chat", engine="trtllm")
+    base = flopwise.plan("qwen3-30b-a3b", **args).summary
+    fast = flopwise.plan("qwen3-30b-a3b", **args, pdl=True, moe_backend="trtllm").summary
+    sync = flopwise.plan("qwen3-30b-a3b", **args, pdl=True, moe_backend="trtllm", async_scheduling=False).summary
+    assert fast["launch"]["trtllm"].startswith("TRTLLM_ENABLE_PDL=1 trtllm-serve")
+    assert not base["launch"]["trtllm"].startswith("TRTLLM_ENABLE_PDL")
+    assert "backend: TRTLLM" in fast["launch"]["trtllm_extra_llm_api_options"]
+    assert "disable_overlap_scheduler: true" in sync["launch"]["trtllm_extra_llm_api_options"]
+    assert "disable_overlap_scheduler" not in fast["launch"]["trtllm_extra_llm_api_options"]
+    assert "--moe-runner-backend flashinfer_trtllm" in fast["launch"]["sglang"]
+    goodput = [p["ranked"][0]["goodput_per_gpu"] for p in (base, fast, sync)]
+    assert goodput[1] > goodput[0] and goodput[2] < goodput[1]  # host work no longer hidden behind the device
+    cli = cli_json(["plan", "--model", "qwen3-30b-a3b", "--gpus", "b200", "--tp", "1", "--weights", "bf16", "--kv",
+                    "fp8", "--num-requests", "40", "--workload", "chat", "--engine", "trtllm", "--pdl",
+                    "--moe-backend", "trtllm", "--no-async-scheduling"])
+    same(sync, cli)
+    with pytest.raises(FlopwiseError, match="no such switch"):
+        flopwise.plan("llama-3.1-8b", pdl=True)
+    with pytest.raises(FlopwiseError, match="--moe-backend"):
+        flopwise.plan("llama-3.1-8b", moe_backend="cutlass")
+
+
 def test_plan_names_bad_values_before_searching():
     for kw, text in ((dict(gpus=""), "--gpus"), (dict(tp="3", gpus="h100-sxm"), None), (dict(weights="foo"), "foo"),
                      (dict(gpus="h100-sxm,nope"), "nope"), (dict(rate=math.inf), "--rate"),

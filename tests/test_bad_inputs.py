@@ -254,6 +254,8 @@ CASES = [
                 "--out", str(t / "b")], "no such switch"),
     ("nonsense", "plan --enforce-eager on llama.cpp", lambda t: ["plan", "--engine", "llamacpp", "--enforce-eager"],
      "no eager"),
+    ("nonsense", "plan --pdl on vLLM", lambda t: ["plan", "--pdl"], "no such switch"),
+    ("substitution", "plan --cuda-graph-max-bs -1", lambda t: ["plan", "--cuda-graph-max-bs", "-1"], "whole number"),
     ("misleading", "bench --predict on an unknown GPU", lambda t: ["bench", "--url", "http://127.0.0.1:9",
                                                                    "--predict", "--gpu", "foo", "--out",
                                                                    str(t / "b")], "unknown GPU"),
@@ -310,7 +312,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 30, "substitution": 26, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 31, "substitution": 27, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

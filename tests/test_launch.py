@@ -26,9 +26,12 @@ DATA = Path(__file__).parent / "data"
 ENGINES = ("vllm", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
 
 
-def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, native=None, **kw):
-    return LaunchTarget(deployment=deployment(model, gpu, **kw), model_id=model_id, max_model_len=max_len,
-                        max_prompt_len=prompt, prefix_caching=pc, checkpoint_weights=native)
+def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, native=None, async_scheduling=None,
+       cuda_graph_max_bs=None, **kw):
+    dep = deployment(model, gpu, async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs, **kw)
+    return LaunchTarget(deployment=dep, model_id=model_id, max_model_len=max_len, max_prompt_len=prompt,
+                        prefix_caching=pc, checkpoint_weights=native, async_scheduling=async_scheduling,
+                        cuda_graph_max_bs=cuda_graph_max_bs)
 
 
 TARGETS = {
@@ -61,6 +64,9 @@ TARGETS = {
                         native="fp8", max_len=4096, prompt=2048),
     "8b eager": _t("llama-3.1-8b", "l4", "meta-llama/Llama-3.1-8B-Instruct", max_len=4096, prompt=2048,
                    enforce_eager=True),
+    "qwen3 moe b200 switches": _t("qwen3-30b-a3b", "b200", "Qwen/Qwen3-30B-A3B", engine="trtllm", pdl=True,
+                                  moe_backend="trtllm", async_scheduling=False, cuda_graph_max_bs=64, max_len=4096,
+                                  prompt=2048),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
                                 two_batch_overlap=True, weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
@@ -172,6 +178,9 @@ def test_trtllm_commands_and_yaml_match_its_names(rendered):
         if not k[1].startswith("trtllm") or c.command is None:
             continue
         argv = c.argv()
+        while "=" in argv[0]:  # environment assignments before the program (TRTLLM_ENABLE_PDL=1)
+            assert argv[0] == "TRTLLM_ENABLE_PDL=1", (k, argv[0])
+            argv = argv[1:]
         assert argv[0] == "trtllm-serve" and not argv[1].startswith("-")
         assert _check_by_data(argv[2:], data) is None, (k, _check_by_data(argv[2:], data))
         doc = yaml.safe_load(c.file("extra-llm-api-options.yml"))
@@ -467,3 +476,38 @@ def test_plan_report_prints_the_best_disaggregated_fleets_commands():
     console = Console(width=200, record=True)
     _render_serving(console, s)
     assert "llamacpp: disaggregated fleet not rendered (disaggregated launch is rendered for" in console.export_text()
+
+
+def test_engine_switches_reach_every_dialect(rendered):
+    """A plan made on TensorRT-LLM with PDL, its fused MoE kernels, async scheduling off and CUDA graphs up to
+    batch 64 launches with each: the environment variable, the YAML keys; SGLang's flags; vLLM's flag and a note
+    for what it has no flag for."""
+    trt, sg, vl = (rendered[("qwen3 moe b200 switches", e)] for e in ("trtllm", "sglang", "vllm"))
+    assert trt.argv()[:2] == ["TRTLLM_ENABLE_PDL=1", "trtllm-serve"]
+    doc = yaml.safe_load(trt.file("extra-llm-api-options.yml"))
+    assert doc["disable_overlap_scheduler"] is True and doc["moe_config"] == {"backend": "TRTLLM"}
+    assert doc["cuda_graph_config"] == {"max_batch_size": 64}
+    argv = sg.argv()
+    assert "--disable-overlap-schedule" in argv and argv[argv.index("--cuda-graph-max-bs") + 1] == "64"
+    assert argv[argv.index("--moe-runner-backend") + 1] == "flashinfer_trtllm"
+    assert any("programmatic dependent launch" in n for n in sg.notes)
+    assert "--no-async-scheduling" in vl.argv() and any("--compilation-config" in n for n in vl.notes)
+    old = rendered[("qwen3 moe b200 switches", "sglang@0.4")]  # before --moe-runner-backend: said, not rendered
+    assert "--moe-runner-backend" not in old.argv() and any("fused MoE" in n for n in old.notes)
+    plain = rendered[("8b fp8 base", "trtllm")]  # nothing asked: nothing set
+    assert plain.argv()[0] == "trtllm-serve" and "moe_config" not in plain.file("extra-llm-api-options.yml")
+
+
+def test_async_scheduling_flag_only_where_the_release_differs():
+    """vLLM turned async scheduling on by default in 0.14: asking for it renders --async-scheduling on 0.11 (the
+    flag since 0.10.1), nothing on 0.14, a note on 0.9 (no flag); asking for it off renders --no-async-scheduling
+    on 0.14 and nothing on 0.11."""
+    def cmd(version, on):
+        t = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", async_scheduling=on, engine=f"vllm@{version}")
+        return render(t, t.deployment.engine)
+    assert "--async-scheduling" in cmd("0.11", True).argv()
+    assert not any("async" in a for a in cmd("0.14", True).argv())
+    assert "--no-async-scheduling" in cmd("0.14", False).argv()
+    assert not any("async" in a for a in cmd("0.11", False).argv())
+    old = cmd("0.9", True)
+    assert not any("async" in a for a in old.argv()) and any("no flag" in n for n in old.notes)

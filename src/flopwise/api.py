@@ -521,13 +521,17 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          num_requests: int | None = None, max_effort: float = 2.0, seed: int = 0,
          hardware_file: PathLike | None = None, html: PathLike | None = None,
          serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
-         enforce_eager: bool = False, progress: Callable[[int, int], None] | None = None) -> Plan:
+         enforce_eager: bool = False, async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None,
+         moe_backend: str | None = None, pdl: bool = False,
+         progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
     `objective`, None: the workload's), each at its sustained rate with a 90% interval, ties shown as ties, with
     the Pareto frontier, trade-offs and launch commands. Every value is checked before the search starts.
     With `serving` "aggregated,disaggregated" it also compares fleets of `max_gpus` GPUs of the first GPU type:
     aggregated replicas against prefill/decode pools, each at its highest rate meeting the SLA ("serving" block).
+    `enforce_eager`, `async_scheduling`, `cuda_graph_max_bs`, `moe_backend`, `pdl`: engine switches every candidate
+    runs with, as `simulate` takes them (None / False: the engine's defaults), set in the launch commands too.
     `progress(done, total)`: called as candidates finish."""
     from flopwise.launch import launch_model_id, plan_launch
     from flopwise.plan.fleet import SERVING_MODES
@@ -583,7 +587,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         max_num_batched_tokens=_int_list(max_num_batched_tokens, "--max-num-batched-tokens") or (None,),
                         engine=engine, prefix_caching=pc,
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
-                        moe_layouts=layouts, enforce_eager=enforce_eager)
+                        moe_layouts=layouts, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
+                        cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
                       hardware_file=str(hardware_file) if hardware_file else None,
@@ -594,7 +599,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
         d["serving"] = _fleet_plan(model, (gpu_ids or PLAN_GPUS)[0], max_gpus, modes, req, result.sla, result.rule,
                                    engine, hardware_file, weight_names, kv_names,
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len),
-                                   enforce_eager)
+                                   {"enforce_eager": enforce_eager, "async_scheduling": async_scheduling,
+                                    "cuda_graph_max_bs": cuda_graph_max_bs, "moe_backend": moe_backend, "pdl": pdl})
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 
@@ -606,10 +612,10 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
 def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: Any, sla: Any, rule: Any, engine: str,
                 hardware_file: PathLike | None, weights: Sequence[str] | None,
                 kvs: Sequence[str] | None, launch_for: tuple[str, int, int | None],
-                enforce_eager: bool = False) -> dict[str, Any]:
+                switches: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Aggregated vs disaggregated fleets of `total` GPUs (plan/fleet.py), in the first weight and KV format, and
     the launch commands of the best disaggregated one (`launch_for`: the checkpoint, its context and longest
-    prompt)."""
+    prompt); `switches`: `build_deployment`'s engine switches for every instance (enforce_eager, ...)."""
     from flopwise.cluster.build import build_cluster
     from flopwise.launch.disaggregated import disaggregated_launch
     from flopwise.plan.fleet import fleet_plan_to_dict, plan_fleet
@@ -619,8 +625,7 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
 
     def make(t: int, n: int) -> Deployment:
-        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine,
-                                enforce_eager=enforce_eager)
+        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine, **(switches or {}))
 
     def workload_at(r: float, n: int | None = None) -> Any:
         return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,

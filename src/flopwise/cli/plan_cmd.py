@@ -10,7 +10,7 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import EnforceEager, Json
+from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, EnforceEager, Json, MoeBackend, Pdl
 from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
@@ -71,6 +71,10 @@ def plan_cmd(
                           "vs prefill/decode pools, each at its highest rate meeting --sla.")] = "aggregated",
     moe_layouts: Annotated[str, typer.Option("--moe-layouts", help=HELP["moe_layouts"])] = "tp,dep",
     enforce_eager: EnforceEager = False,
+    async_scheduling: AsyncScheduling = None,
+    cuda_graph_max_bs: CudaGraphMaxBs = None,
+    moe_backend: MoeBackend = None,
+    pdl: Pdl = False,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Json = False,
 ) -> None:
@@ -84,7 +88,9 @@ def plan_cmd(
                               max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, engine=engine,
                               prefix_caching=prefix_caching, speculative=speculative, num_requests=num_requests,
                               max_effort=max_effort, seed=seed, hardware_file=hardware_file, html=html_out,
-                              serving=serving, moe_layouts=moe_layouts, enforce_eager=enforce_eager)
+                              serving=serving, moe_layouts=moe_layouts, enforce_eager=enforce_eager,
+                              async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
+                              moe_backend=moe_backend, pdl=pdl)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)

@@ -48,7 +48,9 @@ def plan_launch(result: PlanResult) -> dict[str, Any] | None:
     dep = best.candidate.deployment
     target = LaunchTarget(deployment=dep, model_id=launch_model_id(result.request.model, result.model.name),
                           max_model_len=result.max_len, max_prompt_len=result.max_prompt_len,
-                          prefix_caching=best.candidate.prefix_caching, checkpoint_weights=result.checkpoint_weights)
+                          prefix_caching=best.candidate.prefix_caching, checkpoint_weights=result.checkpoint_weights,
+                          async_scheduling=result.request.space.async_scheduling,
+                          cuda_graph_max_bs=result.request.space.cuda_graph_max_bs)
     families = [dep.engine.family] + [f for f in DIALECTS if f != dep.engine.family]
     cmds = {f: render(target, engine_profile(f, dep.engine)) for f in families}
     trt = cmds["trtllm"]

@@ -26,7 +26,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
-           "model_source", "on_engine", "GGUF_FORMATS"]
+           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches"]
 
 GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0", "mxfp4_moe")
 
@@ -44,6 +44,10 @@ class LaunchTarget:
     max_prompt_len: int | None = None
     prefix_caching: bool = True
     checkpoint_weights: str | None = None
+    # engine switches as the plan asked them (None: each engine's default, no flag); the deployment's engine carries
+    # the MoE backend and PDL (`KernelFactors.trtllm_moe`, `pdl`)
+    async_scheduling: bool | None = None
+    cuda_graph_max_bs: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,6 +160,32 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
         return None
     return ModelSource(model=recipe.out, prepare=recipe.command,
                        note=f"no published {w} checkpoint for {target.model_id} is known: make one with {recipe.tool}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switches:
+    """What a command must change from what `engine`'s release does by itself on the deployment's device:
+    `async_scheduling` (None: nothing to change), `cuda_graph_max_bs` (None: nothing; 0: graphs for every batch the
+    server admits, `max_num_seqs`), `trtllm_moe` and `pdl`."""
+
+    async_scheduling: bool | None
+    cuda_graph_max_bs: int | None
+    trtllm_moe: bool
+    pdl: bool
+
+
+def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
+    """The target's engine switches that `engine` (at its version) would not pick on its own."""
+    dep = target.deployment
+    hw = dep.hardware
+    own = get_engine(f"{engine.family}@{engine.version}").default_knobs(
+        hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind, context_len=dep.model.max_position_embeddings,
+        tp=dep.tp, pp=dep.pp)
+    a, g = target.async_scheduling, target.cuda_graph_max_bs
+    return Switches(async_scheduling=a if a is not None and a != own.async_scheduling else None,
+                    cuda_graph_max_bs=(g or dep.max_num_seqs) if g is not None and g != own.cuda_graph_max_bs
+                    else None,
+                    trtllm_moe=dep.engine.kernels.trtllm_moe, pdl=dep.engine.kernels.pdl)
 
 
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:

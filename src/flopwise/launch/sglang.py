@@ -23,6 +23,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     engine_memory_fraction,
     model_source,
+    switches,
 )
 from flopwise.specs.engine import EngineProfile
 
@@ -62,6 +63,21 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     if not engine.kernels.cuda_graphs:
         line.flag(flags["enforce_eager"])
+    sw = switches(target, engine)
+    if sw.async_scheduling is False:
+        line.flag(flags["async_scheduling_off"])
+    elif sw.async_scheduling:
+        notes.append(f"SGLang {engine.version} has no overlap scheduler (it came in 0.4.0); it runs synchronously")
+    if sw.cuda_graph_max_bs is not None and engine.kernels.cuda_graphs:
+        line.flag(flags["cuda_graph_max_bs"], sw.cuda_graph_max_bs)
+    if sw.trtllm_moe:
+        if flags.get("moe_runner_backend"):
+            line.flag(flags["moe_runner_backend"], engine.launch["moe_trtllm"])
+        else:
+            notes.append(f"TensorRT-LLM's fused MoE kernels are not rendered for SGLang {engine.version} (its "
+                         "--moe-runner-backend came later); served with its default MoE kernels")
+    if sw.pdl:
+        notes.append("the plan priced TensorRT-LLM's programmatic dependent launch; SGLang has no such switch")
     if src.quantization:
         line.flag(flags["quantization"], src.quantization)
     if dep.kv.name == "fp8":

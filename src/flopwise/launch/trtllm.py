@@ -23,6 +23,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     engine_memory_fraction,
     model_source,
+    switches,
 )
 from flopwise.specs.engine import EngineProfile
 
@@ -37,8 +38,18 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
         lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
+    sw = switches(target, engine)
     if not engine.kernels.cuda_graphs:
         lines.append(f"{y['cuda_graphs']}: null")
+    elif sw.cuda_graph_max_bs is not None:
+        lines += [f"{y['cuda_graphs']}:", f"  {y['graph_batch']}: {sw.cuda_graph_max_bs}"]
+    if sw.async_scheduling is False:
+        lines.append(f"{y['overlap_off']}: true")
+    elif sw.async_scheduling:
+        notes.append(f"TensorRT-LLM {engine.version}'s PyTorch backend predates its overlap scheduler; it runs "
+                     "synchronously")
+    if sw.trtllm_moe:
+        lines += [f"{y['moe']}:", f"  {y['moe_backend']}: {engine.launch['moe_trtllm']}"]
     if dep.dp > 1:
         lines.append(f"{y['attention_dp']}: true")
     spec = dep.speculative
@@ -78,7 +89,8 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
     notes = [src.note] if src.note else []
-    line = CommandLine(la["command"], src.model).flag(flags["backend"], la["backend"])
+    env = (f"{la['pdl_env']}=1",) if switches(target, engine).pdl else ()  # an environment variable, no flag
+    line = CommandLine(*env, la["command"], src.model).flag(flags["backend"], la["backend"])
     line.flag(flags["tp"], dep.tp * dep.dp)  # trtllm-serve's --tp_size counts every GPU of a stage
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)

@@ -27,6 +27,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     engine_memory_fraction,
     model_source,
+    switches,
 )
 from flopwise.specs.engine import EngineProfile
 
@@ -97,6 +98,22 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     if not engine.kernels.cuda_graphs:
         line.flag(flags["enforce_eager"])
+    sw = switches(target, engine)
+    if sw.async_scheduling is not None:
+        name = flags.get("async_scheduling_on" if sw.async_scheduling else "async_scheduling_off")
+        if name:
+            line.flag(name)
+        else:
+            notes.append(f"vLLM {engine.version} has no flag to turn async scheduling "
+                         f"{'on' if sw.async_scheduling else 'off'}; it runs as its release does")
+    if sw.cuda_graph_max_bs is not None:
+        notes.append(f"the plan priced CUDA graphs up to decode batch {sw.cuda_graph_max_bs}; vLLM sets its capture "
+                     "sizes in --compilation-config, left at the release's default here")
+    if sw.trtllm_moe:
+        notes.append("the plan priced TensorRT-LLM's fused MoE kernels (--moe-backend trtllm); vLLM picks its MoE "
+                     "kernels itself and runs its own here")
+    if sw.pdl:
+        notes.append("the plan priced TensorRT-LLM's programmatic dependent launch; vLLM has no such switch")
     if src.quantization:
         line.flag(flags["quantization"], src.quantization)
     if dep.kv.name == "fp8":

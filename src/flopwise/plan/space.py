@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from typing import Any
 
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
-from flopwise.specs.deployment import Deployment, default_seqs, make_deployment
+from flopwise.specs.deployment import MOE_BACKENDS, Deployment, default_seqs, make_deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -58,6 +59,12 @@ class SearchSpace:
     speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
     moe_layouts: tuple[str, ...] = ("tp", "dep")  # MoE models: experts sharded by TP; DP attention + EP
     enforce_eager: bool = False  # the engine without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)
+    # engine switches every candidate runs with (None / False: the engine's default for each device), as
+    # `make_deployment` takes them and the launch commands set them
+    async_scheduling: bool | None = None
+    cuda_graph_max_bs: int | None = None
+    moe_backend: str | None = None
+    pdl: bool = False
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -70,12 +77,25 @@ class SearchSpace:
         if bad:
             raise SpecError(f"unknown MoE layout {sorted(bad)[0]!r}; use tp (experts sharded by TP) or dep "
                             "(data-parallel attention with expert parallelism)")
-        self.engine_profile()  # an unknown engine, or --enforce-eager where it has no eager mode: one line, now
+        eng = self.engine_profile()  # an unknown engine, or --enforce-eager where it has no eager mode: one line, now
+        cg = self.cuda_graph_max_bs
+        if cg is not None and (isinstance(cg, bool) or not isinstance(cg, int) or cg < 0):
+            raise SpecError(f"--cuda-graph-max-bs must be a whole number >= 0, got {cg!r}")
+        if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
+            raise SpecError(f"--moe-backend must be {' or '.join(MOE_BACKENDS)}, got {self.moe_backend!r}")
+        if self.pdl and not eng.kernels.has_pdl_switch:  # the chip's half of check_pdl: per candidate
+            raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
+                            f"{eng.display} {eng.version} has no such switch: drop --pdl or use --engine trtllm")
 
     def engine_profile(self) -> EngineProfile:
         """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`)."""
         eng = get_engine(self.engine, frontend=self.frontend)
         return eng.eager() if self.enforce_eager else eng
+
+    def engine_switches(self) -> dict[str, Any]:
+        """`make_deployment`'s engine arguments for every candidate."""
+        return {"engine": self.engine_profile(), "async_scheduling": self.async_scheduling,
+                "cuda_graph_max_bs": self.cuda_graph_max_bs, "moe_backend": self.moe_backend, "pdl": self.pdl}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +154,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     continue
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
-                                          engine=space.engine_profile())
+                                          **space.engine_switches())
                 except SpecError as e:
                     why = str(e)
                     continue
@@ -160,7 +180,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
             continue
         try:
             dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n,
-                                  engine=space.engine_profile())
+                                  **space.engine_switches())
         except SpecError:
             continue
         if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
