@@ -129,7 +129,7 @@ def test_plan_engine_switches_price_and_launch():
     """--pdl and --moe-backend trtllm on TensorRT-LLM: every candidate is priced with them (less fixed cost per
     kernel, so more goodput per GPU) and the launch command sets them; an engine without the switch is refused
     before the search."""
-    args = dict(gpus="b200", tp="1", weights="bf16", kv="fp8", num_requests=40, workload="chat", engine="trtllm")
+    args = dict(gpus="b200", tp="1", weights="fp8", kv="fp8", num_requests=40, workload="chat", engine="trtllm")
     base = flopwise.plan("qwen3-30b-a3b", **args).summary
     fast = flopwise.plan("qwen3-30b-a3b", **args, pdl=True, moe_backend="trtllm").summary
     sync = flopwise.plan("qwen3-30b-a3b", **args, pdl=True, moe_backend="trtllm", async_scheduling=False).summary
@@ -141,7 +141,7 @@ def test_plan_engine_switches_price_and_launch():
     assert "--moe-runner-backend flashinfer_trtllm" in fast["launch"]["sglang"]
     goodput = [p["ranked"][0]["goodput_per_gpu"] for p in (base, fast, sync)]
     assert goodput[1] > goodput[0] and goodput[2] < goodput[1]  # host work no longer hidden behind the device
-    cli = cli_json(["plan", "--model", "qwen3-30b-a3b", "--gpus", "b200", "--tp", "1", "--weights", "bf16", "--kv",
+    cli = cli_json(["plan", "--model", "qwen3-30b-a3b", "--gpus", "b200", "--tp", "1", "--weights", "fp8", "--kv",
                     "fp8", "--num-requests", "40", "--workload", "chat", "--engine", "trtllm", "--pdl",
                     "--moe-backend", "trtllm", "--no-async-scheduling"])
     same(sync, cli)
@@ -149,6 +149,13 @@ def test_plan_engine_switches_price_and_launch():
         flopwise.plan("llama-3.1-8b", pdl=True)
     with pytest.raises(FlopwiseError, match="--moe-backend"):
         flopwise.plan("llama-3.1-8b", moe_backend="cutlass")
+    with pytest.raises(FlopwiseError, match="picks its own MoE kernels"):  # vLLM: priced only where launched
+        flopwise.plan("qwen3-30b-a3b", moe_backend="trtllm")
+    with pytest.raises(FlopwiseError, match="MoE kernels run fp8"):  # a BF16 expert format is not tried
+        flopwise.plan("qwen3-30b-a3b", **{**args, "weights": "bf16"}, moe_backend="trtllm")
+    with pytest.raises(FlopwiseError, match="datacenter Blackwell"):  # the fleet's GPU, named before the search
+        flopwise.plan("qwen3-30b-a3b", **{**args, "gpus": "h100-sxm,b200"}, moe_backend="trtllm",
+                      serving="aggregated,disaggregated")
 
 
 def test_plan_names_bad_values_before_searching():

@@ -65,6 +65,7 @@ TARGETS = {
     "8b eager": _t("llama-3.1-8b", "l4", "meta-llama/Llama-3.1-8B-Instruct", max_len=4096, prompt=2048,
                    enforce_eager=True),
     "qwen3 moe b200 switches": _t("qwen3-30b-a3b", "b200", "Qwen/Qwen3-30B-A3B", engine="trtllm", pdl=True,
+                                  weights="fp8",
                                   moe_backend="trtllm", async_scheduling=False, cuda_graph_max_bs=64, max_len=4096,
                                   prompt=2048),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
@@ -399,6 +400,14 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
     assert cfg["generation_servers"] == {"num_instances": 1, "urls": ["<decode-0-host>:31000"]}
     assert shlex.split(trt["router"].replace("\\\n", " ")) == ["trtllm-serve", "disaggregated", "-c",
                                                                  "disagg_config.yaml"]
+    # a fleet planned with the overlap scheduler off: every instance says so, the context YAML once (no duplicate key)
+    sync = disaggregated_launch(spec, family="trtllm", async_scheduling=False, cuda_graph_max_bs=64, **kw)
+    for pool in sync["pools"]:
+        name = shlex.split(pool["commands"][0].replace("\\\n", " "))
+        text = sync["files"][name[name.index("--extra_llm_api_options") + 1]]
+        assert text.count("disable_overlap_scheduler") == 1 and "max_batch_size: 64" in text, text
+    sg_sync = disaggregated_launch(spec, family="sglang", async_scheduling=False, **kw)
+    assert all("--disable-overlap-schedule" in c for p in sg_sync["pools"] for c in p["commands"])
     old = build_cluster(lambda tp, n: deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, weights="fp8",
                                                  kv="fp8", engine="trtllm@0.17"),
                         tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")
@@ -490,6 +499,7 @@ def test_engine_switches_reach_every_dialect(rendered):
     argv = sg.argv()
     assert "--disable-overlap-schedule" in argv and argv[argv.index("--cuda-graph-max-bs") + 1] == "64"
     assert argv[argv.index("--moe-runner-backend") + 1] == "flashinfer_trtllm"
+    assert argv.count("--quantization") == 1 and argv[argv.index("--quantization") + 1] == "fp8"  # the runner asks
     assert any("programmatic dependent launch" in n for n in sg.notes)
     assert "--no-async-scheduling" in vl.argv() and any("--compilation-config" in n for n in vl.notes)
     old = rendered[("qwen3 moe b200 switches", "sglang@0.4")]  # before --moe-runner-backend: said, not rendered

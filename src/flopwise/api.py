@@ -589,6 +589,11 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
                         moe_layouts=layouts, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                         cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
+    if "disaggregated" in modes:  # the fleets run on the first GPU type: a switch it cannot run is named now
+        fleet_hw = get_hardware((gpu_ids or PLAN_GPUS)[0], hardware_file)
+        check_moe_backend(moe_backend, fleet_hw)
+        if pdl:
+            check_pdl(space.engine_profile(), fleet_hw)
     req = PlanRequest(model=model, workload=workload, input_len=input_len, output_len=output_len, rate=rate, sla=sla,
                       objective=objective, space=space, num_requests=num_requests, seed=seed,
                       hardware_file=str(hardware_file) if hardware_file else None,
@@ -639,8 +644,11 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
         spec = build_cluster(make, tp=1, replicas=1, disaggregate=best["layout"], router="least-outstanding")
         model_id, max_len, max_prompt = launch_for
         family = spec.pools[0].deployment.engine.family
+        sw = switches or {}
         out["disaggregated_launch"] = {f: disaggregated_launch(spec, model_id=model_id, max_model_len=max_len,
-                                                               max_prompt_len=max_prompt, family=f)
+                                                               max_prompt_len=max_prompt, family=f,
+                                                               async_scheduling=sw.get("async_scheduling"),
+                                                               cuda_graph_max_bs=sw.get("cuda_graph_max_bs"))
                                        for f in dict.fromkeys((family, "vllm", "sglang", "trtllm"))}
     return out
 

@@ -182,9 +182,10 @@ def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
         hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind, context_len=dep.model.max_position_embeddings,
         tp=dep.tp, pp=dep.pp)
     a, g = target.async_scheduling, target.cuda_graph_max_bs
+    # 0 (graphs for every batch) is always written out: an engine's own 0 may stand for a default cap
+    graphs = g is not None and (g == 0 or g != own.cuda_graph_max_bs)
     return Switches(async_scheduling=a if a is not None and a != own.async_scheduling else None,
-                    cuda_graph_max_bs=(g or dep.max_num_seqs) if g is not None and g != own.cuda_graph_max_bs
-                    else None,
+                    cuda_graph_max_bs=(g or dep.max_num_seqs) if graphs else None,
                     trtllm_moe=dep.engine.kernels.trtllm_moe, pdl=dep.engine.kernels.pdl)
 
 

@@ -31,7 +31,14 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from flopwise.launch.common import CommandLine, LaunchCommand, LaunchTarget, command_argv, engine_profile
+from flopwise.launch.common import (
+    CommandLine,
+    LaunchCommand,
+    LaunchTarget,
+    command_argv,
+    engine_profile,
+    switches,
+)
 from flopwise.launch.sglang import render as render_sglang
 from flopwise.launch.trtllm import render as render_trtllm
 from flopwise.launch.vllm import render as render_vllm
@@ -62,11 +69,15 @@ def _instance(target: LaunchTarget, engine: EngineProfile, extra: list[tuple[str
 
 
 def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
-                         family: str) -> dict[str, Any]:
+                         family: str, async_scheduling: bool | None = None,
+                         cuda_graph_max_bs: int | None = None) -> dict[str, Any]:
     """The prefill and decode instance commands and the router for `spec` on the engine `family` (vllm, sglang
-    or trtllm); {"reason": ...} where that engine has no such launch here."""
+    or trtllm); {"reason": ...} where that engine has no such launch here. `async_scheduling`, `cuda_graph_max_bs`:
+    the engine switches the fleet was planned with (`LaunchTarget`)."""
+    asked = {"async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs}
     if family == "trtllm":
-        return _trtllm(spec, model_id=model_id, max_model_len=max_model_len, max_prompt_len=max_prompt_len)
+        return _trtllm(spec, model_id=model_id, max_model_len=max_model_len, max_prompt_len=max_prompt_len,
+                       asked=asked)
     if family not in ("vllm", "sglang"):
         return {"engine": family, "reason": f"disaggregated launch is rendered for vllm, sglang and trtllm, not "
                                             f"{family}"}
@@ -79,7 +90,8 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         eng = engine_profile(family, dep.engine)
         flags = eng.launch.table("flags")
         one = LaunchTarget(deployment=dep, model_id=model_id, max_model_len=max_model_len,
-                           max_prompt_len=max_prompt_len)
+                           max_prompt_len=max_prompt_len, async_scheduling=async_scheduling,
+                           cuda_graph_max_bs=cuda_graph_max_bs)
         if family == "vllm":
             first = sum(p["replicas"] for p in dynamo_pools)  # workers numbered across the fleet
             dynamo_pools.append(_dynamo_pool(pool.role, pool.num_replicas, one, eng, first))
@@ -150,7 +162,8 @@ def _dynamo(pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any
                       "then publish KV events, --kv-events-config); the default is round-robin"]}
 
 
-def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None) -> dict[str, Any]:
+def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
+            asked: dict[str, Any]) -> dict[str, Any]:
     """TensorRT-LLM's disaggregated serving: context (prefill) and generation (decode) `trtllm-serve` instances,
     each pool's YAML naming its KV transceiver, and `trtllm-serve disaggregated` over them."""
     eng = engine_profile("trtllm", spec.pools[0].deployment.engine)
@@ -165,10 +178,13 @@ def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     for pool in spec.pools:
         role = "context" if pool.role == "prefill" else "generation"
-        extra = f"{d['overlap_key']}: true\n" if role == "context" else ""
-        extra += f"{d['transceiver']}:\n  {d['backend_key']}: {d['backend']}\n  {d['buffer_key']}: {buffer}\n"
         one = LaunchTarget(deployment=pool.deployment, model_id=model_id, max_model_len=max_model_len,
-                           max_prompt_len=max_prompt_len)
+                           max_prompt_len=max_prompt_len, async_scheduling=asked["async_scheduling"],
+                           cuda_graph_max_bs=asked["cuda_graph_max_bs"])
+        # a context server runs without the overlap scheduler (once: a plan made with it off writes the same key)
+        off = role == "context" and switches(one, eng).async_scheduling is not False
+        extra = f"{d['overlap_key']}: true\n" if off else ""
+        extra += f"{d['transceiver']}:\n  {d['backend_key']}: {d['backend']}\n  {d['buffer_key']}: {buffer}\n"
         commands = []
         for i in range(pool.num_replicas):
             port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i

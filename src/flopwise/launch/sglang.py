@@ -70,16 +70,18 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         notes.append(f"SGLang {engine.version} has no overlap scheduler (it came in 0.4.0); it runs synchronously")
     if sw.cuda_graph_max_bs is not None and engine.kernels.cuda_graphs:
         line.flag(flags["cuda_graph_max_bs"], sw.cuda_graph_max_bs)
+    quantization = src.quantization
     if sw.trtllm_moe:
         if flags.get("moe_runner_backend"):
             line.flag(flags["moe_runner_backend"], engine.launch["moe_trtllm"])
+            quantization = quantization or engine.launch.table("moe_trtllm_quantization").get(dep.weights.name)
         else:
             notes.append(f"TensorRT-LLM's fused MoE kernels are not rendered for SGLang {engine.version} (its "
                          "--moe-runner-backend came later); served with its default MoE kernels")
     if sw.pdl:
         notes.append("the plan priced TensorRT-LLM's programmatic dependent launch; SGLang has no such switch")
-    if src.quantization:
-        line.flag(flags["quantization"], src.quantization)
+    if quantization:
+        line.flag(flags["quantization"], quantization)
     if dep.kv.name == "fp8":
         line.flag(flags["kv_cache_dtype"], la["kv_fp8"])
     if not target.prefix_caching:

@@ -42,14 +42,22 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
     if not engine.kernels.cuda_graphs:
         lines.append(f"{y['cuda_graphs']}: null")
     elif sw.cuda_graph_max_bs is not None:
-        lines += [f"{y['cuda_graphs']}:", f"  {y['graph_batch']}: {sw.cuda_graph_max_bs}"]
+        if "graph_batch" in y:
+            lines += [f"{y['cuda_graphs']}:", f"  {y['graph_batch']}: {sw.cuda_graph_max_bs}"]
+        else:
+            notes.append(f"the plan priced CUDA graphs up to decode batch {sw.cuda_graph_max_bs}; not rendered for "
+                         f"TensorRT-LLM {engine.version} (cuda_graph_config.max_batch_size came in 1.0)")
     if sw.async_scheduling is False:
         lines.append(f"{y['overlap_off']}: true")
     elif sw.async_scheduling:
         notes.append(f"TensorRT-LLM {engine.version}'s PyTorch backend predates its overlap scheduler; it runs "
                      "synchronously")
     if sw.trtllm_moe:
-        lines += [f"{y['moe']}:", f"  {y['moe_backend']}: {engine.launch['moe_trtllm']}"]
+        if "moe" in y:
+            lines += [f"{y['moe']}:", f"  {y['moe_backend']}: {engine.launch['moe_trtllm']}"]
+        else:
+            notes.append(f"TensorRT-LLM's trtllm-gen MoE kernels are not rendered for {engine.version} (moe_config "
+                         "came in 1.0); served with its default MoE backend")
     if dep.dp > 1:
         lines.append(f"{y['attention_dp']}: true")
     spec = dep.speculative

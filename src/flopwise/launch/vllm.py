@@ -106,7 +106,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         else:
             notes.append(f"vLLM {engine.version} has no flag to turn async scheduling "
                          f"{'on' if sw.async_scheduling else 'off'}; it runs as its release does")
-    if sw.cuda_graph_max_bs is not None:
+    if sw.cuda_graph_max_bs is not None and engine.kernels.cuda_graphs:
         notes.append(f"the plan priced CUDA graphs up to decode batch {sw.cuda_graph_max_bs}; vLLM sets its capture "
                      "sizes in --compilation-config, left at the release's default here")
     if sw.trtllm_moe:

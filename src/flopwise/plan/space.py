@@ -26,7 +26,7 @@ from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
-from flopwise.specs.deployment import MOE_BACKENDS, Deployment, default_seqs, make_deployment
+from flopwise.specs.deployment import MOE_BACKENDS, TRTLLM_MOE_FORMATS, Deployment, default_seqs, make_deployment
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -83,6 +83,10 @@ class SearchSpace:
             raise SpecError(f"--cuda-graph-max-bs must be a whole number >= 0, got {cg!r}")
         if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
             raise SpecError(f"--moe-backend must be {' or '.join(MOE_BACKENDS)}, got {self.moe_backend!r}")
+        if self.moe_backend == "trtllm" and not eng.launch.get("moe_trtllm"):  # priced only where it is launched
+            raise SpecError(f"--moe-backend trtllm is launched on TensorRT-LLM and SGLang >= 0.5.6 "
+                            f"(--moe-runner-backend flashinfer_trtllm); {eng.display} {eng.version} picks its own "
+                            "MoE kernels: drop --moe-backend or change --engine")
         if self.pdl and not eng.kernels.has_pdl_switch:  # the chip's half of check_pdl: per candidate
             raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
                             f"{eng.display} {eng.version} has no such switch: drop --pdl or use --engine trtllm")
@@ -201,6 +205,11 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
         if (hw.id, weights, kv) in tried:
             continue
         tried.add((hw.id, weights, kv))
+        if space.moe_backend == "trtllm" and weights not in TRTLLM_MOE_FORMATS:
+            why = f"{hw.id} {weights}: TensorRT-LLM's MoE kernels run {', '.join(TRTLLM_MOE_FORMATS)} experts"
+            if why not in misses:
+                misses.append(why)
+            continue
         if weights != native and not _runs_natively(hw, weights):
             why = f"{hw.id} {weights}: no {_NATIVE[weights]} math on this GPU"
             if space.weights is not None and why not in misses:  # asked for by name: say why it is not tried

@@ -31,8 +31,8 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "MOE_BACKENDS", "check_moe_backend", "check_pdl", "make_deployment", "default_seqs",
-           "weights_note"]
+__all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_moe_backend", "check_pdl", "make_deployment",
+           "default_seqs", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -153,6 +153,9 @@ class Deployment:
 
 
 MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-LLM's fused trtllm-gen ones
+# the expert formats the trtllm-gen MoE kernels run (others fall back to CUTLASS; SGLang's flashinfer_trtllm runner
+# takes --quantization fp8 or modelopt_fp4 only): what `plan --moe-backend trtllm` tries
+TRTLLM_MOE_FORMATS = ("fp8", "fp8-block", "nvfp4")
 
 
 def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec) -> bool:
