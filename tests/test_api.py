@@ -147,7 +147,7 @@ def test_plan_engine_switches_price_and_launch():
     same(sync, cli)
     with pytest.raises(FlopwiseError, match="no such switch"):
         flopwise.plan("llama-3.1-8b", pdl=True)
-    with pytest.raises(FlopwiseError, match="--moe-backend"):
+    with pytest.raises(FlopwiseError, match="moe_backend must be auto or trtllm"):
         flopwise.plan("llama-3.1-8b", moe_backend="cutlass")
     with pytest.raises(FlopwiseError, match="picks its own MoE kernels"):  # vLLM: priced only where launched
         flopwise.plan("qwen3-30b-a3b", moe_backend="trtllm")

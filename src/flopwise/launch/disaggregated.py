@@ -74,10 +74,9 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
     """The prefill and decode instance commands and the router for `spec` on the engine `family` (vllm, sglang
     or trtllm); {"reason": ...} where that engine has no such launch here. `async_scheduling`, `cuda_graph_max_bs`:
     the engine switches the fleet was planned with (`LaunchTarget`)."""
-    asked = {"async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs}
     if family == "trtllm":
         return _trtllm(spec, model_id=model_id, max_model_len=max_model_len, max_prompt_len=max_prompt_len,
-                       asked=asked)
+                       async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs)
     if family not in ("vllm", "sglang"):
         return {"engine": family, "reason": f"disaggregated launch is rendered for vllm, sglang and trtllm, not "
                                             f"{family}"}
@@ -163,7 +162,7 @@ def _dynamo(pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any
 
 
 def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_len: int | None,
-            asked: dict[str, Any]) -> dict[str, Any]:
+            async_scheduling: bool | None, cuda_graph_max_bs: int | None) -> dict[str, Any]:
     """TensorRT-LLM's disaggregated serving: context (prefill) and generation (decode) `trtllm-serve` instances,
     each pool's YAML naming its KV transceiver, and `trtllm-serve disaggregated` over them."""
     eng = engine_profile("trtllm", spec.pools[0].deployment.engine)
@@ -179,8 +178,8 @@ def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_
     for pool in spec.pools:
         role = "context" if pool.role == "prefill" else "generation"
         one = LaunchTarget(deployment=pool.deployment, model_id=model_id, max_model_len=max_model_len,
-                           max_prompt_len=max_prompt_len, async_scheduling=asked["async_scheduling"],
-                           cuda_graph_max_bs=asked["cuda_graph_max_bs"])
+                           max_prompt_len=max_prompt_len, async_scheduling=async_scheduling,
+                           cuda_graph_max_bs=cuda_graph_max_bs)
         # a context server runs without the overlap scheduler (once: a plan made with it off writes the same key)
         off = role == "context" and switches(one, eng).async_scheduling is not False
         extra = f"{d['overlap_key']}: true\n" if off else ""

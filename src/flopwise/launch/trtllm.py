@@ -21,6 +21,7 @@ from flopwise.launch.common import (
     CommandLine,
     LaunchCommand,
     LaunchTarget,
+    Switches,
     engine_memory_fraction,
     model_source,
     switches,
@@ -30,7 +31,7 @@ from flopwise.specs.engine import EngineProfile
 __all__ = ["render"]
 
 
-def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
+def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list[str]) -> str:
     dep = target.deployment
     y = engine.launch.table("yaml")
     lines = [f"{y['kv_cache']}:", f"  {y['block_reuse']}: {'true' if target.prefix_caching else 'false'}"]
@@ -38,7 +39,6 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, notes: list[str]) -> str:
         lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
-    sw = switches(target, engine)
     if not engine.kernels.cuda_graphs:
         lines.append(f"{y['cuda_graphs']}: null")
     elif sw.cuda_graph_max_bs is not None:
@@ -97,7 +97,8 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
     notes = [src.note] if src.note else []
-    env = (f"{la['pdl_env']}=1",) if switches(target, engine).pdl else ()  # an environment variable, no flag
+    sw = switches(target, engine)
+    env = (f"{la['pdl_env']}=1",) if sw.pdl else ()  # an environment variable, no flag
     line = CommandLine(*env, la["command"], src.model).flag(flags["backend"], la["backend"])
     line.flag(flags["tp"], dep.tp * dep.dp)  # trtllm-serve's --tp_size counts every GPU of a stage
     if dep.pp > 1:
@@ -113,6 +114,6 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     name = options_file or la["extra_options_file"]
     line.flag(flags["extra_options"], name)
-    yaml = _yaml(target, engine, notes) + extra_yaml
+    yaml = _yaml(target, engine, sw, notes) + extra_yaml
     return LaunchCommand(engine=engine.name, command=line.render(), files=((name, yaml),), prepare=src.prepare,
                          checkpoint=src.checkpoint, notes=tuple(notes))

@@ -26,7 +26,15 @@ from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
-from flopwise.specs.deployment import MOE_BACKENDS, TRTLLM_MOE_FORMATS, Deployment, default_seqs, make_deployment
+from flopwise.specs.deployment import (
+    TRTLLM_MOE_FORMATS,
+    Deployment,
+    check_cuda_graph_max_bs,
+    check_moe_backend,
+    check_pdl,
+    default_seqs,
+    make_deployment,
+)
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -78,18 +86,14 @@ class SearchSpace:
             raise SpecError(f"unknown MoE layout {sorted(bad)[0]!r}; use tp (experts sharded by TP) or dep "
                             "(data-parallel attention with expert parallelism)")
         eng = self.engine_profile()  # an unknown engine, or --enforce-eager where it has no eager mode: one line, now
-        cg = self.cuda_graph_max_bs
-        if cg is not None and (isinstance(cg, bool) or not isinstance(cg, int) or cg < 0):
-            raise SpecError(f"--cuda-graph-max-bs must be a whole number >= 0, got {cg!r}")
-        if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
-            raise SpecError(f"--moe-backend must be {' or '.join(MOE_BACKENDS)}, got {self.moe_backend!r}")
-        if self.moe_backend == "trtllm" and not eng.launch.get("moe_trtllm"):  # priced only where it is launched
+        if self.cuda_graph_max_bs is not None:
+            check_cuda_graph_max_bs(self.cuda_graph_max_bs)
+        if check_moe_backend(self.moe_backend, None) and not eng.launch.get("moe_trtllm"):  # priced where launched
             raise SpecError(f"--moe-backend trtllm is launched on TensorRT-LLM and SGLang >= 0.5.6 "
                             f"(--moe-runner-backend flashinfer_trtllm); {eng.display} {eng.version} picks its own "
                             "MoE kernels: drop --moe-backend or change --engine")
-        if self.pdl and not eng.kernels.has_pdl_switch:  # the chip's half of check_pdl: per candidate
-            raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
-                            f"{eng.display} {eng.version} has no such switch: drop --pdl or use --engine trtllm")
+        if self.pdl:
+            check_pdl(eng, None)  # the engine now; the chip per candidate (`make_deployment`)
 
     def engine_profile(self) -> EngineProfile:
         """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`)."""

@@ -31,8 +31,8 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_moe_backend", "check_pdl", "make_deployment",
-           "default_seqs", "weights_note"]
+__all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_cuda_graph_max_bs", "check_moe_backend",
+           "check_pdl", "make_deployment", "default_seqs", "weights_note"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -158,26 +158,34 @@ MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-
 TRTLLM_MOE_FORMATS = ("fp8", "fp8-block", "nvfp4")
 
 
-def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec) -> bool:
+def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec | None) -> bool:
     """Whether `moe_backend` asks for TensorRT-LLM's fused trtllm-gen MoE kernels (`KernelFactors.trtllm_moe`); a
-    SpecError for a name not in MOE_BACKENDS, or for trtllm on a chip without those kernels."""
+    SpecError for a name not in MOE_BACKENDS, or for trtllm on a chip without those kernels (None: the name only)."""
     if moe_backend is not None and moe_backend not in MOE_BACKENDS:
         raise SpecError(f"moe_backend must be {' or '.join(MOE_BACKENDS)}, got {moe_backend!r}")
-    if moe_backend != "trtllm":
-        return False
+    if moe_backend != "trtllm" or hardware is None:
+        return moe_backend == "trtllm"
     if not hardware.has_trtllm_gen:
         raise SpecError(f"--moe-backend trtllm runs TensorRT-LLM's trtllm-gen kernels, built for datacenter "
                         f"Blackwell (B200, GB200, B300); {hardware.name} has no such kernels: use auto")
     return True
 
 
-def check_pdl(engine: EngineProfile, hardware: HardwareSpec) -> None:
+def check_cuda_graph_max_bs(value: object) -> int:
+    """`value` as the largest CUDA-graph decode batch (0: no cap); a SpecError unless a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"cuda_graph_max_bs must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def check_pdl(engine: EngineProfile, hardware: HardwareSpec | None) -> None:
     """A SpecError where programmatic dependent launch cannot be priced: an engine with no such switch
-    (`KernelFactors.pdl_kernel_overhead_scale` 1), or a chip that cannot launch so (`HardwareSpec.has_pdl`)."""
+    (`KernelFactors.pdl_kernel_overhead_scale` 1), or a chip that cannot launch so (`HardwareSpec.has_pdl`; None:
+    the engine only)."""
     if not engine.kernels.has_pdl_switch:
         raise SpecError(f"--pdl turns on TensorRT-LLM's programmatic dependent launch (TRTLLM_ENABLE_PDL=1); "
                         f"{engine.display} {engine.version} has no such switch: drop --pdl or use --engine trtllm")
-    if not hardware.has_pdl:
+    if hardware is not None and not hardware.has_pdl:
         raise SpecError(f"--pdl needs programmatic dependent launch, NVIDIA SM 9.0 and newer (Hopper, Blackwell); "
                         f"{hardware.name} has none: drop --pdl")
 
@@ -247,9 +255,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp)
     if cuda_graph_max_bs is not None:
-        if isinstance(cuda_graph_max_bs, bool) or not isinstance(cuda_graph_max_bs, int) or cuda_graph_max_bs < 0:
-            raise SpecError(f"cuda_graph_max_bs must be a whole number >= 0, got {cuda_graph_max_bs!r}")
-        d = replace(d, cuda_graph_max_bs=cuda_graph_max_bs)
+        d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:
         if not isinstance(async_scheduling, bool):
             raise SpecError(f"async_scheduling must be true or false, got {async_scheduling!r}")
