@@ -7,12 +7,15 @@ import re
 import pytest
 
 from flopwise.cli import run
-from flopwise.cost.batch import decode_shape
+from flopwise.cost.batch import AttentionWork, batch_shape, busiest_group, decode_shape, prefill_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S, alltoall_time, collective_latency_s
 from flopwise.cost.step import step_cost
 from flopwise.errors import SpecError
+from flopwise.sim.base import SchedulerOutput
+from flopwise.sim.request import Request
+from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.build import build_deployment
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model import expert_params
@@ -192,3 +195,50 @@ def test_default_expert_skew_is_the_measured_deepseek_imbalance_scaled_to_the_ep
     assert build_deployment(DSV3, "h200", weights="fp8", tp=8, ep=8, expert_skew=1.11).expert_skew == 1.11
     even = _by_name(_decode_cost(_dep(tp=8, ep=8)))
     assert _by_name(_decode_cost(auto))["moe_experts"]["flops"] == pytest.approx(1.391 * even["moe_experts"]["flops"])
+
+
+def test_busiest_group_by_hand():
+    # 10 decodes over 4 groups: 3, 3, 2, 2 rows; chunks of 500 and 300 tokens go, largest first, to the lightest
+    # groups (2 rows each): 502 and 302 tokens; the 500-token chunk's group is the busiest
+    g = busiest_group(10, 10_000, [(500, 0, True), (300, 0, False)], 4, [None])
+    assert g is not None
+    assert (g.num_tokens, g.num_seqs, g.num_logits) == (502, 3, 3)
+    # its two decode rows at the mean context 1000 (pairs c + 1 each) and the chunk's causal pairs 500 * 501 / 2
+    assert g.attention[None] == AttentionWork(125_250, 0, 2 * 1001, 2 * 1000)
+    assert busiest_group(10, 10_000, [], 4, [None]) is None  # decodes alone: the groups are even
+    assert busiest_group(10, 10_000, [(500, 0, True)], 1, [None]) is None
+    # one prompt over 4 groups lands whole on one; 8 prompts spread evenly (no busiest)
+    one = prefill_shape(1, 1000, [None], groups=4)
+    assert one.busiest is not None and one.busiest.num_tokens == 1000
+    assert prefill_shape(8, 1000, [None], groups=4).busiest is None
+    assert prefill_shape(5, 1000, [None], groups=4).busiest.num_tokens == 2000
+
+
+def test_a_lone_prompt_under_data_parallel_attention_runs_on_one_group():
+    """The prompt's attention-group operators run its 2048 tokens on one group (not 2048 / 8 on each); the routed
+    experts see the same tokens either way."""
+    dep = _dep(tp=1, dp=8, ep=8)
+    w = layout(dep).windows
+    even = batch_shape([(2048, 0)], w)  # no busiest: the cost model splits it 1/8
+    whole = prefill_shape(1, 2048, w, groups=8)
+    a, b = _by_name(step_cost(dep, even)), _by_name(step_cost(dep, whole))
+    assert b["qkv_o_proj"]["flops"] == pytest.approx(8 * a["qkv_o_proj"]["flops"])
+    assert b["attention"]["flops"] == pytest.approx(8 * a["attention"]["flops"])
+    assert b["moe_experts"]["flops"] == pytest.approx(a["moe_experts"]["flops"])
+    assert step_cost(dep, whole).time_s > step_cost(dep, even).time_s
+
+
+def test_the_simulators_step_carries_its_busiest_group():
+    """A step of 6 decodes and one 900-token prompt over 3 groups: 2 decodes each, the prompt on one of them."""
+    out = SchedulerOutput()
+    for i in range(6):
+        r = Request(request_id=i, arrival_at=0.0, num_prompt_tokens=100, max_tokens=10, num_output_tokens=1,
+                    num_computed_tokens=100)
+        r.num_tokens = 101
+        out.add(r, 1)
+    out.add(Request(request_id=6, arrival_at=0.0, num_prompt_tokens=900, max_tokens=10), 900)
+    shape, prompt = ShapeBuilder((None,), groups=3).step(out)
+    assert (shape.num_tokens, prompt) == (906, 900)
+    assert shape.busiest is not None
+    assert (shape.busiest.num_tokens, shape.busiest.num_seqs, shape.busiest.num_logits) == (902, 3, 3)
+    assert ShapeBuilder((None,)).step(out)[0].busiest is None

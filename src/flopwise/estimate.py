@@ -197,7 +197,7 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEF
     dep.model.check_context(input_len + output_len, "shorten --input-len / --output-len")
     require_fit(dep)
     lay = layout(dep)
-    prefill = step_cost(dep, prefill_shape(batch, input_len, lay.windows))
+    prefill = step_cost(dep, prefill_shape(batch, input_len, lay.windows, dep.dp))
     ttft_s = prefill.time_s
     tpot_s = mean_decode_step_s(dep, batch, input_len, output_len - 1)
     fe = dep.engine.frontend

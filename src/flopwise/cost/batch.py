@@ -21,14 +21,14 @@ and prefill sums are kept apart. Linear-state layers need only the token and seq
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flopwise.cost.attention import AttentionWork, Span, causal_pairs, decode_work, prefill_work, span_work
 from flopwise.specs.defaults import MAX_NUM_REQUESTS, MAX_TOKENS_PER_REQUEST
 from flopwise.validate import integer
 
 __all__ = ["AttentionWork", "BatchShape", "batch_shape", "prefill_shape", "decode_shape", "causal_pairs",
-           "check_static_batch"]
+           "check_static_batch", "busiest_group"]
 
 
 def check_static_batch(batch: object, input_len: object, output_len: object) -> None:
@@ -45,6 +45,9 @@ class BatchShape:
     num_seqs: int
     num_logits: int  # positions that produce a token (LM head rows)
     attention: dict[Span, AttentionWork]  # by span
+    # with data-parallel attention, the attention group with the most tokens where whole prompt chunks make the
+    # groups uneven (`busiest_group`); None: the groups share the step evenly (the cost model splits it 1/dp)
+    busiest: BatchShape | None = None
 
     def __post_init__(self) -> None:
         if self.num_tokens < 0 or self.num_seqs < 0 or self.num_logits < 0:
@@ -63,9 +66,42 @@ def batch_shape(seqs: Iterable[Sequence[int]], windows: Iterable[Span],
     return BatchShape(sum(n for n, _ in rows), len(rows), len(rows) if num_logits is None else num_logits, work)
 
 
-def prefill_shape(batch: int, input_len: int, windows: Iterable[Span]) -> BatchShape:
-    """`batch` prompts of `input_len` tokens, prefilled in one step."""
-    return BatchShape(batch * input_len, batch, batch, {w: prefill_work(batch, input_len, w) for w in set(windows)})
+def prefill_shape(batch: int, input_len: int, windows: Iterable[Span], groups: int = 1) -> BatchShape:
+    """`batch` prompts of `input_len` tokens, prefilled in one step (over `groups` data-parallel attention groups,
+    each prompt whole on one of them)."""
+    spans = set(windows)
+    shape = BatchShape(batch * input_len, batch, batch, {w: prefill_work(batch, input_len, w) for w in spans})
+    if groups > 1 and batch % groups:
+        return replace(shape, busiest=prefill_shape(-(-batch // groups), input_len, spans))
+    return shape
+
+
+def busiest_group(decodes: int, decode_context_sum: int, chunks: Sequence[tuple[int, int, bool]], groups: int,
+                  windows: Iterable[Span]) -> BatchShape | None:
+    """With data-parallel attention over `groups` groups, the group that takes the most tokens this step, which the
+    others wait for (every group meets at the MoE layers' collectives): the decode rows spread as evenly as whole
+    rows go, each prompt chunk (new tokens, cached context, whether it ends its prompt) whole on one group, largest
+    first to the group with the fewest tokens so far. A request runs on the rank its server sent it to (TensorRT-LLM's
+    attention DP, SGLang's --enable-dp-attention), so a lone context makes its rank the slow one (TensorRT-LLM tech
+    blog 10, 'ADP Balance Strategy': the iteration time is dominated by the slowest rank). Each group's decode rows
+    carry the mean context. None where the step has no chunks (the groups are even: the cost model splits it
+    1/groups)."""
+    if groups < 2 or not chunks:
+        return None
+    q, extra = divmod(decodes, groups)
+    rows = [q + (g < extra) for g in range(groups)]
+    load = list(rows)
+    mine: list[list[tuple[int, int, bool]]] = [[] for _ in range(groups)]
+    for chunk in sorted(chunks, key=lambda ch: -ch[0]):
+        g = min(range(groups), key=load.__getitem__)
+        load[g] += chunk[0]
+        mine[g].append(chunk)
+    g = max(range(groups), key=load.__getitem__)
+    b = rows[g]
+    mean = decode_context_sum // decodes if decodes else 0
+    pairs = [(1, mean)] * b + [(n, c) for n, c, _ in mine[g]]
+    logits = b + sum(1 for _, _, last in mine[g] if last)
+    return BatchShape(load[g], len(pairs), logits, {w: span_work(pairs, w) for w in set(windows)})
 
 
 def decode_shape(batch: int, context_len: int, windows: Iterable[Span]) -> BatchShape:

@@ -46,9 +46,11 @@ FLOPs per operator:
   gamma-distributed expert popularity of shape a (`specs/expert_load.py`: uneven routing touches fewer experts than
   uniform routing's E·(1 - (1 - k/E)^T)); each of the T·k
   token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`);
-- expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): the step's batch is spread evenly over
+- expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): a decode batch is spread evenly over
   the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
-  reads; the routed experts see the whole batch: a GPU runs T·k/ep token-expert rows of its E/ep experts
+  reads; a step with prompt chunks runs each chunk whole on one group, and the step waits for the group with the
+  most tokens (`BatchShape.busiest`, `cost.batch.busiest_group`), whose rows every operator but the routed experts
+  then runs; the routed experts see the whole batch: a GPU runs T·k/ep token-expert rows of its E/ep experts
   (2·(T·k/ep)·P_expert FLOPs, P_expert its moe_tp shard) and reads the ones touched, touched(T)/ep;
   with a stated `expert_skew` s the busiest rank runs s times the mean rows, and the step waits for it.
   Tokens reach the experts by two all-to-alls per MoE layer (dispatch, combine: `parallel.alltoall_time`), each
@@ -377,9 +379,18 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     dp, ep = dep.dp, dep.ep
     T_all = T  # the whole batch, which the routed experts see
     S: float = shape.num_seqs
-    if dp > 1:  # one attention group's share: every operator below but the routed experts
-        T, S = T / dp, S / dp
-    share = 1.0 / dp  # of the batch's attention pairs and KV reads
+    L: float = shape.num_logits
+    mine = shape.busiest if dp > 1 else None  # the slowest attention group's own rows, where the groups are uneven
+    if mine is not None:  # every operator below but the routed experts runs that group's rows
+        T, S, L = mine.num_tokens, mine.num_seqs, mine.num_logits
+        share = 1.0
+        shape = mine
+        kv_tokens: float = T
+    else:
+        if dp > 1:  # one attention group's share: every operator below but the routed experts
+            T, S, L = T / dp, S / dp, L / dp
+        share = 1.0 / dp  # of the batch's attention pairs and KV reads
+        kv_tokens = T_all  # KV written (times the share)
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
     ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
@@ -391,13 +402,13 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels)
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
-            flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, T_all, a)
+            flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a)
             acc.add("attention", n, flops, m, 0.0, kv_b, act_b, at.attn_kernels, attention=True)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
                 acc.add("indexer", n, share * (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
                         T / S * at.index_heads, 0.0,
-                        share * (iw.prefill_kv_read + iw.decode_kv_read + T_all) * at.index_bytes_per_token, 0.0, 2,
+                        share * (iw.prefill_kv_read + iw.decode_kv_read + kv_tokens) * at.index_bytes_per_token, 0.0, 2,
                         index=True)
         elif not at.has_pairs:  # linear-state layer: each sequence's state is read and written once per step
             acc.add("linear_attention", n, T * at.state_flops_per_token, T / S, 0.0, 2 * S * at.state_bytes,
@@ -444,9 +455,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             acc.add_comm("pp_send", crossing, p2p_time(hw, T_all * h * a, between_nodes=True), T_all * h * a)
         if dep.pp - 1 - crossing:
             acc.add_comm("pp_send", dep.pp - 1 - crossing, p2p_time(hw, T_all * h * a), T_all * h * a)
-    L: float = shape.num_logits
     if L:
-        L = L / dp if dp > 1 else L
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
                 L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)

@@ -49,7 +49,7 @@ def _roofline(r: PlanResult) -> go.Figure:
     rf = roofs(dep)
     mean_in = max(1, round(r.max_len / 4))
     batch = max(1, round(best.run.engine.running_batch_mean))
-    points = {"prefill (1 prompt)": step_cost(dep, prefill_shape(1, mean_in, w)),
+    points = {"prefill (1 prompt)": step_cost(dep, prefill_shape(1, mean_in, w, dep.dp)),
               f"decode (batch {batch})": step_cost(dep, decode_shape(batch, mean_in, w))}
     ai = [10 ** (i / 10) for i in range(-10, 51)]
     fig = go.Figure()

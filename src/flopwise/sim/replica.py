@@ -110,7 +110,7 @@ class Replica:
         if spec is not None:
             sched.use_speculation(Acceptance(spec, (config.seed, index)))
         self.kv = sched.kv
-        self.builder = ShapeBuilder(layout(dep).windows)
+        self.builder = ShapeBuilder(layout(dep).windows, dep.dp)
         if isinstance(sched, VllmScheduler):  # a step reads its decodes as a count and a context sum only
             sched.lazy_decodes = (spec is None and not sched.by_priority and self.builder.full_only
                                   and sched.kv.blocks_for is None)
@@ -122,7 +122,7 @@ class Replica:
         self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
         # a step is priced from its counts (`ShapeBuilder.counts`, `cost.full_step_time`): full attention, one
         # token per decode row, and no host time to claim from a shared CPU
-        self.priced_by_counts = spec is None and self.builder.full_only and not self.shared_cpu
+        self.priced_by_counts = spec is None and self.builder.full_only and not self.shared_cpu and dep.dp == 1
         self.tl = Timeline()
         self._adopted = False  # its timeline is a run simulated elsewhere (`adopt`)
         self.inbox: list[Request] = []  # without an API server: admitted, not yet handed to the scheduler

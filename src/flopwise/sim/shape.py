@@ -18,20 +18,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from flopwise.cost.attention import AttentionWork, Span, span_work
-from flopwise.cost.batch import BatchShape
+from flopwise.cost.batch import BatchShape, busiest_group
 from flopwise.sim.base import SchedulerOutput
 
 __all__ = ["ShapeBuilder", "DraftShapes"]
 
 
 class ShapeBuilder:
-    """Builds BatchShapes for one model's attention spans."""
+    """Builds BatchShapes for one model's attention spans, over `groups` data-parallel attention groups (a step
+    with prompt chunks then carries its busiest group: `cost.batch.busiest_group`)."""
 
-    __slots__ = ("windows", "full_only")
+    __slots__ = ("windows", "full_only", "groups")
 
-    def __init__(self, windows: Sequence[Span]):
+    def __init__(self, windows: Sequence[Span], groups: int = 1):
         self.windows = tuple(windows)
         self.full_only = self.windows == (None,)
+        self.groups = groups
 
     def step(self, out: SchedulerOutput, decode_tokens: int | None = None) -> tuple[BatchShape, int]:
         """The shape of one scheduled step (contexts read before it is applied), and its prompt tokens
@@ -40,10 +42,15 @@ class ShapeBuilder:
         row carries `decode_tokens` new tokens, all producing logits (default: as scheduled)."""
         reqs, news = out.reqs, out.num_new
         p = out.decode_tokens if decode_tokens is None else decode_tokens
+        chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
+        busiest = None
+        if self.groups > 1 and p == 1 and chunks:
+            busiest = busiest_group(out.num_decodes, out.decode_context_sum,
+                                    [(n, r.num_computed_tokens, r.num_computed_tokens + n == r.num_tokens)
+                                     for n, r in chunks], self.groups, self.windows)
         if self.full_only and p == 1:
             tokens, seqs, logits, sums, prompt = self.counts(out)
-            return BatchShape(tokens, seqs, logits, {None: AttentionWork(*sums)}), prompt
-        chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
+            return BatchShape(tokens, seqs, logits, {None: AttentionWork(*sums)}, busiest), prompt
         prompt = sum(n for n, _ in chunks)
         b = out.num_decodes
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
@@ -64,7 +71,7 @@ class ShapeBuilder:
                 is_chunk = set(out.chunk_rows)
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
             work = {w: span_work(rows, w) for w in self.windows}
-        return BatchShape(b * p + prompt, out.num_rows, logits, work), prompt
+        return BatchShape(b * p + prompt, out.num_rows, logits, work, busiest), prompt
 
     def counts(self, out: SchedulerOutput) -> tuple[int, int, int, tuple[int, int, int, int], int]:
         """`step(out)` of a full-attention model whose decode rows take one token each, as the shape's numbers
