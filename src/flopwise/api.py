@@ -334,7 +334,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              layerwise: bool = True, replica_events: str | None = None, autoscale: str | None = None,
              cold_start: str | float = "auto", storage_gbs: float = 2.0, engine_start_s: float = 30.0,
              target_outstanding: float = 32.0, timeout_s: float | str | None = None, classes: str | None = None,
-             scheduling_policy: str = "fcfs", rate_profile: str | None = None,
+             scheduling_policy: str = "fcfs", rate_profile: str | None = None, adp_balance: bool = False,
              progress: Callable[[int], None] | None = None) -> Simulation:
     """Serve a request stream on a deployment (`flopwise simulate`): TTFT/TPOT/ITL/E2E percentiles (ms), request
     and token throughput, goodput under `sla`, preemptions, where the time went; with `find_max_rate`, the highest
@@ -374,7 +374,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                           max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                                           schedule_conservativeness=schedule_conservativeness,
                                           enable_mixed_chunk=enable_mixed_chunk), seed=seed,
-                       scheduling_policy=scheduling_policy, ignore_eos=ignore_eos)
+                       scheduling_policy=scheduling_policy, ignore_eos=ignore_eos, adp_balance=adp_balance)
 
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
         return build_workload(num_requests=n, workload=workload, input_len=input_len,

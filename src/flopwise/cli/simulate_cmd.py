@@ -118,6 +118,7 @@ def simulate_cmd(
     classes: Annotated[str | None, typer.Option("--classes", help=HELP["classes"])] = None,
     scheduling_policy: Annotated[str, typer.Option("--scheduling-policy", help=HELP["scheduling_policy"])] = "fcfs",
     rate_profile: Annotated[str | None, typer.Option("--rate-profile", help=HELP["rate_profile"])] = None,
+    adp_balance: Annotated[bool, typer.Option("--adp-balance", help=HELP["adp_balance"])] = False,
     sla: Annotated[str | None, typer.Option(help=HELP["sla"])] = None,
     find_max_rate: Annotated[bool, typer.Option("--find-max-rate", help=HELP["find_max_rate"])] = False,
     output: Annotated[Path | None, typer.Option("--output", help=HELP["output"])] = None,
@@ -163,7 +164,8 @@ def simulate_cmd(
                           kv_link=kv_link, layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
                           cold_start=cold_start, storage_gbs=storage_gbs, engine_start_s=engine_start_s,
                           target_outstanding=target_outstanding, timeout_s=timeout_s, classes=classes,
-                          scheduling_policy=scheduling_policy, rate_profile=rate_profile, progress=advance)
+                          scheduling_policy=scheduling_policy, rate_profile=rate_profile, adp_balance=adp_balance,
+                          progress=advance)
     warn_model_notes(result.deployment.model)
     if json_out:
         print_json(result.to_dict())

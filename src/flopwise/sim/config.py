@@ -35,6 +35,9 @@ class SimConfig:
     # the clients send ignore_eos (every simulated request runs to its max_tokens either way): SGLang then admits
     # by its no-eviction check while its radix cache is off (sglang_scheduler.py, 6); other engines ignore it
     ignore_eos: bool = False
+    # TensorRT-LLM's attention-DP balance (attention_dp_config enable_balance): waiting contexts held back until
+    # every attention-DP rank has one (sim/adp_balance.py); needs an engine that has it and dp > 1
+    adp_balance: bool = False
 
     def __post_init__(self) -> None:
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:
@@ -43,8 +46,19 @@ class SimConfig:
             raise WorkloadError(f"unknown --scheduling-policy '{self.scheduling_policy}'; use "
                                 f"{' or '.join(SCHEDULING_POLICIES)}")
 
+    def check(self, dep: Deployment) -> None:
+        """Refuse options the deployment's engine or layout cannot run, in one line."""
+        if self.adp_balance:
+            if not dep.engine.adp_balance_iters:
+                raise WorkloadError(f"--adp-balance is TensorRT-LLM's attention_dp_config (1.0+); "
+                                    f"{dep.engine.family}@{dep.engine.version} has no such option")
+            if dep.dp < 2:
+                raise WorkloadError("--adp-balance balances data-parallel attention ranks; it needs --dp 2 or more "
+                                    "(TensorRT-LLM's enable_attention_dp)")
+
     def resolved(self, dep: Deployment) -> SimConfig:
-        """This config with every None taken from the deployment's engine."""
+        """This config with every None taken from the deployment's engine (after `check`)."""
+        self.check(dep)
         return replace(self, scheduler=self.scheduler or dep.engine.scheduler,
                        enable_prefix_caching=self.prefix_caching(dep), enable_chunked_prefill=self.chunked_prefill(dep))
 

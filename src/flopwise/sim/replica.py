@@ -47,6 +47,7 @@ from flopwise.cost.speculative import proposer_deployment, round_time_s
 from flopwise.cost.step import full_step_time, host_s, step_time
 from flopwise.errors import WorkloadError
 from flopwise.sim.acceptance import Acceptance
+from flopwise.sim.adp_balance import AdpBalance
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import BlockManager
 from flopwise.sim.config import SimConfig
@@ -81,6 +82,9 @@ def make_scheduler(dep: Deployment, config: SimConfig) -> BaseScheduler:
     sched = cls(kv, max_num_seqs=dep.running_limit, max_num_batched_tokens=dep.token_budget,
                 enable_chunked_prefill=config.chunked_prefill(dep))
     sched.reserve_full = dep.engine.reserve_max_tokens and cls is VllmScheduler
+    if config.adp_balance and isinstance(sched, VllmScheduler):
+        timeout_iters, batching_wait_iters = dep.engine.adp_balance_iters
+        sched.adp = AdpBalance(dep.dp, timeout_iters, batching_wait_iters)
     return sched
 
 

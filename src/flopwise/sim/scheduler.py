@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
+from flopwise.sim.adp_balance import AdpBalance
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import NO_HIT, BlockManager, most_steps_within
 from flopwise.sim.request import Request, RequestStatus
@@ -67,6 +68,9 @@ class VllmScheduler(BaseScheduler):
         self._finishes: list[_Due] = []  # (step of its last token, run_seq, decode_since, request)
         # lazy decodes by the residue mod block_size of the steps at which their next token needs a new block
         self._needs = [0] * kv.block_size
+        # TensorRT-LLM's attention-DP balance (`adp_balance.py`): waiting contexts held back some iterations; while
+        # one waits, every step is planned here (`admission_open` stays true), so each iteration is asked
+        self.adp: AdpBalance | None = None
 
     def schedule(self, now: float, more_coming: bool = True) -> SchedulerOutput:
         out = self.new_output()
@@ -74,7 +78,9 @@ class VllmScheduler(BaseScheduler):
         if budget is None:
             self.bring_up_to_date()
             budget = self._schedule_running(out, self.max_num_batched_tokens)
-        if not out.num_preempted:
+        adp = self.adp
+        if not out.num_preempted and not (adp is not None and self.waiting and adp.hold(
+                self.next_step, len(self.waiting), len(self.running), self.max_num_seqs)):
             self._schedule_waiting(out, budget, now)
         return out
 

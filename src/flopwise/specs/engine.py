@@ -455,6 +455,10 @@ class EngineProfile:
     # admit a request only while the KV blocks of every running sequence at its full length (prompt + max tokens)
     # and its own fit the pool, so nothing is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy)
     reserve_max_tokens: bool = False
+    # attention-DP balance (TensorRT-LLM's attention_dp_config enable_balance, opt-in): (timeout_iters,
+    # batching_wait_iters), the iterations a waiting context is held back for the other ranks' (sim/scheduler.py,
+    # `AdpBalance`); empty where the engine has no such option
+    adp_balance_iters: tuple[int, ...] = ()
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
@@ -503,6 +507,12 @@ class EngineProfile:
                    error=SpecError)
         if not self.batch_defaults:
             raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
+        if self.adp_balance_iters:
+            if len(self.adp_balance_iters) != 2:
+                raise SpecError(f"engine {self.family}: adp_balance_iters is [timeout_iters, batching_wait_iters], "
+                                f"got {list(self.adp_balance_iters)}")
+            for it in self.adp_balance_iters:
+                integer(it, f"engine {self.family}: adp_balance_iters", lo=0, hi=100_000, error=SpecError)
         if "tp" not in self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:
             raise SpecError(f"engine {self.family}: parallelism must list tp and any of pp, dp, ep, got "
                             f"{list(self.parallelism)}")
@@ -608,8 +618,8 @@ class _Family:
 _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch"}
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
-                 "activation_reserve_gib", "reserve_max_tokens", "memory_fraction_by_tp", "memory_reserve",
-                 "device_kernels", "devices", "parallelism", "sources",
+                 "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
+                 "memory_reserve", "device_kernels", "devices", "parallelism", "sources",
                  "since", "source"}
 
 
@@ -736,6 +746,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             enable_prefix_caching=bool(table["enable_prefix_caching"]),
             activation_reserve_gib=float(table.get("activation_reserve_gib", 0.0)),
             reserve_max_tokens=bool(table.get("reserve_max_tokens", False)),
+            adp_balance_iters=tuple(int(x) for x in table.get("adp_balance_iters", ())),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),

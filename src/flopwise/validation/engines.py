@@ -103,6 +103,7 @@ class CaseEngine:
     sglang: dict[str, Any] = field(default_factory=dict)  # stated SGLang scheduler flags, as SglangKnobs fields
     client_cap: int | None = None  # the client's stated cap on requests in flight (--max-concurrency)
     client_rate: float | None = None  # the finite rate the client sent at, where stated beside a concurrency
+    adp_balance: bool = False  # TensorRT-LLM's attention_dp_config enable_balance, where stated
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:
@@ -248,7 +249,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
                       ignore_eos=bool(_truthy(knobs_in.get("ignore_eos"))),
                       rescale_arrivals=_client_rescales(knobs_in, family, version), sglang=sglang,
                       client_cap=int(cap) if cap and cap >= 1 else None,
-                      client_rate=_number(knobs_in.get("request_rate")) or None)
+                      client_rate=_number(knobs_in.get("request_rate")) or None,
+                      adp_balance=bool(_truthy(knobs_in.get("attention_dp_enable_balance")))
+                      and bool(_truthy(knobs_in.get("enable_attention_dp"))) and bool(eng.adp_balance_iters))
 
 
 def _client_rescales(knobs: dict[str, Any], family: str, version: str | None) -> bool:

@@ -69,7 +69,7 @@ def predict_simulate(case: Any) -> float:
         wl = _at_means(wl, named, None if a.get("input_dist") else float(a["input_len"]),
                        None if a.get("output_dist") else float(a["output_len"]))
     config = SimConfig(enable_prefix_caching=ce.enable_prefix_caching, enable_chunked_prefill=ce.enable_chunked_prefill,
-                       ignore_eos=ce.ignore_eos, sglang=SglangKnobs(**ce.sglang))
+                       ignore_eos=ce.ignore_eos, sglang=SglangKnobs(**ce.sglang), adp_balance=ce.adp_balance)
     summary = simulate(dep, wl, config).summary()
     v = summary[case.metric_key]
     return float(v[case.stat or "mean"] if isinstance(v, dict) else v)
