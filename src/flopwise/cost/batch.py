@@ -99,9 +99,14 @@ def busiest_group(decodes: int, decode_context_sum: int, chunks: Sequence[tuple[
     g = max(range(groups), key=load.__getitem__)
     b = rows[g]
     mean = decode_context_sum // decodes if decodes else 0
-    pairs = [(1, mean)] * b + [(n, c) for n, c, _ in mine[g]]
+    prompts = [(n, c) for n, c, _ in mine[g]]
+    work = {}
+    for w in set(windows):
+        p, d = span_work(prompts, w), decode_work(b, mean, w)
+        work[w] = AttentionWork(p.prefill_pairs, p.prefill_kv_read, p.decode_pairs + d.decode_pairs,
+                                p.decode_kv_read + d.decode_kv_read)
     logits = b + sum(1 for _, _, last in mine[g] if last)
-    return BatchShape(load[g], len(pairs), logits, {w: span_work(pairs, w) for w in set(windows)})
+    return BatchShape(load[g], b + len(prompts), logits, work)
 
 
 def decode_shape(batch: int, context_len: int, windows: Iterable[Span]) -> BatchShape:

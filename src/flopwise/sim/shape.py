@@ -42,15 +42,16 @@ class ShapeBuilder:
         row carries `decode_tokens` new tokens, all producing logits (default: as scheduled)."""
         reqs, news = out.reqs, out.num_new
         p = out.decode_tokens if decode_tokens is None else decode_tokens
-        chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
         busiest = None
-        if self.groups > 1 and p == 1 and chunks:
+        if self.groups > 1 and p == 1 and out.chunk_rows:
             busiest = busiest_group(out.num_decodes, out.decode_context_sum,
-                                    [(n, r.num_computed_tokens, r.num_computed_tokens + n == r.num_tokens)
-                                     for n, r in chunks], self.groups, self.windows)
+                                    [(news[i], reqs[i].num_computed_tokens,
+                                      reqs[i].num_computed_tokens + news[i] == reqs[i].num_tokens)
+                                     for i in out.chunk_rows], self.groups, self.windows)
         if self.full_only and p == 1:
             tokens, seqs, logits, sums, prompt = self.counts(out)
             return BatchShape(tokens, seqs, logits, {None: AttentionWork(*sums)}, busiest), prompt
+        chunks = [(news[i], reqs[i]) for i in out.chunk_rows]
         prompt = sum(n for n, _ in chunks)
         b = out.num_decodes
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
