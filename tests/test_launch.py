@@ -68,6 +68,8 @@ TARGETS = {
                                   weights="fp8",
                                   moe_backend="trtllm", async_scheduling=False, cuda_graph_max_bs=64, max_len=4096,
                                   prompt=2048),
+    "8b dense dp2 one server": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct", num_gpus=2,
+                                  replicas_per_server=2, max_len=4096, prompt=2048),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
                                 two_batch_overlap=True, weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
@@ -521,3 +523,15 @@ def test_async_scheduling_flag_only_where_the_release_differs():
     assert not any("async" in a for a in cmd("0.11", False).argv())
     old = cmd("0.9", True)
     assert not any("async" in a for a in old.argv()) and any("no flag" in n for n in old.notes)
+
+
+def test_dense_data_parallel_is_one_server_with_the_engines_dp_flag(rendered):
+    """Replicas behind one server (`replicas_per_server`): vLLM --data-parallel-size and SGLang --dp-size (no DP
+    attention: the model is dense); engines without that mode say to start separate servers."""
+    v = rendered[("8b dense dp2 one server", "vllm")].command
+    assert "--data-parallel-size 2" in v and "--tensor-parallel-size 1" in v
+    s = rendered[("8b dense dp2 one server", "sglang")].command
+    assert "--dp-size 2" in s and "--tp-size 1" in s and "--enable-dp-attention" not in s
+    for e in ("vllm@0.6", "trtllm", "llamacpp"):
+        c = rendered[("8b dense dp2 one server", e)]
+        assert c.command is None and "one engine per server" in c.reason, e

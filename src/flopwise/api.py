@@ -208,9 +208,9 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 @_checked
 @documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
-               tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
-               dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
-             two_batch_overlap: bool = False,
+               tp: int = 1, pp: int = 1, num_gpus: int | None = None, replicas_per_server: int = 1,
+               weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int = 1,
+               expert_skew: float | None = None, two_batch_overlap: bool = False,
                kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
                engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
@@ -224,7 +224,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
     SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
     registered family's reader (the model's notes then say the mapping is assumed)."""
-    return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
+    return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, replicas_per_server=replicas_per_server,
+                            dp=dp, ep=ep, nodes=nodes,
                             expert_skew=expert_skew, two_batch_overlap=two_batch_overlap, weights=weights,
                             kv=kv, hardware_file=hardware_file, speculative=speculative, family=family, engine=engine,
                             frontend=frontend, endpoint=endpoint, engine_file=engine_file, max_num_seqs=max_num_seqs,
@@ -310,9 +311,9 @@ def _steady_rule(seed: int, num_requests: int | None) -> Any:
 @_checked
 @documented(input_len="lengths", output_len="output_lengths")
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
-             num_gpus: int | None = None, tp: int = 1, pp: int = 1, weights: str | None = None,
-             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
-             two_batch_overlap: bool = False,
+             num_gpus: int | None = None, tp: int = 1, pp: int = 1, replicas_per_server: int = 1,
+             weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int = 1,
+             expert_skew: float | None = None, two_batch_overlap: bool = False,
              kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
              engine_file: PathLike | None = None, hardware_file: PathLike | None = None, family: str | None = None,
@@ -358,7 +359,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None or rate_profile is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency and --rate-profile")
-    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, dp=dp, ep=ep, nodes=nodes,
+    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, replicas_per_server=replicas_per_server,
+                           dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew,
                            two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
                            gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,

@@ -9,7 +9,7 @@
     decode tokens/s per user    = 1 / TPOT
     MFU / MBU = FLOPs (bytes) one GPU moved over the request / (E2E * peak FLOP/s (bandwidth))
 
-Behind the engine's API server (`dep.engine.frontend`, `sim/frontend.py`), the batch starts once its last request
+Behind the engine's API server (`dep.frontend`, `sim/frontend.py`), the batch starts once its last request
 is accepted and every step's tokens are streamed out by the same CPU:
     TTFT += batch * ingress_s / servers + latency_s + batch * output_token_s / servers
     TPOT  = max(TPOT, batch * output_token_s / servers)          (the stream cannot outpace the server)
@@ -200,7 +200,7 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEF
     prefill = step_cost(dep, prefill_shape(batch, input_len, lay.windows, dep.dp))
     ttft_s = prefill.time_s
     tpot_s = mean_decode_step_s(dep, batch, input_len, output_len - 1)
-    fe = dep.engine.frontend
+    fe = dep.frontend
     if fe is not None:
         ttft_s += fe.batch_ttft_s(batch, input_len)
         if output_len > 1:

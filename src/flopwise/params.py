@@ -24,6 +24,9 @@ HELP: dict[str, str] = {
     "model": "Catalog id or alias, config.json path, or model directory.",
     "gpu": "Hardware id (see `flopwise hardware`).",
     "num_gpus": "GPUs in all; a multiple of tp*dp*pp (the rest are replicas). Default: tp*dp*pp.",
+    "replicas_per_server": "Run that many of the --num-gpus replicas as data-parallel engines behind one server "
+                           "(vllm serve --data-parallel-size, SGLang --dp-size): they share its API server as the "
+                           "engine does (SGLang: one tokenizer process; vLLM 0.15+: one API server per engine).",
     "tp": "Tensor-parallel degree (GPUs per pipeline stage).",
     "pp": "Pipeline-parallel stages.",
     "dp": "Data-parallel attention groups per replica (MoE models: each group of tp GPUs holds the attention "

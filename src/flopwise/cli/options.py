@@ -1,8 +1,9 @@
 """The options several commands share, spelled once: name, type and help (`params.HELP`). A command writes
 `tp: Tp = 1`; its default comes from `specs/defaults.py` or the engine catalog at the call site, as before.
 
-Deployment: Model, Gpu, NumGpus, Tp, Pp, Dp, Ep, Nodes, ExpertSkew, Weights, Kv, Engine, Frontend, Endpoint,
-GpuMemoryUtilization, EngineFile, HardwareFile, Family. Workload: InputLen, OutputLen. Output: Json, Parquet.
+Deployment: Model, Gpu, NumGpus, ReplicasPerServer, Tp, Pp, Dp, Ep, Nodes, ExpertSkew, Weights, Kv, Engine,
+Frontend, Endpoint, GpuMemoryUtilization, EngineFile, HardwareFile, Family. Workload: InputLen, OutputLen.
+Output: Json, Parquet.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import typer
 
 from flopwise.params import HELP
 
-__all__ = ["Model", "Gpu", "NumGpus", "Tp", "Pp", "Dp", "Ep", "Nodes", "ExpertSkew", "Weights", "Kv", "Engine",
+__all__ = ["Model", "Gpu", "NumGpus", "ReplicasPerServer", "Tp", "Pp", "Dp", "Ep", "Nodes", "ExpertSkew", "Weights",
+           "Kv", "Engine",
            "TwoBatchOverlap", "Frontend", "Endpoint", "GpuMemoryUtilization", "EngineFile", "HardwareFile", "Family",
            "InputLen",
            "OutputLen", "Json", "Parquet"]
@@ -22,6 +24,7 @@ __all__ = ["Model", "Gpu", "NumGpus", "Tp", "Pp", "Dp", "Ep", "Nodes", "ExpertSk
 Model = Annotated[str, typer.Option(help=HELP["model"])]
 Gpu = Annotated[str, typer.Option(help=HELP["gpu"])]
 NumGpus = Annotated[int | None, typer.Option("--num-gpus", help=HELP["num_gpus"])]
+ReplicasPerServer = Annotated[int, typer.Option("--replicas-per-server", help=HELP["replicas_per_server"])]
 Tp = Annotated[int, typer.Option(help=HELP["tp"])]
 Pp = Annotated[int, typer.Option(help=HELP["pp"])]
 Dp = Annotated[int | None, typer.Option(help=HELP["dp"])]

@@ -34,6 +34,7 @@ from flopwise.cli.options import (
     NumGpus,
     Pdl,
     Pp,
+    ReplicasPerServer,
     Tp,
     TwoBatchOverlap,
     Weights,
@@ -47,6 +48,7 @@ def simulate_cmd(
     model: Model = DEFAULT_MODEL,
     gpu: Gpu = DEFAULT_GPU,
     num_gpus: NumGpus = None,
+    replicas_per_server: ReplicasPerServer = 1,
     tp: Tp = 1,
     pp: Pp = 1,
     dp: Dp = None,
@@ -141,7 +143,7 @@ def simulate_cmd(
         task = bar.add_task("requests", total=None)
         advance = lambda n: bar.advance(task, n)  # noqa: E731
     with bar:
-        result = simulate(model, gpu, num_gpus=num_gpus, tp=tp, pp=pp,
+        result = simulate(model, gpu, num_gpus=num_gpus, replicas_per_server=replicas_per_server, tp=tp, pp=pp,
                           dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
                           two_batch_overlap=two_batch_overlap, weights=weights, kv=kv, engine=engine,
                           frontend=frontend, endpoint=endpoint, gpu_memory_utilization=gpu_memory_utilization,

@@ -17,7 +17,7 @@ The planner prunes candidates with them before simulating, and the sustained-rat
   memory-bound decode step costs only the compute the step had to spare: the first term; the second counts
   every FLOP of the request at the efficiency of its own shapes),
   and rate <= 1 / t_req. Behind an API server (`specs/engine.py` FrontendCosts) every request also passes one
-  CPU stage, so the rate is at most api_servers / (ingress_s(prompt) + out * output_token_s) as well; the
+  CPU stage, so the rate is at most speed / (ingress_s(prompt) + out * output_token_s) as well; the
   ceiling is the smaller of the two (`binding` says which).
   It is a bound, not a forecast: a simulated rate that passes above it is a transient the run was too short
   to see, so the sustained-rate rule caps its answer here.
@@ -104,20 +104,20 @@ def _token_s(dep: Deployment, batch: int, ctx: int) -> float:
 
 
 def frontend_ceiling(dep: Deployment, input_len: float, output_len: float) -> float:
-    """Requests/s the API server's CPU can pass: api_servers / (ingress + output tokens * per-token egress)."""
-    fe = dep.engine.frontend
+    """Requests/s the API server's CPU can pass: speed / (ingress + output tokens * per-token egress)."""
+    fe = dep.frontend
     if fe is None:
         return math.inf
     work = fe.ingress_s(round(input_len)) + output_len * fe.output_token_s
-    return fe.api_servers / work if work > 0 else math.inf
+    return fe.speed / work if work > 0 else math.inf
 
 
 def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_share: float = 0.0) -> Bounds:
     """The latency floor, the capacity ceiling and the latency near it, at mean lengths (see the module
     docstring)."""
     w = layout(dep).windows
-    fe = dep.engine.frontend
-    front_s = 0.0 if fe is None else fe.ingress_s(input_len) / fe.api_servers + fe.latency_s
+    fe = dep.frontend
+    front_s = 0.0 if fe is None else fe.ingress_s(input_len) / fe.speed + fe.latency_s
     ttft = (_prefill_s(dep, input_len) + front_s) * 1e3
     ctx = input_len + output_len // 2
     step_s, tokens = _decode_s(dep, 1, ctx)

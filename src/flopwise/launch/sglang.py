@@ -48,6 +48,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["pp"], dep.pp)
     if dep.dp > 1:
         line.flag(flags["dp"], dep.dp).flag(flags["dp_attention"])
+    elif dep.replicas_per_server > 1:  # dense data parallel: that many TP groups behind the one tokenizer
+        line.flag(flags["dp"], dep.replicas_per_server)
     if dep.ep > 1:
         line.flag(flags["ep"], dep.ep)
         if dep.two_batch_overlap:

@@ -85,6 +85,8 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
             line.flag(flags["dp_local"], local).flag(flags["dp_address"], "<head-node-ip>")
             notes.append(f"run on each of the {dep.nodes} nodes: the same command with {flags['dp_start_rank']} "
                          f"{local} x node index and --headless on all but the head")
+    elif dep.replicas_per_server > 1:  # dense data parallel: that many engine cores behind one endpoint
+        line.flag(flags["dp"], dep.replicas_per_server)
     if dep.ep > 1:
         line.flag(flags["ep"])
         if dep.two_batch_overlap:

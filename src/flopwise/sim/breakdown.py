@@ -68,10 +68,11 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
     bottleneck (see the module docstring)."""
     ok = phases[~np.isnan(phases).any(axis=1)] if phases.size else phases
     means = {k: float(ok[:, j].mean()) if len(ok) else None for j, k in enumerate(PHASES)}
-    fe = dep.engine.frontend
+    fe = dep.frontend
     util = None
     if fe is not None and duration_s > 0:
-        util = sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines) * fe.api_servers)
+        # each stage's busy time over the run (a stage of `speed` processes busy for t keeps them all busy for t)
+        util = sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines))
     if util is not None and util >= BUSY and util > busy_fraction:
         bottleneck = "frontend"
     elif busy_fraction >= BUSY and (means["queue_ms"] or 0.0) > (means["prefill_ms"] or 0.0):

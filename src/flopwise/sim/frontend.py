@@ -1,8 +1,9 @@
 """The engine's OpenAI API server as a stage in front of the engine: a CPU that every request and every output
 token passes through (costs: `specs/engine.py` FrontendCosts).
 
-Jobs are served first come, first served by `api_servers` processes, modelled as one server of that many
-times the speed (exact for one process, the default of vLLM, SGLang and TensorRT-LLM):
+Jobs are served first come, first served by `servers` = FrontendCosts.speed processes (api_servers over the
+data-parallel engines sharing them), modelled as one server of that many times the speed (exact for one process,
+the default of vLLM, SGLang and TensorRT-LLM):
 
     ingress  (a request arriving at a):       ready_at = max(a, busy) + ingress_s(prompt) / servers + latency_s
     egress   (a step ending at t, n tokens):  delivered_at = max(t, busy) + n * output_token_s / servers
@@ -35,7 +36,7 @@ __all__ = ["Frontend", "hidden_tokens"]
 def hidden_tokens(dep: Deployment) -> int:
     """Opening output tokens a client receives no text for: the response header the chat endpoint's parser
     consumes (`ModelSpec.response_header_tokens`; gpt-oss's harmony channel header), behind the HTTP server only."""
-    fe = dep.engine.frontend
+    fe = dep.frontend
     return dep.model.response_header_tokens if fe is not None and fe.endpoint == "chat" else 0
 
 
@@ -47,11 +48,11 @@ class Frontend:
 
     def __init__(self, costs: FrontendCosts):
         self.costs = costs
-        self.speed = float(costs.api_servers)
+        self.speed = costs.speed
         self.token_s = costs.output_token_s / self.speed
         self.busy_until = 0.0
         self.pending: deque[Request] = deque()
-        self.cpu_s = 0.0  # CPU seconds of work served (for the utilisation report)
+        self.cpu_s = 0.0  # seconds the stage was busy (for the utilisation report)
 
     def admit(self, req: Request) -> None:
         """Accept a request that arrived at `req.arrival_at`; it joins the engine at `req.engine_arrival_at`."""

@@ -32,7 +32,7 @@ class Timeline:
     num_prompt_tokens: int = 0
     num_verified_decodes: int = 0  # speculative decoding: decodes verified, and the tokens they emitted
     num_verified_tokens: int = 0
-    frontend_cpu_s: float = 0.0  # CPU seconds the API server worked (0 without one)
+    frontend_cpu_s: float = 0.0  # seconds the API-server stage was busy (0 without one)
 
     @property
     def num_steps(self) -> int:

@@ -31,7 +31,8 @@ def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str =
 
 
 def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
-                     tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
+                     tp: int = 1, pp: int = 1, num_gpus: int | None = None, replicas_per_server: int = 1,
+                     weights: str | None = None,
                      dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
                      two_batch_overlap: bool = False,
                      kv: str | None = None, hardware_file: Path_ | None = None,
@@ -48,7 +49,8 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     --cuda-graph-max-bs, vLLM --max-cudagraph-capture-size; None: the engine's default for the device);
     `async_scheduling`: host work overlapping the device (vLLM --async-scheduling; None: the engine's default);
     `moe_backend`: "trtllm" for TensorRT-LLM's fused MoE kernels (SGLang --moe-runner-backend flashinfer_trtllm);
-    `pdl`: programmatic dependent launch on (TensorRT-LLM's TRTLLM_ENABLE_PDL=1)."""
+    `pdl`: programmatic dependent launch on (TensorRT-LLM's TRTLLM_ENABLE_PDL=1); `replicas_per_server`: that many
+    of the num_gpus / (tp*dp*pp) replicas run as data-parallel engines behind one server."""
     m = model if isinstance(model, ModelSpec) else get_model(model, family)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
@@ -57,7 +59,7 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     eng = engine_profile(engine, frontend, endpoint, engine_file)
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew, two_batch_overlap=two_batch_overlap,
-                           num_gpus=num_gpus, speculative=spec,
+                           num_gpus=num_gpus, replicas_per_server=replicas_per_server, speculative=spec,
                            engine=eng.eager() if enforce_eager else eng, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                            gpu_memory_utilization=gpu_memory_utilization, cuda_graph_max_bs=cuda_graph_max_bs,

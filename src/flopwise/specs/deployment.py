@@ -8,6 +8,9 @@ experts split over `ep` ranks (E / ep experts each) and each expert sharded over
 (`moe_tp`); `expert_skew` is the busiest EP rank's load over the mean (it sets the step: the all-to-all waits
 for it). `dp = ep = 1` is plain tensor parallelism, experts sharded by tp (vLLM's default). `nodes`: the
 servers one replica spans, its GPUs split evenly (collectives between them go over each GPU's NIC).
+`replicas_per_server`: how many of the replicas run as data-parallel engines behind one server (`vllm serve
+--data-parallel-size R`, SGLang `--dp-size R` without DP attention) rather than as servers of their own; they
+share that server's API frontend as its engine profile says (`FrontendCosts.for_engines`, `frontend`).
 `max_num_seqs` and `max_num_batched_tokens` are per attention group (per DP rank, as the engines take them): a
 replica runs up to `dp` times as many (`running_limit`, `token_budget`). `engine` (`specs/engine.py`) is the
 serving engine at a version: its frontend and per-step CPU costs, memory policy and defaults. Knob names follow
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from flopwise.errors import PrecisionError, SpecError
-from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.engine import EngineProfile, FrontendCosts, get_engine
 from flopwise.specs.expert_load import default_expert_skew
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -45,6 +48,7 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     replicas: int = 1
+    replicas_per_server: int = 1  # data-parallel engines behind one server (they share its API frontend)
     dp: int = 1
     ep: int = 1
     nodes: int = 1  # servers one replica spans (its GPUs split evenly); collectives between them use the NIC
@@ -60,7 +64,7 @@ class Deployment:
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "replicas", "dp", "ep", "nodes", "block_size", "max_num_seqs",
+        for name in ("tp", "pp", "replicas", "replicas_per_server", "dp", "ep", "nodes", "block_size", "max_num_seqs",
                      "max_num_batched_tokens"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -83,6 +87,8 @@ class Deployment:
                 raise SpecError(f"ep={self.ep} must divide tp*dp={self.tp * self.dp} (the GPUs the MoE layers span)")
             if self.ep > experts:
                 raise SpecError(f"ep={self.ep} exceeds {m.name}'s {experts} routed experts")
+        if self.replicas_per_server > 1:
+            self._check_server_dp()
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
         gpn = self.hardware.gpus_per_node
@@ -106,12 +112,32 @@ class Deployment:
         object.__setattr__(self, "_k", key)
         object.__setattr__(self, "_hash", hash(key))
 
+    def _check_server_dp(self) -> None:
+        r, fe = self.replicas_per_server, self.engine.frontend
+        if self.replicas % r:
+            raise SpecError(f"replicas_per_server={r} must divide the {self.replicas} replicas (--num-gpus / tp*pp)")
+        if self.dp > 1:
+            raise SpecError(f"replicas_per_server={r} runs dense data-parallel engines behind one server; with "
+                            f"data-parallel attention (dp={self.dp}) the engine's DP flag is taken: use "
+                            "independent replicas")
+        if self.nodes > 1:
+            raise SpecError(f"replicas_per_server={r} is modelled for replicas on one node each; drop --nodes")
+        if fe is not None and fe.data_parallel == "none":
+            raise SpecError(f"{self.engine.display} {self.engine.version} serves one engine per server; drop "
+                            "--replicas-per-server (its replicas are servers of their own)")
+
+    @property
+    def frontend(self) -> FrontendCosts | None:
+        """The API-server stage one replica sees (`FrontendCosts.for_engines`; None offline)."""
+        fe = self.engine.frontend
+        return None if fe is None else fe.for_engines(self.replicas_per_server, self.dp)
+
     def __hash__(self) -> int:
         return self._hash
 
     def _key(self) -> tuple[object, ...]:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
-                self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
+                self.replicas_per_server, self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
                 self.speculative)
 
@@ -194,14 +220,16 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
                     expert_skew: float | None = None, two_batch_overlap: bool = False,
                     num_gpus: int | None = None,
-                    replicas: int | None = None, speculative: SpeculativeSpec | None = None,
-                    engine: EngineProfile | None = None, max_num_seqs: int | None = None,
+                    replicas: int | None = None, replicas_per_server: int = 1,
+                    speculative: SpeculativeSpec | None = None, engine: EngineProfile | None = None,
+                    max_num_seqs: int | None = None,
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
                     gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
                     async_scheduling: bool | None = None, moe_backend: str | None = None,
                     pdl: bool = False) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
-    the number of replicas. Weight format defaults to the checkpoint's own (`precision.default_weights`: its
+    the number of replicas (`replicas_per_server` of them data-parallel engines behind one server). Weight format
+    defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
     (`EngineProfile.file_format`: llama.cpp's GGUF of gpt-oss); KV follows the 16-bit activation dtype unless
     given. `speculative`: speculative decoding (None: plain decoding). `expert_skew` None: the measured
@@ -262,7 +290,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         d = replace(d, async_scheduling=async_scheduling)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf, engine=eng.on_device(d, hardware.vendor),
                       tp=tp, pp=pp,
-                      replicas=replicas, dp=dp, ep=ep, nodes=nodes,
+                      replicas=replicas, replicas_per_server=replicas_per_server, dp=dp, ep=ep, nodes=nodes,
                       expert_skew=default_expert_skew(model, ep) if expert_skew is None else expert_skew,
                       two_batch_overlap=two_batch_overlap,
                       speculative=speculative,

@@ -58,6 +58,7 @@ SCHEDULERS = ("vllm", "static", "sglang")  # the simulator's policies (sim/)
 DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
+DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; the
 # fourth number and the pre/post/dev tail are not priced
 _VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?$",
@@ -74,7 +75,12 @@ def _check_nonneg(owner: str, obj: object) -> None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FrontendCosts:
     """CPU seconds the API server spends per request, per prompt token and per output token; `latency_s` is
-    a delay that holds no CPU. `api_servers` processes share the work (each one CPU)."""
+    a delay that holds no CPU. `api_servers` processes share the work (each one CPU); `shared_by` engines (data-
+    parallel replicas behind one server) share them, so one replica's stage runs at `speed` = api_servers /
+    shared_by (a FIFO shared by R engines fed round-robin, as R stages of 1/R the speed: exact for a burst).
+    `data_parallel`: what a server does with several data-parallel engines (`Deployment.replicas_per_server`):
+    "none" (it has no such mode), "shared" (one API server for them all: SGLang's TokenizerManager, vLLM before
+    0.15) or "per_rank" (one API server per engine: vLLM's api_server_count defaults to the DP size)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -86,12 +92,33 @@ class FrontendCosts:
     api_servers: int = 1
     endpoint: str = "completions"
     shares_engine_cpu: bool = False  # one process runs the HTTP server and the engine loop (vLLM V0 <= 0.5)
+    data_parallel: str = "none"
+    shared_by: int = 1
 
     def __post_init__(self) -> None:
         _check_nonneg("frontend", self)
         integer(self.api_servers, "engine frontend: api_servers", lo=1, hi=4096, error=SpecError)
+        integer(self.shared_by, "engine frontend: shared_by", lo=1, hi=4096, error=SpecError)
         if self.endpoint not in ENDPOINTS:
             raise SpecError(f"unknown endpoint '{self.endpoint}'; use one of {', '.join(ENDPOINTS)}")
+        if self.data_parallel not in DP_FRONTENDS:
+            raise SpecError(f"engine frontend: data_parallel must be one of {', '.join(DP_FRONTENDS)}, got "
+                            f"{self.data_parallel!r}")
+
+    @property
+    def speed(self) -> float:
+        """API-server processes' worth of CPU one engine gets: api_servers / shared_by."""
+        return self.api_servers / self.shared_by
+
+    def for_engines(self, replicas_per_server: int, dp: int) -> FrontendCosts:
+        """The stage one replica sees when `replicas_per_server` data-parallel engines (each `dp` attention ranks)
+        sit behind one server: "shared" divides the server's processes among them; "per_rank" gives every engine
+        core (each replica, each attention-DP rank) its own."""
+        if self.data_parallel == "per_rank" and dp > 1:
+            return replace(self, api_servers=self.api_servers * dp)
+        if self.data_parallel == "shared" and replicas_per_server > 1:
+            return replace(self, shared_by=replicas_per_server)
+        return self
 
     def ingress_s(self, prompt_tokens: int) -> float:
         """CPU seconds to accept one request: parse, validate, template (chat), tokenize."""
@@ -100,12 +127,12 @@ class FrontendCosts:
 
     def stream_s(self, batch: int) -> float:
         """Seconds the servers need to stream one token to each of `batch` requests."""
-        return batch * self.output_token_s / self.api_servers
+        return batch * self.output_token_s / self.speed
 
     def batch_ttft_s(self, batch: int, prompt_tokens: int) -> float:
         """What the server adds to the TTFT of a static batch sent at once: the batch starts when its last
         request is accepted, and its first tokens are streamed out after the prefill."""
-        return batch * self.ingress_s(prompt_tokens) / self.api_servers + self.latency_s + self.stream_s(batch)
+        return batch * self.ingress_s(prompt_tokens) / self.speed + self.latency_s + self.stream_s(batch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -101,7 +101,7 @@ class _Point:
         t = prefill_time_s(self.dep, batch, s.input_len, self.cached)
         if self.proposer is not None:
             t += prefill_time_s(self.proposer, batch, s.input_len, self.cached)
-        fe = self.dep.engine.frontend
+        fe = self.dep.frontend
         return t if fe is None else t + fe.batch_ttft_s(batch, s.input_len)
 
     def tpot_s(self, batch: int) -> float:
@@ -110,7 +110,7 @@ class _Point:
             t = spec_tpot_s(self.dep, self.spec, batch, s.input_len, s.output_len)
         else:
             t = mean_decode_step_s(self.dep, batch, s.input_len, s.output_len - 1)
-        fe = self.dep.engine.frontend
+        fe = self.dep.frontend
         return t if fe is None else max(t, fe.stream_s(batch))
 
     def decode_flops_per_output_token(self) -> float:

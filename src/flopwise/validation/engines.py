@@ -296,7 +296,12 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     if weights and ckpt and ckpt != weights and ckpt.startswith(weights):
         # "fp8" of a block-scaled fp8 checkpoint, "mxfp4" of gpt-oss's experts-only mxfp4, as the engine's file has it
         weights = ce.engine.file_format(ckpt)
-    par = case_parallelism(raw.get("engine_knobs") or {}, int(args.get("tp") or 1))
+    knobs = raw.get("engine_knobs") or {}
+    par = case_parallelism(knobs, int(args.get("tp") or 1))
+    # SGLang --dp-size / vLLM --data-parallel-size without DP attention: the replicas are engines behind one server
+    server_dp = next((int(v) for k in ("sglang_dp_size", "vllm_data_parallel_size")
+                      if (v := _number(knobs.get(k))) is not None), 1)
     dep = build_deployment(model, args["gpu"], tp=par["tp"], dp=par["dp"], ep=par["ep"], num_gpus=args.get("num_gpus"),
+                           replicas_per_server=server_dp if par["dp"] == 1 else 1,
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce

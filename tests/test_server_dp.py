@@ -1,0 +1,91 @@
+"""Data-parallel engines behind one server (`Deployment.replicas_per_server`): the API-server stage they share,
+as each engine's profile says (`FrontendCosts.data_parallel`), reaching the simulator and the capacity bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from flopwise.api import deployment, simulate
+from flopwise.cli import run
+from flopwise.cost.capacity import frontend_ceiling
+from flopwise.errors import SpecError
+from flopwise.sim.frontend import Frontend
+from flopwise.sim.request import Request
+from flopwise.specs.engine import get_engine
+
+
+def test_versions_say_who_shares_the_api_server():
+    assert get_engine("vllm@0.8.5").frontend.data_parallel == "none"
+    assert get_engine("vllm@0.9.0").frontend.data_parallel == "shared"  # one API server for every DP engine
+    assert get_engine("vllm@0.15.0").frontend.data_parallel == "per_rank"  # api_server_count = DP size (PR #32525)
+    assert get_engine("sglang@0.5.9").frontend.data_parallel == "shared"  # one TokenizerManager
+    assert get_engine("trtllm").frontend.data_parallel == "none"
+
+
+def test_each_engine_gets_its_share_of_the_server():
+    sg = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, replicas_per_server=2, engine="sglang@0.5.9")
+    assert sg.replicas == 2 and sg.frontend.speed == 0.5
+    vl = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, replicas_per_server=2, engine="vllm@0.15.0")
+    assert vl.frontend.speed == 1.0  # two API servers for two engines
+    old = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, replicas_per_server=2, engine="vllm@0.12.0")
+    assert old.frontend.speed == 0.5
+    # vLLM 0.15+ with attention DP: one API server per engine core (dp of them), SGLang still one
+    moe = dict(tp=1, dp=4, ep=4, weights="fp8")
+    assert deployment("qwen3-30b-a3b", "h100-sxm", engine="vllm@0.15.0", **moe).frontend.api_servers == 4
+    assert deployment("qwen3-30b-a3b", "h100-sxm", engine="sglang@0.5.9", **moe).frontend.speed == 1.0
+    # the request-rate ceiling of one replica's stage halves when two engines share it
+    alone = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, engine="sglang@0.5.9")
+    assert frontend_ceiling(sg, 500, 60) == pytest.approx(frontend_ceiling(alone, 500, 60) / 2)
+
+
+def test_a_shared_stage_queues_a_burst_as_one_server_would():
+    """100 requests at once through SGLang's one tokenizer, split round-robin over two engines: each engine's
+    stage (half the speed) takes its 50 in 50 x 2w, the last leaving at 100 w, as on one server."""
+    fe = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, replicas_per_server=2, engine="sglang@0.5.9").frontend
+    w = fe.request_s + 500 * fe.prompt_token_s  # one request's ingress on one process
+    stage = Frontend(fe)
+    reqs = [Request(request_id=i, arrival_at=0.0, num_prompt_tokens=500, max_tokens=60) for i in range(50)]
+    for r in reqs:
+        stage.admit(r)
+    assert reqs[-1].engine_arrival_at == pytest.approx(100 * w + fe.latency_s)
+    assert stage.cpu_s == pytest.approx(100 * w)
+
+
+def test_the_simulated_burst_waits_at_the_shared_frontend():
+    kw = dict(model="qwen3-8b", gpu="h100-sxm", tp=4, num_gpus=8, engine="sglang@0.5.9", concurrency=100,
+              num_requests=100, input_len=500, output_len=60)
+    own = simulate(**kw).to_dict()
+    shared = simulate(replicas_per_server=2, **kw).to_dict()
+    fe = get_engine("sglang@0.5.9").frontend
+    w = fe.request_s + 500 * fe.prompt_token_s
+    # mean time to leave a FIFO for a burst of n = 50 per stage: (n + 1) / 2 ingresses, each w (own server) or 2w
+    assert own["time_breakdown_ms"]["frontend_ms"] == pytest.approx((25.5 * w + fe.latency_s) * 1e3)
+    assert shared["time_breakdown_ms"]["frontend_ms"] == pytest.approx((51 * w + fe.latency_s) * 1e3)
+    assert shared["setup"]["replicas_per_server"] == 2 and shared["setup"]["api_servers_per_replica"] == 0.5
+    assert shared["ttft_ms"]["mean"] > own["ttft_ms"]["mean"] + 100
+    # the server busy for both engines: each stage's 50 ingresses and 50 x 60 streamed tokens, at half speed
+    busy = 2 * (50 * w + 50 * 60 * fe.output_token_s)
+    assert shared["frontend_utilization"] == pytest.approx(busy / shared["duration_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(engine="trtllm"), "serves one engine per server"),
+    (dict(engine="vllm@0.8.5"), "serves one engine per server"),
+    (dict(replicas_per_server=3), "must divide the 2 replicas"),
+])
+def test_refusals(kw, msg):
+    args = dict(model="qwen3-8b", gpu="h100-sxm", tp=4, num_gpus=8, replicas_per_server=2) | kw
+    with pytest.raises(SpecError, match=msg):
+        deployment(**args)
+
+
+def test_attention_dp_takes_the_engines_dp_flag():
+    with pytest.raises(SpecError, match="data-parallel attention"):
+        deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, num_gpus=8, replicas_per_server=2)
+
+
+def test_the_cli_refuses_in_one_line(capsys):
+    code = run(["simulate", "--tp", "1", "--num-gpus", "2", "--replicas-per-server", "2", "--engine", "trtllm",
+                "--num-requests", "5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "one engine per server" in err[0]
