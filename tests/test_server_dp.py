@@ -12,6 +12,7 @@ from flopwise.errors import SpecError
 from flopwise.sim.frontend import Frontend
 from flopwise.sim.request import Request
 from flopwise.specs.engine import get_engine
+from flopwise.validation.engines import case_deployment
 
 
 def test_versions_say_who_shares_the_api_server():
@@ -89,3 +90,13 @@ def test_the_cli_refuses_in_one_line(capsys):
                 "--num-requests", "5"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "one engine per server" in err[0]
+
+
+def test_a_case_with_a_dense_models_dp_size_is_one_server_of_replicas():
+    """A published run's `--dp-size 2` (or vLLM --data-parallel-size) on a dense model: two TP replicas behind one
+    server, not data-parallel attention (which is for MoE models)."""
+    args = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm", "tp": 4}
+    raw = {"engine": "SGLang", "engine_version": "0.5.9", "engine_knobs": {"dp_size": 2}, "args": args}
+    dep, _ = case_deployment(raw, "simulate", args)
+    assert (dep.tp, dep.dp, dep.replicas, dep.replicas_per_server, dep.num_gpus) == (4, 1, 2, 2, 8)
+    assert dep.frontend.speed == 0.5

@@ -301,7 +301,11 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     # SGLang --dp-size / vLLM --data-parallel-size without DP attention: the replicas are engines behind one server
     server_dp = next((int(v) for k in ("sglang_dp_size", "vllm_data_parallel_size")
                       if (v := _number(knobs.get(k))) is not None), 1)
-    dep = build_deployment(model, args["gpu"], tp=par["tp"], dp=par["dp"], ep=par["ep"], num_gpus=args.get("num_gpus"),
+    num_gpus = args.get("num_gpus")
+    if par["dp"] > 1 and model.moe is None:  # a dense model's DP ranks are whole replicas behind the one server
+        server_dp, par = par["dp"], {"tp": par["tp"], "dp": 1, "ep": 1}
+        num_gpus = num_gpus or par["tp"] * server_dp
+    dep = build_deployment(model, args["gpu"], tp=par["tp"], dp=par["dp"], ep=par["ep"], num_gpus=num_gpus,
                            replicas_per_server=server_dp if par["dp"] == 1 else 1,
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce
