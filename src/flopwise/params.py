@@ -47,8 +47,8 @@ HELP: dict[str, str] = {
     "scheduling_policy": "fcfs, or priority: waiting requests by (priority, arrival), the lowest-priority "
                          "running request preempted first (vLLM's --scheduling-policy; the vllm scheduler).",
     "adp_balance": "TensorRT-LLM 1.0+ with data-parallel attention (--dp 2+): attention_dp_config enable_balance, "
-                   "which holds a waiting context back until every rank has one (at most 50 iterations, then 10 more "
-                   "to batch), trading TTFT for fewer decode stalls.",
+                   "which holds a waiting context back until every rank has one (for at most the engine profile's "
+                   "adp_balance_iters, then a few more to batch), trading TTFT for fewer decode stalls.",
     "rate_profile": "A request rate over time instead of --request-rate: DUR:RATE segments repeated "
                     "(\"300s:5,600s:40,300s:5\") or diurnal:LOW:HIGH:PERIOD (\"diurnal:2:20:3600s\"); --arrival "
                     "gamma's --burstiness shapes the arrivals around it.",
