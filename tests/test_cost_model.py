@@ -349,3 +349,17 @@ def test_decode_step_time_is_step_time_of_the_decode_shape(model, gpu, kw):
     builder = ShapeBuilder((None,))
     for b, c in ((1, 0), (1, 4095), (7, 7 * 1234), (64, 64 * 3000), (256, 256 * 900)):
         assert decode_step_time(dep, b, c) == pytest.approx(step_time(dep, builder.decode(b, c)), rel=1e-12)
+
+
+def test_narrow_expert_slices_reach_less_of_the_compute_roof():
+    """Qwen3-30B-A3B's experts are 768 wide: whole on one GPU, 192 wide each under TP4. A 4096-token prefill's
+    grouped GEMMs compute at w / (w + 192) of the MoE roof: 768/960 = 0.8 whole, 192/384 = 0.5 sliced, so TP4's
+    expert compute per FLOP takes 1.6x as long (same rows per expert, same chip)."""
+    assert get_hardware("h100-sxm").efficiency.moe_compute_half_width == 192.0
+    per_flop = {}
+    for tp in (1, 4):
+        dep = deployment("qwen3-30b-a3b", "h100-sxm", tp=tp)
+        op = next(o for o in step_cost(dep, prefill_shape(1, 4096, layout(dep).windows)).ops if o.name == "moe_experts")
+        assert op.compute_s > op.memory_s  # compute-bound, where the slice width matters
+        per_flop[tp] = op.compute_s / op.flops
+    assert per_flop[4] / per_flop[1] == pytest.approx(0.8 / 0.5, rel=1e-9)

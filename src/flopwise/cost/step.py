@@ -16,9 +16,10 @@ hides behind it:
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
-rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate; AWQ / GPTQ weights stream at
-`marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate), GGUF weights at
-`block_weight_read` where the engine's mat-vec kernels dequantize in registers (Metal); GGUF matmuls reach
+rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate, times w / (w + w_half) for an expert
+sliced w wide on each GPU (intermediate / moe_tp; `EfficiencyProfile.moe_compute_half_width`); AWQ / GPTQ weights
+stream at `marlin_weight_read` where the engine runs them on Marlin kernels (else the format's own rate), GGUF weights
+at `block_weight_read` where the engine's mat-vec kernels dequantize in registers (Metal); GGUF matmuls reach
 `quantized_gemm_compute` of the compute roof (`mmq_compute` of the int8 roof where they run int8, that roof at most
 `mmq_sm_ops_per_clock` x SMs x clock on parts whose SM count the catalog gives; so do the engine's `block_formats`,
 llama.cpp's MXFP4, times `fp4_mmq_speedup` on chips with FP4 tensor cores); the fixed cost per kernel is the
@@ -196,6 +197,7 @@ class Roofs:
     p: float
     moe_weight_eff: float  # engine's fused-MoE share of the bandwidth roof (KernelFactors.moe_bandwidth)
     moe_compute_eff: float  # and of the compute roof (KernelFactors.moe_compute)
+    moe_half_width: float  # a GPU's expert slice width at which that halves (EfficiencyProfile.moe_compute_half_width)
     eager_kernel_s: float  # launch time per kernel of a step run eagerly (KernelFactors.eager_prefill_kernel_s, or
     #                        its eager_kernel_s where CUDA graphs are off altogether)
     act_quant: bool  # block-scaled formats: a group-quantization launch before each GEMM (eager steps)
@@ -266,6 +268,7 @@ def roofs(dep: Deployment) -> Roofs:
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
+                 moe_half_width=e.moe_compute_half_width,
                  eager_kernel_s=kf.eager_prefill_kernel_s if kf.cuda_graphs else kf.eager_launch_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
@@ -418,17 +421,19 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             touched = experts_touched(E, k, T_all)
             routing = acc.r.grouped_topk_kernels - 1 if g.grouped_routing else 0  # beyond the one top-k kernel
             rows_per_expert = T_all * k / touched
+            w = g.expert_inter  # this GPU's slice of an expert: the N of gate/up, the K of down
+            compute_eff = acc.r.moe_compute_eff * w / (w + acc.r.moe_half_width)
             if ep == 1 and dp == 1:
                 acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff, gpu_kernels=routing)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
             else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
                 rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
                 acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
                         touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, rows, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff, compute_eff=acc.r.moe_compute_eff, gpu_kernels=routing)
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
                         T * a * (2 * h + 3 * g.shared_inter), 2)

@@ -18,7 +18,12 @@ slower than both roofs. The operator time is the smooth maximum
 `kernel_overhead_s` is the fixed cost of one kernel (launch, ramp, tail; with CUDA graphs a few
 microseconds); every kernel of a MoE model whose weights are not FP4 costs `moe_kernel_overhead_scale` times that
 (above 1 on a chip whose FP4 MoE runs fused, generated kernels while other formats run generic ones);
-`step_overhead_s` the device's own per-step cost outside the operators (a graph launch, the sampler's kernels).
+`moe_compute_half_width`: a MoE layer's grouped GEMMs run each expert sliced over moe_tp GPUs, w = intermediate /
+moe_tp wide (the N of gate/up, the K of down: DeepSeek-V3 under TP8 256, Qwen3-235B 192); tiles that narrow spend
+much of their time outside the MMA loop, so the compute roof is scaled by w / (w + moe_compute_half_width) (fitted on
+the dev set's 718 MoE rows: 0 / 128 / 192 / 256 / 512 half-widths; expert parallelism keeps experts whole for this
+reason: LMSYS's large-scale EP blog, 2025-05); `step_overhead_s` the device's own per-step cost outside the
+operators (a graph launch, the sampler's kernels).
 The engine's CPU work per step (scheduling, input preparation, output processing) is the engine's, not the chip's:
 `specs/engine.py` HostCosts.
 Defaults by kind are fitted to `benchmarks/data/measured-dev.csv` (see `benchmarks/accuracy.py`); the
@@ -82,6 +87,7 @@ class EfficiencyProfile:
     kernel_overhead_s: float = 6.0e-6
     moe_kernel_overhead_scale: float = 1.0  # kernel_overhead_s multiplier for a MoE model not in FP4 weights
     moe_kernel_overhead_formats: tuple[str, ...] = ()  # the weights' compute dtypes it applies to (empty: all but fp4)
+    moe_compute_half_width: float = 192.0
     step_overhead_s: float = 5.0e-5  # sampler kernels + graph launch; engine CPU work is in the engine profile
     runtime_overhead_gib: float = 1.0  # CUDA context, library workspaces, graphs: outside weights and KV
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
@@ -98,7 +104,7 @@ class EfficiencyProfile:
                             f"({', '.join(_DTYPE_FALLBACK)}), got {formats!r}")
         object.__setattr__(self, "moe_kernel_overhead_formats", tuple(formats))
         for name in ("compute_half_m", "bandwidth_half_bytes", "kernel_overhead_s", "step_overhead_s",
-                     "runtime_overhead_gib"):
+                     "runtime_overhead_gib", "moe_compute_half_width"):
             number(getattr(self, name), f"efficiency {name}", lo=0, error=SpecError)
 
     def moe_kernel_scale(self, compute: str) -> float:
