@@ -8,10 +8,10 @@ import pytest
 from flopwise.api import deployment, simulate
 from flopwise.cli import run
 from flopwise.cost.capacity import frontend_ceiling
-from flopwise.errors import SpecError
+from flopwise.errors import SpecError, WorkloadError
 from flopwise.sim.frontend import Frontend
 from flopwise.sim.request import Request
-from flopwise.specs.engine import get_engine
+from flopwise.specs.engine import get_engine, write_engine_file
 from flopwise.validation.engines import case_deployment
 
 
@@ -100,3 +100,27 @@ def test_a_case_with_a_dense_models_dp_size_is_one_server_of_replicas():
     dep, _ = case_deployment(raw, "simulate", args)
     assert (dep.tp, dep.dp, dep.replicas, dep.replicas_per_server, dep.num_gpus) == (4, 1, 2, 2, 8)
     assert dep.frontend.speed == 0.5
+
+
+def test_a_fleet_or_an_offline_engine_refuses_it():
+    kw = dict(model="qwen3-8b", gpu="h100-sxm", tp=4, num_gpus=8, engine="sglang@0.5.9", replicas_per_server=2,
+              num_requests=5)
+    with pytest.raises(WorkloadError, match="routes to servers of their own"):
+        simulate(router="round-robin", **kw)
+    with pytest.raises(SpecError, match="offline"):
+        deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, engine="trtllm", frontend="none", replicas_per_server=2)
+
+
+def test_engine_files_neither_pin_nor_set_the_sharing(tmp_path):
+    """A calibrated override keeps the release's data-parallel mode (it writes the CPU costs only), and no profile
+    table may set the deployment's share."""
+    path = tmp_path / "eng.toml"
+    write_engine_file(path, get_engine("vllm@0.8.5"), "test")
+    assert "data_parallel" not in path.read_text() and "shared_by" not in path.read_text()
+    dep = deployment("qwen3-8b", "h100-sxm", tp=4, num_gpus=8, engine="vllm@0.15.0", engine_file=path,
+                     replicas_per_server=2)
+    assert dep.frontend.data_parallel == "per_rank"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "vllm"\n\n[override]\nfrontend = { request_s = 1e-3, shared_by = 3 }\n')
+    with pytest.raises(SpecError, match="shared_by"):
+        deployment("qwen3-8b", "h100-sxm", engine="vllm@0.15.0", engine_file=bad)

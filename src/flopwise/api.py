@@ -387,6 +387,10 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               rate_profile=rate_profile)
 
     if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
+        if replicas_per_server != 1:
+            raise WorkloadError("--replicas-per-server runs the --num-gpus replicas behind one server, round-robin; "
+                                "a fleet (--replicas, --router, --disaggregate, --replica-events, --autoscale) "
+                                "routes to servers of their own: drop one")
         if num_gpus is not None and replicas is not None:
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:

@@ -117,7 +117,7 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     docstring)."""
     w = layout(dep).windows
     fe = dep.frontend
-    front_s = 0.0 if fe is None else fe.ingress_s(input_len) / fe.speed + fe.latency_s
+    front_s = 0.0 if fe is None else fe.ingress_s(input_len) / fe.api_servers + fe.latency_s
     ttft = (_prefill_s(dep, input_len) + front_s) * 1e3
     ctx = input_len + output_len // 2
     step_s, tokens = _decode_s(dep, 1, ctx)

@@ -29,10 +29,9 @@ def render(target: LaunchTarget, engine: EngineProfile | None = None) -> LaunchC
     dialect = DIALECTS.get(eng.family)
     if dialect is None:
         return LaunchCommand(engine=eng.name, command=None, reason=f"no launch dialect for {eng.display}")
-    fe = eng.frontend
-    if target.deployment.replicas_per_server > 1 and fe is not None and fe.data_parallel == "none":
-        return LaunchCommand(engine=eng.name, command=None, reason=f"{eng.display} serves one engine per server; "
-                             f"start {target.deployment.replicas_per_server} servers behind a router instead")
+    refusal = eng.server_dp_refusal(target.deployment.replicas_per_server)
+    if refusal:
+        return LaunchCommand(engine=eng.name, command=None, reason=refusal)
     return dialect(target, eng)
 
 

@@ -23,8 +23,9 @@ def _ep(st: dict[str, Any]) -> str:
 def render_simulation(console: Console, s: dict[str, Any]) -> None:
     """The CLI's report of a simulated run from its `--json` summary."""
     st = s["setup"]
+    rps = st.get("replicas_per_server", 1)
     console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}{_ep(st)}, "
-                  f"replicas={st['replicas']}, "
+                  f"replicas={st['replicas']}{'' if rps == 1 else f' ({rps} per server)'}, "
                   f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
                   f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
                   f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "

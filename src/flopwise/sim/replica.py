@@ -121,7 +121,8 @@ class Replica:
         prop = proposer_deployment(dep, spec) if spec is not None else None
         self.drafts = DraftShapes(layout(prop).windows if prop is not None else ())
         self.max_decodes = dep.token_budget if config.scheduler == "vllm" else dep.running_limit
-        self.fe = Frontend(dep.frontend) if dep.frontend is not None else None
+        fe = dep.frontend
+        self.fe = Frontend(fe) if fe is not None else None
         self.hidden_tokens = hidden_tokens(dep)  # opening tokens its clients get no text for (once, not per request)
         self.shared_cpu = self.fe is not None and self.fe.costs.shares_engine_cpu
         # a step is priced from its counts (`ShapeBuilder.counts`, `cost.full_step_time`): full attention, one

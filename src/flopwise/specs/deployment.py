@@ -113,7 +113,7 @@ class Deployment:
         object.__setattr__(self, "_hash", hash(key))
 
     def _check_server_dp(self) -> None:
-        r, fe = self.replicas_per_server, self.engine.frontend
+        r = self.replicas_per_server
         if self.replicas % r:
             raise SpecError(f"replicas_per_server={r} must divide the {self.replicas} replicas (--num-gpus / tp*pp)")
         if self.dp > 1:
@@ -122,9 +122,9 @@ class Deployment:
                             "independent replicas")
         if self.nodes > 1:
             raise SpecError(f"replicas_per_server={r} is modelled for replicas on one node each; drop --nodes")
-        if fe is not None and fe.data_parallel == "none":
-            raise SpecError(f"{self.engine.display} {self.engine.version} serves one engine per server; drop "
-                            "--replicas-per-server (its replicas are servers of their own)")
+        refusal = self.engine.server_dp_refusal(r)
+        if refusal:
+            raise SpecError(refusal)
 
     @property
     def frontend(self) -> FrontendCosts | None:

@@ -79,8 +79,11 @@ class FrontendCosts:
     parallel replicas behind one server) share them, so one replica's stage runs at `speed` = api_servers /
     shared_by (a FIFO shared by R engines fed round-robin, as R stages of 1/R the speed: exact for a burst).
     `data_parallel`: what a server does with several data-parallel engines (`Deployment.replicas_per_server`):
-    "none" (it has no such mode), "shared" (one API server for them all: SGLang's TokenizerManager, vLLM before
-    0.15) or "per_rank" (one API server per engine: vLLM's api_server_count defaults to the DP size)."""
+    "none" (it has no such mode), "shared" (one API server for them all: SGLang's TokenizerManager, vLLM 0.9-0.14)
+    or "per_rank" (one API server per engine core: vLLM 0.15+, whose api_server_count defaults to the DP size; a
+    profile's `api_servers` then counts per engine core, where vLLM's --api-server-count is the total). Sharing R
+    ways as R stages of 1/R the speed overstates the wait of a request that arrives alone (it has the server to
+    itself); the capacity bound's lone-request TTFT uses the whole server."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -560,6 +563,19 @@ class EngineProfile:
     def is_offline(self) -> bool:
         return self.frontend is None
 
+    def server_dp_refusal(self, replicas_per_server: int) -> str | None:
+        """Why this engine cannot run `replicas_per_server` data-parallel engines behind one API server (None: it
+        can, or there is one)."""
+        if replicas_per_server <= 1:
+            return None
+        if self.frontend is None:
+            return (f"replicas_per_server={replicas_per_server} puts engines behind one API server; offline "
+                    "(--frontend none) replicas are independent: drop --replicas-per-server")
+        if self.frontend.data_parallel == "none":
+            return (f"{self.display} {self.version} serves one engine per server: start {replicas_per_server} "
+                    "servers behind a router instead (drop --replicas-per-server)")
+        return None
+
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
                       pp: int = 1) -> EngineKnobs:
         """Every knob this engine picks by default for a deployment (see the catalog entry's sources)."""
@@ -721,7 +737,7 @@ def write_engine_file(path: str | Path, profile: EngineProfile, note: str) -> No
     """Write `profile`'s CPU costs (host, frontend) as an override file of its family (see load_engine_file)."""
     def table(obj: object) -> str:
         items = [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in fields(obj)  # type: ignore[arg-type]
-                 if f.name != "endpoint"]
+                 if f.name not in ("endpoint", "data_parallel", "shared_by")]  # the release's, the deployment's
         return "{ " + ", ".join(items) + " }"
     lines = [f"# flopwise engine override for {profile.name}: {note}", f'name = "{profile.family}"', "",
              "[override]", f"host = {table(profile.host)}"]
@@ -757,6 +773,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
     if override:
         table = _merge(table, dict(override))
         sources.append(("override", "user engine file"))
+    if isinstance(table.get("frontend"), dict) and "shared_by" in table["frontend"]:
+        raise SpecError("engine frontend: shared_by is the deployment's (replicas_per_server), not a profile's")
     if override:
         return _validated(fam, version, table, tuple(sources))
     try:

@@ -22,7 +22,8 @@ microseconds); every kernel of a MoE model whose weights are not FP4 costs `moe_
 moe_tp wide (the N of gate/up, the K of down: DeepSeek-V3 under TP8 256, Qwen3-235B 192); tiles that narrow spend
 much of their time outside the MMA loop, so the compute roof is scaled by w / (w + moe_compute_half_width) (fitted on
 the dev set's 718 MoE rows: 0 / 128 / 192 / 256 / 512 half-widths; expert parallelism keeps experts whole for this
-reason: LMSYS's large-scale EP blog, 2025-05); `step_overhead_s` the device's own per-step cost outside the
+reason: LMSYS's large-scale EP blog, 2025-05; CUDA MMA tiles: 0 in the SoC and CPU profiles, fitted apart);
+`step_overhead_s` the device's own per-step cost outside the
 operators (a graph launch, the sampler's kernels).
 The engine's CPU work per step (scheduling, input preparation, output processing) is the engine's, not the chip's:
 `specs/engine.py` HostCosts.
@@ -130,11 +131,12 @@ DEFAULT_EFFICIENCY = {
     # and command-buffer encoding)
     "soc": EfficiencyProfile(compute_max=0.60, compute_half_m=1.0, bandwidth_max=0.90, bandwidth_half_bytes=1.0e4,
                              kernel_overhead_s=1.0e-5, step_overhead_s=2.0e-3, runtime_overhead_gib=2.0,
+                             moe_compute_half_width=0.0,
                              source="default SoC profile (Apple / Jetson unified memory, llama.cpp-class kernels), "
                                     "fitted by benchmarks/fit_defaults.py --kind soc"),
     "cpu": EfficiencyProfile(compute_max=0.50, compute_half_m=1.0, attention_compute_max=0.3,
                              bandwidth_max=0.60, bandwidth_half_bytes=2.0e5, kernel_overhead_s=2.0e-5,
-                             step_overhead_s=5.0e-3, runtime_overhead_gib=1.0,
+                             step_overhead_s=5.0e-3, runtime_overhead_gib=1.0, moe_compute_half_width=0.0,
                              source="default CPU profile (oneDNN/vLLM-CPU class kernels)"),
 }
 

@@ -56,7 +56,7 @@ def rebuild(dep: Deployment, **changes: Any) -> Deployment:
     by `make_deployment` like any deployment built from names."""
     fields: dict[str, Any] = {
         "model": dep.model, "hardware": dep.hardware, "weights": dep.weights.name, "kv": dep.kv.name,
-        "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas,
+        "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas, "replicas_per_server": dep.replicas_per_server,
         "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
         "max_num_seqs": dep.max_num_seqs, "max_num_batched_tokens": dep.max_num_batched_tokens,
         "speculative": dep.speculative, "engine": dep.engine,
