@@ -69,7 +69,7 @@ TARGETS = {
                                   moe_backend="trtllm", async_scheduling=False, cuda_graph_max_bs=64, max_len=4096,
                                   prompt=2048),
     "8b dense dp2 one server": _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct", num_gpus=2,
-                                  replicas_per_server=2, max_len=4096, prompt=2048),
+                                  replicas_per_server=2, max_len=4096, prompt=2048, api_servers=4),
     "deepseek 2 nodes ep16": _t("deepseek-v3", "h200", "deepseek-ai/DeepSeek-V3", tp=8, ep=16, nodes=2,
                                 two_batch_overlap=True, weights="fp8", native="fp8", max_len=4096, prompt=2048),
 }
@@ -529,7 +529,9 @@ def test_dense_data_parallel_is_one_server_with_the_engines_dp_flag(rendered):
     """Replicas behind one server (`replicas_per_server`): vLLM --data-parallel-size and SGLang --dp-size (no DP
     attention: the model is dense); engines without that mode say to start separate servers."""
     v = rendered[("8b dense dp2 one server", "vllm")].command
-    assert "--data-parallel-size 2" in v and "--tensor-parallel-size 1" in v
+    assert "--data-parallel-size 2" in v and "--tensor-parallel-size 1" in v and "--api-server-count 4" in v
+    assert "--api-server-count" not in rendered[("8b dense dp2 one server", "vllm@0.9")].command  # from 0.9.1
+    assert any("no --api-server-count" in n for n in rendered[("8b dense dp2 one server", "vllm@0.9")].notes)
     s = rendered[("8b dense dp2 one server", "sglang")].command
     assert "--dp-size 2" in s and "--tp-size 1" in s and "--enable-dp-attention" not in s
     for e in ("vllm@0.6", "trtllm", "llamacpp"):

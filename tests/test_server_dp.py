@@ -124,3 +124,32 @@ def test_engine_files_neither_pin_nor_set_the_sharing(tmp_path):
     bad.write_text('name = "vllm"\n\n[override]\nfrontend = { request_s = 1e-3, shared_by = 3 }\n')
     with pytest.raises(SpecError, match="shared_by"):
         deployment("qwen3-8b", "h100-sxm", engine="vllm@0.15.0", engine_file=bad)
+
+
+def test_more_api_servers_raise_the_frontend_ceiling():
+    """vLLM's --api-server-count 4: the server's four processes share its requests, so the API-server ceiling is
+    4x one process's; behind one server of two DP engines, each engine's stage gets two of them."""
+    one = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.12.0")
+    four = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.12.0", api_servers=4)
+    assert frontend_ceiling(four, 128, 16) == pytest.approx(4 * frontend_ceiling(one, 128, 16))
+    shared = deployment("llama-3.1-8b", "h100-sxm", num_gpus=2, replicas_per_server=2, engine="vllm@0.15.0",
+                        api_servers=4)
+    assert shared.frontend.speed == 2.0  # a count given is the server's total, not per engine core
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(engine="sglang@0.5.9"), "no API-server process count"),
+    (dict(engine="vllm@0.9.0"), "no API-server process count"),
+    (dict(engine="vllm@0.12.0", frontend="none"), "offline"),
+    (dict(engine="vllm@0.12.0", api_servers=0), "must be an integer"),
+])
+def test_api_servers_refusals(kw, msg):
+    with pytest.raises(SpecError, match=msg):
+        deployment("llama-3.1-8b", "h100-sxm", **({"api_servers": 2} | kw))
+
+
+def test_the_cli_takes_api_servers(capsys):
+    code = run(["simulate", "--model", "llama-3.2-1b", "--engine", "vllm@0.12.0", "--api-servers", "3",
+                "--num-requests", "20", "--input-len", "64", "--output-len", "8", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and '"api_servers_per_replica": 3.0' in out

@@ -218,7 +218,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                block_size: int | None = None, gpu_memory_utilization: float | None = None,
                enforce_eager: bool = False, async_scheduling: bool | None = None,
-               cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False) -> Deployment:
+               cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
+               api_servers: int | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -232,7 +233,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                             async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                            moe_backend=moe_backend, pdl=pdl)
+                            moe_backend=moe_backend, pdl=pdl, api_servers=api_servers)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -320,7 +321,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
              block_size: int | None = None, enforce_eager: bool = False, async_scheduling: bool | None = None,
              cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
-             speculative: str | SpeculativeSpec | None = None,
+             api_servers: int | None = None, speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
@@ -368,7 +369,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                            engine_file=engine_file, family=family, hardware_file=hardware_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                           api_servers=api_servers)
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
                        sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
@@ -409,7 +411,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
                                     engine_file=engine_file, family=family, hardware_file=hardware_file,
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
+                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                                    api_servers=api_servers)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
