@@ -153,3 +153,12 @@ def test_the_cli_takes_api_servers(capsys):
                 "--num-requests", "20", "--input-len", "64", "--output-len", "8", "--json"])
     out = capsys.readouterr().out
     assert code == 0 and '"api_servers_per_replica": 3.0' in out
+
+
+def test_a_case_states_its_api_server_count():
+    args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
+    raw = {"engine": "vLLM", "engine_version": "0.12.0", "engine_knobs": {"api_server_count": 4}, "args": args}
+    dep, _ = case_deployment(raw, "simulate", args)
+    assert dep.frontend.api_servers == 4
+    old = dict(raw, engine_version="0.8.5")  # no such flag yet: the server ran one
+    assert case_deployment(old, "simulate", args)[0].frontend.api_servers == 1
