@@ -2,7 +2,8 @@
 
 Replicas (`dep.replicas` > 1) are independent engines. Open-loop requests are routed round-robin in arrival
 order (request i to replica i mod R); in a closed loop the N clients are split evenly and each keeps to one
-replica. With static routing each replica is simulated on its own and the records are merged.
+replica. With static routing each replica is simulated on its own and the records are merged; replicas behind one
+server (`dep.replicas_per_server`) each see their share of its API server (`Deployment.frontend`).
 """
 
 from __future__ import annotations
