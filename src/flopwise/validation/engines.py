@@ -308,7 +308,8 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     # vLLM's --api-server-count where stated (and the release has it)
     api = _number(knobs.get("api_server_count"))
     api_servers = int(api) if api and api >= 1 and ce.engine.launch.table("flags").get("api_servers") else None
-    dep = build_deployment(model, args["gpu"], tp=par["tp"], dp=par["dp"], ep=par["ep"], num_gpus=num_gpus,
+    dep = build_deployment(model, args["gpu"], tp=par["tp"], pp=int(args.get("pp") or 1), dp=par["dp"], ep=par["ep"],
+                           num_gpus=num_gpus,
                            replicas_per_server=server_dp if par["dp"] == 1 else 1, api_servers=api_servers,
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     return dep, ce
