@@ -88,6 +88,34 @@ def test_sglang_cuda_graph_cap_by_version_memory_and_tp():
         (h200.memory_gib * 1024 - reserve) / (h200.memory_gib * 1024), 3)
 
 
+def test_sglang_memory_fraction_by_device_from_0_4_6_to_0_5_2():
+    """ServerArgs.__post_init__ of each wheel: 0.4.6 reserves 13 GiB above 81,920 MiB; 0.4.6.post2 takes 0.88 above
+    it and reserves 18 GiB above 96 GiB; 0.4.7 takes 0.79 on CUDA parts above 180,000 MiB; 0.4.7.post1 to 0.5.2
+    reserve (9.5 + tp / 2) GiB from 35 to 90 GiB, (12 + tp / 2) to 160 GiB, 32 GiB above and (2.8 + tp / 10) GiB
+    below 35 GiB. Post releases are versions of their own."""
+    assert _knobs("sglang@0.4.5", "h200", tp=8).memory_fraction == 0.81  # the TP table everywhere
+    assert _knobs("sglang@0.4.6", "h200", tp=8).memory_fraction == round((140.4 - 13) / 140.4, 3)  # 0.907
+    assert _knobs("sglang@0.4.6", "h100-sxm", tp=8).memory_fraction == 0.81  # 79.6 GiB: the TP table
+    assert _knobs("sglang@0.4.6.post2", "h20", tp=8).memory_fraction == 0.88  # 95.6 GiB: between 80 and 96
+    assert _knobs("sglang@0.4.6.post2", "h200", tp=8).memory_fraction == round((140.4 - 18) / 140.4, 3)  # 0.872
+    assert _knobs("sglang@0.4.7", "b200", tp=8).memory_fraction == 0.79
+    assert _knobs("sglang@0.4.7", "mi300x", tp=8).memory_fraction == round((191.7 - 18) / 191.7, 3)  # not CUDA
+    assert _knobs("sglang@0.4.7", "mi300x").max_num_batched_tokens == 16384
+    a100 = _knobs("sglang@0.4.7.post1", "a100-pcie-40gb")
+    assert (a100.memory_fraction, a100.max_num_batched_tokens) == (0.75, 8192)  # (40 - 10) / 40
+    assert _knobs("sglang@0.4.7.post1", "h100-sxm", tp=8).memory_fraction == round((79.6 - 13.5) / 79.6, 3)
+    assert _knobs("sglang@0.5.2", "h200", tp=8).memory_fraction == round((140.4 - 16) / 140.4, 3)
+    assert _knobs("sglang@0.5.2", "b200", tp=8).memory_fraction == round((179.1 - 32) / 179.1, 3)
+    rtx = _knobs("sglang@0.5.2", "rtx-4090")
+    assert (rtx.memory_fraction, rtx.max_num_batched_tokens, rtx.cuda_graph_max_bs) == (round(21.1 / 24, 3), 2048, 8)
+    assert get_engine("sglang@0.4.7.post1").version == "0.4.7.post1"
+    assert _knobs("sglang@0.4.7", "a100-pcie-40gb").memory_fraction == 0.88  # the release before its post1
+    # the fraction sizes the pool: (0.75 x 40 GiB - weights) on the A100 40GB
+    d = deployment("Qwen/Qwen3-8B", "a100-pcie-40gb", engine="sglang@0.4.7.post1")
+    plan = memory_plan(d)
+    assert plan.kv_pool_bytes == pytest.approx(0.75 * 40 * GIB - plan.weight_bytes)
+
+
 def test_decode_above_the_graph_cap_is_launch_bound():
     """SGLang 0.4 on H200 captures decode batches up to 160; a batch of 161 runs eagerly: at least one launch of
     eager_prefill_kernel_s per kernel (the fixed step cost on top); 160 keeps the graph's time."""
@@ -261,7 +289,7 @@ def test_offline_runs_have_no_frontend_stage():
     ({"engine": "TensorRT-LLM + Triton", "engine_version": "0.14.0"}, "simulate", "trtllm@0.14.0", False),
     ({"engine": "vLLM", "engine_version": "0.6.3"}, "simulate", "vllm@0.6.3", False),
     ({"engine": "vLLM", "engine_version": "0.6.3"}, "estimate", "vllm@0.6.3", True),
-    ({"engine": "SGLang", "engine_version": "v0.5.1.post3"}, "simulate", "sglang@0.5.1", False),
+    ({"engine": "SGLang", "engine_version": "v0.5.1.post3"}, "simulate", "sglang@0.5.1.post3", False),
     ({"engine": "llama.cpp (llama-bench)", "engine_version": "May 2024 snapshot"}, "estimate", "llamacpp@b2900", True),
     ({"engine": "llama.cpp (llama-bench)", "engine_version": "PR 7676 branch, June 2024"}, "estimate", "llamacpp@b3150",
      True),

@@ -59,10 +59,11 @@ DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
-# 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; the
-# fourth number and the pre/post/dev tail are not priced
-_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?$",
-                      re.I)
+# 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
+# post release follows its release (SGLang changed defaults in 0.4.6.post2 and 0.4.7.post1); the fourth number and
+# the pre/dev tail are not priced
+_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:rc|dev|a|b)\d*)*(?:\.?post(\d+))?"
+                      r"(?:\.?(?:rc|dev|a|b)\d*)*(?:\+[\w.]+)?$", re.I)
 
 
 def _check_nonneg(owner: str, obj: object) -> None:
@@ -362,9 +363,22 @@ class BatchDefault:
     async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
     # (min tp, largest decode batch captured in a CUDA graph), first match; () keeps the kernels' value
     cuda_graph_max_bs: tuple[tuple[int, int], ...] = ()
+    # the default memory fraction on these devices, where the engine picks it by device (SGLang 0.4.6 - 0.5.2):
+    # `memory_fraction` as is, or (device - memory_reserve_gib - reserve_per_gpu_gib x tp x pp) / device, rounded
+    # to 3 places; neither: the profile's own (`EngineProfile.default_knobs`)
+    memory_fraction: float | None = None
+    memory_reserve_gib: float | None = None
+    reserve_per_gpu_gib: float = 0.0
 
     def __post_init__(self) -> None:
         number(self.min_memory_gib, "engine batch_defaults: min_memory_gib", lo=0, error=SpecError)
+        if self.memory_fraction is not None:
+            number(self.memory_fraction, "engine batch_defaults: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
+        if self.memory_reserve_gib is not None:
+            number(self.memory_reserve_gib, "engine batch_defaults: memory_reserve_gib", lo=0, error=SpecError)
+        number(self.reserve_per_gpu_gib, "engine batch_defaults: reserve_per_gpu_gib", lo=0, error=SpecError)
+        if self.memory_fraction is not None and self.memory_reserve_gib is not None:
+            raise SpecError("engine batch_defaults: give memory_fraction or memory_reserve_gib, not both")
         for min_tp, bs in self.cuda_graph_max_bs:
             integer(min_tp, "engine batch_defaults: cuda_graph_max_bs tp", lo=1, error=SpecError)
             integer(bs, "engine batch_defaults: cuda_graph_max_bs", lo=0, error=SpecError)
@@ -374,6 +388,15 @@ class BatchDefault:
             integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
         if self.block_size is not None:
             integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
+
+    def fraction(self, memory_gib: float, tp: int, pp: int) -> float | None:
+        """The rule's memory fraction on a device of `memory_gib` (None: the rule sets none)."""
+        if self.memory_fraction is not None:
+            return self.memory_fraction
+        if self.memory_reserve_gib is None:
+            return None
+        reserve = self.memory_reserve_gib + self.reserve_per_gpu_gib * tp * pp
+        return round(max(0.05, (memory_gib - reserve) / memory_gib), 3)
 
     def graph_max_bs(self, tp: int) -> int | None:
         """The rule's CUDA-graph batch cap at this TP (None: the rule sets none)."""
@@ -585,7 +608,9 @@ class EngineProfile:
             tokens = max(tokens, context_len)
         fraction = self.memory_fraction
         graph_bs = rule.graph_max_bs(tp)
-        if self.memory_reserve is not None:
+        if (by_device := rule.fraction(memory_gib, tp, pp)) is not None:
+            fraction = by_device
+        elif self.memory_reserve is not None:
             fraction = self.memory_reserve.fraction(memory_gib, tokens, tp, pp, graph_bs)
         else:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if tp >= min_tp), fraction)
@@ -648,7 +673,7 @@ class EngineProfile:
 # --------------------------------------------------------------------------------------------------- catalog
 
 
-def _version_key(text: str) -> tuple[int, int, int]:
+def _version_key(text: str) -> tuple[int, int, int, int]:
     m = _VERSION.match(text.strip())
     if not m:
         raise SpecError(f"cannot read engine version '{text}'; write it as MAJOR.MINOR[.PATCH] (e.g. 0.11, "
@@ -668,7 +693,7 @@ class _Family:
     name: str
     aliases: tuple[str, ...]
     base: dict[str, Any]
-    releases: tuple[tuple[tuple[int, int, int], str, dict[str, Any]], ...]  # (key, since text, table)
+    releases: tuple[tuple[tuple[int, int, int, int], str, dict[str, Any]], ...]  # (key, since text, table)
     default_version: str
     launch: dict[str, Any] = field(default_factory=dict)  # [launch], its `release` list included
 
@@ -767,7 +792,7 @@ def _toml_value(v: Any) -> str:
     return repr(v)
 
 
-def _launch_table(fam: _Family, key: tuple[int, int, int]) -> LaunchTable:
+def _launch_table(fam: _Family, key: tuple[int, int, int, int]) -> LaunchTable:
     """The family's [launch] table at a version: the base merged with every [[launch.release]] at or below it."""
     table = {k: v for k, v in fam.launch.items() if k != "release"}
     rels = sorted(fam.launch.get("release", []), key=lambda r: _version_key(r["since"]))

@@ -75,7 +75,8 @@ _LLAMACPP_BY_MONTH = {(2023, 8): 1100, (2023, 9): 1250, (2023, 12): 1650, (2024,
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), 1)}
 _MONTH = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b")
-_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)")
+# a post release is a version of its own (SGLang 0.4.7.post1 changed the memory default)
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)")
 _BUILD = re.compile(r"\bb(\d{3,5})\b")
 _YEAR = re.compile(r"\b(20\d\d)\b")
 
