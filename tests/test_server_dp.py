@@ -9,6 +9,7 @@ from flopwise.api import deployment, simulate
 from flopwise.cli import run
 from flopwise.cost.capacity import frontend_ceiling
 from flopwise.errors import SpecError, WorkloadError
+from flopwise.launch import LaunchTarget, render
 from flopwise.sim.frontend import Frontend
 from flopwise.sim.request import Request
 from flopwise.specs.engine import get_engine, write_engine_file
@@ -138,7 +139,7 @@ def test_more_api_servers_raise_the_frontend_ceiling():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(engine="sglang@0.5.9"), "no API-server process count"),
+    (dict(engine="sglang@0.5.1"), "no API-server process count"),
     (dict(engine="vllm@0.9.0"), "no API-server process count"),
     (dict(engine="vllm@0.12.0", frontend="none"), "offline"),
     (dict(engine="vllm@0.12.0", api_servers=0), "must be an integer"),
@@ -162,3 +163,17 @@ def test_a_case_states_its_api_server_count():
     assert dep.frontend.api_servers == 4
     old = dict(raw, engine_version="0.8.5")  # no such flag yet: the server ran one
     assert case_deployment(old, "simulate", args)[0].frontend.api_servers == 1
+
+
+def test_sglang_tokenizer_workers_are_its_api_servers():
+    """SGLang 0.5.2's --tokenizer-worker-num N: N tokenizer workers share the server's frontend work (the ceiling
+    N x one's), rendered in the launch command; a case stating tokenizer_worker_num reads it."""
+    one = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.2")
+    three = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.2", api_servers=3)
+    assert frontend_ceiling(three, 128, 16) == pytest.approx(3 * frontend_ceiling(one, 128, 16))
+    cmd = render(LaunchTarget(deployment=three, model_id="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096,
+                              max_prompt_len=2048))
+    assert cmd.command is not None and "--tokenizer-worker-num 3" in cmd.command
+    args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
+    raw = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"tokenizer_worker_num": 4}, "args": args}
+    assert case_deployment(raw, "simulate", args)[0].frontend.api_servers == 4

@@ -27,7 +27,8 @@ HELP: dict[str, str] = {
     "replicas_per_server": "Run that many of the --num-gpus replicas as data-parallel engines behind one server "
                            "(vllm serve --data-parallel-size, SGLang --dp-size): they share its API server as the "
                            "engine does (SGLang: one tokenizer process; vLLM 0.15+: one API server per engine).",
-    "api_servers": "API server processes of each server (vLLM 0.9.1+ --api-server-count): they share its "
+    "api_servers": "API server processes of each server (vLLM 0.9.1+ --api-server-count, SGLang 0.5.2+ "
+                   "--tokenizer-worker-num): they share its "
                    "request parsing, tokenization and streaming. Default: the engine's (one; vLLM 0.15+ one per "
                    "data-parallel engine).",
     "tp": "Tensor-parallel degree (GPUs per pipeline stage).",

@@ -650,7 +650,8 @@ class EngineProfile:
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
     def with_api_servers(self, count: int) -> EngineProfile:
-        """This engine with `count` API server processes in all (vLLM's --api-server-count, from 0.9.1): they share
+        """This engine with `count` API server processes in all (vLLM's --api-server-count from 0.9.1, SGLang's
+        --tokenizer-worker-num from 0.5.2): they share
         the server's frontend work (`FrontendCosts.api_servers`); a count given replaces the per-engine default
         (`per_rank` becomes `shared` among the server's engines). A SpecError offline or where the catalog has no
         flag for it at this version."""
@@ -660,7 +661,8 @@ class EngineProfile:
             raise SpecError("--api-servers sizes the HTTP server; offline (--frontend none) there is none")
         if not self.launch.table("flags").get("api_servers"):
             raise SpecError(f"{self.display} {self.version} has no API-server process count flopwise knows of "
-                            "(vLLM has --api-server-count from 0.9.1); drop --api-servers")
+                            "(vLLM has --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2); "
+                            "drop --api-servers")
         mode = "shared" if fe.data_parallel == "per_rank" else fe.data_parallel
         return replace(self, frontend=replace(fe, api_servers=count, data_parallel=mode))
 

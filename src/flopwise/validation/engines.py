@@ -306,8 +306,9 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
     if par["dp"] > 1 and model.moe is None:  # a dense model's DP ranks are whole replicas behind the one server
         server_dp, par = par["dp"], {"tp": par["tp"], "dp": 1, "ep": 1}
         num_gpus = num_gpus or par["tp"] * server_dp
-    # vLLM's --api-server-count where stated (and the release has it)
-    api = _number(knobs.get("api_server_count"))
+    # vLLM's --api-server-count, SGLang's --tokenizer-worker-num, where stated (and the release has the flag)
+    api = next((n for k in ("api_server_count", "tokenizer_worker_num") if (n := _number(knobs.get(k))) is not None),
+               None)
     api_servers = int(api) if api and api >= 1 and ce.engine.launch.table("flags").get("api_servers") else None
     dep = build_deployment(model, args["gpu"], tp=par["tp"], pp=int(args.get("pp") or 1), dp=par["dp"], ep=par["ep"],
                            num_gpus=num_gpus,
