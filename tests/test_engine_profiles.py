@@ -108,6 +108,11 @@ def test_sglang_memory_fraction_by_device_from_0_4_6_to_0_5_2():
     assert _knobs("sglang@0.5.2", "b200", tp=8).memory_fraction == round((179.1 - 32) / 179.1, 3)
     rtx = _knobs("sglang@0.5.2", "rtx-4090")
     assert (rtx.memory_fraction, rtx.max_num_batched_tokens, rtx.cuda_graph_max_bs) == (round(21.1 / 24, 3), 2048, 8)
+    # decode graphs (cuda_graph_runner.py): 256 above 80 GiB at 0.4.6, above 96 GiB at 0.4.6.post2, above 90 GiB
+    # and 512 above 160,000 MB at 0.4.7.post1
+    assert [_knobs(v, "h20", tp=8).cuda_graph_max_bs for v in ("sglang@0.4.4", "sglang@0.4.6", "sglang@0.4.6.post2",
+                                                                "sglang@0.4.7.post1")] == [160, 256, 160, 256]
+    assert _knobs("sglang@0.5.2", "b200", tp=8).cuda_graph_max_bs == 512
     assert get_engine("sglang@0.4.7.post1").version == "0.4.7.post1"
     assert _knobs("sglang@0.4.7", "a100-pcie-40gb").memory_fraction == 0.88  # the release before its post1
     # the fraction sizes the pool: (0.75 x 40 GiB - weights) on the A100 40GB
