@@ -235,3 +235,29 @@ def test_cli_plan_bad_list_value_is_one_error(capsys):
     err = capsys.readouterr().err
     assert "--tp must be comma-separated integers, got 'x'" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_searches_api_server_counts_where_the_frontend_binds(capsys):
+    """A 1B model with 64-token prompts and 16-token answers on an H100: one API server's CPU caps the rate far
+    below the GPU's, so four API processes (vLLM --api-server-count 4) serve about 4x the requests per GPU
+    (the frontend ceiling scales with the processes; the GPU has room) and rank first; the one-server row says
+    the API server binds. The launch command carries the count; engines without the flag are refused at once."""
+    def run_plan(counts):
+        space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",), api_servers=counts)
+        r = plan(PlanRequest(model="llama-3.2-1b", workload=None, input_len=64, output_len=16, space=space, **SMALL))
+        return plan_to_dict(r, launch=plan_launch(r))
+
+    d = run_plan((None, 4))
+    four = d["ranked"][0]
+    assert four["config"].endswith(" api4") and four["api_servers"] == 4
+    # the one-server config's closed-form ceiling (its API server's) is below the four-server interval
+    assert [p["config"] for p in d["pruned"]] == ["h100-sxm tp1 bf16/kv:bf16"]
+    assert "--api-server-count 4" in d["launch"]["vllm"] and "--tokenizer-worker-num 4" in d["launch"]["sglang"]
+    one = run_plan((None,))["ranked"][0]
+    assert one["api_servers"] == 1 and one["binds"] == "API server" and one["bottleneck"] == "frontend"
+    assert 3.0 < four["max_rate_per_replica"] / one["max_rate_per_replica"] <= 4.0
+    from flopwise.cli import run
+
+    assert run(["plan", "--engine", "trtllm", "--api-servers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "no API-server process count" in err and len(err.strip().splitlines()) == 1

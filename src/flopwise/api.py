@@ -531,7 +531,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          hardware_file: PathLike | None = None, html: PathLike | None = None,
          serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
          enforce_eager: bool = False, async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None,
-         moe_backend: str | None = None, pdl: bool = False,
+         moe_backend: str | None = None, pdl: bool = False, api_servers: str | Sequence[int] | None = None,
          progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
@@ -541,6 +541,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     aggregated replicas against prefill/decode pools, each at its highest rate meeting the SLA ("serving" block).
     `enforce_eager`, `async_scheduling`, `cuda_graph_max_bs`, `moe_backend`, `pdl`: engine switches every candidate
     runs with, as `simulate` takes them (None / False: the engine's defaults), set in the launch commands too.
+    `api_servers`: the server's API-process counts to try, e.g. "1,4" (vLLM --api-server-count, SGLang
+    --tokenizer-worker-num; None: the engine's default), in the launch commands too.
     `progress(done, total)`: called as candidates finish."""
     from flopwise.launch import launch_model_id, plan_launch
     from flopwise.plan.fleet import SERVING_MODES
@@ -597,7 +599,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         engine=engine, prefix_caching=pc,
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
                         moe_layouts=layouts, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                        cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
+                        cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                        api_servers=_int_list(api_servers, "--api-servers") or (None,))
     if "disaggregated" in modes:  # the fleets run on the first GPU type: a switch it cannot run is named now
         fleet_hw = get_hardware((gpu_ids or PLAN_GPUS)[0], hardware_file)
         check_moe_backend(moe_backend, fleet_hw)

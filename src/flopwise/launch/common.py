@@ -189,6 +189,21 @@ def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
                     trtllm_moe=dep.engine.kernels.trtllm_moe, pdl=dep.engine.kernels.pdl)
 
 
+def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes: list[str]) -> None:
+    """The planned API-server processes (`--api-servers`, in the deployment's frontend) in `engine`'s flag (vLLM
+    --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2), or a note that it runs one."""
+    planned = dep.engine.frontend
+    if planned is None or planned.api_servers <= 1:
+        return
+    flag = engine.launch.table("flags").get("api_servers")
+    if flag:
+        line.flag(flag, planned.api_servers)
+    else:
+        notes.append(f"{engine.display} {engine.version} has no API-server process count (vLLM --api-server-count "
+                     f"from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2): it runs one, not the planned "
+                     f"{planned.api_servers}")
+
+
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:
     """`family`'s profile at its default version (`like` itself when it is that family), without CUDA graphs
     where `like` runs without them and `family` has an eager mode to price (llama.cpp has none: as it is)."""

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from flopwise.cost.memory import max_sequences
-from flopwise.launch.common import GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, model_source
+from flopwise.launch.common import GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, api_servers, model_source
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]
@@ -42,6 +42,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         notes.append("an 8-bit KV cache is q8_0 in llama.cpp")
     if dep.tp > 1:
         notes.append(f"llama.cpp splits the layers over the {dep.tp} GPUs (--split-mode layer), not tensors")
+    api_servers(dep, engine, line, notes)
     line.flag(la.get("metrics_flag"))
     return LaunchCommand(engine=engine.name, command=line.render(), prepare=src.prepare, checkpoint=src.checkpoint,
                          notes=tuple(notes))

@@ -21,6 +21,7 @@ from flopwise.launch.common import (
     CommandLine,
     LaunchCommand,
     LaunchTarget,
+    api_servers,
     engine_memory_fraction,
     model_source,
     switches,
@@ -50,13 +51,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["dp"], dep.dp).flag(flags["dp_attention"])
     elif dep.replicas_per_server > 1:  # dense data parallel: that many TP groups behind the one tokenizer
         line.flag(flags["dp"], dep.replicas_per_server)
-    planned = dep.engine.frontend
-    if planned is not None and planned.api_servers > 1:  # a count asked for (--api-servers)
-        if flags.get("api_servers"):
-            line.flag(flags["api_servers"], planned.api_servers)
-        else:
-            notes.append(f"SGLang {engine.version} has no --tokenizer-worker-num (from 0.5.2): it runs one "
-                         f"tokenizer, not the planned {planned.api_servers}")
+    api_servers(dep, engine, line, notes)
     if dep.ep > 1:
         line.flag(flags["ep"], dep.ep)
         if dep.two_batch_overlap:

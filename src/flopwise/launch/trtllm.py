@@ -22,6 +22,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     Switches,
+    api_servers,
     engine_memory_fraction,
     model_source,
     switches,
@@ -108,6 +109,7 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
     if dep.dp > 1 and dep.tp > 1:
         notes.append(f"TensorRT-LLM's attention DP gives every rank its own attention (DP {dep.tp * dep.dp}), not "
                      f"{dep.dp} groups of TP {dep.tp}")
+    api_servers(dep, engine, line, notes)
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
     line.flag(flags["max_model_len"], target.max_model_len)

@@ -25,6 +25,7 @@ from flopwise.launch.common import (
     CommandLine,
     LaunchCommand,
     LaunchTarget,
+    api_servers,
     engine_memory_fraction,
     model_source,
     switches,
@@ -87,13 +88,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
                          f"{local} x node index and --headless on all but the head")
     elif dep.replicas_per_server > 1:  # dense data parallel: that many engine cores behind one endpoint
         line.flag(flags["dp"], dep.replicas_per_server)
-    planned = dep.engine.frontend
-    if planned is not None and planned.api_servers > 1:  # a count asked for (--api-servers)
-        if flags.get("api_servers"):
-            line.flag(flags["api_servers"], planned.api_servers)
-        else:
-            notes.append(f"vLLM {engine.version} has no --api-server-count (from 0.9.1): it runs one API server, "
-                         f"not the planned {planned.api_servers}")
+    api_servers(dep, engine, line, notes)
     if dep.ep > 1:
         line.flag(flags["ep"])
         if dep.two_batch_overlap:

@@ -11,8 +11,9 @@ what binds.
     replicas            ceil(target_rate / max_rate), for the requested total rate
     cost_per_1m_tokens  price_per_hour * gpus_per_replica / 3600 / output_tokens_per_s_per_replica * 1e6 (USD)
     binds               "KV capacity" if the run preempted or filled the KV cache (> 95%), else the SLA objective
-                        nearest to its limit on the window (TTFT or TPOT); "compute" when every objective keeps
-                        more than 20% headroom (the engine saturates before latency does)
+                        nearest to its limit on the window (TTFT or TPOT); when every objective keeps more than
+                        20% headroom, what saturates first: "API server" (the frontend stage, `sim/breakdown.py`;
+                        more API processes, `--api-servers`, lift it) or "compute" (the engine)
     at_load             the latency objective: tokens/s per user at a stated offered load (`LoadPoint`)
 Every figure that scales with the rate carries the rate's interval (`value`).
 """
@@ -166,7 +167,7 @@ class Evaluation:
             if v is not None:
                 ratios[o.metric.upper()] = v / o.limit_ms
         if not ratios or max(ratios.values()) < 0.8:
-            return "compute"
+            return "API server" if self.run.breakdown.bottleneck == "frontend" else "compute"
         return max(ratios, key=ratios.__getitem__)
 
 

@@ -587,7 +587,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "config": e.candidate.label, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "weights": d.weights.name,
             "kv": d.kv.name, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "enable_prefix_caching": e.candidate.prefix_caching, "gpus_per_replica": e.gpus,
-            "engine": d.engine.name,
+            "engine": d.engine.name, "api_servers": d.engine.frontend.api_servers if d.engine.frontend else None,
             "speculative": d.speculative.text() if d.speculative else None,
             "max_rate_per_replica": e.max_rate, "max_rate_interval": [lo, hi],
             "ceiling_rate_per_replica": e.upper_bound_rate, "capped_by_ceiling": e.capped,

@@ -67,6 +67,8 @@ class SearchSpace:
     speculative: tuple[SpeculativeSpec | None, ...] = (None,)  # None: plain decoding
     moe_layouts: tuple[str, ...] = ("tp", "dep")  # MoE models: experts sharded by TP; DP attention + EP
     enforce_eager: bool = False  # the engine without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)
+    # the server's API processes to try (vLLM --api-server-count, SGLang --tokenizer-worker-num; None: the engine's)
+    api_servers: tuple[int | None, ...] = (None,)
     # engine switches every candidate runs with (None / False: the engine's default for each device), as
     # `make_deployment` takes them and the launch commands set them
     async_scheduling: bool | None = None
@@ -78,7 +80,7 @@ class SearchSpace:
         if self.max_gpus < 1:
             raise SpecError(f"--max-gpus must be >= 1, got {self.max_gpus}")
         for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching",
-                     "speculative", "moe_layouts"):
+                     "speculative", "moe_layouts", "api_servers"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise SpecError(f"the search space has no values for '{name}'")
         bad = set(self.moe_layouts) - {"tp", "dep"}
@@ -86,6 +88,9 @@ class SearchSpace:
             raise SpecError(f"unknown MoE layout {sorted(bad)[0]!r}; use tp (experts sharded by TP) or dep "
                             "(data-parallel attention with expert parallelism)")
         eng = self.engine_profile()  # an unknown engine, or --enforce-eager where it has no eager mode: one line, now
+        for n in self.api_servers:
+            if n is not None:
+                eng.with_api_servers(n)  # offline, or an engine without the flag: one line, now
         if self.cuda_graph_max_bs is not None:
             check_cuda_graph_max_bs(self.cuda_graph_max_bs)
         if check_moe_backend(self.moe_backend, None) and not eng.launch.get("moe_trtllm"):  # priced where launched
@@ -121,6 +126,8 @@ class Candidate:
         knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != std.max_num_seqs else ""
         knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != std.max_num_batched_tokens else ""
         knobs += "" if self.prefix_caching else " no-pc"
+        knobs += f" api{d.engine.frontend.api_servers}" if d.engine.frontend and d.engine.frontend.api_servers > 1 \
+            else ""
         knobs += f" {d.speculative.label()}" if d.speculative else ""
         return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}"
 
@@ -221,12 +228,14 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             continue
         layouts, last, why = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:
-            for seqs, tokens, pc, spec in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
-                                                            space.prefix_caching, space.speculative):
+            for seqs, tokens, pc, spec, api in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
+                                                                 space.prefix_caching, space.speculative,
+                                                                 space.api_servers):
                 dep = replace(base, max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
                               else seqs,
                               max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
-                              speculative=spec)
+                              speculative=spec,
+                              engine=base.engine if api is None else base.engine.with_api_servers(api))
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:

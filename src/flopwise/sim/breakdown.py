@@ -8,11 +8,12 @@ Per request (ms), summing to its E2E latency:
     decode_ms    first token's step -> last token's step
     stream_ms    last token's step -> the client has it (the API server's egress backlog; 0 offline)
 
-The run's bottleneck: "frontend" when the API server's CPU is busy at least 90% of the run and more than the
-engine; "engine" when the engine steps at least 90% of the time and requests wait for it longer than their
-prefill takes (a continuous-batching engine is busy at any load; a queue says it is saturated); otherwise
-"none" (the offered load is below capacity). Utilisations are shares of duration_s x replicas (x API servers
-for the frontend).
+The run's bottleneck: "frontend" when the API server's CPU is busy at least 90% of the run and requests wait
+longer in front of the engine (frontend_ms) than for it (queue_ms), or it is busier than the engine; "engine"
+when the engine steps at least 90% of the time and requests wait for it longer than their prefill takes (a
+continuous-batching engine is busy at any load, a small model's at a batch of a few; a queue says it is
+saturated); otherwise "none" (the offered load is below capacity). Utilisations are shares of duration_s x
+replicas (x API servers for the frontend).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
     if fe is not None and duration_s > 0:
         # each stage's busy time over the run (a stage of `speed` processes busy for t keeps them all busy for t)
         util = sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines))
-    if util is not None and util >= BUSY and util > busy_fraction:
+    if util is not None and util >= BUSY and (util > busy_fraction
+                                              or (means["frontend_ms"] or 0.0) > (means["queue_ms"] or 0.0)):
         bottleneck = "frontend"
     elif busy_fraction >= BUSY and (means["queue_ms"] or 0.0) > (means["prefill_ms"] or 0.0):
         bottleneck = "engine"
