@@ -42,6 +42,24 @@ def test_versions_merge_the_releases_at_or_below():
     assert get_engine("vllm", endpoint="chat").frontend.endpoint == "chat"
 
 
+def test_a_case_states_a_pipeline_split():
+    """llama.cpp's default layer split over 8 GPUs is a case's pp 8: one replica of 8 stages, not 8 replicas."""
+    args = {"model": "meta-llama/Llama-3.1-70B", "gpu": "mi300x", "num_gpus": 8, "tp": 1, "pp": 8, "replicas": 1,
+            "weights": "q4_k_m"}
+    raw = {"engine": "llama.cpp (llama-bench)", "engine_version": "b6652", "args": args}
+    dep, _ = case_deployment(raw, "estimate", args)
+    assert (dep.pp, dep.tp, dep.replicas) == (8, 1, 1)
+
+
+def test_version_keys_order_post_releases_after_their_release():
+    from flopwise.specs.engine import _version_key as key
+
+    assert key("0.4.7") < key("0.4.7.post1") < key("0.4.7.post2") < key("0.4.8")
+    assert key("0.5.6.post") == key("0.5.6") and key("v0.5.6.post1") == key("0.5.6.post1")
+    assert key("0.11.0rc2") == key("0.11.0") == key("0.11.0+cu128") and key("0.20.0.dev1") == key("0.20.0")
+    assert key("b4000") < key("b4001")
+
+
 def test_bad_engine_text_is_one_clear_error():
     with pytest.raises(SpecError, match="unknown engine 'vlm'.*Did you mean: vllm"):
         get_engine("vlm")
@@ -119,6 +137,29 @@ def test_sglang_memory_fraction_by_device_from_0_4_6_to_0_5_2():
     d = deployment("Qwen/Qwen3-8B", "a100-pcie-40gb", engine="sglang@0.4.7.post1")
     plan = memory_plan(d)
     assert plan.kv_pool_bytes == pytest.approx(0.75 * 40 * GIB - plan.weight_bytes)
+
+
+def test_sglang_reserves_more_for_dp_attention_and_speculation():
+    """SGLang counts every GPU of a DP-attention stage in --tp-size and reserves more with DP attention and with a
+    proposer: 0.5.3+ adds cuda_graph_max_bs x dp x (3 + 1.5 above 300) MB before its 10 GiB floor and 2 GiB
+    (6 for a draft model, none for n-gram lookup) after it; 0.4.7.post1-0.5.2 add 4 GiB and 2 GiB to the tier's."""
+    mib = get_hardware("h200").memory_gib * 1024
+    base = 512 + 1.5 * 8192 + 2 * 512 + 128 * 8  # chunk 8192, graphs to 512 (a stage of 8), 8 GPUs
+
+    def frac(reserve_mb: float) -> float:
+        return round((mib - reserve_mb) / mib, 3)
+
+    dep8 = deployment("deepseek-v3", "h200", engine="sglang@0.5.6", weights="fp8", tp=1, dp=8, ep=8)
+    assert dep8.gpu_memory_utilization == frac(base + 512 * 8 * 3 + 512 * 8 * 1.5)  # 0.769 where TP8 has 0.897
+    assert dep8.engine.kernels.cuda_graph_max_bs == 512  # the stage's 8 GPUs pick the tier, not attention TP 1
+    assert deployment("deepseek-v3", "h200", engine="sglang@0.5.6", weights="fp8", tp=8).gpu_memory_utilization \
+        == frac(base)
+    for spec, extra in (("mtp,k=1,accepted=1.8", 2048), ("ngram,k=4,alpha=0.5", 0)):
+        d = deployment("deepseek-v3", "h200", engine="sglang@0.5.6", weights="fp8", tp=8, speculative=spec)
+        assert d.gpu_memory_utilization == frac(base + extra), spec
+    old = {"tp": 1, "dp": 8, "ep": 8}
+    assert deployment("deepseek-v3", "h200", engine="sglang@0.5.2", weights="fp8", **old).gpu_memory_utilization \
+        == round((140.4 - 12 - 4 - 4) / 140.4, 3)
 
 
 def test_decode_above_the_graph_cap_is_launch_bound():

@@ -531,7 +531,7 @@ def test_dense_data_parallel_is_one_server_with_the_engines_dp_flag(rendered):
     v = rendered[("8b dense dp2 one server", "vllm")].command
     assert "--data-parallel-size 2" in v and "--tensor-parallel-size 1" in v and "--api-server-count 4" in v
     assert "--api-server-count" not in rendered[("8b dense dp2 one server", "vllm@0.9")].command  # from 0.9.1
-    assert any("no API-server process count" in n and "runs one, not the planned 4" in n
+    assert any("no API-server process count" in n and "runs its own, not the planned 4" in n
                for n in rendered[("8b dense dp2 one server", "vllm@0.9")].notes)
     s = rendered[("8b dense dp2 one server", "sglang")].command
     assert "--dp-size 2" in s and "--tp-size 1" in s and "--enable-dp-attention" not in s

@@ -177,3 +177,19 @@ def test_sglang_tokenizer_workers_are_its_api_servers():
     args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
     raw = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"tokenizer_worker_num": 4}, "args": args}
     assert case_deployment(raw, "simulate", args)[0].frontend.api_servers == 4
+
+
+def test_one_api_server_asked_behind_a_dp_server_is_written_out():
+    """vLLM 0.15+ runs one API server per engine core by default; asking for one in all is a choice of its own:
+    priced at half a process per engine, written as --api-server-count 1, told apart from the default."""
+    kw = dict(num_gpus=2, replicas_per_server=2, engine="vllm@0.15.0")
+    default, one = deployment("llama-3.1-8b", "h100-sxm", **kw), deployment("llama-3.1-8b", "h100-sxm", api_servers=1,
+                                                                            **kw)
+    assert (default.engine.api_servers_asked(), one.engine.api_servers_asked()) == (None, 1)
+    assert (default.frontend.speed, one.frontend.speed) == (1.0, 0.5)
+
+    def cmd(dep):
+        return render(LaunchTarget(deployment=dep, model_id="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096,
+                                   max_prompt_len=2048)).command
+
+    assert "--api-server-count 1" in cmd(one) and "--api-server-count" not in cmd(default)

@@ -518,8 +518,8 @@ def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DE
 
 @_checked
 @documented(tp="tps", weights="plan_weights", kv="plan_kv", max_num_seqs="plan_knob",
-            max_num_batched_tokens="plan_knob", speculative="plan_speculative", num_requests="plan_num_requests",
-            input_len="input_len", output_len="output_len")
+            api_servers="plan_api_servers", max_num_batched_tokens="plan_knob", speculative="plan_speculative",
+            num_requests="plan_num_requests", input_len="input_len", output_len="output_len")
 def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, max_gpus: int = PLAN_MAX_GPUS,
          workload: str = PLAN_WORKLOAD, trace: PathLike | None = None, input_len: int | None = None,
          output_len: int | None = None, rate: float | None = None, sla: str | None = None,
@@ -618,6 +618,9 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len),
                                    {"enforce_eager": enforce_eager, "async_scheduling": async_scheduling,
                                     "cuda_graph_max_bs": cuda_graph_max_bs, "moe_backend": moe_backend, "pdl": pdl})
+        if any(n is not None for n in space.api_servers):
+            d["serving"]["note"] = ("--api-servers is searched for the aggregated replicas above only; these fleets "
+                                    "run each engine's default API servers")
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 

@@ -173,6 +173,8 @@ HELP: dict[str, str] = {
     "plan_weights": "Weight formats to try.",
     "plan_kv": "KV formats to try.",
     "plan_knob": "Values to try (default: the engine's for each GPU).",
+    "plan_api_servers": "API-server process counts to try, e.g. 1,4 (vLLM --api-server-count, SGLang "
+                        "--tokenizer-worker-num; default: the engine's).",
     "prefix_caching": "on, off, or both.",
     "plan_speculative": "Speculative decoding settings to try ('none' for plain decoding).",
     "plan_num_requests": "Simulated requests per probe (>= 20).",

@@ -75,9 +75,7 @@ def plan_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
-    api_servers: Annotated[str | None, typer.Option(
-        "--api-servers", help="API-server process counts to try, e.g. 1,4 (vLLM --api-server-count, SGLang "
-                              "--tokenizer-worker-num; default: the engine's).")] = None,
+    api_servers: Annotated[str | None, typer.Option("--api-servers", help=HELP["plan_api_servers"])] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Json = False,
 ) -> None:

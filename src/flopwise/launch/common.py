@@ -180,7 +180,7 @@ def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
     hw = dep.hardware
     own = get_engine(f"{engine.family}@{engine.version}").default_knobs(
         hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind, context_len=dep.model.max_position_embeddings,
-        tp=dep.tp, pp=dep.pp)
+        tp=dep.tp, pp=dep.pp, dp=dep.dp, speculative=dep.speculative.method if dep.speculative else None)
     a, g = target.async_scheduling, target.cuda_graph_max_bs
     # 0 (graphs for every batch) is always written out: an engine's own 0 may stand for a default cap
     graphs = g is not None and (g == 0 or g != own.cuda_graph_max_bs)
@@ -192,16 +192,16 @@ def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
 def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes: list[str]) -> None:
     """The planned API-server processes (`--api-servers`, in the deployment's frontend) in `engine`'s flag (vLLM
     --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2), or a note that it runs one."""
-    planned = dep.engine.frontend
-    if planned is None or planned.api_servers <= 1:
+    planned = dep.engine.api_servers_asked()
+    if planned is None:
         return
     flag = engine.launch.table("flags").get("api_servers")
     if flag:
-        line.flag(flag, planned.api_servers)
+        line.flag(flag, planned)
     else:
         notes.append(f"{engine.display} {engine.version} has no API-server process count (vLLM --api-server-count "
-                     f"from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2): it runs one, not the planned "
-                     f"{planned.api_servers}")
+                     f"from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2): it runs its own, not the planned "
+                     f"{planned}")
 
 
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:

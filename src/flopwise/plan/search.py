@@ -587,7 +587,10 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "config": e.candidate.label, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "weights": d.weights.name,
             "kv": d.kv.name, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "enable_prefix_caching": e.candidate.prefix_caching, "gpus_per_replica": e.gpus,
-            "engine": d.engine.name, "api_servers": d.engine.frontend.api_servers if d.engine.frontend else None,
+            "engine": d.engine.name,
+            # the server's API processes in all (vLLM 0.15+: one per engine core by default); None offline
+            "api_servers": None if d.frontend is None else d.frontend.api_servers * d.replicas_per_server
+            // d.frontend.shared_by,
             "speculative": d.speculative.text() if d.speculative else None,
             "max_rate_per_replica": e.max_rate, "max_rate_interval": [lo, hi],
             "ceiling_rate_per_replica": e.upper_bound_rate, "capped_by_ceiling": e.capped,

@@ -122,12 +122,12 @@ class Candidate:
         par = f"tp{d.tp}" + (f"dp{d.dp}" if d.dp > 1 else "") + (f"ep{d.ep}" if d.ep > 1 else "") + \
             (f"pp{d.pp}" if d.pp > 1 else "")
         std = d.engine.default_knobs(hw_id=d.hardware.id, memory_gib=d.hardware.memory_gib, kind=d.hardware.kind,
-                                     context_len=d.model.max_position_embeddings, tp=d.tp, pp=d.pp)
+                                     context_len=d.model.max_position_embeddings, tp=d.tp, pp=d.pp, dp=d.dp,
+                                     speculative=d.speculative.method if d.speculative else None)
         knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != std.max_num_seqs else ""
         knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != std.max_num_batched_tokens else ""
         knobs += "" if self.prefix_caching else " no-pc"
-        knobs += f" api{d.engine.frontend.api_servers}" if d.engine.frontend and d.engine.frontend.api_servers > 1 \
-            else ""
+        knobs += f" api{api}" if (api := d.engine.api_servers_asked()) is not None else ""
         knobs += f" {d.speculative.label()}" if d.speculative else ""
         return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}"
 

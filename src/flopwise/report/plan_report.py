@@ -156,6 +156,8 @@ def _render_serving(console: Console, s: dict[str, Any]) -> None:
                   "-" if r["p95_ttft_ms"] is None else f"{r['p95_ttft_ms']:.0f}",
                   "-" if r["p95_tpot_ms"] is None else f"{r['p95_tpot_ms']:.1f}", r["binding"] or "-")
     console.print(t)
+    if s.get("note"):
+        _plain(console, s["note"])
     if s.get("disaggregated_over_aggregated") is not None:
         console.print(f"[bold]{s['winner']} wins[/]: best disaggregated / best aggregated output tokens/s per GPU = "
                       f"{s['disaggregated_over_aggregated']:.2f}")

@@ -9,7 +9,8 @@ Per request (ms), summing to its E2E latency:
     stream_ms    last token's step -> the client has it (the API server's egress backlog; 0 offline)
 
 The run's bottleneck: "frontend" when the API server's CPU is busy at least 90% of the run and requests wait
-longer in front of the engine (frontend_ms) than for it (queue_ms), or it is busier than the engine; "engine"
+longer in its queue (frontend_ms less a request's own ingress work and IPC latency) than for the engine
+(queue_ms), or it is busier than the engine; "engine"
 when the engine steps at least 90% of the time and requests wait for it longer than their prefill takes (a
 continuous-batching engine is busy at any load, a small model's at a batch of a few; a queue says it is
 saturated); otherwise "none" (the offered load is below capacity). Utilisations are shares of duration_s x
@@ -64,9 +65,9 @@ def request_phases(requests: list[Request], tl: Timeline) -> np.ndarray:
 
 
 def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deployment, duration_s: float,
-                   busy_fraction: float) -> TimeBreakdown:
+                   busy_fraction: float, prompt_tokens: float = 0.0) -> TimeBreakdown:
     """Mean of each phase over the requests that produced tokens, the frontend's CPU utilisation and the
-    bottleneck (see the module docstring)."""
+    bottleneck (see the module docstring); `prompt_tokens`: the mean prompt, for the ingress work."""
     ok = phases[~np.isnan(phases).any(axis=1)] if phases.size else phases
     means = {k: float(ok[:, j].mean()) if len(ok) else None for j, k in enumerate(PHASES)}
     fe = dep.frontend
@@ -74,8 +75,9 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
     if fe is not None and duration_s > 0:
         # each stage's busy time over the run (a stage of `speed` processes busy for t keeps them all busy for t)
         util = sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines))
-    if util is not None and util >= BUSY and (util > busy_fraction
-                                              or (means["frontend_ms"] or 0.0) > (means["queue_ms"] or 0.0)):
+    waiting = 0.0 if fe is None else ((means["frontend_ms"] or 0.0)
+                                      - 1e3 * (fe.ingress_s(round(prompt_tokens)) / fe.speed + fe.latency_s))
+    if util is not None and util >= BUSY and (util > busy_fraction or waiting > (means["queue_ms"] or 0.0)):
         bottleneck = "frontend"
     elif busy_fraction >= BUSY and (means["queue_ms"] or 0.0) > (means["prefill_ms"] or 0.0):
         bottleneck = "engine"

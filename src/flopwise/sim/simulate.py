@@ -162,7 +162,8 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
     if config.scheduler == "sglang":  # its own knobs stand in for max_num_seqs / max_num_batched_tokens
         setup["sglang"] = sglang_settings(d, config)
     return SimSummary(run=run, engine=engine, prefix_cache_hit_rate=prefix_cache_hit_rate,
-                      breakdown=time_breakdown(phases, timelines, d, run.duration_s, engine.busy_fraction),
+                      breakdown=time_breakdown(phases, timelines, d, run.duration_s, engine.busy_fraction,
+                                               run.input_tokens_mean or 0.0),
                       setup=setup, speculative=_speculative_summary(timelines, d) if d.speculative else None,
                       wall_s=wall_s)
 

@@ -62,7 +62,7 @@ DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
 # post release follows its release (SGLang changed defaults in 0.4.6.post2 and 0.4.7.post1); the fourth number and
 # the pre/dev tail are not priced
-_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:rc|dev|a|b)\d*)*(?:\.?post(\d+))?"
+_VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:rc|dev|a|b)\d*)*(?:\.?post(\d*))?"
                       r"(?:\.?(?:rc|dev|a|b)\d*)*(?:\+[\w.]+)?$", re.I)
 
 
@@ -369,6 +369,8 @@ class BatchDefault:
     memory_fraction: float | None = None
     memory_reserve_gib: float | None = None
     reserve_per_gpu_gib: float = 0.0
+    reserve_dp_attention_gib: float = 0.0  # more with data-parallel attention
+    reserve_speculative_gib: float = 0.0  # more with speculative decoding (its proposer and larger graph buffers)
 
     def __post_init__(self) -> None:
         number(self.min_memory_gib, "engine batch_defaults: min_memory_gib", lo=0, error=SpecError)
@@ -376,7 +378,8 @@ class BatchDefault:
             number(self.memory_fraction, "engine batch_defaults: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
         if self.memory_reserve_gib is not None:
             number(self.memory_reserve_gib, "engine batch_defaults: memory_reserve_gib", lo=0, error=SpecError)
-        number(self.reserve_per_gpu_gib, "engine batch_defaults: reserve_per_gpu_gib", lo=0, error=SpecError)
+        for name in ("reserve_per_gpu_gib", "reserve_dp_attention_gib", "reserve_speculative_gib"):
+            number(getattr(self, name), f"engine batch_defaults: {name}", lo=0, error=SpecError)
         if self.memory_fraction is not None and self.memory_reserve_gib is not None:
             raise SpecError("engine batch_defaults: give memory_fraction or memory_reserve_gib, not both")
         for min_tp, bs in self.cuda_graph_max_bs:
@@ -389,13 +392,17 @@ class BatchDefault:
         if self.block_size is not None:
             integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
 
-    def fraction(self, memory_gib: float, tp: int, pp: int) -> float | None:
-        """The rule's memory fraction on a device of `memory_gib` (None: the rule sets none)."""
+    def fraction(self, memory_gib: float, tp: int, pp: int, *, dp_attention: bool = False,
+                 speculative: str | None = None) -> float | None:
+        """The rule's memory fraction on a device of `memory_gib` (None: the rule sets none); `tp` counts every GPU
+        of a stage, `speculative` is the proposer's method (None: none)."""
         if self.memory_fraction is not None:
             return self.memory_fraction
         if self.memory_reserve_gib is None:
             return None
-        reserve = self.memory_reserve_gib + self.reserve_per_gpu_gib * tp * pp
+        reserve = (self.memory_reserve_gib + self.reserve_per_gpu_gib * tp * pp
+                   + (self.reserve_dp_attention_gib if dp_attention else 0.0)
+                   + (self.reserve_speculative_gib if speculative else 0.0))
         return round(max(0.05, (memory_gib - reserve) / memory_gib), 3)
 
     def graph_max_bs(self, tp: int) -> int | None:
@@ -412,7 +419,11 @@ class BatchDefault:
 class MemoryReserve:
     """SGLang's default --mem-fraction-static (PR #10975): (device - reserve) / device with
         reserve_mb = fixed_mb + per_chunk_token_mb * max(chunk, 2048) + per_graph_batch_mb * graph_batches
-                     + per_gpu_mb * tp * pp,    at least min_mb_above_60gb on devices above 60 GB."""
+                     + per_gpu_mb * tp * pp
+                     + with DP attention over dp ranks: graph_batches * dp * (per_dp_graph_batch_mb
+                       + per_dp_graph_batch_mb_above_300 where graph_batches > 300),
+        at least min_mb_above_60gb on devices above 60 GiB, then + draft_model_mb for a draft model or
+        + speculative_mb for another proposer (n-gram lookup: nothing)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -422,21 +433,33 @@ class MemoryReserve:
     graph_batches: int
     per_gpu_mb: float
     min_mb_above_60gb: float
+    per_dp_graph_batch_mb: float = 0.0
+    per_dp_graph_batch_mb_above_300: float = 0.0
+    speculative_mb: float = 0.0
+    draft_model_mb: float = 0.0
 
     def __post_init__(self) -> None:
         _check_nonneg("memory_reserve", self)
         integer(self.graph_batches, "engine memory_reserve: graph_batches", lo=0, error=SpecError)
 
-    def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int,
-                 graph_batches: int | None = None) -> float:
+    def fraction(self, memory_gib: float, chunk_tokens: int, tp: int, pp: int, graph_batches: int | None = None,
+                 *, dp: int = 1, speculative: str | None = None) -> float:
         """`graph_batches`: the deployment's CUDA-graph batch cap where the engine's rule gives one, else the
-        table's `graph_batches`."""
+        table's `graph_batches`; `tp` counts every GPU of a stage; `dp` > 1: data-parallel attention over that
+        many ranks; `speculative`: the proposer's method (None: none)."""
         mb = memory_gib * 1024
         graphs = self.graph_batches if graph_batches is None else graph_batches
         reserve = (self.fixed_mb + self.per_chunk_token_mb * max(chunk_tokens, 2048)
                    + self.per_graph_batch_mb * graphs + self.per_gpu_mb * tp * pp)
-        if mb > 60 * 1000:
+        if dp > 1:
+            reserve += graphs * dp * (self.per_dp_graph_batch_mb
+                                      + (self.per_dp_graph_batch_mb_above_300 if graphs > 300 else 0.0))
+        if mb > 60 * 1024:
             reserve = max(reserve, self.min_mb_above_60gb)
+        if speculative == "draft":
+            reserve += self.draft_model_mb
+        elif speculative and speculative != "ngram":
+            reserve += self.speculative_mb
         return round(max(0.05, (mb - reserve) / mb), 3)
 
 
@@ -512,7 +535,8 @@ class EngineProfile:
     # batching_wait_iters), the iterations a waiting context is held back for the other ranks' (sim/scheduler.py,
     # `AdpBalance`); empty where the engine has no such option
     adp_balance_iters: tuple[int, ...] = ()
-    memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()  # (min tp, fraction), first match (SGLang <= 0.5.2)
+    # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
+    memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
     devices: tuple[str, ...] = ()  # where the engine runs, "vendor:kind" ("*" any vendor); empty: anywhere
@@ -600,20 +624,25 @@ class EngineProfile:
         return None
 
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
-                      pp: int = 1) -> EngineKnobs:
-        """Every knob this engine picks by default for a deployment (see the catalog entry's sources)."""
+                      pp: int = 1, dp: int = 1, speculative: str | None = None) -> EngineKnobs:
+        """Every knob this engine picks by default for a deployment (see the catalog entry's sources). `dp` > 1:
+        data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
+        whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
         tokens = rule.max_num_batched_tokens
         if rule.at_least_context and context_len:
             tokens = max(tokens, context_len)
         fraction = self.memory_fraction
-        graph_bs = rule.graph_max_bs(tp)
-        if (by_device := rule.fraction(memory_gib, tp, pp)) is not None:
+        stage = tp * dp
+        graph_bs = rule.graph_max_bs(stage)
+        if (by_device := rule.fraction(memory_gib, stage, pp, dp_attention=dp > 1,
+                                       speculative=speculative)) is not None:
             fraction = by_device
         elif self.memory_reserve is not None:
-            fraction = self.memory_reserve.fraction(memory_gib, tokens, tp, pp, graph_bs)
+            fraction = self.memory_reserve.fraction(memory_gib, tokens, stage, pp, graph_bs, dp=dp,
+                                                    speculative=speculative)
         else:
-            fraction = next((f for min_tp, f in self.memory_fraction_by_tp if tp >= min_tp), fraction)
+            fraction = next((f for min_tp, f in self.memory_fraction_by_tp if stage >= min_tp), fraction)
         return EngineKnobs(max_num_seqs=min(rule.max_num_seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=self.enable_chunked_prefill,
@@ -665,6 +694,18 @@ class EngineProfile:
                             "drop --api-servers")
         mode = "shared" if fe.data_parallel == "per_rank" else fe.data_parallel
         return replace(self, frontend=replace(fe, api_servers=count, data_parallel=mode))
+
+    def api_servers_asked(self) -> int | None:
+        """The API-server count `with_api_servers` set (the server's total), None where the release's own default
+        stands: what a launch command must write and a plan label show (vLLM 0.15+'s default is one per engine
+        core, so a count of 1 behind a DP server is a choice too)."""
+        fe = self.frontend
+        if fe is None:
+            return None
+        own = get_engine(f"{self.family}@{self.version}").frontend
+        if own is not None and (own.api_servers, own.data_parallel) == (fe.api_servers, fe.data_parallel):
+            return None
+        return fe.api_servers
 
     def with_endpoint(self, endpoint: str) -> EngineProfile:
         if self.frontend is None:
