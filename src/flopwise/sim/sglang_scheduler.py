@@ -463,13 +463,16 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
     knobs = config.sglang
     chunk: int | None = None
     if config.enable_chunked_prefill:
-        chunk = knobs.chunked_prefill_size or (dep.token_budget if dep.engine.family == "sglang"
-                                               else sglang_chunked_prefill_size(dep.hardware))
+        flag = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if dep.engine.family == "sglang"
+                                              else sglang_chunked_prefill_size(dep.hardware))
+        chunk = dep.engine.rank_tokens(flag, dep.dp) * dep.dp  # every attention rank's chunk, summed
     max_running = knobs.max_running_requests or sglang_max_running_requests(
         memory_plan(dep).kv_capacity_tokens, dep.model.max_position_embeddings)
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,
             "max_prefill_tokens": knobs.max_prefill_tokens, "schedule_policy": knobs.schedule_policy,
-            "schedule_conservativeness": knobs.schedule_conservativeness,
+            # SGLang scales the flag's conservativeness under DP attention (x 0.3: admits more eagerly)
+            "schedule_conservativeness": knobs.schedule_conservativeness
+            * (dep.engine.dp_attention_conservativeness if dep.dp > 1 else 1.0),
             "enable_mixed_chunk": knobs.enable_mixed_chunk, "ignore_eos": config.ignore_eos}
 
 

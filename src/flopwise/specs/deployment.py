@@ -169,8 +169,10 @@ class Deployment:
 
     @property
     def token_budget(self) -> int:
-        """Tokens the replica schedules per step: max_num_batched_tokens per attention group."""
-        return self.max_num_batched_tokens * self.dp
+        """Tokens the replica schedules per step: max_num_batched_tokens per attention group, or its share of it
+        where the engine divides the budget among data-parallel attention ranks (`EngineProfile.dp_attention_chunk`:
+        SGLang's chunked_prefill_size // dp_size)."""
+        return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp
 
     @property
     def gpus_per_node(self) -> int:

@@ -59,6 +59,7 @@ DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
+DP_ATTENTION_CHUNKS = ("whole", "split", "halved")  # EngineProfile.dp_attention_chunk
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
 # post release follows its release (SGLang changed defaults in 0.4.6.post2 and 0.4.7.post1); the fourth number and
 # the pre/dev tail are not priced
@@ -535,6 +536,12 @@ class EngineProfile:
     # batching_wait_iters), the iterations a waiting context is held back for the other ranks' (sim/scheduler.py,
     # `AdpBalance`); empty where the engine has no such option
     adp_balance_iters: tuple[int, ...] = ()
+    # each data-parallel attention rank's share of the prefill token budget: "whole" (every rank schedules the
+    # full max_num_batched_tokens: vLLM, TensorRT-LLM), "split" (divided among the dp ranks: SGLang >= 0.4.5's
+    # chunked_prefill_size // dp_size), "halved" (SGLang <= 0.4.4's // 2)
+    dp_attention_chunk: str = "whole"
+    # the scheduler's admission conservativeness under data-parallel attention, relative to the flag's (SGLang x 0.3)
+    dp_attention_conservativeness: float = 1.0
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
@@ -546,6 +553,13 @@ class EngineProfile:
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
+
+    def rank_tokens(self, tokens: int, dp: int) -> int:
+        """Each of `dp` data-parallel attention ranks' prefill token budget when the flag says `tokens`
+        (`dp_attention_chunk`)."""
+        if dp == 1 or self.dp_attention_chunk == "whole":
+            return tokens
+        return max(1, tokens // (dp if self.dp_attention_chunk == "split" else 2))
 
     def check_parallelism(self, **degrees: int) -> None:
         """A SpecError naming the first degree above 1 (tp=, pp=, dp=, ep=) the engine does not implement."""
@@ -584,6 +598,10 @@ class EngineProfile:
                    error=SpecError)
         if not self.batch_defaults:
             raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
+        check_text(self.dp_attention_chunk, f"engine {self.family}: dp_attention_chunk",
+                   choices=DP_ATTENTION_CHUNKS, error=SpecError)
+        number(self.dp_attention_conservativeness, f"engine {self.family}: dp_attention_conservativeness", lo=0,
+               lo_open=True, error=SpecError)
         if self.adp_balance_iters:
             if len(self.adp_balance_iters) != 2:
                 raise SpecError(f"engine {self.family}: adp_balance_iters is [timeout_iters, batching_wait_iters], "
@@ -745,6 +763,7 @@ _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
+                 "dp_attention_chunk", "dp_attention_conservativeness",
                  "memory_reserve", "device_kernels", "devices", "parallelism", "sources",
                  "since", "source"}
 
@@ -875,6 +894,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             activation_reserve_gib=float(table.get("activation_reserve_gib", 0.0)),
             reserve_max_tokens=bool(table.get("reserve_max_tokens", False)),
             adp_balance_iters=tuple(int(x) for x in table.get("adp_balance_iters", ())),
+            dp_attention_chunk=str(table.get("dp_attention_chunk", "whole")),
+            dp_attention_conservativeness=float(table.get("dp_attention_conservativeness", 1.0)),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
