@@ -57,16 +57,20 @@ def test_the_plan_defaults_come_from_one_place():
 
 def test_every_path_builds_the_same_deployment():
     """estimate, simulate, compare and plan, left to their defaults on one model and GPU, serve it with the same
-    engine knobs (the engine catalog's for that GPU)."""
+    engine knobs (the engine catalog's for that GPU); estimate prices the engine offline (its LLM class: vLLM's
+    offline token budget), as `deployment(..., frontend="none")` does."""
     model, gpu = "llama-3.1-8b", "h100-sxm"
     api = flopwise.deployment(model, gpu)
     est = flopwise.estimate(model, gpu).deployment
+    offline = flopwise.deployment(model, gpu, frontend="none")
+    assert [getattr(est, k) for k in KNOBS] == [getattr(offline, k) for k in KNOBS]
+    assert (offline.max_num_seqs, offline.max_num_batched_tokens) == (1024, 16384)
     sim = flopwise.simulate(model, gpu, num_requests=5, request_rate=1).deployment
     ledger = flopwise.compare(["kv=fp8"], model, gpu, simulate=False).baseline.scenario.deployment
     cands, _ = enumerate_candidates(get_model(model), [get_hardware(gpu)],
                                     SearchSpace(gpus=(gpu,), tps=(1,), weights=("bf16",), kvs=("bf16",)), 4096)
     plan = cands[0].deployment
-    for dep in (est, sim, ledger, plan):
+    for dep in (sim, ledger, plan):
         assert dep.engine.family == api.engine.family and dep.engine.version == api.engine.version
         assert [getattr(dep, k) for k in KNOBS] == [getattr(api, k) for k in KNOBS]
     assert api.max_num_seqs == 1024 and api.max_num_batched_tokens == 8192  # vLLM serve on an 80 GiB H100

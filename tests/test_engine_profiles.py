@@ -90,6 +90,19 @@ def test_default_knobs_follow_each_engine():
     assert _knobs("sglang@0.3", "h100-sxm", tp=4).memory_fraction == 0.85  # the old table by TP
 
 
+def test_vllm_offline_takes_the_llm_class_batch_defaults():
+    """vLLM's EngineArgs pick the batch knobs by usage context: the LLM class (offline: `vllm bench throughput`)
+    16384 tokens on >= 70 GiB non-A100 GPUs and 8192 elsewhere, the API server 8192 / 2048 (256 sequences off the
+    large parts either way); B200-class parts 16384 for both from 0.28."""
+    def knobs(gpu, frontend, engine="vllm@0.15.0"):
+        d = deployment("llama-3.1-8b", gpu, engine=engine, frontend=frontend)
+        return d.max_num_batched_tokens, d.max_num_seqs
+
+    assert (knobs("h100-sxm", "http"), knobs("h100-sxm", "none")) == ((8192, 1024), (16384, 1024))
+    assert (knobs("a100-sxm-80gb", "http"), knobs("a100-sxm-80gb", "none")) == ((2048, 256), (8192, 256))
+    assert knobs("b200", "none", "vllm@0.32") == knobs("b200", "http", "vllm@0.32") == (16384, 1024)
+
+
 def test_sglang_cuda_graph_cap_by_version_memory_and_tp():
     """ServerArgs: ~v0.4 160 (below 25,000 MiB: 8, or 80 at tp >= 4); >= 0.5.3 by memory tier and TP."""
     assert _knobs("sglang@0.4", "h200", tp=4).cuda_graph_max_bs == 160

@@ -226,7 +226,8 @@ def test_retractions_count_as_preemptions_in_the_summary_and_runs_match_steps(de
     # A pool of 10,640 tokens under 24 requests of 200 + 300 tokens at once: admission reserves only 0.7 of
     # the running outputs, so a retraction follows (vLLM preempts 4 here); fast-forwarded decode runs
     # (with the ratio's decay caught up afterwards) give the same result as stepping one step at a time.
-    small = deployment("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.232223, frontend="none")
+    small = deployment("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.232223, frontend="none",
+                       max_num_batched_tokens=8192)  # the server's budget: the pool as sized above
     wl = Workload(tuple(RequestSpec(arrival_at=0.0, input_tokens=200, output_tokens=300) for _ in range(24)))
     fast = simulate(small, wl, SGLANG)
     s = fast.summary()

@@ -356,6 +356,10 @@ class BatchDefault:
 
     max_num_seqs: int  # every rule states both knobs (no fallback value outside the catalog)
     max_num_batched_tokens: int
+    # the knobs where the engine runs without its HTTP server (vLLM's LLM class, UsageContext.LLM_CLASS, as
+    # `vllm bench throughput` / benchmark_throughput.py run it); None: the server's
+    offline_max_num_seqs: int | None = None
+    offline_max_num_batched_tokens: int | None = None
     min_memory_gib: float = 0.0
     exclude: tuple[str, ...] = ()
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
@@ -390,6 +394,9 @@ class BatchDefault:
             check_text(self.kind, "engine batch_defaults: kind", choices=DEVICE_KINDS, error=SpecError)
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
+        for name in ("offline_max_num_seqs", "offline_max_num_batched_tokens"):
+            if getattr(self, name) is not None:
+                integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
         if self.block_size is not None:
             integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
 
@@ -647,7 +654,10 @@ class EngineProfile:
         data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
         whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
-        tokens = rule.max_num_batched_tokens
+        offline = self.frontend is None
+        tokens = rule.offline_max_num_batched_tokens if offline and rule.offline_max_num_batched_tokens \
+            else rule.max_num_batched_tokens
+        seqs = rule.offline_max_num_seqs if offline and rule.offline_max_num_seqs else rule.max_num_seqs
         if rule.at_least_context and context_len:
             tokens = max(tokens, context_len)
         fraction = self.memory_fraction
@@ -661,7 +671,7 @@ class EngineProfile:
                                                     speculative=speculative)
         else:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if stage >= min_tp), fraction)
-        return EngineKnobs(max_num_seqs=min(rule.max_num_seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
+        return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=self.enable_chunked_prefill,
                            enable_prefix_caching=self.enable_prefix_caching,
