@@ -101,6 +101,12 @@ def test_vllm_offline_takes_the_llm_class_batch_defaults():
     assert (knobs("h100-sxm", "http"), knobs("h100-sxm", "none")) == ((8192, 1024), (16384, 1024))
     assert (knobs("a100-sxm-80gb", "http"), knobs("a100-sxm-80gb", "none")) == ((2048, 256), (8192, 256))
     assert knobs("b200", "none", "vllm@0.32") == knobs("b200", "http", "vllm@0.32") == (16384, 1024)
+    # 0.8.0-0.8.4 picked H100 / H200 by name (a B200 got the small budget), 1024 seqs everywhere to 0.8.3; 0.8.5 by
+    # memory (the A100 80GB too); 0.9.0 without the A100
+    assert [knobs("b200", "http", v) for v in ("vllm@0.8.0", "vllm@0.8.4", "vllm@0.8.5")] == [
+        (2048, 1024), (2048, 256), (8192, 1024)]
+    assert knobs("gh200", "http", "vllm@0.8.0") == (8192, 1024)
+    assert [knobs("a100-sxm-80gb", "http", v) for v in ("vllm@0.8.5", "vllm@0.9.0")] == [(8192, 1024), (2048, 256)]
 
 
 def test_sglang_cuda_graph_cap_by_version_memory_and_tp():

@@ -350,7 +350,7 @@ class DeviceKernels:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchDefault:
     """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose
-    id contains none of `exclude` (the first matching rule wins)."""
+    id contains none of `exclude` (and one of `only`, where given); the first matching rule wins."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -362,6 +362,7 @@ class BatchDefault:
     offline_max_num_batched_tokens: int | None = None
     min_memory_gib: float = 0.0
     exclude: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()  # devices whose id contains one of these (vLLM 0.8.0-0.8.4 picked H100/H200 by name)
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
@@ -420,7 +421,9 @@ class BatchDefault:
     def matches(self, hw_id: str, memory_gib: float, kind: str) -> bool:
         if self.kind is not None and kind != self.kind:
             return False
-        return memory_gib >= self.min_memory_gib and not any(x in hw_id.lower() for x in self.exclude)
+        hw = hw_id.lower()
+        return (memory_gib >= self.min_memory_gib and not any(x in hw for x in self.exclude)
+                and (not self.only or any(x in hw for x in self.only)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -891,7 +894,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
         return _validated(fam, version, table, tuple(sources))
     try:
         frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
-        rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ())),
+        rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ())), "only": tuple(r.get("only", ())),
                                       "cuda_graph_max_bs": tuple(tuple(x) for x in r.get("cuda_graph_max_bs", ()))})
                       for r in table["batch_defaults"])
         return EngineProfile(
