@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
+from flopwise.api import deployment
 from flopwise.cli import app
 from flopwise.cost.capacity import bounds
 from flopwise.errors import DoesNotFitError, InfeasibleError
@@ -21,6 +22,7 @@ from flopwise.sim.steady import SteadyRule
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
 from flopwise.specs.sla import parse_sla
+from flopwise.specs.speculative import parse_speculative
 
 runner = CliRunner()
 # a short window: these tests check the search's logic, not its precision
@@ -261,3 +263,15 @@ def test_plan_searches_api_server_counts_where_the_frontend_binds(capsys):
     assert run(["plan", "--engine", "trtllm", "--api-servers", "2"]) == 2
     err = capsys.readouterr().err
     assert "no API-server process count" in err and len(err.strip().splitlines()) == 1
+
+
+def test_speculative_candidates_take_the_engines_memory_default_with_the_proposer():
+    """SGLang reserves 2 GiB more with a proposer: a plan candidate with EAGLE-3 carries the fraction
+    `deployment(..., speculative=...)` gives, not the one without it."""
+    spec = "eagle3,k=3,accepted=2.6"
+    space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",), engine="sglang@0.5.6",
+                        speculative=(None, parse_speculative(spec)))
+    cands, _ = enumerate_candidates(get_model("llama-3.1-8b"), [get_hardware("h100-sxm")], space, 4096)
+    by_spec = {c.deployment.speculative is not None: c.deployment.gpu_memory_utilization for c in cands}
+    assert by_spec[True] == deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.6", speculative=spec
+                                       ).gpu_memory_utilization < by_spec[False]

@@ -193,3 +193,17 @@ def test_one_api_server_asked_behind_a_dp_server_is_written_out():
                                    max_prompt_len=2048)).command
 
     assert "--api-server-count 1" in cmd(one) and "--api-server-count" not in cmd(default)
+
+
+def test_a_dp_attention_budget_is_rendered_in_each_engines_terms():
+    """vLLM gives each DP-attention rank its --max-num-batched-tokens, SGLang divides --chunked-prefill-size among
+    them: a plan's per-rank budget is written as each engine needs it."""
+    def cmds(engine):
+        dep = deployment("deepseek-v3", "h200", engine=engine, weights="fp8", tp=1, dp=8, ep=8)
+        t = LaunchTarget(deployment=dep, model_id="deepseek-ai/DeepSeek-V3", max_model_len=4096, max_prompt_len=2048)
+        return {f: render(t, get_engine(f)).command for f in ("vllm", "sglang")}
+
+    v = cmds("vllm@0.15.0")  # 8,192 per rank
+    assert "--max-num-batched-tokens 8192" in v["vllm"] and "--chunked-prefill-size 65536" in v["sglang"]
+    s = cmds("sglang@0.5.6")  # 8,192 split over 8 ranks: 1,024 each
+    assert "--chunked-prefill-size 8192" in s["sglang"] and "--max-num-batched-tokens 1024" in s["vllm"]

@@ -177,16 +177,23 @@ class Switches:
 def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
     """The target's engine switches that `engine` (at its version) would not pick on its own."""
     dep = target.deployment
-    hw = dep.hardware
-    own = get_engine(f"{engine.family}@{engine.version}").default_knobs(
-        hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind, context_len=dep.model.max_position_embeddings,
-        tp=dep.tp, pp=dep.pp, dp=dep.dp, speculative=dep.speculative.method if dep.speculative else None)
+    own = dep.engine_defaults(get_engine(f"{engine.family}@{engine.version}"))
     a, g = target.async_scheduling, target.cuda_graph_max_bs
     # 0 (graphs for every batch) is always written out: an engine's own 0 may stand for a default cap
     graphs = g is not None and (g == 0 or g != own.cuda_graph_max_bs)
     return Switches(async_scheduling=a if a is not None and a != own.async_scheduling else None,
                     cuda_graph_max_bs=(g or dep.max_num_seqs) if graphs else None,
                     trtllm_moe=dep.engine.kernels.trtllm_moe, pdl=dep.engine.kernels.pdl)
+
+
+def budget_flag(dep: Deployment, engine: EngineProfile) -> int:
+    """The token-budget flag that gives `engine` the planned prefill budget per attention rank
+    (`Deployment.token_budget` / dp): under data-parallel attention SGLang divides its flag among the ranks
+    (`EngineProfile.dp_attention_chunk`), vLLM and TensorRT-LLM give each rank the whole of theirs."""
+    per_rank = dep.token_budget // dep.dp
+    if dep.dp == 1 or engine.dp_attention_chunk == "whole":
+        return per_rank
+    return per_rank * (dep.dp if engine.dp_attention_chunk == "split" else 2)
 
 
 def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes: list[str]) -> None:

@@ -22,6 +22,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     api_servers,
+    budget_flag,
     engine_memory_fraction,
     model_source,
     switches,
@@ -62,7 +63,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         notes.append(f"run the same command on each of the {dep.nodes} nodes with {flags['node_rank']} 0..."
                      f"{dep.nodes - 1}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
-    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     if not engine.kernels.cuda_graphs:

@@ -23,6 +23,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     Switches,
     api_servers,
+    budget_flag,
     engine_memory_fraction,
     model_source,
     switches,
@@ -111,7 +112,7 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
                      f"{dep.dp} groups of TP {dep.tp}")
     api_servers(dep, engine, line, notes)
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
-    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     name = options_file or la["extra_options_file"]

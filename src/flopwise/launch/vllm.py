@@ -26,6 +26,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     api_servers,
+    budget_flag,
     engine_memory_fraction,
     model_source,
     switches,
@@ -97,7 +98,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
             notes.append(f"vLLM spreads the experts over all {dep.tp * dep.dp} GPUs (EP {dep.tp * dep.dp}), not the "
                          f"planned EP {dep.ep}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
-    line.flag(flags["max_num_batched_tokens"], dep.max_num_batched_tokens)
+    line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     if not engine.kernels.cuda_graphs:

@@ -121,9 +121,7 @@ class Candidate:
         d = self.deployment
         par = f"tp{d.tp}" + (f"dp{d.dp}" if d.dp > 1 else "") + (f"ep{d.ep}" if d.ep > 1 else "") + \
             (f"pp{d.pp}" if d.pp > 1 else "")
-        std = d.engine.default_knobs(hw_id=d.hardware.id, memory_gib=d.hardware.memory_gib, kind=d.hardware.kind,
-                                     context_len=d.model.max_position_embeddings, tp=d.tp, pp=d.pp, dp=d.dp,
-                                     speculative=d.speculative.method if d.speculative else None)
+        std = d.engine_defaults()
         knobs = f" seqs{d.max_num_seqs}" if d.max_num_seqs != std.max_num_seqs else ""
         knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != std.max_num_batched_tokens else ""
         knobs += "" if self.prefix_caching else " no-pc"
@@ -236,6 +234,8 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                               max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
                               speculative=spec,
                               engine=base.engine if api is None else base.engine.with_api_servers(api))
+                if spec is not None:  # the engine's memory default with the proposer (SGLang reserves for it)
+                    dep = replace(dep, gpu_memory_utilization=dep.engine_defaults().memory_fraction)
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:

@@ -85,6 +85,7 @@ from flopwise.sim.sglang_knobs import (
     sglang_max_running_requests,
 )
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.engine import get_engine
 
 __all__ = ["SglangScheduler", "SglangSettings", "make_sglang_scheduler", "sglang_settings"]
 
@@ -463,9 +464,11 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
     knobs = config.sglang
     chunk: int | None = None
     if config.enable_chunked_prefill:
-        flag = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if dep.engine.family == "sglang"
+        own = dep.engine.family == "sglang"
+        flag = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if own
                                               else sglang_chunked_prefill_size(dep.hardware))
-        chunk = dep.engine.rank_tokens(flag, dep.dp) * dep.dp  # every attention rank's chunk, summed
+        # every attention rank's chunk, summed, as SGLang splits its flag
+        chunk = (dep.engine if own else get_engine("sglang")).rank_tokens(flag, dep.dp) * dep.dp
     max_running = knobs.max_running_requests or sglang_max_running_requests(
         memory_plan(dep).kv_capacity_tokens, dep.model.max_position_embeddings)
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,

@@ -12,7 +12,8 @@ servers one replica spans, its GPUs split evenly (collectives between them go ov
 --data-parallel-size R`, SGLang `--dp-size R` without DP attention) rather than as servers of their own; they
 share that server's API frontend as its engine profile says (`FrontendCosts.for_engines`, `frontend`).
 `max_num_seqs` and `max_num_batched_tokens` are per attention group (per DP rank, as the engines take them): a
-replica runs up to `dp` times as many (`running_limit`, `token_budget`). `engine` (`specs/engine.py`) is the
+replica runs up to `dp` times as many (`running_limit`, `token_budget`), except that SGLang divides its prefill
+budget among DP-attention ranks (`EngineProfile.rank_tokens`). `engine` (`specs/engine.py`) is the
 serving engine at a version: its frontend and per-step CPU costs, memory policy and defaults. Knob names follow
 vLLM (`max_num_seqs`, `max_num_batched_tokens`, `block_size`); `gpu_memory_utilization` is the engine's memory
 fraction, read by its memory policy (vLLM: share of the device; SGLang: --mem-fraction-static; TensorRT-LLM:
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from flopwise.errors import PrecisionError, SpecError
-from flopwise.specs.engine import EngineProfile, FrontendCosts, get_engine
+from flopwise.specs.engine import EngineKnobs, EngineProfile, FrontendCosts, get_engine
 from flopwise.specs.expert_load import default_expert_skew
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
@@ -173,6 +174,14 @@ class Deployment:
         where the engine divides the budget among data-parallel attention ranks (`EngineProfile.dp_attention_chunk`:
         SGLang's chunked_prefill_size // dp_size)."""
         return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp
+
+    def engine_defaults(self, engine: EngineProfile | None = None) -> EngineKnobs:
+        """What `engine` (default: the deployment's own) picks by itself for this device, model context,
+        parallelism and proposer (`EngineProfile.default_knobs`)."""
+        eng, hw = engine or self.engine, self.hardware
+        return eng.default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+                                 context_len=self.model.max_position_embeddings, tp=self.tp, pp=self.pp, dp=self.dp,
+                                 speculative=self.speculative.method if self.speculative is not None else None)
 
     @property
     def gpus_per_node(self) -> int:

@@ -665,6 +665,9 @@ class EngineProfile:
             tokens = max(tokens, context_len)
         fraction = self.memory_fraction
         stage = tp * dp
+        if speculative and self.launch.get("speculative") is not None \
+                and speculative not in self.launch.table("speculative"):
+            speculative = None  # served without it (launch's note): no proposer to reserve for
         graph_bs = rule.graph_max_bs(stage)
         if (by_device := rule.fraction(memory_gib, stage, pp, dp_attention=dp > 1,
                                        speculative=speculative)) is not None:
@@ -851,8 +854,9 @@ def load_engine_file(path: str | Path) -> tuple[str, dict[str, Any]]:
 def write_engine_file(path: str | Path, profile: EngineProfile, note: str) -> None:
     """Write `profile`'s CPU costs (host, frontend) as an override file of its family (see load_engine_file)."""
     def table(obj: object) -> str:
+        # the endpoint, DP mode and API-server count are the release's or the deployment's, not CPU costs
         items = [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in fields(obj)  # type: ignore[arg-type]
-                 if f.name not in ("endpoint", "data_parallel", "shared_by")]  # the release's, the deployment's
+                 if f.name not in ("endpoint", "data_parallel", "shared_by", "api_servers")]
         return "{ " + ", ".join(items) + " }"
     lines = [f"# flopwise engine override for {profile.name}: {note}", f'name = "{profile.family}"', "",
              "[override]", f"host = {table(profile.host)}"]
