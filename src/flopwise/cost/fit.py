@@ -20,7 +20,7 @@ def _at_tp(dep: Deployment, tp: int) -> Deployment:
     (SGLang's shrinks with TP: 0.88 at tp 1, 0.81 at tp 8 to 0.4.5, by device memory tier and TP after)."""
     hw, eng = dep.hardware, dep.engine
     def fraction(t: int) -> float:
-        return eng.default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+        return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=dep.model.max_position_embeddings, tp=t, pp=dep.pp, dp=dep.dp,
                                  speculative=dep.speculative.method if dep.speculative else None).memory_fraction
 

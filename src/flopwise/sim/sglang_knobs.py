@@ -76,7 +76,7 @@ class SglangKnobs:
 def sglang_chunked_prefill_size(hw: HardwareSpec) -> int:
     """SGLang's default `--chunked-prefill-size` on `hw`: the current SGLang profile's token budget for the
     device (`catalog/engines/sglang.toml`), used when the deployment's own engine is not SGLang."""
-    knobs = get_engine("sglang").default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+    knobs = get_engine("sglang").default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                                context_len=None)
     return knobs.max_num_batched_tokens
 

@@ -179,7 +179,7 @@ class Deployment:
         """What `engine` (default: the deployment's own) picks by itself for this device, model context,
         parallelism and proposer (`EngineProfile.default_knobs`)."""
         eng, hw = engine or self.engine, self.hardware
-        return eng.default_knobs(hw_id=hw.id, memory_gib=hw.memory_gib, kind=hw.kind,
+        return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=self.model.max_position_embeddings, tp=self.tp, pp=self.pp, dp=self.dp,
                                  speculative=self.speculative.method if self.speculative is not None else None)
 
@@ -294,7 +294,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if pdl or eng.kernels.pdl:  # asked here, or carried by a profile built for another chip or from a file
         check_pdl(eng, hardware)
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
-    d = eng.default_knobs(hw_id=hardware.id, memory_gib=hardware.memory_gib, kind=hardware.kind,
+    d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp, dp=dp,
                           speculative=speculative.method if speculative is not None else None)
     if cuda_graph_max_bs is not None:

@@ -349,8 +349,9 @@ class DeviceKernels:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchDefault:
-    """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose
-    id contains none of `exclude` (and one of `only`, where given); the first matching rule wins."""
+    """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose id or
+    name (`HardwareSpec.device_text`) contains none of `exclude` (and one of `only`, where given); the first
+    matching rule wins."""
 
     __pydantic_config__ = TABLE_CONFIG
 

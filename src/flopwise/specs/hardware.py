@@ -242,6 +242,12 @@ class HardwareSpec:
         return self.vendor == "nvidia" and (fp.get("fp4", 0) > 0
                                             or (self.memory_kind == "hbm" and fp.get("fp8", 0) > 0))
 
+    @property
+    def device_text(self) -> str:
+        """The id and the device name, lower case: what engines match a device by (vLLM reads the CUDA device
+        name, 'h100' / 'a100'; `BatchDefault.only` / `exclude`)."""
+        return f"{self.id} {self.name}".lower()
+
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
         chain = (_WEIGHT_ONLY_FALLBACK if weight_only_fallback else _DTYPE_FALLBACK).get(dtype, (dtype,))
