@@ -18,14 +18,10 @@ _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
 def _at_tp(dep: Deployment, tp: int) -> Deployment:
     """`dep` at another TP degree; a memory fraction the engine defaulted follows its default at that degree
     (SGLang's shrinks with TP: 0.88 at tp 1, 0.81 at tp 8 to 0.4.5, by device memory tier and TP after)."""
-    hw, eng = dep.hardware, dep.engine
-    def fraction(t: int) -> float:
-        return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
-                                 context_len=dep.model.max_position_embeddings, tp=t, pp=dep.pp, dp=dep.dp,
-                                 speculative=dep.speculative.method if dep.speculative else None).memory_fraction
-
-    defaulted = dep.gpu_memory_utilization == fraction(dep.tp)
-    return replace(dep, tp=tp, gpu_memory_utilization=fraction(tp) if defaulted else dep.gpu_memory_utilization)
+    moved = replace(dep, tp=tp)
+    if dep.gpu_memory_utilization != dep.engine_defaults().memory_fraction:  # set by the user: kept
+        return moved
+    return replace(moved, gpu_memory_utilization=moved.engine_defaults().memory_fraction)
 
 
 def fit_suggestions(dep: Deployment) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
 from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
-from flopwise.specs.engine import EngineProfile, get_engine
+from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
            "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches"]
@@ -197,8 +197,8 @@ def budget_flag(dep: Deployment, engine: EngineProfile) -> int:
 
 
 def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes: list[str]) -> None:
-    """The planned API-server processes (`--api-servers`, in the deployment's frontend) in `engine`'s flag (vLLM
-    --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2), or a note that it runs one."""
+    """The planned API-server processes (`--api-servers`, in the deployment's frontend) in `engine`'s flag
+    (`API_SERVER_FLAGS`), or a note that it runs its own."""
     planned = dep.engine.api_servers_asked()
     if planned is None:
         return
@@ -206,9 +206,8 @@ def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes
     if flag:
         line.flag(flag, planned)
     else:
-        notes.append(f"{engine.display} {engine.version} has no API-server process count (vLLM --api-server-count "
-                     f"from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2): it runs its own, not the planned "
-                     f"{planned}")
+        notes.append(f"{engine.display} {engine.version} has no API-server process count ({API_SERVER_FLAGS}): "
+                     f"it runs its own, not the planned {planned}")
 
 
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:

@@ -10,11 +10,10 @@ Per request (ms), summing to its E2E latency:
 
 The run's bottleneck: "frontend" when the API server's CPU is busy at least 90% of the run and requests wait
 longer in its queue (frontend_ms less a request's own ingress work and IPC latency) than for the engine
-(queue_ms), or it is busier than the engine; "engine"
-when the engine steps at least 90% of the time and requests wait for it longer than their prefill takes (a
-continuous-batching engine is busy at any load, a small model's at a batch of a few; a queue says it is
-saturated); otherwise "none" (the offered load is below capacity). Utilisations are shares of duration_s x
-replicas (x API servers for the frontend).
+(queue_ms), or it is busier than the engine; "engine" when the engine steps at least 90% of the time and
+requests wait for it longer than their prefill takes (a continuous-batching engine is busy at any load, a small
+model's at a batch of a few; a queue says it is saturated); otherwise "none" (the offered load is below
+capacity). Utilisations are shares of duration_s x replicas (x API servers for the frontend).
 """
 
 from __future__ import annotations

@@ -60,6 +60,8 @@ MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 DP_ATTENTION_CHUNKS = ("whole", "split", "halved")  # EngineProfile.dp_attention_chunk
+# the engines' flags for a server's API-process count (the catalog's launch flag `api_servers`), for messages
+API_SERVER_FLAGS = "vLLM --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2"
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
 # post release follows its release (SGLang changed defaults in 0.4.6.post2 and 0.4.7.post1); the fourth number and
 # the pre/dev tail are not priced
@@ -363,7 +365,7 @@ class BatchDefault:
     offline_max_num_batched_tokens: int | None = None
     min_memory_gib: float = 0.0
     exclude: tuple[str, ...] = ()
-    only: tuple[str, ...] = ()  # devices whose id contains one of these (vLLM 0.8.0-0.8.4 picked H100/H200 by name)
+    only: tuple[str, ...] = ()  # devices whose id or name contains one of these (vLLM 0.8.0-0.8.4: H100 / H200)
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
@@ -714,19 +716,17 @@ class EngineProfile:
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
     def with_api_servers(self, count: int) -> EngineProfile:
-        """This engine with `count` API server processes in all (vLLM's --api-server-count from 0.9.1, SGLang's
-        --tokenizer-worker-num from 0.5.2): they share
-        the server's frontend work (`FrontendCosts.api_servers`); a count given replaces the per-engine default
-        (`per_rank` becomes `shared` among the server's engines). A SpecError offline or where the catalog has no
-        flag for it at this version."""
+        """This engine with `count` API server processes in all (`API_SERVER_FLAGS`): they share the server's
+        frontend work (`FrontendCosts.api_servers`); a count given replaces the per-engine default (`per_rank`
+        becomes `shared` among the server's engines). A SpecError offline or where the catalog has no flag for it
+        at this version."""
         integer(count, "--api-servers", lo=1, hi=256, error=SpecError)
         fe = self.frontend
         if fe is None:
             raise SpecError("--api-servers sizes the HTTP server; offline (--frontend none) there is none")
         if not self.launch.table("flags").get("api_servers"):
             raise SpecError(f"{self.display} {self.version} has no API-server process count flopwise knows of "
-                            "(vLLM has --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2); "
-                            "drop --api-servers")
+                            f"({API_SERVER_FLAGS}); drop --api-servers")
         mode = "shared" if fe.data_parallel == "per_rank" else fe.data_parallel
         return replace(self, frontend=replace(fe, api_servers=count, data_parallel=mode))
 
