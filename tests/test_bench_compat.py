@@ -1,6 +1,7 @@
 """Conventions users compare against (issue 12): `vllm bench serve` result JSON both ways, per-request columns,
 server metric names of other engines, damaged run folders, and `bench --predict` on the calibration replay."""
 
+import asyncio
 import csv
 import json
 import subprocess
@@ -13,6 +14,7 @@ from flopwise.bench.export import records_from_vllm_result, request_rows, to_vll
 from flopwise.bench.mock_server import MockConfig, mock_server_thread
 from flopwise.bench.prometheus import parse_prometheus, server_view
 from flopwise.bench.runner import BenchConfig, PromptConfig, report_run, run_bench
+from flopwise.bench.scheduler import run_load
 from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord, summarize
 from flopwise.specs.sla import parse_sla
@@ -231,3 +233,27 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     runs = [predict_run(rep, model="qwen3-30b-a3b", gpu="b200", **kw) for kw in ({}, {"moe_backend": "trtllm"})]
     fused = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in runs]
     assert fused[1] < fused[0]
+
+
+def test_the_server_view_leaves_the_warm_up_out():
+    """The runner scrapes /metrics again once the warm-up requests have finished; histogram means run from that
+    last 'before' scrape, so two slow warm-ups (10 s each) do not enter the measured requests' mean (1 s)."""
+    start = _scrape(_hist("vllm:e2e_request_latency_seconds", 0.0, 0))
+    warmed = _scrape(_hist("vllm:e2e_request_latency_seconds", 20.0, 2))
+    end = _scrape(_hist("vllm:e2e_request_latency_seconds", 30.0, 12))
+    v = server_view([{"phase": "before", "metrics": start}, {"phase": "before", "metrics": warmed},
+                     {"phase": "after", "metrics": end}])
+    assert v.e2e_ms_mean == pytest.approx(1000.0)
+
+
+def test_run_load_calls_the_after_warm_up_hook_between_the_phases():
+    order = []
+
+    async def send(slot):
+        order.append("warmup" if slot.is_warmup else "measured")
+
+    async def hook():
+        order.append("hook")
+
+    asyncio.run(run_load(Load(kind="concurrency", concurrency=1), range(2), send, num_warmup=2, after_warmup=hook))
+    assert order == ["warmup", "warmup", "hook", "measured", "measured"]

@@ -1,7 +1,8 @@
 """The server's own view, from its Prometheus `/metrics`: scraped before, during and after a run.
 
-Histograms give means over the run as delta(_sum) / delta(_count) between the first scrape before the run and
-the last one after it; gauges give the mean and max over the scrapes taken during the run; counters give deltas.
+Histograms give means over the measured requests as delta(_sum) / delta(_count) between the last scrape before
+the measured phase (taken after the warm-up requests have finished, so they are left out) and the last one after
+it; gauges give the mean and max over the scrapes taken during the run; counters give deltas.
 
 Names by engine (role: family; a `{label="value"}` suffix keeps only the series with that label):
     vLLM (v1)       vllm:request_queue_time_seconds, request_prefill_time_seconds, request_decode_time_seconds,
@@ -182,7 +183,7 @@ class ServerView:
 
 def server_view(scrapes: Sequence[dict[str, Any]]) -> ServerView | None:
     """The view over one session's scrapes ({"phase": before|during|after, "metrics": {...}}); None if none."""
-    before = next((s["metrics"] for s in scrapes if s["phase"] == "before"), None)
+    before = next((s["metrics"] for s in reversed(scrapes) if s["phase"] == "before"), None)
     after = next((s["metrics"] for s in reversed(scrapes) if s["phase"] == "after"), None)
     during = [s["metrics"] for s in scrapes if s["phase"] in ("during", "after")]
     if before is None or after is None:

@@ -366,9 +366,13 @@ async def _session(cfg: BenchConfig, store: RunStore, api_key: str | None, done:
             monitor.start()
             store.update_session(phase_started_at=started_at)
 
+        async def baseline() -> None:  # the server's histograms from here on: the warm-up requests left out
+            await _scrape_into(client, store, clock, "before")
+
         try:
             phase = await run_load(cfg.load, indices, send, num_warmup=cfg.num_warmup, duration_s=cfg.duration_s,
-                                   seed=cfg.seed, clock=clock, block=block, on_measured_start=on_measured_start)
+                                   seed=cfg.seed, clock=clock, block=block, on_measured_start=on_measured_start,
+                                   after_warmup=baseline if scraping else None)
             store.update_session(phase_ended_at=phase.ended_at, num_sent=phase.num_sent)
         finally:
             try:

@@ -41,11 +41,16 @@ SendFn = Callable[[Slot], Awaitable[None]]
 async def run_load(load: Load, indices: Iterable[int], send: SendFn, *, num_warmup: int = 0,
                    duration_s: float | None = None, seed: int = 0,
                    clock: Callable[[], float] = time.perf_counter, block: int = 1,
-                   on_measured_start: Callable[[float], None] | None = None) -> PhaseTimes:
+                   on_measured_start: Callable[[float], None] | None = None,
+                   after_warmup: Callable[[], Awaitable[None]] | None = None) -> PhaseTimes:
     """`block`: the number of requests a rescaled open loop spreads over block / rate (`arrivals`).
-    `on_measured_start(instant)` is called when the measured phase starts (after the warm-up)."""
+    `after_warmup()` is awaited once every warm-up request has finished, before the measured phase's clock starts
+    (the runner's baseline /metrics scrape); `on_measured_start(instant)` is called when the measured phase
+    starts."""
     if num_warmup:
         await _phase(load, range(num_warmup), send, None, seed + 1, clock, num_warmup, warmup=True)
+        if after_warmup is not None:
+            await after_warmup()
     start = clock()
     if on_measured_start is not None:
         on_measured_start(start)
