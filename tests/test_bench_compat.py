@@ -246,6 +246,16 @@ def test_the_server_view_leaves_the_warm_up_out():
     assert v.e2e_ms_mean == pytest.approx(1000.0)
 
 
+def test_the_server_view_gauges_leave_the_warm_up_out():
+    """A gauge scraped while the warm-up ran (64 running) is not averaged into the measured phase's (4 and 8)."""
+    def running(n):
+        return _scrape(_hist("vllm:e2e_request_latency_seconds", 0.0, 0) + f"vllm:num_requests_running {n}\n")
+    v = server_view([{"phase": "before", "metrics": running(0)}, {"phase": "during", "metrics": running(64)},
+                     {"phase": "before", "metrics": running(0)}, {"phase": "during", "metrics": running(4)},
+                     {"phase": "after", "metrics": running(8)}])
+    assert (v.running_mean, v.running_max) == (6.0, 8.0)
+
+
 def test_run_load_calls_the_after_warm_up_hook_between_the_phases():
     order = []
 

@@ -182,10 +182,14 @@ class ServerView:
 
 
 def server_view(scrapes: Sequence[dict[str, Any]]) -> ServerView | None:
-    """The view over one session's scrapes ({"phase": before|during|after, "metrics": {...}}); None if none."""
-    before = next((s["metrics"] for s in reversed(scrapes) if s["phase"] == "before"), None)
+    """The view over one session's scrapes, in the order taken ({"phase": before|during|after, "metrics": {...}});
+    None if none. Counters and histograms are deltas from the last "before" scrape (taken again once the warm-up
+    has finished), gauges the mean and max of the scrapes after it."""
+    last = max((i for i, s in enumerate(scrapes) if s["phase"] == "before"), default=None)
+    before = scrapes[last]["metrics"] if last is not None else None
     after = next((s["metrics"] for s in reversed(scrapes) if s["phase"] == "after"), None)
-    during = [s["metrics"] for s in scrapes if s["phase"] in ("during", "after")]
+    # gauges from the measured phase only: scrapes taken before the last baseline saw the warm-up requests
+    during = [s["metrics"] for s in scrapes[(last or 0) + 1:] if s["phase"] in ("during", "after")]
     if before is None or after is None:
         return None
     out: dict[str, Any] = {"num_scrapes": len(scrapes)}
