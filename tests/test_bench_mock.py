@@ -204,6 +204,12 @@ def test_cli_single_run_console_and_served_model(mock_url, tmp_path):
                 "--output-len", "4", "--out", str(tmp_path / "r"))
     assert r.returncode == 0, r.stderr
     assert "mock @ rate-inf" in r.stdout and "diagnosis" in r.stdout  # model name from /v1/models
+    # a sweep's per-level lines give an SLA verdict only where an SLA was asked for
+    levels = ("--concurrency", "1,2", "--num-requests", "2", "--input-len", "8", "--output-len", "4")
+    r = run_cli("bench", "--url", mock_url, *levels, "--out", str(tmp_path / "s"))
+    assert r.returncode == 0 and "concurrency-2:" in r.stderr and "SLA" not in r.stderr, r.stderr
+    r = run_cli("bench", "--url", mock_url, *levels, "--out", str(tmp_path / "t"), "--sla", "p99_e2e<=60s")
+    assert r.returncode == 0 and r.stderr.count("SLA met") == 2, r.stderr
 
 
 def test_sweep_finds_max_rate(mock_url, tmp_path):

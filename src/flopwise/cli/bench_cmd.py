@@ -152,9 +152,10 @@ def bench_cmd(
         if progress is not None:
             progress.end()
         if not json_out:
-            err_console.print(f"{r.config.load.label}: {r.summary['request_throughput']:.2f} req/s, p50 TTFT "
-                              f"{r.summary['ttft_ms']['p50'] or 0:.0f} ms, SLA "
-                              f"{'met' if r.summary.get('sla_met') else 'missed'}")
+            s = r.summary
+            verdict = f", SLA {'met' if s.get('sla_met') else 'missed'}" if s.get("sla") else ""
+            err_console.print(f"{r.config.load.label}: {s['request_throughput']:.2f} req/s, p50 TTFT "
+                              f"{s['ttft_ms']['p50'] or 0:.0f} ms{verdict}")
 
     def run() -> BenchRun:
         with warnings.catch_warnings(record=True) as caught:
