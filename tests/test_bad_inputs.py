@@ -271,6 +271,9 @@ CASES = [
     ("misleading", "plan fp8 on T4: an empty reason", lambda t: ["plan", "--gpus", "t4", "--weights", "fp8"],
      "no fp8 math"),
     ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
+    ("nonsense", "plan --objective cost on a GPU without a price", lambda t: ["plan", "--gpus", "h100-sxm,h20",
+                                                                               "--objective", "cost"],
+     "h20 has no price"),
     ("nonsense", "TGI with pipeline stages", lambda t: ["estimate", "--engine", "tgi", "--pp", "2"], "has no PP"),
     ("nonsense", "llama.cpp with expert parallelism", lambda t: ["estimate", "--engine", "llamacpp", "--model",
                                                                  "qwen3-30b-a3b", "--tp", "2", "--ep", "2",
@@ -312,7 +315,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 31, "substitution": 27, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 32, "substitution": 27, "misleading": 8, "parser": 2,
                       "new": 16}
 
 

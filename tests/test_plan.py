@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from flopwise.api import deployment
@@ -18,6 +19,7 @@ from flopwise.plan.evaluate import evaluate, measure_at_load
 from flopwise.plan.pareto import dominates, pareto_front
 from flopwise.plan.search import PlanRequest, _Stream, plan, plan_to_dict
 from flopwise.plan.space import SearchSpace, enumerate_candidates, weight_formats
+from flopwise.report.plan_report import render_plan
 from flopwise.sim.steady import SteadyRule
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
@@ -139,6 +141,10 @@ def test_workload_defaults_batch_has_no_latency_bound():
     assert d["max_model_len"] == 2048 + 512  # the batch workload's caps
     b = d["best"]
     assert b["objective_value"] == pytest.approx(b["output_tokens_per_s_per_gpu"])
+    console = Console(record=True, width=250)
+    render_plan(console, d)
+    header = next(line for line in console.export_text().splitlines() if "config" in line)
+    assert header.count("out tok/s/GPU") == 1  # the objective's column leads, and is not repeated
 
 
 def test_every_tp_degree_by_default_and_max_model_len_is_the_workload_cap():

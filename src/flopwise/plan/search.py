@@ -325,6 +325,11 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     sla = parse_sla(req.sla_text)
     model = get_model(req.model)
     hardware = [get_hardware(g, req.hardware_file) for g in req.space.gpus]
+    if objective == "cost" and (unpriced := [h.id for h in hardware if not (h.price_per_hour_usd or 0) > 0]):
+        one = len(unpriced) == 1
+        raise WorkloadError(f"--objective cost ranks by output tokens per dollar; {', '.join(unpriced)} "
+                            f"{'has' if one else 'have'} no price: give price_per_hour_usd (> 0) in a "
+                            f"--hardware-file, or leave {'it' if one else 'them'} out of --gpus")
     stream, trace_rate, cap, prompt_cap = _stream(req)
     rate = req.rate if req.rate is not None else trace_rate
     # the closed-form bounds price the stream's mean lengths from a large sample of seed 0, the same for every

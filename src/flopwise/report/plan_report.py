@@ -68,7 +68,9 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     cols = ["#", "config", name]
     if obj != "goodput":
         cols.append("goodput/GPU (req/s)")
-    cols += ["out tok/s/GPU", "tok/s/user", "$/1M tok", "P95 TTFT", "P95 TPOT", "KV headroom", "binds"]
+    rest = ["out tok/s/GPU", "tok/s/user", "$/1M tok", "P95 TTFT", "P95 TPOT", "KV headroom", "binds"]
+    shown = [c != name for c in rest]  # the objective's own column leads the row once
+    cols += [c for c, keep in zip(rest, shown, strict=True) if keep]
     if d["rate"]:
         cols += ["replicas", "GPUs"]
     for c in cols:
@@ -87,9 +89,10 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         cells = [f"{r['rank']}{'=' if tied else ''}", r["config"] + (" *" if r["config"] in front else ""), lead]
         if obj != "goodput":
             cells.append(f"{r['goodput_per_gpu']:.2f}")
-        cells += [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
+        values = [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
                   _money(r["cost_per_1m_tokens"]), f"{r['p95_ttft_ms']:,.0f} ms", f"{r['p95_tpot_ms']:.1f} ms",
                   f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
+        cells += [v for v, keep in zip(values, shown, strict=True) if keep]
         if d["rate"]:
             cells += [str(r["replicas"]), str(r["total_gpus"])]
         t.add_row(*cells)
