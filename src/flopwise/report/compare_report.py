@@ -76,6 +76,15 @@ def render_ledger(console: Console, ledger: Ledger) -> None:
     console.print(ledger_table(ledger))
     method = SIM_METHOD if ledger.simulated else THROUGHPUT_METHOD
     console.print(f"* throughput at the SLA: {method}.")
+    missed = [r.label for r in (ledger.baseline, *ledger.rows) if not r.metrics.output_tokens_per_s_at_sla]
+    if len(missed) == len(ledger.rows) + 1:
+        console.print(f"[bold red]no row meets the SLA[/] ({ledger.sla}) at any load, not even one request at a "
+                      "time: throughput at the SLA is 0 in every row; loosen --sla", highlight=False)
+    elif missed:
+        many = len(missed) > 1
+        console.print(f"[bold red]{', '.join(missed)}[/] {'miss' if many else 'misses'} the SLA ({ledger.sla}) even "
+                      f"one request at a time: {'their' if many else 'its'} throughput at the SLA is 0",
+                      highlight=False)
     console.print("TTFT/TPOT: a static batch as in `flopwise estimate`; ITL tail: the longest token gap of "
                   "running requests while a new prompt is prefilled; memory: weights and pinned blocks per GPU.")
     for r in ledger.rows:

@@ -177,11 +177,15 @@ def parse_try(text: str, hardware_file: str | Path | None = None) -> Trial:
         if not text.strip() or not all(parts):
             raise SpecError("empty technique")
         techniques = []
+        seen: set[str] = set()
         for p in parts:
             key, eq, value = p.partition("=")
             if not eq or not value.strip():
                 raise SpecError(f"'{p}' is not key=value")
-            techniques.append(_technique(key.strip().lower(), value.strip(), hardware_file))
+            if (key := key.strip().lower()) in seen:  # the last would win silently under the first's label
+                raise SpecError(f"{key} is given twice; one value per technique in a combination")
+            seen.add(key)
+            techniques.append(_technique(key, value.strip(), hardware_file))
     except FlopwiseError as e:
         msg = str(e)
         sep = " " if msg.endswith((".", "?")) else ". "
