@@ -58,6 +58,12 @@ def test_find_max_rate():
              "--sla", "p95_ttft<=200ms", "--find-max-rate", "--json")
     d = json.loads(r.stdout)
     assert d["max_rate"]["request_rate"] > 0 and d["sla_met"]
+    # every rate printed beside the sustained rate is at that rate: throughput = rate, goodput = rate x attainment,
+    # output tokens/s = rate x the window's output tokens per request (64 here, fixed lengths)
+    rate = d["max_rate"]["request_rate"]
+    assert d["request_throughput"] == pytest.approx(rate)
+    assert d["goodput"] == pytest.approx(rate * d["sla_attainment"]) and d["goodput"] <= d["request_throughput"]
+    assert d["output_tokens_per_s"] == pytest.approx(rate * 64, rel=0.02)
 
 
 @pytest.mark.parametrize("args,match", [

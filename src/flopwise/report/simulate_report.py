@@ -38,7 +38,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                       f"(expected {sp['expected_tokens_per_step']:.2f})")
     if st.get("sglang"):
         console.print("sglang knobs: " + ", ".join(f"{k}={v}" for k, v in st["sglang"].items()))
-    t = Table(title=f"{s['num_requests']} requests of '{st['workload']}' over {s['duration_s']:.1f} s")
+    window = f" (figures: the {s['window']['num_requests']} after the warm-up)" if s.get("window") else ""
+    t = Table(title=f"{s['num_requests']} requests of '{st['workload']}' over {s['duration_s']:.1f} s{window}")
     t.add_column("ms")
     for c in ("mean", "p50", "p90", "p95", "p99"):
         t.add_column(c, justify="right")

@@ -67,13 +67,26 @@ class MaxRate:
 
     def summary(self) -> dict[str, object]:
         """The run at the sustained rate as users of it see it: engine state and time breakdown over the whole run,
-        latencies, goodput and SLA figures over the measured window (after the warm-up, before the drain)."""
+        latencies and SLA figures over the measured window (after the warm-up, before the drain), throughput and
+        goodput at the sustained rate (rate x the window's tokens per request and SLA attainment)."""
         out = self.result.summary()
         if self.probe is not None:
             w = self.probe.summary.to_dict()
             for k in _WINDOW_KEYS:
                 if k in w:
                     out[k] = w[k]
+            # rates at the sustained rate, per request as the window's requests ran: the whole run's throughput
+            # (warm-up ramp and drain included) or the window's own (its requests over the span to the last one's
+            # end) would stand beside the sustained rate and disagree with it
+            done = w.get("num_completed") or 0
+            if done and w.get("duration_s"):
+                per_request = w["duration_s"] / done
+                out["request_throughput"] = self.rate
+                for k in ("output_tokens_per_s", "total_tokens_per_s"):
+                    out[k] = self.rate * w[k] * per_request
+                for k, share in (("goodput", "sla_attainment"), ("goodput_vllm", "sla_attainment_vllm")):
+                    if w.get(share) is not None:
+                        out[k] = self.rate * w[share]
             out["window"] = {"num_requests": self.probe.num_window_requests, "arrivals_s": list(self.probe.window_s)}
         return out
 
