@@ -212,6 +212,20 @@ def test_cli_single_run_console_and_served_model(mock_url, tmp_path):
     assert r.returncode == 0 and r.stderr.count("SLA met") == 2, r.stderr
 
 
+def test_cli_resume_refuses_settings_it_would_ignore(mock_url, tmp_path):
+    """--resume continues a saved run with the settings saved with it: another --num-requests or --input-len is
+    refused in one line (it was ignored without a word), and a plain --resume goes on."""
+    out = str(tmp_path / "r")
+    r = run_cli("bench", "--url", mock_url, "--num-requests", "3", "--input-len", "8", "--output-len", "4",
+                "--out", out)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("bench", "--url", mock_url, "--resume", "--out", out, "--num-requests", "5", "--input-len", "32")
+    assert r.returncode == 2 and "--num-requests, --input-len would be ignored" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("bench", "--url", mock_url, "--resume", "--out", out)
+    assert r.returncode == 0, r.stderr
+
+
 def test_sweep_finds_max_rate(mock_url, tmp_path):
     from flopwise.bench.sweep import find_max_rate
     res = find_max_rate(cfg(mock_url, load=Load(kind="poisson", rate=1.0), num_requests=6,

@@ -763,6 +763,20 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         raise WorkloadError("pass --url http://HOST:PORT (or use `flopwise bench selftest` / `bench report DIR`)")
     if resume and out is None:
         raise WorkloadError("--resume needs --out DIR (the run to continue)")
+    if resume and (changed := [flag for flag, value, default in (
+            ("--model", model, None), ("--endpoint", endpoint, DEFAULT_ENDPOINT),
+            ("--request-rate", request_rate, None), ("--concurrency", concurrency, None),
+            ("--max-concurrency", max_concurrency, None),
+            ("--num-requests", num_requests, None), ("--duration", duration, None), ("--warmup", warmup, 0),
+            ("--input-len", input_len, BENCH_INPUT_LEN), ("--output-len", output_len, BENCH_OUTPUT_LEN),
+            ("--range-ratio", range_ratio, 0.0), ("--dataset", dataset, None),
+            ("--shared-prefix-len", shared_prefix_len, 0), ("--num-prefixes", num_prefixes, 1),
+            ("--sla", sla, None), ("--sweep", sweep, False), ("--seed", seed, 0), ("--extra-body", extra_body, None),
+            ("--temperature", temperature, None), ("--top-p", top_p, None), ("--timeout", timeout, BENCH_TIMEOUT_S),
+            ("--ignore-eos", ignore_eos, True)) if value != default]):
+        raise WorkloadError(f"--resume continues the run saved in {out} with its own settings; {', '.join(changed)} "
+                            f"would be ignored: drop {'it' if len(changed) == 1 else 'them'}, or start a new run in "
+                            "another --out")
     loads = [] if resume else options.loads(request_rate, concurrency, arrival, burstiness, max_concurrency,
                                             rescale_arrivals)
     if url is not None:
