@@ -271,6 +271,10 @@ CASES = [
     ("misleading", "plan fp8 on T4: an empty reason", lambda t: ["plan", "--gpus", "t4", "--weights", "fp8"],
      "no fp8 math"),
     ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
+    ("nonsense", "estimate a batch the KV pool cannot hold", lambda t: ["estimate", "--batch", "1000000"],
+     "holds at most 356 sequences of 1,280 tokens"),
+    ("misleading", "explain a batch the KV pool cannot hold", lambda t: ["explain", "--batch", "1000"],
+     "batch 1000 does not fit"),
     ("nonsense", "plan --objective cost on a GPU without a price", lambda t: ["plan", "--gpus", "h100-sxm,h20",
                                                                                "--objective", "cost"],
      "h20 has no price"),
@@ -315,7 +319,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 32, "substitution": 27, "misleading": 8, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 33, "substitution": 27, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flopwise.cost.fit import require_batch_fit
 from flopwise.errors import ArgumentError, FlopwiseWarning, WorkloadError, suggest
 from flopwise.estimate import Estimate, estimate_deployment
 from flopwise.params import documented
@@ -265,7 +266,9 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                            cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
-    return estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
+    result = estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
+    require_batch_fit(dep, batch, input_len + output_len)
+    return result
 
 
 # ------------------------------------------------------------------------------------------------ simulate

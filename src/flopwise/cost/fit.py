@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flopwise.cost.memory import memory_plan
+from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.hardware import GIB
 from flopwise.specs.precision import weight_format
 
-__all__ = ["require_fit", "fit_suggestions"]
+__all__ = ["require_fit", "require_batch_fit", "fit_suggestions"]
 
 _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
 
@@ -60,3 +60,15 @@ def require_fit(dep: Deployment) -> None:
         + f", activations "
         f"{plan.activation_bytes / GIB:.1f}, runtime {plan.runtime_bytes / GIB:.1f}, one KV block) but has "
         f"{plan.budget_bytes / GIB:.1f} GiB at gpu_memory_utilization={dep.gpu_memory_utilization}.{hint}")
+
+
+def require_batch_fit(dep: Deployment, batch: int, length: int) -> None:
+    """A static batch of `batch` sequences of `length` tokens held in the KV pool at once (`max_sequences`); a
+    DoesNotFitError naming the most that fit (its numbers would price memory the GPU does not have)."""
+    most = max_sequences(dep, length)
+    if batch <= most:
+        return
+    raise DoesNotFitError(
+        f"batch {batch} does not fit: {dep.hardware.id} (tp={dep.tp}, {dep.weights.name} weights, {dep.kv.name} KV) "
+        f"holds at most {most:,} sequences of {length:,} tokens in its KV pool; lower --batch, or try --kv fp8, a "
+        "larger --tp or shorter sequences")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopwise.cost.batch import decode_shape
-from flopwise.cost.fit import require_fit
+from flopwise.cost.fit import require_batch_fit, require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
 from flopwise.cost.step import StepCost, step_cost
@@ -213,6 +213,7 @@ def explain(scn: Scenario, draft: ModelSpec | None = None, k: int = 4, alpha: fl
     """The walk-through for `scn`; the speculative section uses `draft` (else an EAGLE-style head)."""
     dep = scn.deployment
     require_fit(dep)
+    require_batch_fit(dep, scn.batch, scn.input_len + scn.output_len)
     r = parallelism.roofs(dep.hardware, dep.weights.compute)
     spec = speculative.SpeculativeSpec(method="draft" if draft else "eagle", k=k, alpha=alpha, draft_model=draft)
     sections = [_roofline(scn, r.balance_flop_per_byte), _gap(scn, r.peak_flops), _batching(scn),
