@@ -296,6 +296,12 @@ CASES = [
      "share the target's tokenizer"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
+    ("nonsense", "a trace spanning 1e300 s", lambda t: ["simulate", "--trace", file(
+        t, "t.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5}\n'
+                      '{"timestamp": 1e300, "input_tokens": 10, "output_tokens": 5}\n')], "more than a year"),
+    ("nonsense", "a trace in milliseconds over two years", lambda t: ["plan", "--trace", file(
+        t, "ms.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n0,100,10\n70000000000,100,10\n")],
+     "convert milliseconds"),
     ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(
         t, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,10\n5.0,100,10\n")],
      "one form"),
@@ -319,7 +325,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 33, "substitution": 27, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 35, "substitution": 27, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

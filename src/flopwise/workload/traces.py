@@ -59,12 +59,26 @@ def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
         raise WorkloadError(f"trace file '{p}' does not exist")
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
-        return _load_jsonl(p)
+        return _check_span(p, _load_jsonl(p))
     if suffix == ".csv":
-        return _load_azure_csv(p)
+        return _check_span(p, _load_azure_csv(p))
     if suffix == ".json":
         return _load_sharegpt(p, _counter(tokenizer))
     raise WorkloadError(f"trace '{p}': unknown format '{suffix}'; use .jsonl, .csv (Azure) or .json (ShareGPT)")
+
+
+MAX_TRACE_SPAN_S = 366 * 86400.0  # a year: the public traces span an hour (Azure 2023) to a few months (BurstGPT)
+
+
+def _check_span(p: Path, trace: Trace) -> Trace:
+    """A trace whose arrivals span more than a year: timestamps in another unit (ms, ns) or a stray value, which
+    would replay as a near-empty run at ~0 requests/s."""
+    times = [r.arrival_at for r in trace.requests]
+    span = max(times) - min(times)
+    if trace.timed and span > MAX_TRACE_SPAN_S:
+        raise WorkloadError(f"trace '{p}': its timestamps span {span:.3g} s ({span / 86400:.3g} days), more than a "
+                            "year; flopwise reads seconds: convert milliseconds or nanoseconds, or drop stray rows")
+    return trace
 
 
 def _pick(row: dict[str, Any], keys: tuple[str, ...], where: str, required: bool = True) -> Any:
