@@ -296,6 +296,8 @@ CASES = [
      "share the target's tokenizer"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
+    ("nonsense", "hidden size not a multiple of the heads", lambda t: ["estimate", "--model", config(
+        t, "hd", hidden_size=2049, head_dim=None)], "not a multiple of num_attention_heads"),
     ("nonsense", "a trace spanning 1e300 s", lambda t: ["simulate", "--trace", file(
         t, "t.jsonl", '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5}\n'
                       '{"timestamp": 1e300, "input_tokens": 10, "output_tokens": 5}\n')], "more than a year"),
@@ -325,7 +327,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 35, "substitution": 27, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 36, "substitution": 27, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

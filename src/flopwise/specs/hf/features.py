@@ -57,7 +57,12 @@ def gqa(f: Fields, *, kind: str = "full", window: int | None = None, qkv_bias: b
     h = f.int("hidden_size")
     n_heads = f.int("num_heads")
     n_kv = f.int("num_kv_heads", default=n_heads)
-    d = head_dim if head_dim is not None else f.int("head_dim", default=h // n_heads)
+    d = head_dim if head_dim is not None else f.optional_int("head_dim")
+    if d is None:
+        if h % n_heads:  # transformers' attention reshapes hidden_size into num_heads equal heads
+            raise ModelConfigError(f"{f.name}: hidden_size {h} is not a multiple of num_attention_heads {n_heads}, "
+                                   "and no head_dim is given")
+        d = h // n_heads
     return AttentionSpec(kind=kind, num_heads=n_heads, num_kv_heads=n_kv, head_dim=d, window=window,
                          qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm, sinks=sinks, output_gate=output_gate,
                          shares_kv=shares_kv)
