@@ -296,6 +296,10 @@ CASES = [
      "share the target's tokenizer"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
+    ("substitution", "an empty --weights", lambda t: ["estimate", "--weights", ""], "--weights is empty"),
+    ("substitution", "an empty --workload", lambda t: ["simulate", "--workload", " ", *FAST], "--workload is empty"),
+    ("substitution", "bench --request-rate with an empty entry", lambda t: [
+        "bench", "--url", "http://127.0.0.1:9", "--request-rate", "1,,2", "--out", str(t / "b")], "empty entry"),
     ("nonsense", "hidden size not a multiple of the heads", lambda t: ["estimate", "--model", config(
         t, "hd", hidden_size=2049, head_dim=None)], "not a multiple of num_attention_heads"),
     ("nonsense", "a trace spanning 1e300 s", lambda t: ["simulate", "--trace", file(
@@ -327,7 +331,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 36, "substitution": 27, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 36, "substitution": 30, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

@@ -165,6 +165,9 @@ def _checked(fn: F) -> F:
             if not _matches(value, hint):
                 raise ArgumentError(f"flopwise.{fn.__name__}(): {name} must be {_describe(hint)}, got "
                                     f"{value!r:.80} ({type(value).__name__})")
+            if isinstance(value, str) and not value.strip():  # an empty name or format read as the default
+                raise ArgumentError(f"--{name.replace('_', '-')} is empty; give a value or leave it out for the "
+                                    "default")
         return fn(*args, **kwargs)
 
     return call  # type: ignore[return-value]

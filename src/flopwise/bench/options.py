@@ -36,8 +36,11 @@ def numbers(value: str | float | Sequence[float] | None, option: str) -> list[fl
     if value is None or value == "":
         return []
     if isinstance(value, str):
+        if any(not p.strip() for p in value.split(",")):
+            raise WorkloadError(f"{option}: '{value}' has an empty entry; write numbers separated by commas, e.g. "
+                                "1,2,4 or inf")
         try:
-            vals = [math.inf if p.strip() in ("inf", "max") else float(p) for p in value.split(",") if p.strip()]
+            vals = [math.inf if p.strip() in ("inf", "max") else float(p) for p in value.split(",")]
         except ValueError:
             raise WorkloadError(f"{option}: cannot read '{value}'; write numbers separated by commas, e.g. 1,2,4 "
                                 "or inf") from None

@@ -6,13 +6,15 @@ from dataclasses import replace
 
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError
-from flopwise.specs.deployment import Deployment
+from flopwise.specs.deployment import Deployment, weights_run
 from flopwise.specs.hardware import GIB
 from flopwise.specs.precision import weight_format
 
 __all__ = ["require_fit", "require_batch_fit", "fit_suggestions"]
 
 _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
+_SMALLER_GGUF = ("q8_0", "q4_k_m")  # what a llama.cpp user shrinks a model to
+_ONE_DEVICE = ("soc", "cpu")  # parts flopwise prices one at a time: no tensor-parallel suggestion
 
 
 def _at_tp(dep: Deployment, tp: int) -> Deployment:
@@ -27,19 +29,22 @@ def _at_tp(dep: Deployment, tp: int) -> Deployment:
 def fit_suggestions(dep: Deployment) -> list[str]:
     """Cheapest changes that make the weights fit: a larger TP degree, or a smaller weight format."""
     out: list[str] = []
-    for tp in (2, 4, 8, 16, 32):
+    one_device = dep.hardware.kind in _ONE_DEVICE
+    for tp in () if one_device else (2, 4, 8, 16, 32):
         if tp <= dep.tp or (dep.model.mla is None and dep.model.num_heads % tp):
             continue
         if memory_plan(_at_tp(dep, tp)).fits:
             out.append(f"--tp {tp}")
             break
     ckpt = dep.model.checkpoint_weights
-    for name in ((ckpt,) if ckpt else ()) + _SMALLER_FORMATS:
+    smaller = _SMALLER_GGUF if dep.engine.family == "llamacpp" else _SMALLER_FORMATS
+    for name in ((ckpt,) if ckpt else ()) + smaller:
         wf = weight_format(name)
-        if wf.bits_per_weight < dep.weights.bits_per_weight and memory_plan(replace(dep, weights=wf)).fits:
+        if wf.bits_per_weight < dep.weights.bits_per_weight and weights_run(dep.engine, dep.hardware, wf) \
+                and memory_plan(replace(dep, weights=wf)).fits:
             out.append(f"--weights {name}")
             break
-    if not out and dep.pp == 1:
+    if not out and dep.pp == 1 and not one_device:
         for pp in (2, 4, 8):
             if memory_plan(replace(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
                 out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")

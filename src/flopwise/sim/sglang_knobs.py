@@ -62,8 +62,9 @@ class SglangKnobs:
         for name in ("chunked_prefill_size", "max_running_requests"):
             v = getattr(self, name)
             if v is not None and v < 1:
-                raise WorkloadError(f"--{name.replace('_', '-')} must be >= 1, got {v} (turn chunked prefill "
-                                    "off with --no-enable-chunked-prefill)")
+                hint = " (turn chunked prefill off with --no-enable-chunked-prefill)" \
+                    if name == "chunked_prefill_size" else ""
+                raise WorkloadError(f"--{name.replace('_', '-')} must be >= 1, got {v}{hint}")
         if self.max_prefill_tokens < 1:
             raise WorkloadError(f"--max-prefill-tokens must be >= 1, got {self.max_prefill_tokens}")
         if self.schedule_policy not in SCHEDULE_POLICIES:

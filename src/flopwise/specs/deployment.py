@@ -281,8 +281,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
                         "Pick another --engine (llamacpp runs everywhere) or --gpu")
-    if wf.compute in ("fp8", "fp4") and not eng.kernels.quantized_path(wf) and not (
-            hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
+    if not weights_run(eng, hardware, wf):
         raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
     if check_moe_backend(moe_backend, hardware):
@@ -316,6 +315,13 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)
+
+
+def weights_run(engine: EngineProfile, hardware: HardwareSpec, wf: WeightFormat) -> bool:
+    """Whether `hardware` has the math for `wf` (fp8 / fp4 weights: that math, or a weight-only kernel that
+    widens them to 16 bits) or `engine` multiplies it on its own quantized path."""
+    return wf.compute not in ("fp8", "fp4") or engine.kernels.quantized_path(wf) \
+        or hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0
 
 
 def default_seqs(engine: EngineProfile, default: int, budget: int | None) -> int:

@@ -712,7 +712,7 @@ class EngineProfile:
         k = self.kernels
         if not k.eager_launch_s:
             raise SpecError(f"{self.display} {self.version} has no eager (no CUDA graph) mode flopwise can price: its "
-                            "profile gives no eager launch cost; drop --enforce-eager")
+                            "profile gives no eager launch cost; run it as it is")
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
     def with_api_servers(self, count: int) -> EngineProfile:
