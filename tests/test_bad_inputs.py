@@ -296,6 +296,11 @@ CASES = [
      "share the target's tokenizer"),
     ("nonsense", "two-batch overlap on a dense model", lambda t: ["estimate", "--engine", "sglang",
                                                                   "--two-batch-overlap"], "no MoE layers"),
+    ("nonsense", "the target as its own draft", lambda t: ["explain", "--draft", "llama-3.1-8b"], "not smaller"),
+    ("nonsense", "experts-only weights on a dense model", lambda t: ["estimate", "--weights", "mxfp4-moe"],
+     "has none"),
+    ("nonsense", "AWQ weights on llama.cpp", lambda t: ["estimate", "--engine", "llamacpp", "--gpu", "rtx-4090",
+                                                        "--weights", "int4-awq"], "not a GGUF type"),
     ("substitution", "an empty --weights", lambda t: ["estimate", "--weights", ""], "--weights is empty"),
     ("substitution", "an empty --workload", lambda t: ["simulate", "--workload", " ", *FAST], "--workload is empty"),
     ("substitution", "bench --request-rate with an empty entry", lambda t: [
@@ -331,7 +336,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 36, "substitution": 30, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 39, "substitution": 30, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

@@ -46,6 +46,7 @@ __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "
 
 DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
+GGUF_WEIGHTS = ("bf16", "q8_0", "q4_k_m")  # the same steps for an engine that loads GGUF files (llama.cpp)
 DEFAULT_TPS = (1, 2, 4, 8, 16)
 _NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
@@ -140,14 +141,18 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     native = checkpoint_weights(model)
     if space.weights is not None:
         return space.weights, native
+    engine = space.engine_profile()
+    steps = GGUF_WEIGHTS if engine.gguf_only else DEFAULT_WEIGHTS
     if native is None:
-        return DEFAULT_WEIGHTS, None
+        return steps, None
     bits = weight_format(native).bits_per_weight
-    narrower = (w for w in DEFAULT_WEIGHTS if weight_format(w).bits_per_weight < bits - 1 and w != native)
+    narrower = (w for w in steps if weight_format(w).bits_per_weight < bits - 1 and w != native)
     # the checkpoint as the engine's own file holds it (llama.cpp: gpt-oss's GGUF, mxfp4_moe)
     ckpt = model.checkpoint_weights
-    served = space.engine_profile().file_format(ckpt) if ckpt else None
+    served = engine.file_format(ckpt) if ckpt else None
     own = served if served not in (None, ckpt) else native
+    if engine.gguf_only and served == ckpt and weight_format(native).bits_per_weight < 16:
+        return tuple(narrower) or ("q4_k_m",), native  # a GPU checkpoint (fp8, AWQ): served from a GGUF made of it
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 

@@ -106,6 +106,10 @@ class Deployment:
             raise SpecError(f"draft model {draft.name} has a vocabulary of {draft.vocab_size:,} tokens, "
                             f"{m.name} {m.vocab_size:,}: a draft must share the target's tokenizer; pick a draft "
                             "of its family")
+        if draft is not None and draft.active_params >= m.active_params:
+            raise SpecError(f"draft model {draft.name} ({draft.active_params / 1e9:.1f}B active parameters) is not "
+                            f"smaller than {m.name} ({m.active_params / 1e9:.1f}B): a draft proposes tokens more "
+                            "cheaply than the target verifies them; pick a smaller model of its family")
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
                             f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")
@@ -281,6 +285,12 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
                         "Pick another --engine (llamacpp runs everywhere) or --gpu")
+    if wf.experts_only and model.moe is None:
+        raise PrecisionError(f"{wf.name} quantizes routed experts only ({wf.description}); {model.name} has none: "
+                             "use mxfp4 or another format")
+    if eng.gguf_only and wf.bits_per_weight < 16 and not eng.kernels.quantized_path(wf):
+        raise PrecisionError(f"{eng.display} loads GGUF files; {wf.name} is not a GGUF type: use q8_0, q4_k_m, "
+                             "q4_0 (or f16 / bf16)")
     if not weights_run(eng, hardware, wf):
         raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
                              f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")

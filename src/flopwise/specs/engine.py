@@ -563,6 +563,9 @@ class EngineProfile:
     # (checkpoint format, the format of the file this engine serves it from): llama.cpp runs gpt-oss from a GGUF
     # (mxfp4_moe, Q8_0 outside the experts), not the safetensors checkpoint (mxfp4-moe, bf16 outside them)
     checkpoint_formats: tuple[tuple[str, str], ...] = ()
+    # the engine loads GGUF files only: 16- and 32-bit floats and the block types of its quantized path
+    # (`KernelFactors.quantized_path`), not GPU checkpoint formats (fp8, int4-awq, nvfp4, ...)
+    gguf_only: bool = False
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
@@ -920,6 +923,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
             checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
+            gguf_only=bool(table.get("gguf_only", False)),
             parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
             launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
