@@ -150,6 +150,12 @@ CASES = [
         t, "tw", tie_word_embeddings="no")], "tie_word_embeddings"),
     ("substitution", "architectures as a string", lambda t: ["estimate", "--model", config(
         t, "as", architectures="LlamaForCausalLM")], "architectures"),
+    ("substitution", "GPTQ bits as a string", lambda t: ["estimate", "--model", config(
+        t, "gb", quantization_config={"quant_method": "gptq", "bits": "4", "group_size": 128})], "bits must be"),
+    ("nonsense", "AWQ group size 0", lambda t: ["estimate", "--model", config(
+        t, "ag", quantization_config={"quant_method": "awq", "bits": 4, "group_size": 0})], "group_size must be"),
+    ("nonsense", "FP8 block size [0, 128]", lambda t: ["estimate", "--model", config(
+        t, "fb", quantization_config={"quant_method": "fp8", "weight_block_size": [0, 128]})], "weight_block_size"),
     ("substitution", "quantization_config as a string", lambda t: ["estimate", "--model", config(
         t, "qc", quantization_config="fp8")], "quantization_config"),
     ("substitution", "profile --device cuda without a GPU", lambda t: ["profile", "--no-microbench", "--device", "cuda",
@@ -336,7 +342,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 39, "substitution": 30, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 31, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

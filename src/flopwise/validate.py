@@ -110,7 +110,7 @@ def read_text(path: str | Path, what: str, *, error: Error = SpecError) -> str:
     if p.is_dir():
         raise error(f"{what} '{path}' is a directory; give the file itself")
     if not p.is_file():
-        raise error(f"{what} '{path}' does not exist")
+        raise error(f"{what} '{path}' " + ("is not a regular file" if p.exists() else "does not exist"))
     try:
         data = p.read_bytes()
     except OSError as e:

@@ -56,7 +56,7 @@ def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
     if p.is_dir():
         raise WorkloadError(f"trace file '{p}' is a directory; give the file itself")
     if not p.is_file():
-        raise WorkloadError(f"trace file '{p}' does not exist")
+        raise WorkloadError(f"trace file '{p}' " + ("is not a regular file" if p.exists() else "does not exist"))
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
         return _check_span(p, _load_jsonl(p))

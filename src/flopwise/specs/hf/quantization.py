@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopwise.errors import ModelConfigError
+
 __all__ = ["checkpoint_format"]
 
 
@@ -57,7 +59,7 @@ def _unread(what: str) -> tuple[None, str]:
 
 def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
     """(weight format name, how it was read) for a config.json; (None, "") for a 16-bit checkpoint, (None, a note)
-    for a quantization_config flopwise cannot read."""
+    for a quantization_config flopwise cannot read; a ModelConfigError for a malformed one of a format it reads."""
     qc = raw.get("quantization_config")
     if qc is not None and not isinstance(qc, dict):
         return _unread(f"quantization_config is {type(qc).__name__} {qc!r}, not an object")
@@ -66,6 +68,10 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
     method = str(qc.get("quant_method", qc.get("quant_algo", ""))).lower()
     if method == "fp8":
         block = qc.get("weight_block_size")
+        if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
+                isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+            raise ModelConfigError(f"quantization_config: fp8 weight_block_size must be two positive whole "
+                                   f"numbers, got {block!r}")
         if block:
             return "fp8-block", f"quantization_config: fp8 {qc.get('fmt', 'e4m3')}, {block[0]}x{block[1]} block scales"
         return "fp8", f"quantization_config: fp8 {qc.get('activation_scheme', '')} scales".strip()
@@ -79,8 +85,13 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
         return (fmt, f"quantization_config: {desc}") if fmt else _unread(desc)
     if method in ("awq", "gptq"):
         bits = qc.get("bits", qc.get("w_bit", 4))
+        group = qc.get("group_size", qc.get("q_group_size", 128))
+        if isinstance(bits, bool) or not isinstance(bits, int):
+            raise ModelConfigError(f"quantization_config: {method} bits must be a whole number, got {bits!r}")
+        if isinstance(group, bool) or not isinstance(group, int) or not (group > 0 or group == -1):
+            raise ModelConfigError(f"quantization_config: {method} group_size must be a positive whole number (or "
+                                   f"-1: one group per row), got {group!r}")
         if bits == 4:
-            group = qc.get("group_size", qc.get("q_group_size", 128))
             return f"int4-{method}", f"quantization_config: {method} 4-bit, group {group}"
         if bits == 8 and method == "gptq":
             return "int8", "quantization_config: gptq 8-bit"

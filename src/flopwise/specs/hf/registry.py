@@ -165,7 +165,10 @@ def parse_config(raw: dict[str, Any], name: str = "model", family: str | None = 
         if str(e).startswith(f"{name}:"):
             raise
         raise ModelConfigError(f"{name}: {e}") from None
-    fmt, qnote = checkpoint_format(raw)
+    try:
+        fmt, qnote = checkpoint_format(raw)
+    except ModelConfigError as e:
+        raise ModelConfigError(f"{name}: {e}") from None
     if fmt is None and qnote:
         notes.append(qnote)
     return replace(spec, checkpoint_weights=fmt, checkpoint_note=qnote if fmt else "", notes=(*spec.notes, *notes))
