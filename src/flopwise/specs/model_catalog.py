@@ -82,6 +82,9 @@ def get_model(name: str, family: str | None = None) -> ModelSpec:
         text(family, "--family", error=UnknownModelError)
     entry = _lookup().get(name.lower())
     if entry is not None:
+        if family is not None:  # it would be ignored: the catalog's entry has its reader
+            raise UnknownModelError(f"--family reads a config.json with another family's reader; '{name}' is a "
+                                    "catalog model, read by its own: drop --family")
         spec = _load_catalog_model(entry)
         ctx = next((n for i, n in entry.contexts if i.lower() == name.lower()), None)
         return spec if ctx is None else replace(spec, max_position_embeddings=ctx)
