@@ -310,6 +310,8 @@ CASES = [
     ("substitution", "--family on a catalog model", lambda t: ["estimate", "--family", "qwen3"], "drop --family"),
     ("substitution", "an SGLang knob under vLLM's scheduler", lambda t: ["simulate", "--enable-mixed-chunk", *FAST],
      "would ignore them"),
+    ("substitution", "profile --id ''", lambda t: ["profile", "--no-microbench", "--id", "", "--out",
+                                                   str(t / "p.toml")], "--id is empty"),
     ("substitution", "an empty --weights", lambda t: ["estimate", "--weights", ""], "--weights is empty"),
     ("substitution", "an empty --workload", lambda t: ["simulate", "--workload", " ", *FAST], "--workload is empty"),
     ("substitution", "bench --request-rate with an empty entry", lambda t: [
@@ -345,7 +347,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 33, "misleading": 9, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 34, "misleading": 9, "parser": 2,
                       "new": 16}
 
 

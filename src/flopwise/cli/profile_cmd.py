@@ -65,6 +65,8 @@ def profile_cmd(
     others = read_host_file(out).hardware if out.exists() else []
     if model is not None:
         get_model(model)  # an unknown model is named before the microbenchmarks run
+    if hw_id is not None and not hw_id.strip():
+        raise SpecError("--id is empty; give the hardware entry's id, or leave it out for my-<hostname>")
     hid = hw_id or f"my-{socket.gethostname().split('.')[0].lower() or 'host'}"
     base_hw = get_hardware(base) if base else None
     err = _app.err_console
