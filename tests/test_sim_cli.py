@@ -66,6 +66,17 @@ def test_find_max_rate():
     assert d["output_tokens_per_s"] == pytest.approx(rate * 64, rel=0.02)
 
 
+def test_one_token_replies_have_no_tpot_and_still_report():
+    """A one-token reply has no TPOT: the reports print '-' (they raised a TypeError), and a plan for one-token
+    replies to one-token, fully cached prompts has a finite capacity (its bound divided by zero)."""
+    r = _run("--input-len", "64", "--output-len", "1", "--num-requests", "60", "--sla", "p95_ttft<=300ms",
+             "--find-max-rate")
+    assert r.exit_code == 0 and "P95 TPOT - ms" in r.output
+    r = runner.invoke(app, ["plan", "--gpus", "h100-sxm", "--weights", "bf16", "--kv", "bf16", "--tp", "1",
+                            "--input-len", "1", "--output-len", "1", "--num-requests", "100"], catch_exceptions=False)
+    assert r.exit_code == 0 and "h100-sxm tp1 bf16/kv:bf16" in r.output
+
+
 @pytest.mark.parametrize("args,match", [
     (["--request-rate", "fast"], "request-rate"),
     (["--request-rate", "2", "--concurrency", "3"], "not both"),

@@ -21,6 +21,11 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:.3f}"
 
 
+def _ms(x: float | None, digits: int) -> str:
+    """A latency in ms, '-' where there is none (no second token: no TPOT)."""
+    return "-" if x is None else f"{x:,.{digits}f} ms"
+
+
 def fmt_interval(point: float | None, iv: list[float] | None, digits: int, money: bool = False) -> str:
     """'34.9 [34.5-37.4]' (fixed precision)."""
     if point is None:
@@ -90,7 +95,7 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         if obj != "goodput":
             cells.append(f"{r['goodput_per_gpu']:.2f}")
         values = [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
-                  _money(r["cost_per_1m_tokens"]), f"{r['p95_ttft_ms']:,.0f} ms", f"{r['p95_tpot_ms']:.1f} ms",
+                  _money(r["cost_per_1m_tokens"]), _ms(r["p95_ttft_ms"], 0), _ms(r["p95_tpot_ms"], 1),
                   f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
         cells += [v for v, keep in zip(values, shown, strict=True) if keep]
         if d["rate"]:

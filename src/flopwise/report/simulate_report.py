@@ -72,8 +72,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
         console.print(f"[bold]sustained rate meeting the SLA: {mr['request_rate']:.3g} req/s[/] "
                       f"({lo:.3g}-{hi:.3g} at 90% confidence; closed-form ceiling {mr['upper_bound']:.3g} req/s"
                       f"{', reached' if mr['capped_by_ceiling'] else ''}), measured on {w['num_requests']} requests "
-                      f"after the warm-up: P95 TTFT {w['ttft_ms']['p95']:,.0f} ms, P95 TPOT "
-                      f"{w['tpot_ms']['p95']:,.1f} ms")
+                      f"after the warm-up: P95 TTFT {_fmt(w['ttft_ms']['p95'])} ms, P95 TPOT "
+                      f"{_fmt(w['tpot_ms']['p95'])} ms")
 
 
 def render_fleet(console: Console, f: dict[str, Any]) -> None:
