@@ -437,3 +437,13 @@ def test_fleet_max_rate_is_a_sustained_rate_with_an_interval():
     # two replicas carry about twice one's sustained rate (round-robin smooths each replica's arrivals a little)
     assert 1.8 * one["request_rate"] <= two["request_rate"] <= 2.4 * one["request_rate"]
     assert two["window_summary"]["sla_met"] is True
+
+
+def test_a_fleet_keeps_the_runs_data_and_expert_parallelism():
+    """--dp / --ep with a fleet option (--replicas, --router) build each replica with them: they were dropped, and
+    a DP2 x EP2 MoE replica ran as one TP1 GPU (same numbers as without them)."""
+    d = flopwise.simulate(model="qwen3-30b-a3b", gpu="h100-sxm", dp=2, ep=2, replicas=2, request_rate=10.0,
+                          num_requests=40).to_dict()
+    pool = d["fleet"]["pools"][0]
+    assert (pool["dp"], pool["ep"], pool["gpus_per_replica"], pool["replicas"]) == (2, 2, 2, 2)
+    assert d["setup"]["num_gpus"] == 4 and d["setup"]["dp"] == 2

@@ -34,6 +34,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -418,8 +419,9 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         from flopwise.cluster.build import build_cluster
         from flopwise.sim.max_rate import capacity_bounds
 
-        def make(t: int, count: int) -> Deployment:
-            return build_deployment(model, gpu, tp=t, pp=pp, num_gpus=t * pp * count, weights=weights, kv=kv,
+        def make(t: int, count: int) -> Deployment:  # `count` replicas of tp t, with the run's dp / ep / nodes
+            one = build_deployment(model, gpu, tp=t, pp=pp, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                                    two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
                                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                     speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
@@ -427,6 +429,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                                     cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
                                     api_servers=api_servers)
+            return replace(one, replicas=count)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,

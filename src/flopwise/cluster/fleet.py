@@ -707,7 +707,7 @@ class FleetResult:
 def _pool_summary(p: PoolSpec, fleet: Fleet, end: float) -> dict[str, Any]:
     d = p.deployment
     members = [m for m in fleet.members if m.pool is p]
-    return {"name": p.name, "role": p.role, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp,
+    return {"name": p.name, "role": p.role, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "dp": d.dp, "ep": d.ep,
             "replicas": len(members), "gpus_per_replica": d.gpus_per_replica,
             "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "gpu_hours": sum(m.gpu_seconds(end) for m in members) / 3600}

@@ -78,7 +78,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
 
 def render_fleet(console: Console, f: dict[str, Any]) -> None:
     """A fleet's pools, cost, KV hand-off, autoscaling and per-replica table (`summary["fleet"]`)."""
-    pools = "; ".join(f"{p['role']} {p['replicas']}x {p['gpu']} tp{p['tp']}" for p in f["pools"])
+    pools = "; ".join(f"{p['role']} {p['replicas']}x {p['gpu']} tp{p['tp']}"
+                      + "".join(f" {k}{p[k]}" for k in ("pp", "dp", "ep") if p.get(k, 1) != 1) for p in f["pools"])
     console.print(f"fleet ({f['serving']}, router {f['router']}): {pools}; {f['gpu_hours']:.2f} GPU-hours"
                   + ("" if not f["cost_usd"] else f", ${f['cost_usd']:.2f}")
                   + ("" if f["cost_per_million_output_tokens_usd"] is None
