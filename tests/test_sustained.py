@@ -171,3 +171,14 @@ def test_fleet_contenders_are_the_leader_and_what_reaches_it():
              5: cand(90, 85, 94, failed=97.0), 6: cand(45, 40, 48, gpus=4)}
     assert sorted(_contenders(found)) == [0, 1, 4, 5, 6]  # 6: 96 req/s per 8 GPUs at its interval's top
     assert _contenders({3: cand(0, 0, 0)}) == []
+
+
+def test_independent_replicas_search_up_to_their_summed_ceiling():
+    """--num-gpus 2 at tp 1 runs two replicas: the search's ceiling is twice one replica's bound (it was one
+    replica's, and every --num-gpus answered the same 'ceiling reached' rate)."""
+    import flopwise
+
+    one, two = (flopwise.simulate(num_gpus=n, find_max_rate=True, sla="p95_ttft<=300ms,p95_tpot<=50ms",
+                                  num_requests=200).to_dict()["max_rate"] for n in (1, 2))
+    assert two["upper_bound"] == pytest.approx(2 * one["upper_bound"])
+    assert two["request_rate"] > 1.5 * one["request_rate"]

@@ -146,11 +146,12 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         pc = (config.enable_prefix_caching if config.enable_prefix_caching is not None
               else dep.engine.enable_prefix_caching)
         b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
+        r = dep.replicas if run is None else 1  # the bounds are one replica's; `dep` runs `replicas` of them
         if ceiling is None:
-            ceiling, default_start = b.max_rate_ceiling, 0.9 * b.max_rate_estimate
+            ceiling, default_start = r * b.max_rate_ceiling, 0.9 * r * b.max_rate_estimate
         e2e_s = b.e2e_estimate_s if e2e_s is None else e2e_s
         if size is None:
-            size = rule.size(min(ceiling, b.max_rate_estimate), e2e_s, ttft_s)
+            size = rule.size(min(ceiling, r * b.max_rate_estimate), e2e_s, ttft_s)
     trail: list[Probe] = []
 
     def probe(rate: float) -> Probe:
@@ -204,10 +205,11 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
     """The saturated service rate (module docstring), or None when the SLA's objectives fail at saturation."""
     pc = config.enable_prefix_caching if config.enable_prefix_caching is not None else dep.engine.enable_prefix_caching
     b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
-    ceiling = b.max_rate_ceiling if ceiling is None else ceiling
+    ceiling = dep.replicas * b.max_rate_ceiling if ceiling is None else ceiling  # one replica's bound, x replicas
     reqs = workload_at(math.inf, CEILING_SAMPLE).requests
     mean_len = sum(r.input_tokens + r.output_tokens for r in reqs) / len(reqs)
-    full = max(1, min(dep.running_limit, max_sequences(dep, round(mean_len))))  # the batch when saturated
+    # the batch when saturated, on every replica
+    full = dep.replicas * max(1, min(dep.running_limit, max_sequences(dep, round(mean_len))))
     size = rule.size(ceiling, b.e2e_estimate_s)
     warm, window = max(size.warmup_requests, full), size.window_requests
     n = warm + window + full  # the window's completions happen while the engine is still full
