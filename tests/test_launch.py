@@ -48,6 +48,8 @@ TARGETS = {
                            engine="llamacpp", max_len=8192, prompt=6144),
     "8b gguf base (recipe)": _t("llama-3.1-8b", "l40s", "meta-llama/Llama-3.1-8B", weights="q8_0", kv="fp8",
                                 engine="llamacpp", max_len=4096),
+    "8b bf16 gguf (recipe)": _t("llama-3.1-8b", "rtx-4090", "meta-llama/Llama-3.1-8B", engine="llamacpp",
+                                max_len=4096),
     "gpt-oss-20b gguf": _t("openai/gpt-oss-20b", "rtx-4090", "openai/gpt-oss-20b", native="mxfp4-moe",
                            engine="llamacpp", max_len=8192, prompt=4096),
     "gpt-oss mxfp4 native": _t("gpt-oss-120b", "h100-sxm", "openai/gpt-oss-120b", weights="mxfp4", native="mxfp4",
@@ -242,6 +244,10 @@ def test_checkpoints_named_or_made():
     assert made.argv()[1:3] == ["-m", "Llama-3.1-8B-Q8_0.gguf"] and "--cache-type-k" in made.command
     slots = int(made.argv()[made.argv().index("-np") + 1])
     assert int(made.argv()[made.argv().index("-c") + 1]) == slots * 4096
+    # a 16-bit plan on llama.cpp loads a 16-bit GGUF, the converter's own output (no llama-quantize)
+    bf16 = render(TARGETS["8b bf16 gguf (recipe)"], get_engine("llamacpp"))
+    assert "--outtype bf16 --outfile Llama-3.1-8B-bf16.gguf" in bf16.prepare and "llama-quantize" not in bf16.prepare
+    assert bf16.argv()[1:3] == ["-m", "Llama-3.1-8B-bf16.gguf"]
     for e in ("vllm", "sglang", "trtllm"):  # GGUF goes to llama.cpp only
         assert render(TARGETS["8b gguf instruct"], get_engine(e)).command is None
     oss_gguf = render(TARGETS["gpt-oss-20b gguf"], get_engine("llamacpp"))  # the GGUF llama.cpp serves gpt-oss from

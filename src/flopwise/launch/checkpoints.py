@@ -61,7 +61,9 @@ def recipe_for(weights: str, engine: str, model: str) -> Recipe | None:
     """The command that makes `model` in `weights` for `engine`, or None where no recipe is listed."""
     recipes = _catalog().get("recipe", {})
     name = model.rstrip("/").rsplit("/", 1)[-1]
-    key = "gguf" if weights in recipes.get("gguf", {}).get("gguf_type", {}) else weights
+    # a GGUF recipe lists the formats it makes (gguf_type); any other recipe is named by its format
+    key = next((k for k, rec in recipes.items() if weights in rec.get("gguf_type", {}) and engine in rec["engines"]),
+               weights)
     r = recipes.get(key)
     if r is None or engine not in r["engines"]:
         mo = recipes.get("modelopt", {})

@@ -145,7 +145,7 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
     dep = target.deployment
     w = dep.weights.name
     family = engine.family
-    if w in ("bf16", "fp16", "fp32") or w == target.checkpoint_weights:
+    if (w in ("bf16", "fp16", "fp32") or w == target.checkpoint_weights) and not engine.gguf_only:
         return ModelSource(model=target.model_id)
     ck: Checkpoint | None = find_checkpoint(target.model_id, w, family)
     if ck is not None:

@@ -13,19 +13,28 @@
 from __future__ import annotations
 
 from flopwise.cost.memory import max_sequences
-from flopwise.launch.common import GGUF_FORMATS, CommandLine, LaunchCommand, LaunchTarget, api_servers, model_source
+from flopwise.launch.common import (
+    GGUF_FORMATS,
+    CommandLine,
+    LaunchCommand,
+    LaunchTarget,
+    api_servers,
+    model_source,
+)
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]
+
+FLOAT_FORMATS = ("bf16", "fp16", "fp32")  # GGUF files of 16- or 32-bit floats (the converter's --outtype)
 
 
 def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
-    if dep.weights.name not in GGUF_FORMATS:
+    if dep.weights.name not in (*GGUF_FORMATS, *FLOAT_FORMATS):
         return LaunchCommand(engine=engine.name, command=None,
-                             reason=f"llama.cpp serves GGUF formats ({', '.join(GGUF_FORMATS)}), not "
-                                    f"{dep.weights.name}")
+                             reason=f"llama.cpp serves GGUF formats ({', '.join((*GGUF_FORMATS, *FLOAT_FORMATS))}), "
+                                    f"not {dep.weights.name}")
     src = model_source(target, engine)
     if src is None:
         return LaunchCommand(engine=engine.name, command=None, reason="no GGUF file or recipe is known")
