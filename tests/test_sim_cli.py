@@ -77,6 +77,17 @@ def test_one_token_replies_have_no_tpot_and_still_report():
     assert r.exit_code == 0 and "h100-sxm tp1 bf16/kv:bf16" in r.output
 
 
+def test_failed_requests_are_reported_and_the_api_server_is_never_over_busy():
+    """Requests past --timeout-s are counted on screen (the line showed throughput 0 without saying why), and the
+    API server's utilisation stays within 100% when failed requests kept it busy after the last completion."""
+    r = _run("--replicas", "2", "--timeout-s", "500ms", "--replica-events", "down:0@3", "--request-rate", "40",
+             "--num-requests", "400")
+    assert r.exit_code == 0 and "of 400 requests failed (" in r.output and "timeout" in r.output
+    d = json.loads(_run("--replicas", "2", "--timeout-s", "500ms", "--replica-events", "down:0@3", "--request-rate",
+                        "40", "--num-requests", "400", "--json").stdout)
+    assert d["num_failed"] > 300 and 0 < d["frontend_utilization"] <= 1.0
+
+
 @pytest.mark.parametrize("args,match", [
     (["--request-rate", "fast"], "request-rate"),
     (["--request-rate", "2", "--concurrency", "3"], "not both"),

@@ -49,6 +49,10 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:,.0f} output tok/s; "
                   f"goodput {s['goodput']:.2f} req/s (SLA attainment {s['sla_attainment']:.1%}); "
                   f"preemptions {s['preemptions']}")
+    if s.get("num_failed"):
+        kinds = ", ".join(f"{k} {n:,}" for k, n in sorted((s.get("errors_by_kind") or {}).items()))
+        console.print(f"[bold red]{s['num_failed']:,} of {s['num_requests']:,} requests failed[/]"
+                      + (f" ({kinds})" if kinds else "") + ": the figures above count the completed ones")
     br = s["time_breakdown_ms"]
     if br["frontend_ms"] is not None:
         util = s["frontend_utilization"]

@@ -72,8 +72,10 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
     fe = dep.frontend
     util = None
     if fe is not None and duration_s > 0:
-        # each stage's busy time over the run (a stage of `speed` processes busy for t keeps them all busy for t)
-        util = sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines))
+        # each stage's busy time over the run (a stage of `speed` processes busy for t keeps them all busy for t);
+        # at most all of it: the run's span ends at the last completion, and requests that failed (timed out, or
+        # turned away by a fleet with no replica up) kept the API server busy after it
+        util = min(1.0, sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines)))
     waiting = 0.0 if fe is None else ((means["frontend_ms"] or 0.0)
                                       - 1e3 * (fe.ingress_s(round(prompt_tokens)) / fe.speed + fe.latency_s))
     if util is not None and util >= BUSY and (util > busy_fraction or waiting > (means["queue_ms"] or 0.0)):
