@@ -447,3 +447,35 @@ def test_a_fleet_keeps_the_runs_data_and_expert_parallelism():
     pool = d["fleet"]["pools"][0]
     assert (pool["dp"], pool["ep"], pool["gpus_per_replica"], pool["replicas"]) == (2, 2, 2, 2)
     assert d["setup"]["num_gpus"] == 4 and d["setup"]["dp"] == 2
+
+
+def test_a_replica_down_and_up_is_billed_and_busy_over_both_incarnations():
+    """Down at 100 s, up at 101 s: busy is over both incarnations' time up (it divided every step by the second's,
+    610%) and the GPU-hours count both (the first 100 s were dropped)."""
+    kw = dict(replicas=2, request_rate=5.0, num_requests=600)
+    plain = flopwise.simulate(**kw).to_dict()["fleet"]
+    bounced = flopwise.simulate(replica_events="down:0@100,up:0@101", **kw).to_dict()["fleet"]
+    assert all(r["busy_fraction"] <= 1.0 for r in bounced["replicas"])
+    assert bounced["gpu_hours"] == pytest.approx(plain["gpu_hours"], rel=0.03)
+
+
+def test_requests_held_at_the_router_are_served_once_a_replica_is_up():
+    """The only replica is down from 2 s to 10 s: what arrived meanwhile waits at the router and gets its first
+    token after 10 s (it was served from its arrival, before the replica was back: busy 180%)."""
+    r = flopwise.simulate(replicas=1, replica_events="down:0@2,up:0@10", request_rate=5.0, num_requests=100)
+    held = [row for row in r.rows if 2.0 < row["arrival_at"] < 10.0 and not row["error"]]
+    assert held and min(row["arrival_at"] + row["ttft_ms"] / 1e3 for row in held) >= 10.0
+    assert r.summary["fleet"]["replicas"][0]["busy_fraction"] <= 1.0
+
+
+def test_autoscale_starts_at_its_minimum_and_bills_the_run_not_the_cold_starts_after_it():
+    """--autoscale 2..4 starts two replicas (it started one); --replicas outside the range is refused; a replica
+    still cold when the traffic ends is billed to the end of the run, not to its ready time (1e9 s of cold start
+    billed a million GPU-hours)."""
+    d = flopwise.simulate(autoscale="2..4", request_rate=20.0, num_requests=300).to_dict()["fleet"]
+    assert d["autoscale"]["history"][0]["replicas"] == 2
+    with pytest.raises(flopwise.FlopwiseError, match="outside --autoscale 2..4"):
+        flopwise.simulate(autoscale="2..4", replicas=8, num_requests=30)
+    d = flopwise.simulate(autoscale="1..4", cold_start=1e9, request_rate=20.0, num_requests=400).to_dict()
+    hours = d["duration_s"] * len(d["fleet"]["replicas"]) / 3600
+    assert d["fleet"]["gpu_hours"] <= hours + 1e-9

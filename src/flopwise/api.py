@@ -431,7 +431,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     api_servers=api_servers)
             return replace(one, replicas=count)
 
-        fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else 1),
+        fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else None),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
                               layerwise=layerwise, replica_events=replica_events, autoscale=autoscale,
                               cold_start=str(cold_start), storage_gbs=storage_gbs, engine_start_s=engine_start_s,

@@ -21,13 +21,21 @@ from flopwise.specs.deployment import Deployment
 __all__ = ["build_cluster"]
 
 
-def build_cluster(make: Callable[[int, int], Deployment], *, tp: int, replicas: int, router: str = "round-robin",
+def build_cluster(make: Callable[[int, int], Deployment], *, tp: int, replicas: int | None,
+                  router: str = "round-robin",
                   disaggregate: str | None = None, kv_link: str = "auto", layerwise: bool = True,
                   replica_events: str | None = None, autoscale: str | None = None,
                   cold_start: str = "auto", storage_gbs: float = DEFAULT_STORAGE_GBS,
                   engine_start_s: float = DEFAULT_ENGINE_START_S, target_outstanding: float = 32.0,
                   autoscale_interval_s: float = 10.0) -> ClusterSpec:
-    """`make(tp, replicas)` builds a pool's deployment (model, GPU, formats and knobs fixed by the caller)."""
+    """`make(tp, replicas)` builds a pool's deployment (model, GPU, formats and knobs fixed by the caller);
+    `replicas` None: the autoscaler's minimum, or one."""
+    lo, hi = parse_autoscale(autoscale) if autoscale else (1, None)
+    if replicas is None:
+        replicas = lo
+    elif hi is not None and not disaggregate and not lo <= replicas <= hi:
+        raise WorkloadError(f"--replicas {replicas} is outside --autoscale {lo}..{hi}: start within the range, or "
+                            "leave --replicas out to start at its minimum")
     if disaggregate:
         pools = parse_disaggregate(disaggregate)
         spec_pools = tuple(PoolSpec(name=role, role=role, deployment=make(t, n))
@@ -36,7 +44,7 @@ def build_cluster(make: Callable[[int, int], Deployment], *, tp: int, replicas: 
         spec_pools = (PoolSpec(name="mixed", role="mixed", deployment=make(tp, replicas)),)
     scale = None
     if autoscale:
-        lo, hi = parse_autoscale(autoscale)
+        assert hi is not None
         if cold_start == "auto":
             cold = None
         else:

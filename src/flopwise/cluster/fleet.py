@@ -89,6 +89,12 @@ class Member:
     num_routed: int = 0
     link: KvLink = field(default_factory=KvLink)
     past: list[Replica] = field(default_factory=list)  # earlier incarnations (before a down / up)
+    past_up_s: float = 0.0  # the earlier incarnations' time up, from start to stop
+
+    def up_seconds(self, end_at: float) -> float:
+        """Time up over every incarnation (the current one to its stop, or to `end_at`)."""
+        stop = self.stopped_at if self.stopped_at is not None else end_at
+        return self.past_up_s + max(0.0, stop - self.started_at)
 
     @property
     def kv_usage(self) -> float:
@@ -98,8 +104,7 @@ class Member:
         return self.replica.cached_tokens(req)
 
     def gpu_seconds(self, end_at: float) -> float:
-        stop = self.stopped_at if self.stopped_at is not None else end_at
-        return max(0.0, stop - self.started_at) * self.pool.deployment.gpus_per_replica
+        return self.up_seconds(end_at) * self.pool.deployment.gpus_per_replica
 
 
 @dataclass(slots=True)
@@ -388,7 +393,7 @@ class Fleet:
         return self.routers[role].choose(req, cands, self._loads[role])
 
     def _admit(self, m: Member, req: Request) -> None:
-        m.replica.admit(req)
+        m.replica.admit(req, self.now)  # a request held at the router reaches the replica now, not at its arrival
         self._add_load(m, 1)
         m.inflight[req.request_id] = req
         m.num_routed += 1
@@ -522,6 +527,7 @@ class Fleet:
         elif kind == "up":
             if m.state in ("down", "off"):
                 m.past.append(m.replica)
+                m.past_up_s = m.up_seconds(at)
                 m.replica = Replica(m.pool.deployment, self.config, index=self.first_replica + m.index)
                 m.started_at, m.stopped_at, m.pushed = at, None, None
                 self._add_load(m, m.num_in_transit - m.num_outstanding)
@@ -669,8 +675,10 @@ class FleetResult:
         fleet, spec = self.fleet, self.fleet.spec
         b = self.bounded
         out = self.report().to_dict()
+        # the run: to its last completion, or its last arrival if later; not to the fleet's clock, which a replica
+        # still cold when the traffic ended carries on to its ready time
         end = self.workload.requests[0].arrival_at + out["duration_s"] if self.records else 0.0
-        end = max(end, fleet.now)
+        end = max(end, self.workload.requests[-1].arrival_at)
         gpu_s = sum(m.gpu_seconds(end) for m in fleet.members)
         cost = sum(m.gpu_seconds(end) / 3600 * (m.pool.deployment.hardware.price_per_hour_usd or 0.0)
                    for m in fleet.members)
@@ -716,7 +724,7 @@ def _pool_summary(p: PoolSpec, fleet: Fleet, end: float) -> dict[str, Any]:
 def _member_summary(m: Member, res: FleetResult, end: float) -> dict[str, Any]:
     reps = (*m.past, m.replica)
     busy = sum(float(np.frombuffer(r.tl.sample_s, dtype=float).sum()) for r in reps)
-    up = max(0.0, (m.stopped_at if m.stopped_at is not None else end) - m.started_at)
+    up = m.up_seconds(end)
     kv = [np.frombuffer(r.tl.kv_usage, dtype=float) for r in reps]
     w = [np.frombuffer(r.tl.sample_s, dtype=float) for r in reps]
     kvv, ww = np.concatenate(kv), np.concatenate(w)

@@ -146,12 +146,12 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         pc = (config.enable_prefix_caching if config.enable_prefix_caching is not None
               else dep.engine.enable_prefix_caching)
         b = capacity_bounds(dep, workload_at(math.inf, CEILING_SAMPLE), sla, pc)
-        r = dep.replicas if run is None else 1  # the bounds are one replica's; `dep` runs `replicas` of them
+        n_rep = dep.replicas if run is None else 1  # the bounds are one replica's; `dep` runs `replicas` of them
         if ceiling is None:
-            ceiling, default_start = r * b.max_rate_ceiling, 0.9 * r * b.max_rate_estimate
+            ceiling, default_start = n_rep * b.max_rate_ceiling, 0.9 * n_rep * b.max_rate_estimate
         e2e_s = b.e2e_estimate_s if e2e_s is None else e2e_s
         if size is None:
-            size = rule.size(min(ceiling, r * b.max_rate_estimate), e2e_s, ttft_s)
+            size = rule.size(min(ceiling, n_rep * b.max_rate_estimate), e2e_s, ttft_s)
     trail: list[Probe] = []
 
     def probe(rate: float) -> Probe:

@@ -204,16 +204,18 @@ class Replica:
         return self.kv.get_computed_blocks(req).num_tokens
 
     # ---- actions -------------------------------------------------------------------------------------
-    def admit(self, req: Request) -> None:
-        """`req` reaches this replica at `req.arrival_at`; every event before that instant has been handled."""
+    def admit(self, req: Request, at: float | None = None) -> None:
+        """`req` reaches this replica at `req.arrival_at`, or at `at` when later (a request a fleet held until a
+        replica came up); every event before that instant has been handled."""
+        t = req.arrival_at if at is None or at <= req.arrival_at else at
         self.num_outstanding += 1
         if req.deadline_at is not None:
             self.deadlines = True
         fe = self.fe
         if fe is not None:
             if self._phase == _FE_RUN:  # stream the run's steps that ended before this arrival first
-                self._deliver_run(req.arrival_at, strictly_before=True)
-            fe.admit(req)
+                self._deliver_run(t, strictly_before=True)
+            fe.admit(req, t)
             if self.next_at is None:
                 self.next_at, self.next_rank = fe.next_ready_at(), SCHEDULE
             elif self._run_cut and self._phase == _FE_RUN:  # the run ends at the first step by whose end a
@@ -228,10 +230,10 @@ class Replica:
             return
         self.inbox.append(req)
         if self.next_at is None:
-            self.next_at, self.next_rank = req.arrival_at, SCHEDULE
+            self.next_at, self.next_rank = t, SCHEDULE
         elif self._run_cut:  # cut the pending decode run at the first step ending at or after the arrival
             ends = self._run_ends  # (scheduling a step ahead: the step after that one)
-            k = bisect_left(ends, req.arrival_at) + 1 + self.ahead
+            k = bisect_left(ends, t) + 1 + self.ahead
             if k < self._run_k:
                 self._run_k = k
                 self.next_at = ends[k - 1]
