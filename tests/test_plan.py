@@ -214,7 +214,7 @@ def test_cli_plan_json_keys_and_header(tmp_path):
         assert key in d["launch"]
     row = d["best"]
     for key in ("goodput_per_gpu", "goodput_per_gpu_interval", "max_rate_interval", "rank", "tied_with_first",
-                "output_tokens_per_s_per_gpu", "cost_per_1m_tokens", "p95_ttft_ms", "binds", "replicas"):
+                "output_tokens_per_s_per_gpu", "cost_per_1m_tokens", "p95_ttft_ms", "binds", "replicas", "dp", "ep"):
         assert key in row
     text = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights",
                                "fp8", "--kv", "fp8", "--num-requests", "100"]).output

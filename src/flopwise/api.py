@@ -367,6 +367,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             raise WorkloadError("--find-max-rate needs --sla, e.g. --sla \"p95_ttft<=300ms,p95_tpot<=50ms\"")
         if concurrency is not None or rate_profile is not None:
             raise WorkloadError("--find-max-rate searches a request rate; drop --concurrency and --rate-profile")
+    is_fleet = any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale))
+    if is_fleet and replicas_per_server != 1:  # before the deployment, whose own check would name --num-gpus
+        raise WorkloadError("--replicas-per-server runs the --num-gpus replicas behind one server, round-robin; "
+                            "a fleet (--replicas, --router, --disaggregate, --replica-events, --autoscale) "
+                            "routes to servers of their own: drop one")
     dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, replicas_per_server=replicas_per_server,
                            dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew,
@@ -403,11 +408,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes,
                               rate_profile=rate_profile)
 
-    if any(v is not None for v in (replicas, router, disaggregate, replica_events, autoscale)):
-        if replicas_per_server != 1:
-            raise WorkloadError("--replicas-per-server runs the --num-gpus replicas behind one server, round-robin; "
-                                "a fleet (--replicas, --router, --disaggregate, --replica-events, --autoscale) "
-                                "routes to servers of their own: drop one")
+    if is_fleet:
         if num_gpus is not None and replicas is not None:
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:
