@@ -1,6 +1,7 @@
 """Calibration: the fit recovers known parameters from data the cost model generated, refuses what the data
 cannot identify, and writes a hardware file `estimate --hardware-file` reads back. No timing is asserted."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +18,7 @@ from flopwise.calibrate import (
     kernel_time,
 )
 from flopwise.calibrate.observations import (
+    Observations,
     StepPoint,
     kernel_observations,
     residual_function,
@@ -178,3 +180,19 @@ def test_prior_keeps_weakly_identified_parameters_near_the_start(dep):
         moved_free = abs(np.log(getattr(free.after.efficiency, n) / getattr(hw.efficiency, n)))
         moved_held = abs(np.log(getattr(held.after.efficiency, n) / getattr(hw.efficiency, n)))
         assert moved_held < moved_free
+
+
+def test_the_rms_log_error_is_per_label_and_the_same_for_a_run_given_twice():
+    """Residuals weigh each label the same in total (1/sqrt(n) each); the reported RMS divides by the labels, not
+    the residuals: two labels missed by log 0.1 and 0.3 give sqrt((0.01 + 0.09) / 2) whether the run is given
+    once or twice (it was 0.268 once, 0.190 twice on one bench run)."""
+    def obs(values):
+        return Observations(labels=("ttft", "ttft", "tpot"), descs=("a", "b", "c"), measured=np.ones(3),
+                            predict=lambda prof: np.exp(np.array(values)))
+
+    once = residual_function([obs([0.1, 0.1, 0.3])])
+    twice = residual_function([obs([0.1, 0.1, 0.3]), obs([0.1, 0.1, 0.3])])
+    expected = math.sqrt((0.1**2 + 0.3**2) / 2)
+    for res in (once, twice):
+        r = res(None)
+        assert math.sqrt(float(r @ r) / res.num_labels) == pytest.approx(expected)

@@ -265,8 +265,11 @@ def fit_profile(residuals: Residuals, start: Tuning, names: Iterable[str], *,
                                             prior=start)
         it += it2
     r = residuals(prof)
+    # the root mean square over labels where the residuals weigh each label the same (`WeightedResiduals`);
+    # over the residuals where they do not
+    n = getattr(residuals, "num_labels", None) or r.size
     return FitResult(profile=prof, fitted=ident.accepted, refused=ident.refused,
-                     rms_before=math.sqrt(cost_of(r0) / r0.size), rms_after=math.sqrt(cost_of(r) / r.size),
+                     rms_before=math.sqrt(cost_of(r0) / n), rms_after=math.sqrt(cost_of(r) / n),
                      iterations=it, effect=ident.effect)
 
 

@@ -90,22 +90,31 @@ def step_observations(points: Sequence[StepPoint]) -> Observations:
                         measured=np.array([p.seconds for p in pts]), predict=predict)
 
 
-def residual_function(groups: Sequence[Observations]) -> Callable[[Tuning], np.ndarray]:
-    """profile -> weighted log(predicted / measured), each label weighing the same in total."""
-    labels = [lab for g in groups for lab in g.labels]
-    counts: dict[str, int] = {}
-    for lab in labels:
-        counts[lab] = counts.get(lab, 0) + 1
-    weights = np.array([1.0 / math.sqrt(counts[lab]) for lab in labels])
-    measured = np.concatenate([g.measured for g in groups])
+class WeightedResiduals:
+    """profile -> weighted log(predicted / measured), each label weighing the same in total (weight 1/sqrt(n) on
+    each of a label's n measurements). `num_labels` is the sum of the squared weights: r @ r / num_labels is the
+    mean over labels of each label's mean squared log error, the same however many times a run is given."""
 
-    def residuals(prof: Tuning) -> np.ndarray:
-        pred = np.concatenate([g.predict(prof) for g in groups])
+    def __init__(self, groups: Sequence[Observations]) -> None:
+        self.groups = tuple(groups)
+        labels = [lab for g in self.groups for lab in g.labels]
+        counts: dict[str, int] = {}
+        for lab in labels:
+            counts[lab] = counts.get(lab, 0) + 1
+        self.weights = np.array([1.0 / math.sqrt(counts[lab]) for lab in labels])
+        self.num_labels = len(counts)
+        self.measured = np.concatenate([g.measured for g in self.groups])
+
+    def __call__(self, prof: Tuning) -> np.ndarray:
+        pred = np.concatenate([g.predict(prof) for g in self.groups])
         with np.errstate(divide="ignore", invalid="ignore"):
-            out: np.ndarray = weights * np.log(pred / measured)
+            out: np.ndarray = self.weights * np.log(pred / self.measured)
         return out
 
-    return residuals
+
+def residual_function(groups: Sequence[Observations]) -> WeightedResiduals:
+    """profile -> weighted log(predicted / measured), each label weighing the same in total."""
+    return WeightedResiduals(groups)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
