@@ -35,6 +35,18 @@ def test_try_grammar():
     assert parse_try("kv-heads=1").accuracy_risk.level == "high"
 
 
+def test_a_chunked_prefill_try_turns_chunking_on():
+    """TensorRT-LLM chunks no prompt by default: chunked-prefill=512 turns chunking on with a 512-token budget (a
+    1,024-token prompt 'could never be scheduled' under the budget before)."""
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", engine="trtllm"))
+    assert not base.deployment.engine.enable_chunked_prefill
+    tried = parse_try("chunked-prefill=512").apply(base).deployment
+    assert tried.engine.enable_chunked_prefill and tried.max_num_batched_tokens == 512
+    res = runner.invoke(app, ["compare", "--engine", "trtllm", "--try", "chunked-prefill=512", "--input-len", "1024",
+                              "--output-len", "64"])
+    assert res.exit_code == 0, res.output
+
+
 def test_cuda_graphs_off_try_floors_decode_at_its_launches():
     from flopwise.cost.step import decode_step_time
     base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11"))

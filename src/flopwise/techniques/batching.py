@@ -124,7 +124,10 @@ def with_chunked_prefill(scn: Scenario, chunk: int) -> Scenario:
     `--max-num-batched-tokens`), which also sizes the activation memory the KV pool gives up."""
     if chunk < 1:
         raise WorkloadError(f"chunked-prefill size must be a positive number of tokens, got {chunk}")
-    return replace(scn, deployment=rebuild(scn.deployment, max_num_batched_tokens=chunk))
+    # switched on where the engine's default is off (TensorRT-LLM's enable_chunked_prefill, TGI 2): a budget
+    # below the prompt is chunking, not a prompt that can never be scheduled
+    engine = replace(scn.deployment.engine, enable_chunked_prefill=True)
+    return replace(scn, deployment=rebuild(scn.deployment, max_num_batched_tokens=chunk, engine=engine))
 
 
 def without_cuda_graphs(scn: Scenario) -> Scenario:
