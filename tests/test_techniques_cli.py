@@ -47,6 +47,16 @@ def test_a_chunked_prefill_try_turns_chunking_on():
     assert res.exit_code == 0, res.output
 
 
+def test_a_speculative_try_on_sglang_keeps_its_static_throughput():
+    """SGLang's scheduler policy builds no speculative decodes in the simulator: a spec= row of a simulated ledger
+    takes its static-batch figure and says so (the whole command failed with '--scheduler' advice compare has no
+    flag for)."""
+    res = runner.invoke(app, ["compare", "--engine", "sglang", "--try", "spec=eagle,k=3,accepted=2.5",
+                              "--input-len", "512", "--output-len", "64"])
+    assert res.exit_code == 0, res.output
+    assert "the static-batch figure instead" in res.output
+
+
 def test_cuda_graphs_off_try_floors_decode_at_its_launches():
     from flopwise.cost.step import decode_step_time
     base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.11"))

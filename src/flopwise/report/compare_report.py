@@ -76,6 +76,10 @@ def render_ledger(console: Console, ledger: Ledger) -> None:
     console.print(ledger_table(ledger))
     method = SIM_METHOD if ledger.simulated else THROUGHPUT_METHOD
     console.print(f"* throughput at the SLA: {method}.")
+    static = [r.label for r in ledger.rows if ledger.simulated and r.metrics.throughput_method == "static"]
+    if static:
+        console.print(f"  {', '.join(static)}: the static-batch figure instead ({THROUGHPUT_METHOD}): the engine's "
+                      "scheduler policy is not simulated with speculative decoding", highlight=False)
     missed = [r.label for r in (ledger.baseline, *ledger.rows) if not r.metrics.output_tokens_per_s_at_sla]
     if len(missed) == len(ledger.rows) + 1:
         console.print(f"[bold red]no row meets the SLA[/] ({ledger.sla}) at any load, not even one request at a "

@@ -10,9 +10,10 @@ from flopwise.sim.sglang_knobs import SglangKnobs
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import SCHEDULERS
 
-__all__ = ["SimConfig", "SCHEDULERS", "SCHEDULING_POLICIES"]
+__all__ = ["SimConfig", "SCHEDULERS", "SCHEDULING_POLICIES", "SPECULATIVE_SCHEDULERS"]
 
 SCHEDULING_POLICIES = ("fcfs", "priority")
+SPECULATIVE_SCHEDULERS = ("vllm", "static")  # the policies that build speculative decodes (sim/scheduler.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -50,7 +50,7 @@ from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.adp_balance import AdpBalance
 from flopwise.sim.base import BaseScheduler, SchedulerOutput
 from flopwise.sim.block_manager import BlockManager
-from flopwise.sim.config import SimConfig
+from flopwise.sim.config import SPECULATIVE_SCHEDULERS, SimConfig
 from flopwise.sim.decode_run import plan_decode_run, run_durations
 from flopwise.sim.frontend import Frontend, hidden_tokens
 from flopwise.sim.request import Request
@@ -368,7 +368,8 @@ class Replica:
                 dt = round_time_s(dep, spec, shape, self.drafts.passes(out))
             else:  # a policy that builds its records without `new_output()` would silently decode plainly
                 raise WorkloadError(f"the '{self.config.scheduler}' scheduler does not serve speculative "
-                                    "decoding; use --scheduler vllm or static, or drop --speculative")
+                                    f"decoding; use --scheduler {' or '.join(SPECULATIVE_SCHEDULERS)}, or drop "
+                                    "--speculative")
             if self.shared_cpu:
                 now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
         step_ends = tl.step_end_at

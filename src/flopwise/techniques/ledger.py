@@ -35,6 +35,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import step_cost
 from flopwise.estimate import mean_decode_step_s
+from flopwise.sim.config import SPECULATIVE_SCHEDULERS
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
 from flopwise.techniques.batching import chunked_prefill_point, prefill_flops, prefill_time_s
@@ -179,7 +180,10 @@ def measure(scn: Scenario, sla: SLA, sim: SimWorkload | None = None) -> Metrics:
     max_seqs = max_sequences_sharing(scn)
     batch_sla, tput = _at_sla(point, sla, max_seqs)
     tail = chunked_prefill_point(dep, scn.batch, scn.input_len, scn.input_len, point.cached)
-    simulated = simulated_throughput(scn, sla, sim) if sim is not None else None
+    # simulated where the engine's scheduler policy serves the row (the SGLang policy builds no speculative
+    # decodes: such a row keeps its static figure, and says so in throughput_method)
+    simulable = dep.speculative is None or dep.engine.scheduler in SPECULATIVE_SCHEDULERS
+    simulated = simulated_throughput(scn, sla, sim) if sim is not None and simulable else None
     plan = memory_plan(dep)
     return Metrics(
         flops_per_output_token=point.flops_per_output_token(),
