@@ -308,6 +308,8 @@ CASES = [
     ("nonsense", "AWQ weights on llama.cpp", lambda t: ["estimate", "--engine", "llamacpp", "--gpu", "rtx-4090",
                                                         "--weights", "int4-awq"], "not a GGUF type"),
     ("substitution", "--family on a catalog model", lambda t: ["estimate", "--family", "qwen3"], "drop --family"),
+    ("substitution", "--disaggregate with --tp", lambda t: ["simulate", "--disaggregate", "prefill=1xtp1,decode=1xtp1",
+                                                            "--tp", "4", *FAST], "drop --tp"),
     ("misleading", "a fleet behind one server", lambda t: ["simulate", "--replicas", "4", "--replicas-per-server",
                                                            "2", *FAST], "servers of their own"),
     ("substitution", "an SGLang knob under vLLM's scheduler", lambda t: ["simulate", "--enable-mixed-chunk", *FAST],
@@ -349,7 +351,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 34, "misleading": 10, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 35, "misleading": 10, "parser": 2,
                       "new": 16}
 
 

@@ -413,9 +413,11 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
             raise WorkloadError("give --num-gpus (independent replicas) or --replicas (a fleet), not both")
         if replicas is not None:
             integer(replicas, "--replicas", lo=1, hi=MAX_REPLICAS)
-            if disaggregate is not None:
-                raise WorkloadError("--disaggregate sizes each pool itself (prefill=NxtpT,decode=NxtpT); "
-                                    "drop --replicas")
+        sized = [flag for flag, given in (("--replicas", replicas is not None), ("--num-gpus", num_gpus is not None),
+                                          ("--tp", tp != 1)) if given]
+        if disaggregate is not None and sized:  # each would be ignored: the pools' own sizes win
+            raise WorkloadError(f"--disaggregate sizes each pool itself (prefill=NxtpT,decode=NxtpT); drop "
+                                f"{', '.join(sized)}")
         from flopwise.cluster import simulate_fleet
         from flopwise.cluster.build import build_cluster
         from flopwise.sim.max_rate import capacity_bounds
