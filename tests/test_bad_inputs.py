@@ -310,6 +310,9 @@ CASES = [
     ("substitution", "--family on a catalog model", lambda t: ["estimate", "--family", "qwen3"], "drop --family"),
     ("substitution", "--disaggregate with --tp", lambda t: ["simulate", "--disaggregate", "prefill=1xtp1,decode=1xtp1",
                                                             "--tp", "4", *FAST], "drop --tp"),
+    ("misleading", "SGLang's disaggregated decode pool", lambda t: [
+        "simulate", "--engine", "sglang", "--disaggregate", "prefill=1xtp1,decode=1xtp1", *FAST],
+     "add --scheduler vllm"),
     ("misleading", "a fleet behind one server", lambda t: ["simulate", "--replicas", "4", "--replicas-per-server",
                                                            "2", *FAST], "servers of their own"),
     ("substitution", "an SGLang knob under vLLM's scheduler", lambda t: ["simulate", "--enable-mixed-chunk", *FAST],
@@ -351,7 +354,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 35, "misleading": 10, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

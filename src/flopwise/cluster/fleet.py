@@ -134,9 +134,12 @@ class Fleet:
         self.config = config or SimConfig()
         for p in spec.pools:
             require_fit(p.deployment)
-            if p.role == "decode" and self.config.resolved(p.deployment).scheduler != "vllm":
+            if p.role == "decode" and (runs := self.config.resolved(p.deployment).scheduler) != "vllm":
+                how = ("drop --scheduler or use --scheduler vllm" if self.config.scheduler is not None else
+                       f"{p.deployment.engine.display}'s own policy ({runs}) is not simulated there: add "
+                       "--scheduler vllm")
                 raise WorkloadError("a disaggregated decode pool runs the vLLM scheduler (it takes KV computed "
-                                    "elsewhere); drop --scheduler or use --scheduler vllm")
+                                    f"elsewhere); {how}")
         self.heap = EventHeap()
         self.members: list[Member] = []
         self._candidates: dict[str, list[Member]] = {}  # by role, in pool order; cleared when a state changes
