@@ -366,3 +366,17 @@ def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():
     assert deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=512).max_num_seqs == 512
     assert deployment("llama-3.1-8b", "h100-sxm").max_num_seqs == 1024
     assert deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=512, engine="sglang").max_num_seqs > 512
+
+
+def test_llama_cpp_serves_a_gpu_checkpoint_from_its_gguf_and_explains_with_q8_0(capsys):
+    """A user who names no format: an FP8 checkpoint on llama.cpp is priced as the Q8_0 GGUF a conversion makes
+    (it was refused as 'not a GGUF type'); its fit suggestions name GGUF types only; explain's 8-bit section is
+    Q8_0 there (it priced int8, which llama.cpp cannot load, and so failed)."""
+    from flopwise.api import deployment, explain
+
+    assert deployment("minimax-m2", "b200", tp=4, engine="llamacpp").weights.name == "q8_0"
+    assert run(["estimate", "--model", "minimax-m2", "--gpu", "b300", "--engine", "llamacpp",
+                "--weights", "bf16"]) == 2
+    assert "--weights q8_0" in capsys.readouterr().err  # not the fp8-block checkpoint it cannot load
+    ex = explain("llama-3.1-8b", "h100-sxm", engine="llamacpp")
+    assert next(s for s in ex.sections if s.key == "quantization").text.startswith("q8_0 weights")

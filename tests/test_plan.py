@@ -172,11 +172,11 @@ def test_checkpoint_format_is_planned_not_a_wider_one():
     assert native == "fp8" and formats == ("fp8", "int4-awq")
     # on llama.cpp gpt-oss is planned as the GGUF it serves (experts MXFP4, the rest Q8_0); the checkpoint stays mxfp4
     assert weight_formats(get_model("gpt-oss-20b"), SearchSpace(engine="llamacpp")) == (("mxfp4_moe",), "mxfp4")
-    # llama.cpp loads GGUF files: a 16-bit checkpoint is planned at bf16, Q8_0 and Q4_K_M, an FP8 one from the GGUF
-    # types below it (never as fp8 or AWQ, which it cannot load)
+    # llama.cpp loads GGUF files: a 16-bit checkpoint is planned at bf16, Q8_0 and Q4_K_M, an FP8 one from the Q8_0
+    # GGUF a conversion makes of it and narrower (never as fp8 or AWQ, which it cannot load)
     assert weight_formats(get_model("llama-3.1-8b"), SearchSpace(engine="llamacpp")) == (
         ("bf16", "q8_0", "q4_k_m"), None)
-    assert weight_formats(get_model("deepseek-v3"), SearchSpace(engine="llamacpp")) == (("q4_k_m",), "fp8")
+    assert weight_formats(get_model("deepseek-v3"), SearchSpace(engine="llamacpp")) == (("q8_0", "q4_k_m"), "fp8")
 
 
 def test_plan_for_a_trace(tmp_path):

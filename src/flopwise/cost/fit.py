@@ -6,14 +6,13 @@ from dataclasses import replace
 
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError
-from flopwise.specs.deployment import Deployment, weights_run
+from flopwise.specs.deployment import Deployment, weights_refusal
 from flopwise.specs.hardware import GIB
-from flopwise.specs.precision import weight_format
+from flopwise.specs.precision import GGUF_STEPS, weight_format
 
 __all__ = ["require_fit", "require_batch_fit", "fit_suggestions"]
 
 _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
-_SMALLER_GGUF = ("q8_0", "q4_k_m")  # what a llama.cpp user shrinks a model to
 _ONE_DEVICE = ("soc", "cpu")  # parts flopwise prices one at a time: no tensor-parallel suggestion
 
 
@@ -37,10 +36,11 @@ def fit_suggestions(dep: Deployment) -> list[str]:
             out.append(f"--tp {tp}")
             break
     ckpt = dep.model.checkpoint_weights
-    smaller = _SMALLER_GGUF if dep.engine.family == "llamacpp" else _SMALLER_FORMATS
-    for name in ((ckpt,) if ckpt else ()) + smaller:
+    smaller = GGUF_STEPS if dep.engine.gguf_only else _SMALLER_FORMATS
+    for name in ((dep.engine.file_format(ckpt),) if ckpt else ()) + smaller:
         wf = weight_format(name)
-        if wf.bits_per_weight < dep.weights.bits_per_weight and weights_run(dep.engine, dep.hardware, wf) \
+        if wf.bits_per_weight < dep.weights.bits_per_weight \
+                and weights_refusal(dep.engine, dep.hardware, dep.model, wf) is None \
                 and memory_plan(replace(dep, weights=wf)).fits:
             out.append(f"--weights {name}")
             break

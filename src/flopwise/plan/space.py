@@ -38,7 +38,7 @@ from flopwise.specs.deployment import (
 from flopwise.specs.engine import EngineProfile, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.precision import default16, weight_format
+from flopwise.specs.precision import GGUF_STEPS, default16, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "DEFAULT_WEIGHTS", "DEFAULT_TPS",
@@ -46,7 +46,7 @@ __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "
 
 DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
-GGUF_WEIGHTS = ("bf16", "q8_0", "q4_k_m")  # the same steps for an engine that loads GGUF files (llama.cpp)
+GGUF_WEIGHTS = ("bf16", *GGUF_STEPS)  # the same steps for an engine that loads GGUF files (llama.cpp)
 DEFAULT_TPS = (1, 2, 4, 8, 16)
 _NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
@@ -151,8 +151,6 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     ckpt = model.checkpoint_weights
     served = engine.file_format(ckpt) if ckpt else None
     own = served if served not in (None, ckpt) else native
-    if engine.gguf_only and served == ckpt and weight_format(native).bits_per_weight < 16:
-        return tuple(narrower) or ("q4_k_m",), native  # a GPU checkpoint (fp8, AWQ): served from a GGUF made of it
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 

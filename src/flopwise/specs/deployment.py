@@ -32,7 +32,15 @@ from flopwise.specs.engine import EngineKnobs, EngineProfile, FrontendCosts, get
 from flopwise.specs.expert_load import default_expert_skew
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model import ModelSpec
-from flopwise.specs.precision import KVFormat, WeightFormat, default16, default_weights, kv_format, weight_format
+from flopwise.specs.precision import (
+    GGUF_STEPS,
+    KVFormat,
+    WeightFormat,
+    default16,
+    default_weights,
+    kv_format,
+    weight_format,
+)
 from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_cuda_graph_max_bs", "check_moe_backend",
@@ -285,15 +293,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
                         "Pick another --engine (llamacpp runs everywhere) or --gpu")
-    if wf.experts_only and model.moe is None:
-        raise PrecisionError(f"{wf.name} quantizes routed experts only ({wf.description}); {model.name} has none: "
-                             "use mxfp4 or another format")
-    if eng.gguf_only and wf.bits_per_weight < 16 and not eng.kernels.quantized_path(wf):
-        raise PrecisionError(f"{eng.display} loads GGUF files; {wf.name} is not a GGUF type: use q8_0, q4_k_m, "
-                             "q4_0 (or f16 / bf16)")
-    if not weights_run(eng, hardware, wf):
-        raise PrecisionError(f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 "
-                             f"and newer); {hardware.name} has neither: use fp16, int8 or int4 weights")
+    if (why := weights_refusal(eng, hardware, model, wf)) is not None:
+        raise PrecisionError(why)
     if check_moe_backend(moe_backend, hardware):
         if model.moe is None:
             raise SpecError(f"--moe-backend trtllm picks the kernels of MoE layers; {model.name} has none")
@@ -327,11 +328,20 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       else gpu_memory_utilization)
 
 
-def weights_run(engine: EngineProfile, hardware: HardwareSpec, wf: WeightFormat) -> bool:
-    """Whether `hardware` has the math for `wf` (fp8 / fp4 weights: that math, or a weight-only kernel that
-    widens them to 16 bits) or `engine` multiplies it on its own quantized path."""
-    return wf.compute not in ("fp8", "fp4") or engine.kernels.quantized_path(wf) \
-        or hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0
+def weights_refusal(engine: EngineProfile, hardware: HardwareSpec, model: ModelSpec, wf: WeightFormat) -> str | None:
+    """Why `engine` cannot serve `model` in `wf` on `hardware` (None: it can): an experts-only format on a model
+    without routed experts; a format other than a GGUF type where the engine loads GGUF files only; fp8 / fp4
+    weights on a chip without that math or a weight-only kernel that widens them to 16 bits."""
+    if wf.experts_only and model.moe is None:
+        return f"{wf.name} quantizes routed experts only ({wf.description}); {model.name} has none: use another format"
+    if engine.gguf_only and wf.bits_per_weight < 16 and not engine.kernels.quantized_path(wf):
+        return (f"{engine.display} loads GGUF files; {wf.name} is not a GGUF type: use {', '.join(GGUF_STEPS)}, "
+                "q4_0 (or bf16 / fp16)")
+    if wf.compute in ("fp8", "fp4") and not engine.kernels.quantized_path(wf) \
+            and not (hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
+        return (f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 and newer); "
+                f"{hardware.name} has neither: use fp16, int8 or int4 weights")
+    return None
 
 
 def default_seqs(engine: EngineProfile, default: int, budget: int | None) -> int:

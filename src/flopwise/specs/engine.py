@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.specs.precision import WEIGHT_FORMATS, WeightFormat
+from flopwise.specs.precision import WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
@@ -589,8 +589,13 @@ class EngineProfile:
         return not self.devices or any(d in (f"{vendor}:{kind}", f"*:{kind}") for d in self.devices)
 
     def file_format(self, checkpoint: str) -> str:
-        """The weight format this engine serves a checkpoint of format `checkpoint` from."""
-        return dict(self.checkpoint_formats).get(checkpoint, checkpoint)
+        """The weight format this engine serves a checkpoint of format `checkpoint` from: its own file's
+        (`checkpoint_formats`), or where it loads GGUF files only and cannot load that format, the GGUF type a
+        conversion makes of it (`precision.gguf_counterpart`: an FP8 DeepSeek-V3 from a Q8_0 GGUF)."""
+        own = dict(self.checkpoint_formats).get(checkpoint, checkpoint)
+        if self.gguf_only and not self.kernels.quantized_path(weight_format(own)):
+            return gguf_counterpart(own)
+        return own
 
     def at_least(self, version: str) -> bool:
         """Whether this profile's version is `version` or later (MAJOR.MINOR[.PATCH])."""

@@ -62,8 +62,8 @@ if TYPE_CHECKING:  # annotations only: precision stays importable without the mo
     from flopwise.specs.hardware import HardwareSpec
     from flopwise.specs.model import ModelSpec
 
-__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "weight_format", "kv_format",
-           "default16", "default_weights"]
+__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "GGUF_STEPS", "weight_format", "kv_format",
+           "default16", "default_weights", "gguf_counterpart"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,6 +219,21 @@ def kv_format(name: str) -> KVFormat:
 def default16(hardware: HardwareSpec) -> str:
     """The 16-bit format a chip runs: bf16, or fp16 on chips without bf16 (V100, T4)."""
     return "bf16" if hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
+
+
+# the GGUF types a model is shrunk to, widest first (llama.cpp's Q8_0 and Q4_K_M): what plan tries and fit
+# suggestions name for an engine that loads GGUF files, and what such an engine serves a GPU checkpoint from
+GGUF_STEPS = ("q8_0", "q4_k_m")
+
+
+def gguf_counterpart(name: str) -> str:
+    """The GGUF type a GGUF-only engine serves a checkpoint of format `name` from when it cannot load that format:
+    Q8_0 for an 8-bit one (fp8, int8), Q4_K_M for a narrower one (AWQ, GPTQ, NVFP4); 16-bit floats stay as they are
+    (a bf16 / fp16 GGUF)."""
+    bits = weight_format(name).bits_per_weight
+    if bits >= 16:
+        return name
+    return GGUF_STEPS[0] if bits > 6 else GGUF_STEPS[1]
 
 
 def default_weights(model: ModelSpec, hardware: HardwareSpec) -> str:

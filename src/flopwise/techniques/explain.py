@@ -158,14 +158,18 @@ def _speculative(scn: Scenario, spec: speculative.SpeculativeSpec) -> Section:
 
 def _quantization(scn: Scenario) -> Section:
     dep = scn.deployment
-    q = quantization.quantize(scn, weights="int8").deployment
+    # the engine's 8-bit format: weight-only int8, or Q8_0 where the engine loads GGUF files (llama.cpp)
+    name = "q8_0" if dep.engine.gguf_only else "int8"
+    q = quantization.quantize(scn, weights=name).deployment
     shape = decode_shape(scn.batch, scn.input_len, layout(dep).windows)
     a, b = step_cost(dep, shape), step_cost(q, shape)
     wa, wb = weight_bytes_excluding_lm_head(a), weight_bytes_excluding_lm_head(b)
-    text = (f"int8 weights: a decode step reads {fmt_bytes(wb)} of layer weights instead of {fmt_bytes(wa)} "
-            f"({wb / wa:.0%}); FLOPs are unchanged ({fmt_flops(b.flops)}: weight-only int8 is dequantized and "
-            f"multiplied in 16-bit). The step goes {fmt_s(a.time_s)} -> {fmt_s(b.time_s)}; the KV pool gains "
-            f"what the weights free. Risk: {quantization.weight_risk('int8').note}.")
+    how = ("Q8_0 blocks, 8-bit weights with a scale per 32, multiplied on llama.cpp's quantized path" if name == "q8_0"
+           else "weight-only int8 is dequantized and multiplied in 16-bit")
+    text = (f"{name} weights: a decode step reads {fmt_bytes(wb)} of layer weights instead of {fmt_bytes(wa)} "
+            f"({wb / wa:.0%}); FLOPs are unchanged ({fmt_flops(b.flops)}: {how}). The step goes "
+            f"{fmt_s(a.time_s)} -> {fmt_s(b.time_s)}; the KV pool gains what the weights free. Risk: "
+            f"{quantization.weight_risk(name).note}.")
     return Section(key="quantization", title="Quantization: half the bytes", text=text, numbers={
         "layer_weight_bytes": wa, "layer_weight_bytes_int8": wb, "decode_ms": a.time_s * 1e3,
         "decode_ms_int8": b.time_s * 1e3, "flops": a.flops, "flops_int8": b.flops})
