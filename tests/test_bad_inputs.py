@@ -380,3 +380,16 @@ def test_llama_cpp_serves_a_gpu_checkpoint_from_its_gguf_and_explains_with_q8_0(
     assert "--weights q8_0" in capsys.readouterr().err  # not the fp8-block checkpoint it cannot load
     ex = explain("llama-3.1-8b", "h100-sxm", engine="llamacpp")
     assert next(s for s in ex.sections if s.key == "quantization").text.startswith("q8_0 weights")
+
+
+def test_a_data_parallel_replica_holds_a_batch_in_every_ranks_pool():
+    """Under attention DP each of the dp ranks holds its share of the batch: the fit check counts dp pools (it
+    counted one GPU's, refusing 1,859 sequences a DP4 replica of 7,432 holds)."""
+    import flopwise
+
+    from flopwise.api import deployment
+    from flopwise.cost.memory import max_sequences
+
+    r = flopwise.estimate("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, batch=1859)
+    per_rank = max_sequences(deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4), 1024 + 256)
+    assert per_rank < 1859 and r.max_batch == 4 * per_rank and r.batch_fits

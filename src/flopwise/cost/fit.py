@@ -68,12 +68,13 @@ def require_fit(dep: Deployment) -> None:
 
 
 def require_batch_fit(dep: Deployment, batch: int, length: int) -> None:
-    """A static batch of `batch` sequences of `length` tokens held in the KV pool at once (`max_sequences`); a
-    DoesNotFitError naming the most that fit (its numbers would price memory the GPU does not have)."""
-    most = max_sequences(dep, length)
+    """A static batch of `batch` sequences of `length` tokens held in the KV pools at once (`max_sequences` on each
+    of the replica's dp attention groups); a DoesNotFitError naming the most that fit (its numbers would price
+    memory the GPU does not have)."""
+    most = dep.dp * max_sequences(dep, length)
     if batch <= most:
         return
     raise DoesNotFitError(
-        f"batch {batch} does not fit: {dep.hardware.id} (tp={dep.tp}, {dep.weights.name} weights, {dep.kv.name} KV) "
-        f"holds at most {most:,} sequences of {length:,} tokens in its KV pool; lower --batch, or try --kv fp8, a "
-        "larger --tp or shorter sequences")
+        f"batch {batch} does not fit: {dep.hardware.id} (tp={dep.tp}{f', dp={dep.dp}' if dep.dp > 1 else ''}, "
+        f"{dep.weights.name} weights, {dep.kv.name} KV) holds at most {most:,} sequences of {length:,} tokens in its "
+        "KV pool; lower --batch, or try --kv fp8, a larger --tp or shorter sequences")
