@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+import flopwise
+from flopwise.api import deployment, explain
 from flopwise.cli import run
+from flopwise.cost.memory import max_sequences
 from flopwise.profile.discover import discover
 
 CATALOG = Path(__file__).resolve().parents[1] / "src/flopwise/catalog/models"
@@ -372,8 +375,6 @@ def test_llama_cpp_serves_a_gpu_checkpoint_from_its_gguf_and_explains_with_q8_0(
     """A user who names no format: an FP8 checkpoint on llama.cpp is priced as the Q8_0 GGUF a conversion makes
     (it was refused as 'not a GGUF type'); its fit suggestions name GGUF types only; explain's 8-bit section is
     Q8_0 there (it priced int8, which llama.cpp cannot load, and so failed)."""
-    from flopwise.api import deployment, explain
-
     assert deployment("minimax-m2", "b200", tp=4, engine="llamacpp").weights.name == "q8_0"
     assert run(["estimate", "--model", "minimax-m2", "--gpu", "b300", "--engine", "llamacpp",
                 "--weights", "bf16"]) == 2
@@ -385,11 +386,17 @@ def test_llama_cpp_serves_a_gpu_checkpoint_from_its_gguf_and_explains_with_q8_0(
 def test_a_data_parallel_replica_holds_a_batch_in_every_ranks_pool():
     """Under attention DP each of the dp ranks holds its share of the batch: the fit check counts dp pools (it
     counted one GPU's, refusing 1,859 sequences a DP4 replica of 7,432 holds)."""
-    import flopwise
-
-    from flopwise.api import deployment
-    from flopwise.cost.memory import max_sequences
-
     r = flopwise.estimate("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, batch=1859)
     per_rank = max_sequences(deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4), 1024 + 256)
     assert per_rank < 1859 and r.max_batch == 4 * per_rank and r.batch_fits
+
+
+def test_a_trace_span_is_checked_only_where_its_timestamps_set_the_arrivals(tmp_path):
+    """Timestamps 1e7 apart (microseconds read as seconds) are refused where they would be replayed; with
+    --concurrency only the trace's lengths are used, and the run goes on."""
+    path = tmp_path / "ms.jsonl"
+    path.write_text("".join(f'{{"timestamp": {i * 1e7}, "input_tokens": 100, "output_tokens": 10}}\n'
+                            for i in range(20)))
+    assert flopwise.simulate(trace=str(path), concurrency=4).num_requests == 20
+    with pytest.raises(flopwise.FlopwiseError, match="more than a year"):
+        flopwise.simulate(trace=str(path))

@@ -70,7 +70,7 @@ from flopwise.techniques.quantization import kv_risk, weight_risk
 from flopwise.workload.arrivals import ArrivalProcess, arrival_times
 from flopwise.workload.build import build_workload, workload_max_len
 from flopwise.workload.spec import RequestSpec, Workload
-from flopwise.workload.traces import load_trace
+from flopwise.workload.traces import check_span, load_trace
 
 __all__ = ["PlanRequest", "PlanResult", "plan", "plan_to_dict", "OBJECTIVES"]
 
@@ -182,6 +182,8 @@ def _stream(req: PlanRequest) -> tuple[_Stream, float | None, int | None, int | 
     tr = load_trace(Path(req.trace))
     reqs = tr.requests
     rate = None
+    if tr.timed and req.rate is None:  # the trace's own timestamps give the rate to plan for
+        check_span(Path(req.trace).name, reqs)
     if tr.timed and len(reqs) > 1 and reqs[-1].arrival_at > reqs[0].arrival_at:
         rate = (len(reqs) - 1) / (reqs[-1].arrival_at - reqs[0].arrival_at)
     return (_Stream(workload=None, input_len=None, output_len=None, seed=req.seed, trace_specs=tuple(reqs)), rate,

@@ -27,7 +27,7 @@ from flopwise.workload.classes import RequestClass, assign_classes, parse_classe
 from flopwise.workload.lengths import LengthDist, parse_length
 from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
 from flopwise.workload.spec import RequestSpec, Workload
-from flopwise.workload.traces import load_trace
+from flopwise.workload.traces import check_span, load_trace
 
 __all__ = ["build_workload", "workload_max_len", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
 
@@ -121,7 +121,8 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
         times = profile_times(profile, len(specs), burstiness, rng_arrival)
         specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
         return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
-    if request_rate is None and timed:
+    if request_rate is None and timed:  # the trace's own timestamps set the arrivals
+        check_span(name, specs)
         return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
     if request_rate is None:
         proc = named.arrivals if named else ArrivalProcess(kind="poisson", rate=math.inf)

@@ -25,7 +25,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from flopwise.specs.defaults import MAX_TOKENS_PER_REQUEST
 from flopwise.validate import read_text
 from flopwise.workload.spec import RequestSpec
 
-__all__ = ["Trace", "load_trace", "CHARS_PER_TOKEN"]
+__all__ = ["Trace", "load_trace", "check_span", "CHARS_PER_TOKEN"]
 
 CHARS_PER_TOKEN = 4.0
 _TS = ("timestamp", "arrival_at")
@@ -59,9 +59,9 @@ def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
         raise WorkloadError(f"trace file '{p}' " + ("is not a regular file" if p.exists() else "does not exist"))
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
-        return _check_span(p, _load_jsonl(p))
+        return _load_jsonl(p)
     if suffix == ".csv":
-        return _check_span(p, _load_azure_csv(p))
+        return _load_azure_csv(p)
     if suffix == ".json":
         return _load_sharegpt(p, _counter(tokenizer))
     raise WorkloadError(f"trace '{p}': unknown format '{suffix}'; use .jsonl, .csv (Azure) or .json (ShareGPT)")
@@ -70,15 +70,15 @@ def load_trace(path: str | Path, tokenizer: str | Path | None = None) -> Trace:
 MAX_TRACE_SPAN_S = 366 * 86400.0  # a year: the public traces span an hour (Azure 2023) to a few months (BurstGPT)
 
 
-def _check_span(p: Path, trace: Trace) -> Trace:
-    """A trace whose arrivals span more than a year: timestamps in another unit (ms, ns) or a stray value, which
-    would replay as a near-empty run at ~0 requests/s."""
-    times = [r.arrival_at for r in trace.requests]
-    span = max(times) - min(times)
-    if trace.timed and span > MAX_TRACE_SPAN_S:
-        raise WorkloadError(f"trace '{p}': its timestamps span {span:.3g} s ({span / 86400:.3g} days), more than a "
-                            "year; flopwise reads seconds: convert milliseconds or nanoseconds, or drop stray rows")
-    return trace
+def check_span(name: str, requests: Sequence[RequestSpec]) -> None:
+    """Trace rows whose arrivals, replayed as given, span more than a year: timestamps in another unit (ms, ns) or a
+    stray value, which would replay as a near-empty run at ~0 requests/s. (Not checked where a rate or a
+    concurrency replaces the timestamps.)"""
+    times = [r.arrival_at for r in requests]
+    span = max(times) - min(times) if times else 0.0
+    if span > MAX_TRACE_SPAN_S:
+        raise WorkloadError(f"trace '{name}': its timestamps span {span:.3g} s ({span / 86400:.3g} days), more than "
+                            "a year; flopwise reads seconds: convert milliseconds or nanoseconds, or drop stray rows")
 
 
 def _pick(row: dict[str, Any], keys: tuple[str, ...], where: str, required: bool = True) -> Any:
