@@ -322,8 +322,8 @@ CASES = [
      "would ignore them"),
     ("substitution", "profile --id ''", lambda t: ["profile", "--no-microbench", "--id", "", "--out",
                                                    str(t / "p.toml")], "--id is empty"),
-    ("substitution", "an empty --weights", lambda t: ["estimate", "--weights", ""], "--weights is empty"),
-    ("substitution", "an empty --workload", lambda t: ["simulate", "--workload", " ", *FAST], "--workload is empty"),
+    ("substitution", "an empty --weights", lambda t: ["estimate", "--weights", ""], "(--weights) is empty"),
+    ("substitution", "an empty --workload", lambda t: ["simulate", "--workload", " ", *FAST], "(--workload) is empty"),
     ("substitution", "bench --request-rate with an empty entry", lambda t: [
         "bench", "--url", "http://127.0.0.1:9", "--request-rate", "1,,2", "--out", str(t / "b")], "empty entry"),
     ("nonsense", "hidden size not a multiple of the heads", lambda t: ["estimate", "--model", config(
@@ -400,3 +400,13 @@ def test_a_trace_span_is_checked_only_where_its_timestamps_set_the_arrivals(tmp_
     assert flopwise.simulate(trace=str(path), concurrency=4).num_requests == 20
     with pytest.raises(flopwise.FlopwiseError, match="more than a year"):
         flopwise.simulate(trace=str(path))
+
+
+def test_an_empty_api_key_means_none(monkeypatch):
+    """bench(api_key="") is a run without credentials, as `os.environ.get("OPENAI_API_KEY", "")` gives it; other
+    empty strings are refused. (Checked at the argument guard: no server is contacted.)"""
+    with pytest.raises(flopwise.FlopwiseError) as e:
+        flopwise.bench("http://127.0.0.1:1", api_key="", num_requests=1, out=None)
+    assert "empty" not in str(e.value)
+    with pytest.raises(flopwise.FlopwiseError, match=r"tokenizer \(--tokenizer\) is empty"):
+        flopwise.bench("http://127.0.0.1:1", tokenizer="", num_requests=1)

@@ -146,6 +146,10 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return out
 
 
+# string arguments whose empty value is a setting of its own: no API key (`api_key=os.environ.get(..., "")`)
+_EMPTY_MEANS_NONE = frozenset({"api_key"})
+
+
 def _checked(fn: F) -> F:
     """Check every argument of an API call against `fn`'s annotations before it runs (see the module docstring)."""
     sig = inspect.signature(fn)
@@ -166,9 +170,10 @@ def _checked(fn: F) -> F:
             if not _matches(value, hint):
                 raise ArgumentError(f"flopwise.{fn.__name__}(): {name} must be {_describe(hint)}, got "
                                     f"{value!r:.80} ({type(value).__name__})")
-            if isinstance(value, str) and not value.strip():  # an empty name or format read as the default
-                raise ArgumentError(f"--{name.replace('_', '-')} is empty; give a value or leave it out for the "
-                                    "default")
+            if isinstance(value, str) and not value.strip() and name not in _EMPTY_MEANS_NONE:
+                # an empty name or format would read as the default
+                raise ArgumentError(f"flopwise.{fn.__name__}(): {name} (--{name.replace('_', '-')}) is empty; give "
+                                    "a value or leave it out for the default")
         return fn(*args, **kwargs)
 
     return call  # type: ignore[return-value]
