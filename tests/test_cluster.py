@@ -474,7 +474,7 @@ def test_autoscale_starts_at_its_minimum_and_bills_the_run_not_the_cold_starts_a
     billed a million GPU-hours)."""
     d = flopwise.simulate(autoscale="2..4", request_rate=20.0, num_requests=300).to_dict()["fleet"]
     assert d["autoscale"]["history"][0]["replicas"] == 2
-    with pytest.raises(flopwise.FlopwiseError, match="outside --autoscale 2..4"):
+    with pytest.raises(flopwise.FlopwiseError, match="start with 8 replicas .* outside --autoscale 2..4"):
         flopwise.simulate(autoscale="2..4", replicas=8, num_requests=30)
     d = flopwise.simulate(autoscale="1..4", cold_start=1e9, request_rate=20.0, num_requests=400).to_dict()
     hours = d["duration_s"] * len(d["fleet"]["replicas"]) / 3600

@@ -34,8 +34,9 @@ def build_cluster(make: Callable[[int, int], Deployment], *, tp: int, replicas: 
     if replicas is None:
         replicas = lo
     elif hi is not None and not disaggregate and not lo <= replicas <= hi:
-        raise WorkloadError(f"--replicas {replicas} is outside --autoscale {lo}..{hi}: start within the range, or "
-                            "leave --replicas out to start at its minimum")
+        raise WorkloadError(f"the fleet would start with {replicas} replicas (--replicas, or --num-gpus / tp), "
+                            f"outside --autoscale {lo}..{hi}: start within the range, or leave both out to start at "
+                            "its minimum")
     if disaggregate:
         pools = parse_disaggregate(disaggregate)
         spec_pools = tuple(PoolSpec(name=role, role=role, deployment=make(t, n))

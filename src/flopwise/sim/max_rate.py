@@ -78,12 +78,13 @@ class MaxRate:
             # rates at the sustained rate, per request as the window's requests ran: the whole run's throughput
             # (warm-up ramp and drain included) or the window's own (its requests over the span to the last one's
             # end) would stand beside the sustained rate and disagree with it
-            done = w.get("num_completed") or 0
+            done, sent = w.get("num_completed") or 0, self.probe.num_window_requests
             if done and w.get("duration_s"):
-                per_request = w["duration_s"] / done
-                out["request_throughput"] = self.rate
+                per_request = w["duration_s"] / done  # tokens per completed request, as rates over the window
+                completed = self.rate * min(1.0, done / sent)  # the window's failed requests are not served
+                out["request_throughput"] = completed
                 for k in ("output_tokens_per_s", "total_tokens_per_s"):
-                    out[k] = self.rate * w[k] * per_request
+                    out[k] = completed * w[k] * per_request
                 for k, share in (("goodput", "sla_attainment"), ("goodput_vllm", "sla_attainment_vllm")):
                     if w.get(share) is not None:
                         out[k] = self.rate * w[share]

@@ -114,10 +114,12 @@ class Deployment:
             raise SpecError(f"draft model {draft.name} has a vocabulary of {draft.vocab_size:,} tokens, "
                             f"{m.name} {m.vocab_size:,}: a draft must share the target's tokenizer; pick a draft "
                             "of its family")
-        if draft is not None and draft.active_params >= m.active_params:
-            raise SpecError(f"draft model {draft.name} ({draft.active_params / 1e9:.1f}B active parameters) is not "
-                            f"smaller than {m.name} ({m.active_params / 1e9:.1f}B): a draft proposes tokens more "
-                            "cheaply than the target verifies them; pick a smaller model of its family")
+        # a draft as large as the whole target (the target itself, a 70B for an 8B); a dense draft above a MoE
+        # target's active parameters is a real setup (at batch > 1 the target reads far more than them)
+        if draft is not None and draft.total_params >= m.total_params:
+            raise SpecError(f"draft model {draft.name} ({draft.total_params / 1e9:.1f}B parameters) is not smaller "
+                            f"than {m.name} ({m.total_params / 1e9:.1f}B): a draft proposes tokens more cheaply than "
+                            "the target verifies them; pick a smaller model of its family")
         if spec is not None and spec.positions > self.max_num_batched_tokens:
             raise SpecError(f"speculative decoding verifies {spec.positions} positions per sequence, more than "
                             f"max_num_batched_tokens={self.max_num_batched_tokens}; raise the token budget")

@@ -720,7 +720,8 @@ class EngineProfile:
         k = self.kernels
         if not k.eager_launch_s:
             raise SpecError(f"{self.display} {self.version} has no eager (no CUDA graph) mode flopwise can price: its "
-                            "profile gives no eager launch cost; run it as it is")
+                            "profile gives no eager launch cost, so it is priced with its CUDA graphs (or its own "
+                            "runtime) only")
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
     def with_api_servers(self, count: int) -> EngineProfile:
