@@ -479,3 +479,24 @@ def test_autoscale_starts_at_its_minimum_and_bills_the_run_not_the_cold_starts_a
     d = flopwise.simulate(autoscale="1..4", cold_start=1e9, request_rate=20.0, num_requests=400).to_dict()
     hours = d["duration_s"] * len(d["fleet"]["replicas"]) / 3600
     assert d["fleet"]["gpu_hours"] <= hours + 1e-9
+
+
+def test_the_run_ends_at_the_last_work_and_a_later_stop_does_not_bill_past_it():
+    """Requests that time out after the last completion kept the replicas stepping: the run (and its billing) ends
+    at their last step, so busy stays within 100% (it was 142%); a drain scheduled long after the traffic bills
+    no more than the run (it billed 1000 s for a 41 s run)."""
+    d = flopwise.simulate(replicas=2, timeout_s=3.0, request_rate=200.0, num_requests=1500, input_len=2000,
+                          output_len=200).to_dict()
+    assert all(r["busy_fraction"] <= 1.0 for r in d["fleet"]["replicas"])
+    d = flopwise.simulate(replicas=2, request_rate=10.0, num_requests=400, replica_events="drain:0@1000").to_dict()
+    assert d["fleet"]["gpu_hours"] <= 2 * d["duration_s"] / 3600 * 1.01
+
+
+def test_time_held_at_the_router_is_queue_time_not_api_server_time():
+    """The only replica is down from 5 s to 20 s: the held requests' wait is queue time in the breakdown, behind
+    an API server or not (it read as 2.4 s of frontend time with one)."""
+    kw = dict(replicas=1, replica_events="down:0@5,up:0@20", request_rate=2.0, num_requests=100)
+    http = flopwise.simulate(**kw).to_dict()["time_breakdown_ms"]
+    offline = flopwise.simulate(frontend="none", **kw).to_dict()["time_breakdown_ms"]
+    assert http["frontend_ms"] < 100 and offline["frontend_ms"] == 0.0
+    assert http["queue_ms"] > 2000 and offline["queue_ms"] > 2000

@@ -92,8 +92,9 @@ class Member:
     past_up_s: float = 0.0  # the earlier incarnations' time up, from start to stop
 
     def up_seconds(self, end_at: float) -> float:
-        """Time up over every incarnation (the current one to its stop, or to `end_at`)."""
-        stop = self.stopped_at if self.stopped_at is not None else end_at
+        """Time up over every incarnation (the current one to its stop, or to `end_at`: the run's end, which a stop
+        scheduled after the traffic does not extend)."""
+        stop = min(self.stopped_at, end_at) if self.stopped_at is not None else end_at
         return self.past_up_s + max(0.0, stop - self.started_at)
 
     @property
@@ -618,7 +619,8 @@ class FleetResult:
                 delivered = tl1.delivered_at if len(tl1.delivered_at) else tl1.step_end_at
                 scheduled = head.first_scheduled_at
                 assert scheduled is not None  # it produced its first token, so it was scheduled
-                phases[rid] = np.array([head.engine_arrival_at - head.arrival_at, scheduled - head.engine_arrival_at,
+                phases[rid] = np.array([head.engine_arrival_at - head.arrival_at - head.held_s,
+                                        scheduled - head.engine_arrival_at + head.held_s,
                                         handoff - scheduled, tl1.step_end_at[last] - handoff,
                                         delivered[last] - tl1.step_end_at[last]], dtype=float) * 1e3
             else:
@@ -628,8 +630,8 @@ class FleetResult:
                     delivered = tl0.delivered_at if len(tl0.delivered_at) else ends
                     s = head.token_steps
                     first, last = s[0], s[-1] - 1
-                    phases[rid] = np.array((head.engine_arrival_at - head.arrival_at,
-                                            head.first_scheduled_at - head.engine_arrival_at,
+                    phases[rid] = np.array((head.engine_arrival_at - head.arrival_at - head.held_s,
+                                            head.first_scheduled_at - head.engine_arrival_at + head.held_s,
                                             ends[first] - head.first_scheduled_at, ends[last] - ends[first],
                                             delivered[last] - ends[last])) * 1e3
             dl = head.deadline_at
@@ -678,10 +680,13 @@ class FleetResult:
         fleet, spec = self.fleet, self.fleet.spec
         b = self.bounded
         out = self.report().to_dict()
-        # the run: to its last completion, or its last arrival if later; not to the fleet's clock, which a replica
-        # still cold when the traffic ended carries on to its ready time
+        # the run: to its last completion, its last arrival or the last step a replica ran (requests that timed
+        # out after the last completion kept the replicas busy), whichever is latest; not to the fleet's clock,
+        # which a replica still cold when the traffic ended carries on to its ready time
         end = self.workload.requests[0].arrival_at + out["duration_s"] if self.records else 0.0
-        end = max(end, self.workload.requests[-1].arrival_at)
+        last_step = max((r.tl.step_end_at[-1] for m in fleet.members for r in (*m.past, m.replica)
+                         if len(r.tl.step_end_at)), default=0.0)
+        end = max(end, self.workload.requests[-1].arrival_at, last_step)
         gpu_s = sum(m.gpu_seconds(end) for m in fleet.members)
         cost = sum(m.gpu_seconds(end) / 3600 * (m.pool.deployment.hardware.price_per_hour_usd or 0.0)
                    for m in fleet.members)

@@ -3,7 +3,8 @@
 Per request (ms), summing to its E2E latency:
     frontend_ms  arrival -> reaching the engine: the API server's queue, its ingress work (parse, template,
                  tokenize) and its IPC latency (0 offline)
-    queue_ms     reaching the engine -> first scheduled (waiting for a batch slot or KV blocks)
+    queue_ms     reaching the engine -> first scheduled (waiting for a batch slot or KV blocks), and the time a
+                 fleet's router held it while no replica could take it
     prefill_ms   first scheduled -> the step that samples the first token ends (chunks, preemptions)
     decode_ms    first token's step -> last token's step
     stream_ms    last token's step -> the client has it (the API server's egress backlog; 0 offline)
@@ -58,7 +59,7 @@ def request_phases(requests: list[Request], tl: Timeline) -> np.ndarray:
         if not s or r.first_scheduled_at is None:
             continue
         first, last = s[0], s[-1] - 1
-        out[i] = (r.engine_arrival_at - r.arrival_at, r.first_scheduled_at - r.engine_arrival_at,
+        out[i] = (r.engine_arrival_at - r.arrival_at - r.held_s, r.first_scheduled_at - r.engine_arrival_at + r.held_s,
                   ends[first] - r.first_scheduled_at, ends[last] - ends[first], delivered[last] - ends[last])
     return out * 1e3
 

@@ -3,7 +3,8 @@
 A driver (`engine.run_engine` for one replica, `cluster/` for a fleet) owns the clock and the arrivals; the
 replica owns its scheduler, KV pool, API server and timeline, and is driven only through this interface:
 
-    admit(req)       a request reaches the replica at req.arrival_at (no earlier than any event handled so far)
+    admit(req, at)   a request reaches the replica at req.arrival_at, or at `at` when a fleet's router held it
+                     (no earlier than any event handled so far)
     next_at          the instant of its next event (None: it waits for an arrival), with `next_rank`
     step(more)       handle that event; returns the requests that finished there
     has_work, num_outstanding, num_waiting, num_running, kv_usage, cached_tokens(req)   (queries, no side effects)
@@ -208,6 +209,7 @@ class Replica:
         """`req` reaches this replica at `req.arrival_at`, or at `at` when later (a request a fleet held until a
         replica came up); every event before that instant has been handled."""
         t = req.arrival_at if at is None or at <= req.arrival_at else at
+        req.held_s = t - req.arrival_at
         self.num_outstanding += 1
         if req.deadline_at is not None:
             self.deadlines = True
@@ -228,6 +230,7 @@ class Replica:
                     self.next_at = ends[k - 1]
                 self._run_cut = False
             return
+        req.engine_arrival_at = t  # no API server: it reaches the engine as it reaches the replica
         self.inbox.append(req)
         if self.next_at is None:
             self.next_at, self.next_rank = t, SCHEDULE

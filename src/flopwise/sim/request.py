@@ -61,6 +61,7 @@ class Request:
     finished_at: float | None = None
     # when the engine got it: arrival_at, or later after the API server (sim/frontend.py)
     engine_arrival_at: float = field(init=False)
+    held_s: float = 0.0  # time a fleet's router held it before any replica could take it (counted as queue)
     token_steps: list[int] = field(default_factory=list)
     num_tokens: int = 0  # prompt + output so far (kept in step with num_output_tokens by `sample`)
     # KV held: block keys of the shared-prefix region (None: a private copy), a count of private blocks, and
