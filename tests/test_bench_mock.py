@@ -220,9 +220,13 @@ def test_cli_resume_refuses_settings_it_would_ignore(mock_url, tmp_path):
                 "--out", out)
     assert r.returncode == 0, r.stderr
     r = run_cli("bench", "--url", mock_url, "--resume", "--out", out, "--num-requests", "5", "--input-len", "32")
-    assert r.returncode == 2 and "--num-requests, --input-len would be ignored" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--num-requests, --input-len differ from it and would be ignored" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     r = run_cli("bench", "--url", mock_url, "--resume", "--out", out)
+    assert r.returncode == 0, r.stderr
+    # the same command line re-run with --resume: its settings are the saved run's, nothing to refuse
+    r = run_cli("bench", "--url", mock_url, "--num-requests", "3", "--input-len", "8", "--output-len", "4",
+                "--resume", "--out", out)
     assert r.returncode == 0, r.stderr
 
 

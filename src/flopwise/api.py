@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flopwise.cost.fit import require_batch_fit
-from flopwise.errors import ArgumentError, FlopwiseWarning, WorkloadError, suggest
+from flopwise.errors import ArgumentError, FlopwiseError, FlopwiseWarning, WorkloadError, suggest
 from flopwise.estimate import Estimate, estimate_deployment
 from flopwise.params import documented
 from flopwise.results import BenchRun, Calibrated, Plan, Simulation
@@ -696,6 +696,58 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
 # ------------------------------------------------------------------------------------------------ bench
 
 
+def _check_resume(out: PathLike | None, options: Any, **given: Any) -> None:
+    """`bench --resume` continues the run saved in `out` with the settings saved with it: a run setting given
+    with it that differs both from its default and from the saved run's would be ignored, and is refused (the
+    same command line re-run with --resume passes)."""
+    from flopwise.bench.store import load_run
+
+    try:
+        saved = load_run(out).config if out is not None else None
+    except FlopwiseError:
+        return  # resume_bench says what is wrong with the directory
+    if saved is None:
+        return
+    load, prompts = saved.get("load") or {}, saved.get("prompts") or {}
+    rate = load.get("rate")
+
+    def same_rate(v: Any) -> bool:
+        vals = options.numbers(v, "--request-rate")
+        return len(vals) == 1 and load.get("kind") != "concurrency" and vals[0] == (
+            math.inf if rate in ("inf", None) else float(rate))
+
+    # flag, value given, its default, whether it equals the saved run's
+    checks = (("--model", given["model"], None, lambda v: v == saved.get("model")),
+              ("--endpoint", given["endpoint"], DEFAULT_ENDPOINT, lambda v: v == saved.get("endpoint")),
+              ("--request-rate", given["request_rate"], None, same_rate),
+              ("--concurrency", given["concurrency"], None,
+               lambda v: options.whole_numbers(v, "--concurrency") == [load.get("concurrency")]),
+              ("--max-concurrency", given["max_concurrency"], None, lambda v: v == load.get("max_concurrency")),
+              ("--num-requests", given["num_requests"], None, lambda v: v == saved.get("num_requests")),
+              ("--duration", given["duration"], None, lambda v: v == saved.get("duration_s")),
+              ("--warmup", given["warmup"], 0, lambda v: v == saved.get("num_warmup")),
+              ("--input-len", given["input_len"], BENCH_INPUT_LEN, lambda v: v == prompts.get("input_len")),
+              ("--output-len", given["output_len"], BENCH_OUTPUT_LEN, lambda v: v == prompts.get("output_len")),
+              ("--range-ratio", given["range_ratio"], 0.0, lambda v: v == prompts.get("range_ratio")),
+              ("--dataset", given["dataset"], None, lambda v: str(v) == prompts.get("dataset")),
+              ("--shared-prefix-len", given["shared_prefix_len"], 0,
+               lambda v: v == prompts.get("shared_prefix_len")),
+              ("--num-prefixes", given["num_prefixes"], 1, lambda v: v == prompts.get("num_prefixes")),
+              ("--sla", given["sla"], None, lambda v: v == saved.get("sla")),
+              ("--seed", given["seed"], 0, lambda v: v == saved.get("seed")),
+              ("--timeout", given["timeout"], BENCH_TIMEOUT_S, lambda v: v == saved.get("timeout_s")),
+              ("--ignore-eos", given["ignore_eos"], True, lambda v: v == saved.get("ignore_eos")),
+              ("--sweep", given["sweep"], False, lambda v: False),
+              ("--extra-body", given["extra_body"], None, lambda v: False),
+              ("--temperature", given["temperature"], None, lambda v: False),
+              ("--top-p", given["top_p"], None, lambda v: False))
+    changed = [flag for flag, value, default, same in checks if value != default and not same(value)]
+    if changed:
+        raise WorkloadError(f"--resume continues the run saved in {out} with its own settings; {', '.join(changed)} "
+                            f"differ{'s' if len(changed) == 1 else ''} from it and would be ignored: drop "
+                            f"{'it' if len(changed) == 1 else 'them'}, or start a new run in another --out")
+
+
 @_checked
 @documented(model="served_model", request_rate="bench_rate", concurrency="bench_concurrency",
             num_requests="bench_num_requests", out="out_dir")
@@ -788,20 +840,13 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         raise WorkloadError("pass --url http://HOST:PORT (or use `flopwise bench selftest` / `bench report DIR`)")
     if resume and out is None:
         raise WorkloadError("--resume needs --out DIR (the run to continue)")
-    if resume and (changed := [flag for flag, value, default in (
-            ("--model", model, None), ("--endpoint", endpoint, DEFAULT_ENDPOINT),
-            ("--request-rate", request_rate, None), ("--concurrency", concurrency, None),
-            ("--max-concurrency", max_concurrency, None),
-            ("--num-requests", num_requests, None), ("--duration", duration, None), ("--warmup", warmup, 0),
-            ("--input-len", input_len, BENCH_INPUT_LEN), ("--output-len", output_len, BENCH_OUTPUT_LEN),
-            ("--range-ratio", range_ratio, 0.0), ("--dataset", dataset, None),
-            ("--shared-prefix-len", shared_prefix_len, 0), ("--num-prefixes", num_prefixes, 1),
-            ("--sla", sla, None), ("--sweep", sweep, False), ("--seed", seed, 0), ("--extra-body", extra_body, None),
-            ("--temperature", temperature, None), ("--top-p", top_p, None), ("--timeout", timeout, BENCH_TIMEOUT_S),
-            ("--ignore-eos", ignore_eos, True)) if value != default]):
-        raise WorkloadError(f"--resume continues the run saved in {out} with its own settings; {', '.join(changed)} "
-                            f"would be ignored: drop {'it' if len(changed) == 1 else 'them'}, or start a new run in "
-                            "another --out")
+    if resume:
+        _check_resume(out, options, model=model, endpoint=endpoint, request_rate=request_rate,
+                      concurrency=concurrency, max_concurrency=max_concurrency, num_requests=num_requests,
+                      duration=duration, warmup=warmup, input_len=input_len, output_len=output_len,
+                      range_ratio=range_ratio, dataset=dataset, shared_prefix_len=shared_prefix_len,
+                      num_prefixes=num_prefixes, sla=sla, seed=seed, timeout=timeout, ignore_eos=ignore_eos,
+                      sweep=sweep, extra_body=extra_body, temperature=temperature, top_p=top_p)
     loads = [] if resume else options.loads(request_rate, concurrency, arrival, burstiness, max_concurrency,
                                             rescale_arrivals)
     if url is not None:
