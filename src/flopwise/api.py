@@ -34,7 +34,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -388,21 +388,17 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                            cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
                            api_servers=api_servers)
-    sglang_knobs = [flag for flag, value, default in (
-        ("--chunked-prefill-size", chunked_prefill_size, None), ("--max-prefill-tokens", max_prefill_tokens, 16384),
-        ("--max-running-requests", max_running_requests, None), ("--schedule-policy", schedule_policy, "fcfs"),
-        ("--schedule-conservativeness", schedule_conservativeness, 1.0),
-        ("--enable-mixed-chunk", enable_mixed_chunk, False)) if value != default]
+    knobs = SglangKnobs(chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+                        max_running_requests=max_running_requests, schedule_policy=schedule_policy,
+                        schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk)
+    sglang_knobs = [f"--{f.name.replace('_', '-')}" for f in fields(SglangKnobs)
+                    if getattr(knobs, f.name) != getattr(SglangKnobs(), f.name)]  # set away from SGLang's defaults
     if sglang_knobs and (runs := scheduler or dep.engine.scheduler) != "sglang":
         raise WorkloadError(f"{', '.join(sglang_knobs)}: SGLang's scheduler knobs; the {runs} scheduler "
                             f"({dep.engine.display}) would ignore them: add --scheduler sglang or use --engine sglang")
     config = SimConfig(scheduler=scheduler, enable_prefix_caching=enable_prefix_caching,
                        enable_chunked_prefill=enable_chunked_prefill,
-                       sglang=SglangKnobs(chunked_prefill_size=chunked_prefill_size,
-                                          max_prefill_tokens=max_prefill_tokens,
-                                          max_running_requests=max_running_requests, schedule_policy=schedule_policy,
-                                          schedule_conservativeness=schedule_conservativeness,
-                                          enable_mixed_chunk=enable_mixed_chunk), seed=seed,
+                       sglang=knobs, seed=seed,
                        scheduling_policy=scheduling_policy, ignore_eos=ignore_eos, adp_balance=adp_balance)
 
     def workload_at(r: float | None, n: int | None = num_requests) -> Any:
