@@ -48,7 +48,7 @@ def test_a_shared_stage_queues_a_burst_as_one_server_would():
     stage = Frontend(fe)
     reqs = [Request(request_id=i, arrival_at=0.0, num_prompt_tokens=500, max_tokens=60) for i in range(50)]
     for r in reqs:
-        stage.admit(r)
+        stage.admit(r, r.arrival_at)
     assert reqs[-1].engine_arrival_at == pytest.approx(100 * w + fe.latency_s)
     assert stage.cpu_s == pytest.approx(100 * w)
 

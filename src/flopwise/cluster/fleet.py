@@ -619,9 +619,7 @@ class FleetResult:
                 delivered = tl1.delivered_at if len(tl1.delivered_at) else tl1.step_end_at
                 scheduled = head.first_scheduled_at
                 assert scheduled is not None  # it produced its first token, so it was scheduled
-                phases[rid] = np.array([head.engine_arrival_at - head.arrival_at - head.held_s,
-                                        scheduled - head.engine_arrival_at + head.held_s,
-                                        handoff - scheduled, tl1.step_end_at[last] - handoff,
+                phases[rid] = np.array([*head.entry_s(scheduled), handoff - scheduled, tl1.step_end_at[last] - handoff,
                                         delivered[last] - tl1.step_end_at[last]], dtype=float) * 1e3
             else:
                 times = _token_times(visible_steps(head.token_steps, hidden), tl0)
@@ -630,9 +628,8 @@ class FleetResult:
                     delivered = tl0.delivered_at if len(tl0.delivered_at) else ends
                     s = head.token_steps
                     first, last = s[0], s[-1] - 1
-                    phases[rid] = np.array((head.engine_arrival_at - head.arrival_at - head.held_s,
-                                            head.first_scheduled_at - head.engine_arrival_at + head.held_s,
-                                            ends[first] - head.first_scheduled_at, ends[last] - ends[first],
+                    at = head.first_scheduled_at
+                    phases[rid] = np.array((*head.entry_s(at), ends[first] - at, ends[last] - ends[first],
                                             delivered[last] - ends[last])) * 1e3
             dl = head.deadline_at
             late = dl is not None and bool(times) and times[-1] > dl  # finished within the step that passed it

@@ -155,11 +155,11 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     token_s = _token_s(dep, b, ctx)
     prefill = prefill_compute * (1.0 - cached_share)
     decode = (output_len - 1) * token_s / b
-    # at least its share of one step: a one-token reply to a fully cached prompt still takes a slot in a step
-    t_est = max(prefill + decode, token_s / b)
+    share = token_s / b  # at least its share of one step: a one-token reply to a fully cached prompt takes a slot
+    t_est = max(prefill + decode, share)
     if dep.speculative is None:
         dec_compute = step_cost(dep, decode_shape(b, ctx, w)).compute_s / b
-        t_req = max((output_len - 1) * token_s / b, (output_len - 1) * dec_compute + prefill, token_s / b)
+        t_req = max((output_len - 1) * share, (output_len - 1) * dec_compute + prefill, share)
     else:  # a round's passes are priced whole: the estimate is the bound
         t_req = t_est
     engine, front = 1.0 / t_req, frontend_ceiling(dep, input_len, output_len)

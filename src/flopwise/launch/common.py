@@ -29,6 +29,8 @@ __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engi
            "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches"]
 
 GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0", "mxfp4_moe")
+# a 16- or 32-bit checkpoint as it is (llama.cpp: a GGUF of the converter's --outtype)
+FLOAT_FORMATS = ("bf16", "fp16", "fp32")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,7 +147,7 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
     dep = target.deployment
     w = dep.weights.name
     family = engine.family
-    if (w in ("bf16", "fp16", "fp32") or w == target.checkpoint_weights) and not engine.gguf_only:
+    if (w in FLOAT_FORMATS or w == target.checkpoint_weights) and not engine.gguf_only:
         return ModelSource(model=target.model_id)
     ck: Checkpoint | None = find_checkpoint(target.model_id, w, family)
     if ck is not None:

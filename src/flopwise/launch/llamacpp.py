@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from flopwise.cost.memory import max_sequences
 from flopwise.launch.common import (
+    FLOAT_FORMATS,
     GGUF_FORMATS,
     CommandLine,
     LaunchCommand,
@@ -24,8 +25,6 @@ from flopwise.launch.common import (
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]
-
-FLOAT_FORMATS = ("bf16", "fp16", "fp32")  # GGUF files of 16- or 32-bit floats (the converter's --outtype)
 
 
 def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:

@@ -59,8 +59,8 @@ def request_phases(requests: list[Request], tl: Timeline) -> np.ndarray:
         if not s or r.first_scheduled_at is None:
             continue
         first, last = s[0], s[-1] - 1
-        out[i] = (r.engine_arrival_at - r.arrival_at - r.held_s, r.first_scheduled_at - r.engine_arrival_at + r.held_s,
-                  ends[first] - r.first_scheduled_at, ends[last] - ends[first], delivered[last] - ends[last])
+        out[i] = (*r.entry_s(r.first_scheduled_at), ends[first] - r.first_scheduled_at, ends[last] - ends[first],
+                  delivered[last] - ends[last])
     return out * 1e3
 
 

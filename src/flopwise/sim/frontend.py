@@ -54,11 +54,11 @@ class Frontend:
         self.pending: deque[Request] = deque()
         self.cpu_s = 0.0  # seconds the stage was busy (for the utilisation report)
 
-    def admit(self, req: Request, at: float | None = None) -> None:
-        """Accept a request that arrived at `req.arrival_at` (or reaches this server at `at`, later); it joins the
-        engine at `req.engine_arrival_at`."""
+    def admit(self, req: Request, at: float) -> None:
+        """Accept a request that reaches this server at `at` (its arrival, or later where a fleet's router held it);
+        it joins the engine at `req.engine_arrival_at`."""
         work = self.costs.ingress_s(req.num_prompt_tokens) / self.speed
-        at, busy = req.arrival_at if at is None else at, self.busy_until
+        busy = self.busy_until
         done = (busy if busy > at else at) + work  # max(at, busy), without the builtin's call (per request)
         self.busy_until = done
         self.cpu_s += work

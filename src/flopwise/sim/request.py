@@ -79,6 +79,12 @@ class Request:
         self.num_tokens = self.num_prompt_tokens + self.num_output_tokens
         self.engine_arrival_at = self.arrival_at
 
+    def entry_s(self, scheduled_at: float) -> tuple[float, float]:
+        """(frontend, queue) seconds before its first step at `scheduled_at`: arrival -> reaching the engine, less
+        the time a fleet's router held it; reaching the engine -> scheduled, plus that hold."""
+        return (self.engine_arrival_at - self.arrival_at - self.held_s,
+                scheduled_at - self.engine_arrival_at + self.held_s)
+
     @property
     def num_blocks(self) -> int:
         return len(self.prefix_blocks) + self.num_own_blocks
