@@ -492,6 +492,16 @@ def test_the_run_ends_at_the_last_work_and_a_later_stop_does_not_bill_past_it():
     assert d["fleet"]["gpu_hours"] <= 2 * d["duration_s"] / 3600 * 1.01
 
 
+def test_a_replica_event_after_the_run_is_not_part_of_it():
+    """Replica 1 goes down at 1 s and is set to come back at 500 s, long after the 10 s of traffic: it ends the run
+    down (it showed 'up' with nothing served after its return); one back while requests remain serves them."""
+    kw = dict(replicas=2, request_rate=5.0, num_requests=50, input_len=100, output_len=20)
+    late = flopwise.simulate(replica_events="down:1@1,up:1@500", **kw).to_dict()["fleet"]["replicas"]
+    assert [r["state"] for r in late] == ["up", "down"]
+    back = flopwise.simulate(replica_events="down:1@1,up:1@5", **kw).to_dict()["fleet"]["replicas"]
+    assert [r["state"] for r in back] == ["up", "up"]
+
+
 def test_time_held_at_the_router_is_queue_time_not_api_server_time():
     """The only replica is down from 5 s to 20 s: the held requests' wait is queue time in the breakdown, behind
     an API server or not (it read as 2.4 s of frontend time with one)."""

@@ -390,7 +390,8 @@ def test_case_knobs_keep_each_engines_meaning():
     assert ce.engine.host.step_s == pytest.approx(get_engine("vllm@0.6.0").host.step_s / 10)
     assert ce.knobs == {"max_num_seqs": 256, "gpu_memory_utilization": 0.95} and ce.enable_prefix_caching is False
     # a server told --async-scheduling before it was the default (vLLM 0.13) overlaps its host work; SGLang told
-    # --disable-overlap-schedule does not; --num-continuous-decode-steps amortizes it like multi-step scheduling
+    # --disable-overlap-schedule does not; --num-continuous-decode-steps amortizes it like multi-step scheduling in
+    # SGLang 0.3.4-0.3.5 only (later releases parse the flag and never read it); --scheduler-recv-interval is read
     args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
     assert not get_engine("vllm@0.13").host.async_scheduling
     told = {"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"async_scheduling": True}}
@@ -400,8 +401,12 @@ def test_case_knobs_keep_each_engines_meaning():
            "engine_knobs": {"disable_overlap_schedule": True, "num_continuous_decode_steps": 4}}
     assert get_engine("sglang@0.5.6").host.async_scheduling
     assert not case_deployment(off, "simulate", args)[0].engine.host.async_scheduling
-    assert case_engine(off, "simulate").engine.host.per_seq_s == pytest.approx(
-        get_engine("sglang@0.5.6").host.per_seq_s / 4)
+    assert case_engine(off, "simulate").engine.host.per_seq_s == get_engine("sglang@0.5.6").host.per_seq_s
+    old = {"engine": "SGLang", "engine_version": "0.3.5", "engine_knobs": {"num_continuous_decode_steps": 4}}
+    assert case_engine(old, "simulate").engine.host.per_seq_s == pytest.approx(
+        get_engine("sglang@0.3.5").host.per_seq_s / 4)
+    recv = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"scheduler_recv_interval": "10"}}
+    assert case_engine(recv, "simulate").sglang == {"scheduler_recv_interval": 10}
     # a stated CUDA-graph batch cap replaces the engine's default for the device (SGLang on an H100 at TP 1: 256)
     sgl = {"engine": "SGLang", "engine_version": "0.5.6"}
     assert case_deployment(sgl, "simulate", args)[0].engine.kernels.cuda_graph_max_bs == 256

@@ -106,3 +106,8 @@ def test_errors_are_flopwise_errors(args, match, tmp_path, monkeypatch):
         pass
     with pytest.raises(FlopwiseError, match=match):
         _run(*args)
+
+
+def test_rates_below_a_hundredth_keep_their_digits():
+    from flopwise.units import fmt_rate
+    assert [fmt_rate(x) for x in (0.0019, 0.004, 0.0067, 1.234, 0.0)] == ["0.0019", "0.004", "0.01", "1.23", "0.00"]

@@ -102,6 +102,30 @@ def test_chunked_prefill_pauses_decodes_until_the_last_chunk(dep):
     assert a.token_times[2] == pytest.approx(p0 + d1 + chunks + _t(dep, [(1, 101), (1, 1200)]), rel=1e-12)
 
 
+def test_recv_interval_reads_new_requests_every_nth_decode_step(dep):
+    # --scheduler-recv-interval 4: after A's prefill the engine reads at once (nothing there), then only at the
+    # plans after its 4th, 8th, ... decode step. B arrives during the 6th: it is read after the 8th (N = 1: after
+    # the 6th) and prefills at once.
+    p0 = _t(dep, [(100, 0)])
+    d = [_t(dep, [(1, 100 + j)]) for j in range(12)]  # A's decode steps 1..12
+    ends = [p0 + sum(d[:m]) for m in range(13)]  # ends[m]: the end of decode step m
+    wl = Workload((RequestSpec(arrival_at=0.0, input_tokens=100, output_tokens=30),
+                   RequestSpec(arrival_at=ends[5] + 0.5 * d[5], input_tokens=200, output_tokens=3)))
+    prefill = _t(dep, [(200, 0)])
+    for n, read_at in ((1, 6), (4, 8), (3, 6), (5, 10)):
+        cfg = SimConfig(scheduler="sglang", sglang=SglangKnobs(scheduler_recv_interval=n))
+        a, b = simulate(dep, wl, cfg).records
+        assert a.token_times[:read_at + 1] == pytest.approx(ends[:read_at + 1], rel=1e-9)
+        assert b.token_times[0] == pytest.approx(ends[read_at] + prefill, rel=1e-9), n
+    # after B's prefill the engine reads at the next plan again: C, arriving during that prefill, is read at once
+    c_at = ends[8] + 0.5 * prefill
+    wl3 = Workload((*wl.requests, RequestSpec(arrival_at=c_at, input_tokens=50, output_tokens=2)))
+    _, b, c = simulate(dep, wl3, SimConfig(scheduler="sglang", sglang=SglangKnobs(scheduler_recv_interval=4))).records
+    assert c.token_times[0] == pytest.approx(b.token_times[0] + _t(dep, [(50, 0)]), rel=1e-9)
+    with pytest.raises(WorkloadError, match="scheduler-recv-interval"):
+        SglangKnobs(scheduler_recv_interval=0)
+
+
 # ---- queue order ---------------------------------------------------------------------------------------
 
 def _prefix_queue(**policy):
@@ -278,14 +302,16 @@ def test_cli_flags_reach_the_scheduler():
     r = CliRunner().invoke(app, ["simulate", "--scheduler", "sglang", "--gpu", "l40s", "--input-len", "300",
                                  "--output-len", "8", "--num-requests", "20", "--request-rate", "5",
                                  "--schedule-policy", "lpm", "--max-running-requests", "4",
-                                 "--schedule-conservativeness", "0.5", "--ignore-eos", "--json"],
+                                 "--schedule-conservativeness", "0.5", "--scheduler-recv-interval", "3", "--ignore-eos",
+                                 "--json"],
                            catch_exceptions=False)
     assert r.exit_code == 0
     d = json.loads(r.stdout)
     assert d["setup"]["scheduler"] == "sglang" and d["num_requests"] == 20
     assert d["setup"]["sglang"] == {"max_running_requests": 4, "chunked_prefill_size": 4096,
                                     "max_prefill_tokens": 16384, "schedule_policy": "lpm",
-                                    "schedule_conservativeness": 0.5, "enable_mixed_chunk": False, "ignore_eos": True}
+                                    "schedule_conservativeness": 0.5, "enable_mixed_chunk": False, "ignore_eos": True,
+                                    "scheduler_recv_interval": 3}
     assert d["running_batch"]["max"] <= 4
 
 

@@ -337,7 +337,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
-             schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False, ignore_eos: bool = False,
+             schedule_conservativeness: float = 1.0, enable_mixed_chunk: bool = False,
+             scheduler_recv_interval: int = 1, ignore_eos: bool = False,
              request_rate: float | str | None = None, arrival: str = "poisson", burstiness: float = 1.0,
              rescale_arrivals: bool = False, concurrency: int | None = None, max_concurrency: int | None = None,
              num_requests: int | None = None, workload: str | None = None,
@@ -390,7 +391,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            api_servers=api_servers)
     knobs = SglangKnobs(chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
                         max_running_requests=max_running_requests, schedule_policy=schedule_policy,
-                        schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk)
+                        schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk,
+                        scheduler_recv_interval=integer(scheduler_recv_interval, "--scheduler-recv-interval", lo=1))
     sglang_knobs = [f"--{f.name.replace('_', '-')}" for f in fields(SglangKnobs)
                     if getattr(knobs, f.name) != getattr(SglangKnobs(), f.name)]  # set away from SGLang's defaults
     if sglang_knobs and (runs := scheduler or dep.engine.scheduler) != "sglang":

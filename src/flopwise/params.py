@@ -116,6 +116,7 @@ HELP: dict[str, str] = {
     "schedule_policy": "sglang: fcfs or lpm (longest cached prefix first).",
     "schedule_conservativeness": "sglang: scales the KV reserved for future output (> 0).",
     "enable_mixed_chunk": "sglang: decodes join prefill steps.",
+    "scheduler_recv_interval": "sglang: new requests are read once every N decode steps (and after each prefill).",
     "sim_ignore_eos": "The clients send ignore_eos (as sglang.bench_serving does): SGLang with its radix cache off "
                       "then admits only what fits if every request runs to max_tokens.",
     "request_rate": "Requests/s (open loop), or inf (all at once).",

@@ -24,3 +24,9 @@ def fmt_s(x: float) -> str:
     if x >= 1e-3:
         return f"{x * 1e3:.2f} ms"
     return f"{x * 1e6:.1f} us"
+
+
+def fmt_rate(x: float) -> str:
+    """A rate (requests/s) to two decimals, or two significant digits below 0.01 (a slow rate profile's 0.004
+    req/s is not 0.00)."""
+    return f"{x:.2g}" if 0 < abs(x) < 0.005 else f"{x:.2f}"

@@ -12,6 +12,7 @@ from rich.table import Table
 from flopwise.bench.comparison import Comparison
 from flopwise.bench.runner import RunReport
 from flopwise.bench.selftest import SelftestLevel
+from flopwise.units import fmt_rate
 
 __all__ = ["render_run", "render_levels", "render_selftest", "render_comparison", "render_vllm_result",
            "write_sweep_chart"]
@@ -39,12 +40,12 @@ def render_run(console: Console, rep: RunReport) -> None:
     console.print(f"request rate: {_f(s.get('delivered_request_rate'), '.3f')} req/s delivered"
                   + (f" of {asked:g} asked" if asked else " (closed loop)" if rep.config.load.is_closed
                      else " (asked: all at once)"))
-    console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s, "
-                  f"goodput {s['goodput']:.2f} req/s, SLA attainment {100 * s['sla_attainment']:.1f}%"
+    console.print(f"throughput {fmt_rate(s['request_throughput'])} req/s, {s['output_tokens_per_s']:.1f} output tok/s, "
+                  f"goodput {fmt_rate(s['goodput'])} req/s, SLA attainment {100 * s['sla_attainment']:.1f}%"
                   + (f", SLA {'met' if s.get('sla_met') else 'missed'} ({s['sla']})" if s.get("sla") else ""))
     if s.get("sla"):
         console.print(f"goodput as vllm bench serve defines it (TTFT, TPOT, E2E; no ITL): "
-                      f"{s['goodput_vllm']:.2f} req/s, attainment {100 * s['sla_attainment_vllm']:.1f}%")
+                      f"{fmt_rate(s['goodput_vllm'])} req/s, attainment {100 * s['sla_attainment_vllm']:.1f}%")
     if s["errors_by_kind"]:
         console.print("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s["errors_by_kind"].items()))
                       + (f" ({s['num_cancelled']} cancelled by the interruption, not failures)"

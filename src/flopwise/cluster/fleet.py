@@ -347,8 +347,8 @@ class Fleet:
             elif kind == _HANDOFF:
                 self._arrive_decode(ev[1], ev[2])
                 a = source.next_at()
-            else:
-                self._control(ev[1], ev[2], at)
+            elif ev[1] == "tick" or self._live():  # a replica's event after the run (nothing left to arrive or
+                self._control(ev[1], ev[2], at)      # to serve) is not part of it: its state stays as it ended
                 a = source.next_at()
 
     def _fail(self, rid: int, kind: str) -> None:

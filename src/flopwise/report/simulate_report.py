@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from flopwise.units import fmt_rate
+
 __all__ = ["render_simulation"]
 
 
@@ -46,8 +48,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
         t.add_row(key.removesuffix("_ms"), *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
     console.print(t)
-    console.print(f"throughput {s['request_throughput']:.2f} req/s, {s['output_tokens_per_s']:,.0f} output tok/s; "
-                  f"goodput {s['goodput']:.2f} req/s (SLA attainment {s['sla_attainment']:.1%}); "
+    console.print(f"throughput {fmt_rate(s['request_throughput'])} req/s, {s['output_tokens_per_s']:,.0f} output "
+                  f"tok/s; goodput {fmt_rate(s['goodput'])} req/s (SLA attainment {s['sla_attainment']:.1%}); "
                   f"preemptions {s['preemptions']}")
     if s.get("num_failed"):
         kinds = ", ".join(f"{k} {n:,}" for k, n in sorted((s.get("errors_by_kind") or {}).items()))

@@ -92,6 +92,9 @@ class BaseScheduler:
         self.reserve_full = False
         self.num_reserved_blocks = 0
         self.next_step = 0  # the index of the next step (the last applied one's + 1)
+        # decode steps between the engine's reads of new requests (SGLang --scheduler-recv-interval; the replica
+        # gates them, `Replica._schedule`); 1: before every step
+        self.recv_interval = 1
         self._num_started = 0
 
     def full_blocks(self, req: Request) -> int:

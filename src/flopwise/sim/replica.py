@@ -97,7 +97,7 @@ class Replica:
                  "deadlines", "_aborted", "hidden_tokens",
                  "_phase", "_out", "_step", "_run_k", "_run_ends", "_run_cut", "_run_start", "_run_step0",
                  "_run_durations", "_run_j", "_run_batch", "_run_host", "_run_t", "ahead", "_cutoff", "_step_start",
-                 "priced_by_counts", "_adopted")
+                 "priced_by_counts", "_adopted", "recv_every", "since_recv")
 
     def __init__(self, dep: Deployment, config: SimConfig, *, index: int = 0):
         """`config` is resolved against the deployment here; `index` seeds the replica's own draws."""
@@ -150,6 +150,10 @@ class Replica:
         # that reaches the engine while step k runs joins step k+2, so the next plan admits only those that had
         # arrived when the step that just ended began (`_cutoff`; None: the engine was idle, no lag)
         self.ahead = dep.engine.host.async_scheduling and not self.shared_cpu
+        # an engine that reads new requests only every R decode steps (SGLang --scheduler-recv-interval) and
+        # at the plan after a prefill step or while idle: `since_recv` decode steps since its last read (R: read
+        # at the next plan)
+        self.recv_every = self.since_recv = sched.recv_interval
         self._cutoff: float | None = None
         self._step_start = 0.0
 
@@ -224,7 +228,7 @@ class Replica:
                 ready = fe.next_ready_at()  # request has left the API server
                 assert ready is not None
                 ends = self._run_ends
-                k = max(bisect_left(ends, ready), self._run_j) + 1 + self.ahead
+                k = self._read_after(max(bisect_left(ends, ready), self._run_j) + 1 + self.ahead)
                 if k < self._run_k:
                     self._run_k = k
                     self.next_at = ends[k - 1]
@@ -236,7 +240,7 @@ class Replica:
             self.next_at, self.next_rank = t, SCHEDULE
         elif self._run_cut:  # cut the pending decode run at the first step ending at or after the arrival
             ends = self._run_ends  # (scheduling a step ahead: the step after that one)
-            k = bisect_left(ends, t) + 1 + self.ahead
+            k = self._read_after(bisect_left(ends, t) + 1 + self.ahead)
             if k < self._run_k:
                 self._run_k = k
                 self.next_at = ends[k - 1]
@@ -287,8 +291,14 @@ class Replica:
         sched, fe = self.sched, self.fe
         cutoff = now if self._cutoff is None else self._cutoff
         self._cutoff = None
-        held = False  # requests that reached the engine after the cutoff wait for the next plan
-        if fe is None:
+        held = False  # requests that reached the engine after the cutoff (or between reads) wait for a later plan
+        if self.since_recv < self.recv_every > 1 and (sched.running or sched.waiting):  # not a read: all wait
+            if fe is None:
+                held = bool(self.inbox)  # (admitted by now)
+            else:
+                held = bool(fe.pending) and fe.pending[0].engine_arrival_at <= now
+        elif fe is None:
+            self.since_recv = 0
             if self.inbox:  # in arrival order
                 inbox = self.inbox
                 n = bisect_right(inbox, cutoff, key=_arrival_at)
@@ -297,6 +307,7 @@ class Replica:
                 self.inbox = inbox[n:]
                 held = n < len(inbox)
         else:  # `fe.pop_ready(cutoff)` and `fe.next_ready_at()`, inlined: every plan reads them
+            self.since_recv = 0
             pending = fe.pending
             while pending and pending[0].engine_arrival_at <= cutoff:
                 sched.add_request(pending.popleft())
@@ -315,7 +326,7 @@ class Replica:
         dep, tl = self.dep, self.tl
         k = plan_decode_run(sched, self.max_decodes) if self.spec is None else 0
         if k and held:
-            k = 1  # a held request joins the step after this one
+            k = min(k, self.recv_every - self.since_recv)  # a held request joins the plan after the next read
         if k:
             durations = run_durations(dep, self.builder, sched, k)
             self._run_start = now
@@ -347,14 +358,15 @@ class Replica:
             if self._run_cut:  # a request already on its way through the API server may cut the run
                 ready = fe.next_ready_at()
                 if ready is not None:
-                    k = min(k, bisect_left(ends, ready) + 1 + (self.ahead and ready > now))
+                    k = min(k, self._read_after(bisect_left(ends, ready) + 1 + (self.ahead and ready > now)))
                     self._run_k, self._run_cut = k, False
             self._run_ends = ends
             self._phase, self.next_at, self.next_rank = _FE_RUN, ends[k - 1], STEP_END
             return
         out = sched.schedule(now, more_coming or bool(fe and fe.pending) or held)
         if out.is_empty:
-            if held:
+            if held:  # an idle pass: the engine reads at once
+                self.since_recv = self.recv_every
                 self.next_at, self.next_rank, self._phase = now, SCHEDULE, _IDLE
                 return
             self._wait(fe)
@@ -405,6 +417,16 @@ class Replica:
             fe.deliver_steps(ends, j, stop, self._run_batch, self.tl.delivered_at)
         self._run_j = stop
 
+    def _read_after(self, k: int) -> int:
+        """The first step count >= k of the pending decode run after which the engine reads new requests (every
+        step's, or with a read interval R every R-th decode step's since the last read)."""
+        return k + (-(self.since_recv + k)) % self.recv_every
+
+    def _count_decodes(self, n: int) -> None:
+        """n decode steps ran since the last plan: the read counter advances (reset at each read a run passed)."""
+        if self.recv_every > 1:
+            self.since_recv = (self.since_recv + n - 1) % self.recv_every + 1
+
     def _cut_after_run(self, k: int) -> None:
         """Scheduling ahead, the plan after a run of k steps was made when its last step began (at the end of the
         one before it)."""
@@ -419,12 +441,17 @@ class Replica:
             out = self._out
             self._out = None
             finished = sched.postprocess(out, self._step, t)  # type: ignore[arg-type]
+            if out.chunk_rows:  # type: ignore[union-attr]  # a prefill step: the engine reads at the next plan
+                self.since_recv = self.recv_every
+            else:
+                self._count_decodes(1)
             if fe is not None:
                 tl.delivered_at.append(fe.deliver(t, sched.num_emitted))
             if self.ahead:
                 self._cutoff = self._step_start
         elif phase == _RUN:
             k = self._run_k
+            self._count_decodes(k)
             self._cut_after_run(k)
             tl.step_end_at.extend(self._run_ends[:k])
             finished = _apply_run(sched, tl, k, self._run_step0, self._run_start, t)
@@ -432,6 +459,7 @@ class Replica:
             self._run_cut = False
         elif phase == _FE_RUN:  # (`_cut_after_run`, `_deliver_run(t, strictly_before=False)`, `_apply_run`)
             k, ends, j = self._run_k, self._run_ends, self._run_j
+            self._count_decodes(k)
             if self.ahead:
                 self._cutoff = ends[k - 2] if k >= 2 else self._run_start
             stop = bisect_right(ends, t, j, k)
@@ -455,6 +483,7 @@ class Replica:
             if j < self._run_k and (ready is None or ready > t):
                 self._start_run_step(t)
                 return []
+            self._count_decodes(j)
             finished = _apply_run(sched, tl, j, self._run_step0, self._run_start, t)
             self._run_durations = []
         self.last_delivery_at = tl.delivered_at[-1] if fe is not None else t

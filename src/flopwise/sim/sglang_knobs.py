@@ -10,6 +10,10 @@ Sources (sgl-project/sglang, `python/sglang/srt/`; names are the server flags):
     --schedule-policy             "fcfs" in current SGLang ("lpm" in older releases)
     --schedule-conservativeness   1.0; scales the initial new-token ratio
     --enable-mixed-chunk          off
+    --scheduler-recv-interval     1: the scheduler polls for new requests before every step; N > 1: only once
+                                  every N decode steps, and always after a prefill step
+                                  (`managers/scheduler_recv_skipper.py` in the v0.5.6 wheel: a counter adds 1 per
+                                  decode, verify or idle pass and 1000 per other pass, and receives at >= N)
 
 Constants (`managers/schedule_policy.py`, `global_config.py` / `environ.py`): the new-token ratio starts at
 0.7 x conservativeness, decays linearly over 600 decode steps to 0.14 of that, and resets when the server
@@ -57,6 +61,7 @@ class SglangKnobs:
     schedule_policy: str = "fcfs"
     schedule_conservativeness: float = 1.0
     enable_mixed_chunk: bool = False
+    scheduler_recv_interval: int = 1
 
     def __post_init__(self) -> None:
         for name in ("chunked_prefill_size", "max_running_requests"):
@@ -70,6 +75,8 @@ class SglangKnobs:
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise WorkloadError(f"unknown --schedule-policy '{self.schedule_policy}'; use one of "
                                 f"{', '.join(SCHEDULE_POLICIES)}")
+        if self.scheduler_recv_interval < 1:
+            raise WorkloadError(f"--scheduler-recv-interval must be >= 1, got {self.scheduler_recv_interval}")
         if not self.schedule_conservativeness > 0:
             raise WorkloadError(f"--schedule-conservativeness must be > 0, got {self.schedule_conservativeness}")
 

@@ -54,6 +54,11 @@ modelled; sliding-window models run without prefix caching, as `make_scheduler` 
    sum of full lengths: which path admits more depends on the mix. As in current SGLang; releases of late 2024
    compared with the next request's L_{i+1}, slightly more conservative (not modelled).
 
+7. `--scheduler-recv-interval N` (default 1; `managers/scheduler_recv_skipper.py`): the event loop reads the
+   tokenizer's socket only when a counter reaches N; it adds 1 per decode (or verify, or idle) pass and 1000 per
+   other pass, and is reset at each read. Under steady decoding a request reaches the scheduler at the next
+   multiple of N decode steps (N/2 steps later on average), at once after a prefill step or while idle.
+
 Runs of decode steps are fast-forwarded by the engine (`decode_run.py`); the ratio's decay over such a run
 is caught up at the next call into the scheduler from how far a reference request advanced.
 """
@@ -123,7 +128,7 @@ class SglangScheduler(BaseScheduler):
 
     def __init__(self, kv: BlockManager, *, max_running_requests: int, chunked_prefill_size: int | None,
                  max_prefill_tokens: int, schedule_policy: str = "fcfs", schedule_conservativeness: float = 1.0,
-                 enable_mixed_chunk: bool = False, ignore_eos: bool = False):
+                 enable_mixed_chunk: bool = False, ignore_eos: bool = False, scheduler_recv_interval: int = 1):
         super().__init__(kv, max_num_seqs=max_running_requests,
                          max_num_batched_tokens=chunked_prefill_size or max_prefill_tokens,
                          enable_chunked_prefill=chunked_prefill_size is not None)
@@ -138,6 +143,7 @@ class SglangScheduler(BaseScheduler):
         self.new_token_ratio = self.init_new_token_ratio
         # the clients' ignore_eos with the radix cache off: the no-eviction admission check (module docstring, 6)
         self.no_eviction_admission = ignore_eos and not kv.enable_prefix_caching
+        self.recv_interval = scheduler_recv_interval  # (module docstring, 7)
         self.chunked: Request | None = None
         self.batch_is_full = False
         self.num_retractions = 0
@@ -455,6 +461,7 @@ class SglangSettings(TypedDict):
     schedule_conservativeness: float
     enable_mixed_chunk: bool
     ignore_eos: bool
+    scheduler_recv_interval: int
 
 
 def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
@@ -476,7 +483,8 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
             # SGLang scales the flag's conservativeness under DP attention (x 0.3: admits more eagerly)
             "schedule_conservativeness": knobs.schedule_conservativeness
             * (dep.engine.dp_attention_conservativeness if dep.dp > 1 else 1.0),
-            "enable_mixed_chunk": knobs.enable_mixed_chunk, "ignore_eos": config.ignore_eos}
+            "enable_mixed_chunk": knobs.enable_mixed_chunk, "ignore_eos": config.ignore_eos,
+            "scheduler_recv_interval": knobs.scheduler_recv_interval}
 
 
 def make_sglang_scheduler(dep: Deployment, config: SimConfig) -> SglangScheduler:

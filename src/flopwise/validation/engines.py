@@ -66,6 +66,9 @@ _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", 
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench", "in-process")  # an engine driven in-process has no API server
 _VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
+# SGLang's --num-continuous-decode-steps ran N decode steps per scheduler pass in 0.3.4 and 0.3.5 (managers/
+# scheduler.py's event loop); from the 0.3.6 wheel on, the flag is parsed (server_args.py) and never read
+_SGLANG_DECODE_STEPS_IGNORED = "0.3.6"
 _VLLM_CLIENT_WORDS = ("vllm bench serve", "benchmark_serving")  # vLLM's serving benchmark client (and its copies)
 _VLLM_RESCALED_SINCE = "0.10.0"  # PR #21108 (2025-07-17): gaps rescaled so request N of N goes out at N / rate
 _SERVER_WORDS = ("serve", "server", "triton", "nim", "llmperf", "genai-perf", "http", "openai")
@@ -201,6 +204,8 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if _truthy(knobs_in.get("disable_overlap_schedule")):  # SGLang's switch for its overlapped scheduler
         stated_async = False
     steps = _number(knobs_in.get("num_scheduler_steps", knobs_in.get("num_continuous_decode_steps")))
+    if family == "sglang" and eng.at_least(_SGLANG_DECODE_STEPS_IGNORED):
+        steps = None
     if steps and steps > 1:  # vLLM multi-step scheduling, SGLang --num-continuous-decode-steps: one scheduling
         # pass serves `steps` decode steps
         h = eng.host
@@ -243,6 +248,8 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         sglang["schedule_policy"] = str(knobs_in["schedule_policy"]).strip().lower()
     if _number(knobs_in.get("schedule_conservativeness")) is not None:
         sglang["schedule_conservativeness"] = _number(knobs_in["schedule_conservativeness"])
+    if _number(knobs_in.get("scheduler_recv_interval")) is not None:
+        sglang["scheduler_recv_interval"] = max(1, int(_number(knobs_in["scheduler_recv_interval"]) or 1))
     # the client's cap on requests in flight and the rate it sent at (vllm bench serve --max-concurrency C
     # --request-rate R); _number reads no number from "inf" or "none"
     cap = _number(knobs_in.get("max_concurrency", knobs_in.get("max_concurrency_cap")))
