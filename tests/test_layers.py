@@ -12,8 +12,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "flopwise"
 
 # lowest first; a package sits in exactly one layer (top-level modules by their name without .py)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "validate", "params", "units", "display", "catalog"),
-    ("specs",),
+    ("errors", "validate", "units", "display", "catalog"),
+    ("specs", "params"),
     ("cost",),
     ("workload", "metrics"),
     ("sim",),

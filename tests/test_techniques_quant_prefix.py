@@ -37,6 +37,25 @@ def test_every_format_has_an_accuracy_note():
         assert r.level == "none" or r.source, r
 
 
+def test_gguf_k_quants_weigh_what_llama_quantize_writes_and_have_a_recipe():
+    """llama.cpp's QUANT_OPTIONS table: a Llama-3-8B (8.03e9 weights) file of 6.14 GiB in Q6_K is 6.57 bits per weight,
+    5.33 GiB in Q5_K_M 5.70, 3.74 GiB in Q3_K_M 4.00; each is a GGUF type llama-quantize is told by its name."""
+    from flopwise.launch.checkpoints import recipe_for
+    from flopwise.specs.precision import GGUF_FORMATS, weight_format
+    for name, gib in (("q6_k", 6.14), ("q5_k_m", 5.33), ("q3_k_m", 3.74), ("q2_k", 2.96)):
+        assert WEIGHT_FORMATS[name].bits_per_weight == pytest.approx(gib * 2**30 * 8 / 8.03e9, abs=0.005)
+        assert name in GGUF_FORMATS
+    assert weight_format("Q5_K").name == "q5_k_m" and weight_format("q3_k").name == "q3_k_m"
+    r = recipe_for("q5_k_m", "llamacpp", "meta-llama/Llama-3.1-8B")
+    assert r is not None and r.command.endswith("llama-quantize Llama-3.1-8B-BF16.gguf Llama-3.1-8B-Q5_K_M.gguf Q5_K_M")
+    assert recipe_for("q5_k_m", "vllm", "meta-llama/Llama-3.1-8B") is None
+    # decode streams the file: Q5_K_M reads 5.70 / 4.85 of Q4_K_M's bytes per weight
+    q4, q5 = (deployment("llama-3.1-8b", "rtx-4090", engine="llamacpp", weights=w) for w in ("q4_k_m", "q5_k_m"))
+    shape = decode_shape(1, 512, layout(q4).windows)
+    b4, b5 = (sum(o.weight_bytes for o in step_cost(d, shape).ops) for d in (q4, q5))
+    assert b5 / b4 == pytest.approx(5.70 / 4.85, rel=1e-9)
+
+
 def test_cached_tokens_are_whole_blocks_and_never_the_last_token():
     assert cached_tokens(16, 1024, 0.5) == 512
     assert cached_tokens(16, 1682, 0.5) == 832       # 841 -> 52 blocks

@@ -2,7 +2,7 @@
 and its default where the default is not a plain value. `--help` shows these texts, and `help(flopwise.simulate)`
 lists them under "Parameters" (`documented` appends them to an API function's docstring).
 
-Imports nothing heavy: the CLI reads it before any command runs.
+Imports nothing heavy (the weight formats' table only): the CLI reads it before any command runs.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from flopwise.specs.precision import WEIGHT_FORMATS
+
 __all__ = ["HELP", "documented"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_FORMATS = ("bf16, fp16, fp8, fp8-block, int8, int8-w8a8, int4-awq, int4-gptq, w4a8, nvfp4, mxfp4, mxfp4-moe, nf4, "
-            "q8_0, q4_0, q4_k_m")
+_FORMATS = ", ".join(WEIGHT_FORMATS)
 _LENGTHS = "N, uniform:LO:HI, normal:MEAN:STD, lognormal:MEDIAN:SIGMA or file:PATH (tokens)"
 
 HELP: dict[str, str] = {

@@ -14,6 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from flopwise.specs.precision import WEIGHT_FORMATS
+
 __all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
 
 
@@ -57,13 +59,21 @@ def find_head(model: str, method: str) -> str | None:
     return None
 
 
+def _gguf_types(recipe: dict[str, Any]) -> dict[str, str]:
+    """The formats a recipe makes as GGUF files -> the file type its tool is given: its own table (gguf_type), or
+    every GGUF weight format's (gguf = true)."""
+    if recipe.get("gguf"):
+        return {name: f.gguf_type for name, f in WEIGHT_FORMATS.items() if f.gguf_type is not None}
+    return dict(recipe.get("gguf_type", {}))
+
+
 def recipe_for(weights: str, engine: str, model: str) -> Recipe | None:
     """The command that makes `model` in `weights` for `engine`, or None where no recipe is listed."""
     recipes = _catalog().get("recipe", {})
     name = model.rstrip("/").rsplit("/", 1)[-1]
-    # a GGUF recipe lists the formats it makes (gguf_type); any other recipe is named by its format
-    key = next((k for k, rec in recipes.items() if weights in rec.get("gguf_type", {}) and engine in rec["engines"]),
-               weights)
+    # a GGUF recipe lists the formats it makes (gguf_type) or makes every GGUF type (gguf); any other recipe is named
+    # by its format
+    key = next((k for k, rec in recipes.items() if weights in _gguf_types(rec) and engine in rec["engines"]), weights)
     r = recipes.get(key)
     if r is None or engine not in r["engines"]:
         mo = recipes.get("modelopt", {})
@@ -72,6 +82,6 @@ def recipe_for(weights: str, engine: str, model: str) -> Recipe | None:
         else:
             return None
     fill = {"model": model, "name": name, "qformat": r.get("qformat", {}).get(weights, weights),
-            "gguf_type": r.get("gguf_type", {}).get(weights, weights)}
+            "gguf_type": _gguf_types(r).get(weights, weights)}
     out = r["out"].format(**fill)
     return Recipe(r["tool"], r["command"].format(out=out, **fill), out)

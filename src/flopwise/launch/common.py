@@ -24,11 +24,11 @@ from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
 from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
+from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
            "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches"]
 
-GGUF_FORMATS = ("q4_k_m", "q4_0", "q8_0", "mxfp4_moe")
 # a 16- or 32-bit checkpoint as it is (llama.cpp: a GGUF of the converter's --outtype)
 FLOAT_FORMATS = ("bf16", "fp16", "fp32")
 

@@ -337,8 +337,8 @@ def weights_refusal(engine: EngineProfile, hardware: HardwareSpec, model: ModelS
     if wf.experts_only and model.moe is None:
         return f"{wf.name} quantizes routed experts only ({wf.description}); {model.name} has none: use another format"
     if engine.gguf_only and wf.bits_per_weight < 16 and not engine.kernels.quantized_path(wf):
-        return (f"{engine.display} loads GGUF files; {wf.name} is not a GGUF type: use {', '.join(GGUF_STEPS)}, "
-                "q4_0 (or bf16 / fp16)")
+        return (f"{engine.display} loads GGUF files; {wf.name} is not a GGUF type: use {', '.join(GGUF_STEPS)} or "
+                "another GGUF type (q6_k, q5_k_m, q4_0, ...), or bf16 / fp16")
     if wf.compute in ("fp8", "fp4") and not engine.kernels.quantized_path(wf) \
             and not (hardware.peak_tflops.get(wf.compute, 0) > 0 or hardware.peak_tflops.get("bf16", 0) > 0):
         return (f"{wf.name} weights need {wf.compute} math or a weight-only kernel (Marlin, SM 8.0 and newer); "

@@ -8,6 +8,10 @@ Bits per weight include the scale (and zero-point) overhead of each format's gro
 - GGUF q8_0: 32 int8 + one fp16 scale = 34 bytes / 32 = 8.5 bits; q4_0: 18 bytes / 32 = 4.5 bits;
   q4_k_m: a mix of q4_K (4.5 bits) and q6_K (6.56 bits) tensors, about 4.85 bits over a Llama model
   (llama.cpp `quantize` reports 4.58 GiB for Llama-3-8B = 4.9 bits including its q6_K output layer).
+  The other k-quant mixes from the same table (tools/quantize/quantize.cpp QUANT_OPTIONS, the file size of
+  Llama-3-8B's 8.03e9 weights in GiB x 8 x 2^30 / 8.03e9, each mix's wider output and attention tensors
+  included): q2_k 2.96 GiB = 3.17 bits, q3_k_s 3.41 = 3.65, q3_k_m 3.74 = 4.00, q3_k_l 4.03 = 4.31, q4_k_s
+  4.37 = 4.67, q5_k_s 5.21 = 5.57, q5_k_m 5.33 = 5.70, q6_k 6.14 = 6.57 (q6_K's own 210 bytes / 256 = 6.56).
 - int8 weight-only and per-channel fp8 carry one scale per output channel: negligible, counted as 8 bits.
 - fp8-block: e4m3 values + one fp32 scale per 128 x 128 block = 8 + 32/16384 bits (DeepSeek-V3's checkpoint
   format, `weight_block_size: [128, 128]`; Kimi-K2, GLM-4.x FP8, Qwen3 FP8 ship the same).
@@ -62,8 +66,8 @@ if TYPE_CHECKING:  # annotations only: precision stays importable without the mo
     from flopwise.specs.hardware import HardwareSpec
     from flopwise.specs.model import ModelSpec
 
-__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "GGUF_STEPS", "weight_format", "kv_format",
-           "default16", "default_weights", "gguf_counterpart"]
+__all__ = ["WeightFormat", "KVFormat", "WEIGHT_FORMATS", "KV_FORMATS", "GGUF_FORMATS", "GGUF_STEPS", "weight_format",
+           "kv_format", "default16", "default_weights", "gguf_counterpart"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +93,8 @@ class WeightFormat:
     # compute capability 8.0+: uint4 with zero points for AWQ, uint4b8 and uint8b128 for GPTQ's 4 and 8 bits): an
     # engine that has them streams these at its own `KernelFactors.marlin_weight_read`
     marlin: bool = False
+    # the GGUF file type this format is (llama.cpp's `llama-quantize` name, e.g. Q4_K_M); None: not a GGUF type
+    gguf_type: str | None = None
 
     @property
     def bytes_per_weight(self) -> float:
@@ -161,7 +167,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                      quantizes_embeddings=True, experts_only=True, dense_bits_per_weight=8.5,
                      description="GGUF MXFP4 MoE (llama.cpp file type MXFP4_MOE, ggml-org's gpt-oss GGUFs): routed "
                                  "experts MXFP4, every other matrix Q8_0, embeddings and output too",
-                     gemm_efficiency=0.7, weight_read_efficiency=0.85),
+                     gemm_efficiency=0.7, weight_read_efficiency=0.85, gguf_type="MXFP4_MOE"),
         WeightFormat(name="nf4", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=False,
                      description="bitsandbytes NF4, fp32 absmax per 64 (W4A16)", gemm_efficiency=0.5,
                      weight_read_efficiency=0.5),
@@ -169,13 +175,22 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                      quantizes_embeddings=False, description="bitsandbytes NF4 with double-quantized absmax (QLoRA)",
                      gemm_efficiency=0.5, weight_read_efficiency=0.5),
         WeightFormat(name="q8_0", bits_per_weight=8.5, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
-                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85),
+                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85, gguf_type="Q8_0"),
         WeightFormat(name="q4_0", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
-                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85),
+                     description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85, gguf_type="Q4_0"),
         WeightFormat(name="q4_k_m", bits_per_weight=4.85, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
-                     description=_GGUF_NOTE, gemm_efficiency=0.6, weight_read_efficiency=0.85),
+                     description=_GGUF_NOTE, gemm_efficiency=0.6, weight_read_efficiency=0.85, gguf_type="Q4_K_M"),
+        # the other k-quant mixes run the same k-quant kernels as q4_k_m: its efficiencies (not fitted apart)
+        *(WeightFormat(name=gguf.lower(), bits_per_weight=bits, compute="fp16", activation_bytes=2,
+                       quantizes_embeddings=True, description=_GGUF_NOTE, gemm_efficiency=0.6,
+                       weight_read_efficiency=0.85, gguf_type=gguf)
+          for gguf, bits in (("Q6_K", 6.57), ("Q5_K_M", 5.70), ("Q5_K_S", 5.57), ("Q4_K_S", 4.67),
+                             ("Q3_K_L", 4.31), ("Q3_K_M", 4.00), ("Q3_K_S", 3.65), ("Q2_K", 3.17))),
     )
 }
+
+# the GGUF types, in the order above (what llama.cpp serves beside 16- and 32-bit floats)
+GGUF_FORMATS = tuple(name for name, f in WEIGHT_FORMATS.items() if f.gguf_type is not None)
 
 KV_FORMATS: dict[str, KVFormat] = {
     f.name: f
@@ -192,7 +207,7 @@ KV_FORMATS: dict[str, KVFormat] = {
 # Aliases users type for the same thing.
 _WEIGHT_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "awq": "int4-awq",
                    "gptq": "int4-gptq", "w8a8": "int8-w8a8", "int4": "int4-awq", "w4a16": "int4-awq",
-                   "w8a16": "int8", "q4_k": "q4_k_m", "auto": "bf16"}
+                   "w8a16": "int8", "q4_k": "q4_k_m", "q5_k": "q5_k_m", "q3_k": "q3_k_m", "auto": "bf16"}
 _KV_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "auto": "bf16"}
 
 

@@ -66,6 +66,14 @@ WEIGHT_RISKS: dict[str, Rating] = {
     "q8_0": Rating("low", "+0.0026 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
     "q4_0": Rating("medium", "+0.4685 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
     "q4_k_m": Rating("medium", "+0.1754 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q6_k": Rating("low", "+0.0217 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q5_k_m": Rating("low", "+0.0569 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q5_k_s": Rating("medium", "+0.1049 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q4_k_s": Rating("medium", "+0.2689 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q3_k_l": Rating("medium", "+0.5562 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q3_k_m": Rating("medium", "+0.6569 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q3_k_s": Rating("high", "+1.6321 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
+    "q2_k": Rating("high", "+3.5199 WikiText-2 perplexity on Llama-3-8B", _LLAMACPP),
 }
 
 KV_RISKS: dict[str, Rating] = {
