@@ -236,6 +236,14 @@ def test_llamacpp_mmq_int8_rate_is_capped_per_sm_and_clock():
     assert 1.7 < step_time(a100, shape) / step_time(free, shape) < 2.0
     with pytest.raises(SpecError, match="sm_count"):
         replace(get_hardware("h100-pcie"), sm_count=0)
+    # the HIP build's tiles on a compute unit: an MI300X (304 CUs at 2.1 GHz) 2,048 x 304 x 2.1e9 = 1,307.4 TOPS, half
+    # its 2,614.9 MFMA int8 peak; an MI355X 2,048 x 256 x 2.4e9 = 1,258.3, a quarter of 5,033; an MI250X GCD's own
+    # 191.5 is below its cap (2,048 x 110 x 1.7e9)
+    mi300, mi355, mi250 = (deployment("llama-2-7b", gpu, weights="q4_0", engine=ll) for gpu in
+                           ("mi300x", "mi355x", "mi250x"))
+    assert roofs(mi300).nominal_peak_linear == pytest.approx(2048 * 304 * 2.1e9, rel=1e-12)
+    assert roofs(mi355).nominal_peak_linear == pytest.approx(2048 * 256 * 2.4e9, rel=1e-12)
+    assert roofs(mi250).nominal_peak_linear == pytest.approx(191.5e12, rel=1e-12)
 
 
 def test_tensor_parallel_splits_weights_and_adds_allreduce():

@@ -157,7 +157,8 @@ class HardwareSpec:
     # the device memory's technology (datasheet): hbm (stacked, datacenter GPUs), gddr (graphics cards, L4/L40/A10),
     # lpddr (unified memory of SoCs), ddr (CPU sockets); None where a user's file does not say
     memory_kind: str | None = None
-    # streaming multiprocessors (NVIDIA) and their boost clock, where a cost depends on them rather than on a peak
+    # streaming multiprocessors (NVIDIA; compute units on AMD) and their boost clock, where a cost depends on them
+    # rather than on a peak
     # (llama.cpp's MMQ int8 rate: KernelFactors.mmq_sm_ops_per_clock); None where not given
     sm_count: int | None = None
     boost_clock_ghz: float | None = None
