@@ -13,7 +13,7 @@ from flopwise.cost.batch import BatchShape, causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
 from flopwise.cost.parallel import allreduce_time
-from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, host_s, roofs
+from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, full_step_time, host_s, roofs
 from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
@@ -244,6 +244,38 @@ def test_llamacpp_mmq_int8_rate_is_capped_per_sm_and_clock():
     assert roofs(mi300).nominal_peak_linear == pytest.approx(2048 * 304 * 2.1e9, rel=1e-12)
     assert roofs(mi355).nominal_peak_linear == pytest.approx(2048 * 256 * 2.4e9, rel=1e-12)
     assert roofs(mi250).nominal_peak_linear == pytest.approx(191.5e12, rel=1e-12)
+
+
+def test_llamacpp_computes_a_long_prompt_in_ubatches():
+    """llama.cpp runs a batch in passes of at most n_ubatch (512) tokens: a 2,048-token prompt is 4 passes of 512,
+    each pricing its operators again (every weight read 4 times), its logit row in the last; the host's step cost
+    once. The attention pairs (2048 x 2049 / 2) are shared evenly. Other engines keep one pass."""
+    ll = deployment("llama-3.1-8b", "rtx-4090", engine="llamacpp@b7000", weights="q4_0", frontend="none")
+    assert ll.engine.kernels.ubatch_tokens == 512
+    lay = layout(ll)
+    shape = prefill_shape(1, 2048, lay.windows)
+    pairs = 2048 * 2049 // 2
+    assert shape.attention[None].prefill_pairs == pairs
+    work = {None: replace(shape.attention[None], prefill_pairs=pairs // 4)}
+    first, last = BatchShape(512, 1, 0, work), BatchShape(512, 1, 1, work)
+    a, b = _run(ll, first, False), _run(ll, last, False)
+    device = 3 * _device_s(ll, first, a) + _device_s(ll, last, b)
+    assert step_time(ll, shape) == pytest.approx(_combine(ll, device, host_s(ll, shape)), rel=1e-12)
+    cost = step_cost(ll, shape)
+    assert cost.time_s == pytest.approx(step_time(ll, shape), rel=1e-12)
+    assert full_step_time(ll, 2048, 1, 1, (pairs, 0, 0, 0)) == pytest.approx(cost.time_s, rel=1e-12)
+    one = {o.name: o for o in step_cost(ll, first).ops}
+    ops = {o.name: o for o in cost.ops}
+    assert ops["mlp"].weight_bytes == pytest.approx(4 * one["mlp"].weight_bytes, rel=1e-12)
+    assert ops["lm_head"].weight_bytes == pytest.approx(step_cost(ll, last).ops[-1].weight_bytes, rel=1e-12)
+    # 512 tokens are one pass; vLLM has no ubatch
+    p512 = prefill_shape(1, 512, lay.windows)
+    assert step_time(ll, p512) == pytest.approx(_combine(ll, _device_s(ll, p512, _run(ll, p512, False)),
+                                                         host_s(ll, p512)), rel=1e-12)
+    vl = deployment("llama-3.1-8b", "rtx-4090", engine="vllm@0.11", frontend="none")
+    assert vl.engine.kernels.ubatch_tokens == 0
+    assert step_time(vl, shape) == pytest.approx(
+        _combine(vl, _device_s(vl, shape, _run(vl, shape, False)), host_s(vl, shape)), rel=1e-12)
 
 
 def test_tensor_parallel_splits_weights_and_adds_allreduce():

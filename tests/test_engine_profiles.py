@@ -407,6 +407,10 @@ def test_case_knobs_keep_each_engines_meaning():
         get_engine("sglang@0.3.5").host.per_seq_s / 4)
     recv = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"scheduler_recv_interval": "10"}}
     assert case_engine(recv, "simulate").sglang == {"scheduler_recv_interval": 10}
+    # llama.cpp -ub 2048: a 2,048-token prompt is one pass (512 by default)
+    ub = {"engine": "llama.cpp (llama-bench)", "engine_version": "b7000", "engine_knobs": {"n_ubatch": 2048}}
+    assert case_engine(ub, "estimate").engine.kernels.ubatch_tokens == 2048
+    assert case_engine({**ub, "engine_knobs": {}}, "estimate").engine.kernels.ubatch_tokens == 512
     # a stated CUDA-graph batch cap replaces the engine's default for the device (SGLang on an H100 at TP 1: 256)
     sgl = {"engine": "SGLang", "engine_version": "0.5.6"}
     assert case_deployment(sgl, "simulate", args)[0].engine.kernels.cuda_graph_max_bs == 256

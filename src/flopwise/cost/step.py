@@ -555,11 +555,52 @@ def _combine(dep: Deployment, device: float, host: float) -> float:
     return max(device, host) if dep.engine.host.async_scheduling else device + host
 
 
+def _passes(dep: Deployment, num_tokens: int) -> int:
+    """How many passes of the model a step of `num_tokens` tokens runs as: ceil(tokens / `ubatch_tokens`) where
+    the engine computes at most that many at once (llama.cpp's ubatches), else 1."""
+    u = dep.engine.kernels.ubatch_tokens
+    return -(-num_tokens // u) if u and num_tokens > u else 1
+
+
+def _pass_shapes(shape: BatchShape, n: int) -> tuple[BatchShape, BatchShape]:
+    """A step run as `n` passes (llama.cpp's ubatches), as two shapes: each of the first n - 1 passes, and the last.
+    Every pass takes ceil(1/n) of the step's tokens and sequences and of each span's attention sums (one prompt's
+    causal pairs grow from pass to pass; their sum is the step's); the logits are all in the last pass (a prompt's
+    output row is its last token, and a pass without outputs skips the LM head)."""
+    def part(v: int) -> int:
+        return -(-v // n)
+    work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
+                             part(a.decode_kv_read)) for w, a in shape.attention.items()}
+    tokens, seqs = part(shape.num_tokens), max(1, part(shape.num_seqs))
+    return BatchShape(tokens, seqs, 0, work), BatchShape(tokens, seqs, shape.num_logits, work)
+
+
+def _pass_device_s(dep: Deployment, shape: BatchShape) -> float:
+    """Device seconds of one pass of `shape` (`step_time` without the host)."""
+    fast = _by_tokens(dep)
+    if fast is None:
+        return _device_s(dep, shape, _run(dep, shape, False))
+    works = [shape.attention[window] for _, _, window in fast.groups]
+    return _fast_device_s(dep, fast, shape.num_tokens, shape.num_seqs, shape.num_logits,
+                          [(w.prefill_pairs, w.prefill_kv_read, w.decode_pairs, w.decode_kv_read) for w in works])
+
+
+def _passes_step_s(dep: Deployment, shape: BatchShape, n: int) -> float:
+    """A step of `n` passes: their device seconds one after the other, the engine's host work once."""
+    first, last = _pass_shapes(shape, n)
+    device = (n - 1) * _pass_device_s(dep, first) + _pass_device_s(dep, last)
+    return _combine(dep, device, host_s(dep, shape))
+
+
 def step_time(dep: Deployment, shape: BatchShape) -> float:
     """Seconds for one engine step (fast path: no breakdown). Where every operator but attention depends on the
     step's tokens or logits alone (`_token_terms`), those are looked up per token count and only attention is
-    priced: the same operators added in the same order, so the same float as `_run`'s total."""
+    priced: the same operators added in the same order, so the same float as `_run`'s total. A step of more tokens
+    than the engine computes at once runs as several passes (`_passes`)."""
     T = shape.num_tokens
+    n = _passes(dep, T)
+    if n > 1 and shape.busiest is None:
+        return _passes_step_s(dep, shape, n)
     fast = _by_tokens(dep)
     if fast is None or not T:
         acc = _run(dep, shape, False)
@@ -575,7 +616,7 @@ def full_step_time(dep: Deployment, num_tokens: int, num_seqs: int, num_logits: 
     attention layers all attend every token, without building the shape (the simulator prices every step that
     is not a plain decode run this way)."""
     fast = _by_tokens(dep)
-    if fast is None or not num_tokens:
+    if fast is None or not num_tokens or 0 < fast.ubatch < num_tokens:
         return step_time(dep, BatchShape(num_tokens, num_seqs, num_logits, {None: AttentionWork(*work)}))
     return _fast_step_s(dep, fast, num_tokens, num_seqs, num_logits, [work] * len(fast.groups))
 
@@ -584,6 +625,14 @@ def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
                  works: list[tuple[int, int, int, int]]) -> float:
     """`step_time` where `_by_tokens` applies: T tokens, S sequences, L logits, and each layer group's attention
     work (prefill pairs, prefill KV read, decode pairs, decode KV read), in group order."""
+    device = _fast_device_s(dep, fast, T, S, L, works)
+    host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
+    return max(device, host) if fast.host.async_scheduling else device + host  # `_combine`
+
+
+def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
+                   works: list[tuple[int, int, int, int]]) -> float:
+    """The device seconds of `_fast_step_s`."""
     found = fast.by_tokens.get(T)
     if found is None:
         found = _token_terms(dep, T)
@@ -626,9 +675,7 @@ def _fast_step_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         total = max(total, kernels * r.eager_kernel_s)
     if r.piecewise_layer_s and (r.piecewise_decode or T > S or 0 < r.graph_max_bs < S):
         total = max(total, r.piecewise_step_s + fast.num_layers * r.piecewise_layer_s)
-    device = total + fast.step_overhead_s
-    host = fast.host.seconds(S, fast.gpus)  # `host_s` at dp 1
-    return max(device, host) if fast.host.async_scheduling else device + host  # `_combine`
+    return total + fast.step_overhead_s
 
 
 _MAX_LOOKUPS = 1 << 16  # token counts (and logit counts) whose terms one deployment keeps
@@ -647,6 +694,7 @@ class _ByTokens:
     host: HostCosts
     gpus: int  # per replica (the host's per-worker cost)
     num_layers: int  # the layers a piecewise step launches (`_launch_floor_s`)
+    ubatch: int  # the most tokens one pass computes (`KernelFactors.ubatch_tokens`; 0: no limit)
     by_tokens: dict[int, tuple[tuple[float | None, ...], int]] = field(default_factory=dict)
     by_logits: dict[int, tuple[tuple[float, ...], int]] = field(default_factory=dict)
 
@@ -661,7 +709,8 @@ def _by_tokens(dep: Deployment) -> _ByTokens | None:
         return None
     return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups), roofs=roofs(dep),
                      act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s,
-                     host=dep.engine.host, gpus=dep.gpus_per_replica, num_layers=lay.num_layers)
+                     host=dep.engine.host, gpus=dep.gpus_per_replica, num_layers=lay.num_layers,
+                     ubatch=dep.engine.kernels.ubatch_tokens)
 
 
 def _token_terms(dep: Deployment, num_tokens: int) -> tuple[tuple[float | None, ...], int]:
@@ -709,7 +758,7 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
     """None where attention is not the only operator that reads the context (a DSA indexer), or where two-batch
     overlap ties the collectives' hidden share to it."""
     lay = layout(dep)
-    if any(g.attn.index_pair_flops for g in lay.groups) or (
+    if any(g.attn.index_pair_flops for g in lay.groups) or _passes(dep, b) > 1 or (
             dep.two_batch_overlap and (dep.dp > 1 or dep.ep > 1) and any(g.is_moe for g in lay.groups)):
         return None
     shape = BatchShape(b, b, b, {None: AttentionWork(0, 0, b, 0)})
@@ -796,10 +845,30 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Seconds for one engine step with its per-operator breakdown. `step_overhead_s` is everything outside
     the operators: the hardware's fixed per-step cost, eager launches and the engine core's CPU time that the
     device does not hide."""
+    n = _passes(dep, shape.num_tokens)
+    if n > 1 and shape.busiest is None:  # several passes (`_passes`): their operators summed
+        first, last = _pass_shapes(shape, n)
+        a, b = _run(dep, first, True), _run(dep, last, True)
+        total = _combine(dep, (n - 1) * _device_s(dep, first, a) + _device_s(dep, last, b), host_s(dep, shape))
+        return StepCost(time_s=total, ops=_summed_ops(a.ops, b.ops, n - 1),
+                        step_overhead_s=total - ((n - 1) * a.total + b.total))
     acc = _run(dep, shape, True)
     device = _device_s(dep, shape, acc)
     total = _combine(dep, device, host_s(dep, shape))
     return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)
+
+
+_OP_SUMS = ("flops", "weight_bytes", "kv_bytes", "act_bytes", "comm_bytes", "peak_compute_s", "peak_memory_s",
+            "compute_s", "memory_s", "comm_s", "overhead_s", "time_s")
+
+
+def _summed_ops(first: list[OpCost], last: list[OpCost], k: int) -> tuple[OpCost, ...]:
+    """The operators of k passes like `first` and one like `last`, summed operator by operator: the same list, but
+    for the LM head's, which only the last pass (the one with logits) runs, at its end."""
+    assert [o.name for o in first] == [o.name for o in last[:len(first)]]
+    summed = (replace(o, **{a: k * getattr(f, a) + getattr(o, a) for a in _OP_SUMS})
+              for f, o in zip(first, last[:len(first)], strict=True))
+    return (*summed, *last[len(first):])
 
 
 def op_time_s(dep: Deployment, flops: float, m: float, weight_bytes: float, act_bytes: float,

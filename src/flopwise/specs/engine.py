@@ -241,7 +241,10 @@ class KernelFactors:
     pdl_kernel_overhead_scale: the fixed cost per kernel with programmatic dependent launch on (TensorRT-LLM's
         TRTLLM_ENABLE_PDL=1, opt-in: each kernel launches and runs its prologue while the one before drains, on
         NVIDIA SM 9.0+, `HardwareSpec.has_pdl`) relative to without; 1: the engine has no such switch;
-    pdl: whether programmatic dependent launch is on (set per deployment, `make_deployment(pdl=True)`).
+    pdl: whether programmatic dependent launch is on (set per deployment, `make_deployment(pdl=True)`);
+    ubatch_tokens: the most tokens the engine computes in one pass of the model: a step of more (its token budget,
+        llama.cpp's logical batch -b) runs as ceil(tokens / this) passes one after the other, each reading the weights
+        and paying the fixed per-step cost again (llama.cpp's physical batch -ub, n_ubatch); 0: one pass per step.
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -271,6 +274,7 @@ class KernelFactors:
     fp4_mmq_speedup: float = 1.0
     pdl_kernel_overhead_scale: float = 1.0
     pdl: bool = False
+    ubatch_tokens: int = 0
 
     @property
     def has_pdl_switch(self) -> bool:
@@ -304,6 +308,7 @@ class KernelFactors:
             raise SpecError(f"engine kernels: pdl_kernel_overhead_scale must be in (0, 1], got "
                             f"{self.pdl_kernel_overhead_scale}")
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
+        integer(self.ubatch_tokens, "engine kernels: ubatch_tokens", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "

@@ -200,6 +200,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = eng.eager()
+    ubatch = _number(knobs_in.get("n_ubatch"))
+    if family == "llamacpp" and ubatch:  # llama.cpp -ub: the most tokens one pass of the model computes
+        eng = replace(eng, kernels=replace(eng.kernels, ubatch_tokens=int(ubatch)))
     stated_async = _truthy(knobs_in["async_scheduling"]) if "async_scheduling" in knobs_in else None
     if _truthy(knobs_in.get("disable_overlap_schedule")):  # SGLang's switch for its overlapped scheduler
         stated_async = False
