@@ -246,6 +246,20 @@ def test_llamacpp_mmq_int8_rate_is_capped_per_sm_and_clock():
     assert roofs(mi250).nominal_peak_linear == pytest.approx(191.5e12, rel=1e-12)
 
 
+def test_llamacpp_mmq_runs_k_quants_at_their_own_rate():
+    """A k-quant tile unpacks its sub-block scales before the int8 MMAs: MMQ multiplies Q4_K_M at 0.93 of Q4_0's rate
+    (PR #8495: Q5_K_S / Q4_0 0.92-0.94 on an RTX 4090), so a compute-bound prompt's MLP takes 1 / 0.93 as long; on
+    Metal (dequantize-in-tile at the f16 roof) the two are alike."""
+    ll = get_engine("llamacpp@b7000", frontend="none")
+    shape = prefill_shape(1, 512, layout(deployment("llama-3.1-8b", "rtx-4090", engine=ll)).windows)
+
+    def mlp_compute(gpu, weights):
+        d = deployment("llama-3.1-8b", gpu, weights=weights, engine=ll)
+        return next(o.compute_s for o in step_cost(d, shape).ops if o.name == "mlp")
+    assert mlp_compute("rtx-4090", "q4_k_m") / mlp_compute("rtx-4090", "q4_0") == pytest.approx(1 / 0.93, rel=1e-9)
+    assert mlp_compute("apple-m2-ultra", "q4_k_m") == pytest.approx(mlp_compute("apple-m2-ultra", "q4_0"), rel=1e-9)
+
+
 def test_llamacpp_computes_a_long_prompt_in_ubatches():
     """llama.cpp runs a batch in passes of at most n_ubatch (512) tokens: a 2,048-token prompt is 4 passes of 512,
     each pricing its operators again (every weight read 4 times), its logit row in the last; the host's step cost

@@ -249,7 +249,7 @@ def roofs(dep: Deployment) -> Roofs:
         gemm_eff = 0.85
     if block:
         native_fp4 = wf.compute == "fp4" and hw.peak_tflops.get("fp4", 0) > 0
-        gemm_eff = (kf.mmq_compute * (kf.fp4_mmq_speedup if native_fp4 else 1.0) if compute == "int8" else
+        gemm_eff = (kf.mmq_compute * wf.mmq_rate * (kf.fp4_mmq_speedup if native_fp4 else 1.0) if compute == "int8" else
                     (1.0 if kf.fused_dequant else gemm_eff) * kf.quantized_gemm_compute)
     weight_read_eff = kf.block_weight_read if block and kf.block_weight_read > 0 else wf.weight_read_efficiency
     if wf.marlin and kf.marlin_weight_read > 0 and hw.vendor == "nvidia" and hw.peak_tflops.get("bf16", 0) > 0:

@@ -95,6 +95,9 @@ class WeightFormat:
     marlin: bool = False
     # the GGUF file type this format is (llama.cpp's `llama-quantize` name, e.g. Q4_K_M); None: not a GGUF type
     gguf_type: str | None = None
+    # llama.cpp's int8 MMQ rate on this type relative to the legacy types' (q4_0, q8_0): a k-quant tile unpacks 6-bit
+    # sub-block scales and mins before its int8 MMAs (`KernelFactors.mmq_compute` is the legacy types' share)
+    mmq_rate: float = 1.0
 
     @property
     def bytes_per_weight(self) -> float:
@@ -123,6 +126,10 @@ class KVFormat:
     bytes_per_element: float
     description: str
 
+
+# llama.cpp's MMQ on a k-quant against Q4_0, the same model, card and build: Q5_K_S / Q4_0 = 11,099 / 12,014 = 0.92
+# (ubatch 1024) and 10,063 / 10,706 = 0.94 (ubatch 2048), Llama-3-8B pp2048 on an RTX 4090 (PR #8495's tables)
+_K_QUANT_MMQ = 0.93
 
 _GGUF_NOTE = ("GGUF block quantization (llama.cpp); dequantized and multiplied in 16-bit, or in int8 where the "
               "engine's kernels do (KernelFactors.quantized_gemm_dtype: llama.cpp's MMQ since PR #7676)")
@@ -179,11 +186,12 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="q4_0", bits_per_weight=4.5, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
                      description=_GGUF_NOTE, gemm_efficiency=0.7, weight_read_efficiency=0.85, gguf_type="Q4_0"),
         WeightFormat(name="q4_k_m", bits_per_weight=4.85, compute="fp16", activation_bytes=2, quantizes_embeddings=True,
-                     description=_GGUF_NOTE, gemm_efficiency=0.6, weight_read_efficiency=0.85, gguf_type="Q4_K_M"),
+                     description=_GGUF_NOTE, gemm_efficiency=0.6, weight_read_efficiency=0.85, gguf_type="Q4_K_M",
+                     mmq_rate=_K_QUANT_MMQ),
         # the other k-quant mixes run the same k-quant kernels as q4_k_m: its efficiencies (not fitted apart)
         *(WeightFormat(name=gguf.lower(), bits_per_weight=bits, compute="fp16", activation_bytes=2,
                        quantizes_embeddings=True, description=_GGUF_NOTE, gemm_efficiency=0.6,
-                       weight_read_efficiency=0.85, gguf_type=gguf)
+                       weight_read_efficiency=0.85, gguf_type=gguf, mmq_rate=_K_QUANT_MMQ)
           for gguf, bits in (("Q6_K", 6.57), ("Q5_K_M", 5.70), ("Q5_K_S", 5.57), ("Q4_K_S", 4.67),
                              ("Q3_K_L", 4.31), ("Q3_K_M", 4.00), ("Q3_K_S", 3.65), ("Q2_K", 3.17))),
     )
