@@ -337,6 +337,14 @@ CASES = [
     ("nonsense", "Azure trace mixing dates and seconds", lambda t: ["simulate", "--trace", file(
         t, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,10\n5.0,100,10\n")],
      "one form"),
+    # twenty-ninth pass: a GGUF type on an engine that cannot load one was simulated as if it could
+    ("nonsense", "GGUF on TensorRT-LLM", lambda t: ["simulate", "--engine", "trtllm", "--weights", "q4_k_m",
+                                                    "--num-requests", "5"], "does not load GGUF files"),
+    ("nonsense", "GGUF on TGI", lambda t: ["estimate", "--engine", "tgi", "--weights", "q6_k"],
+     "TGI does not load GGUF files"),
+    ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
+        "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
+     "--scheduler-recv-interval must be an integer >= 1"),
 ]
 
 
@@ -357,7 +365,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 41, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 44, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

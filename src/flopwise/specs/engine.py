@@ -571,6 +571,9 @@ class EngineProfile:
     # the engine loads GGUF files only: 16- and 32-bit floats and the block types of its quantized path
     # (`KernelFactors.quantized_path`), not GPU checkpoint formats (fp8, int4-awq, nvfp4, ...)
     gguf_only: bool = False
+    # the engine can load a GGUF file at all (llama.cpp; vLLM's and SGLang's GGUF loaders), else it refuses the GGUF
+    # types (TensorRT-LLM, TGI's CUDA server, a PyTorch script that would dequantize the file to 16-bit at load)
+    loads_gguf: bool = True
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
@@ -934,7 +937,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
             checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
-            gguf_only=bool(table.get("gguf_only", False)),
+            gguf_only=bool(table.get("gguf_only", False)), loads_gguf=bool(table.get("loads_gguf", True)),
             parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
             launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
