@@ -32,7 +32,10 @@ launch it:
     device_s = max(kernels_s, kernels * eager_prefill_kernel_s)      (launches overlap execution; a short
                                                                       prompt is launch-bound, a long one is not)
 where block-scaled FP8 (`WeightFormat.group_quantizes_activations`) adds one group-quantization launch per GEMM
-input to the kernels counted (DeepSeek-V3: 482 per step);
+input to the kernels counted (DeepSeek-V3: 482 per step); an engine that computes at most `ubatch_tokens` tokens in
+one pass of the model (llama.cpp's n_ubatch) runs a step of T > u tokens as n = ceil(T / u) passes, each with 1/n of
+the tokens, sequences and attention sums and the logits in the last:
+    step_s = combine(sum of the passes' device_s, host_s)                (`_passes`, `_pass_shapes`);
 FLOPs per operator:
 
 - linear layer with P weights on T tokens: 2·T·P (one multiply-add per weight per token);
