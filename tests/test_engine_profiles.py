@@ -407,6 +407,15 @@ def test_case_knobs_keep_each_engines_meaning():
         get_engine("sglang@0.3.5").host.per_seq_s / 4)
     recv = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"scheduler_recv_interval": "10"}}
     assert case_engine(recv, "simulate").sglang == {"scheduler_recv_interval": 10}
+    # a KV pool the run's log reports (TensorRT-LLM's 42,668 blocks x 64 tokens per rank) is the one simulated, whatever
+    # memory fraction gave it there
+    trt = {"engine": "TensorRT-LLM", "engine_version": "0.16.0",
+           "engine_knobs": {"kv_cache_free_gpu_mem_fraction": 0.9, "kv_cache_tokens": 42668 * 64}}
+    args70 = {"model": "meta-llama/Llama-3.1-70B", "gpu": "h100-sxm", "tp": 8, "weights": "fp8", "kv": "fp8"}
+    dep, _ = case_deployment(trt, "simulate", args70)
+    assert memory_plan(dep).kv_capacity_tokens == pytest.approx(42668 * 64, rel=1e-4)
+    plain, _ = case_deployment({**trt, "engine_knobs": {"kv_cache_free_gpu_mem_fraction": 0.9}}, "simulate", args70)
+    assert memory_plan(plain).kv_capacity_tokens > 1.1 * 42668 * 64
     # llama.cpp -ub 2048: a 2,048-token prompt is one pass (512 by default)
     ub = {"engine": "llama.cpp (llama-bench)", "engine_version": "b7000", "engine_knobs": {"n_ubatch": 2048}}
     assert case_engine(ub, "estimate").engine.kernels.ubatch_tokens == 2048

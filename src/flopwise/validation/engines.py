@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
 from flopwise.errors import SpecError
 from flopwise.specs.build import build_deployment
 from flopwise.specs.deployment import Deployment
@@ -324,4 +325,11 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
                            num_gpus=num_gpus,
                            replicas_per_server=server_dp if par["dp"] == 1 else 1, api_servers=api_servers,
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
+    pool = _number(knobs.get("kv_cache_tokens"))
+    if pool:  # the KV pool the run's own log reports (tokens each GPU of a replica holds), the outcome of its stated
+        # memory fraction: the fraction that gives it here, where that is one the engine could take
+        plan = memory_plan(dep)
+        f = memory_fraction_for_pool(dep, pool / dep.block_size * plan.block_bytes)
+        if 0 < f <= 1:
+            dep = replace(dep, gpu_memory_utilization=f)
     return dep, ce
