@@ -500,6 +500,12 @@ def test_a_replica_event_after_the_run_is_not_part_of_it():
     assert [r["state"] for r in late] == ["up", "down"]
     back = flopwise.simulate(replica_events="down:1@1,up:1@5", **kw).to_dict()["fleet"]["replicas"]
     assert [r["state"] for r in back] == ["up", "up"]
+    # a request whose KV is on the link to a decode replica that is down is still part of the run: the replica's return
+    # before the KV lands is applied and the request served (it failed when that return was taken for after the run)
+    pd = dict(disaggregate="prefill=1xtp1,decode=1xtp1", num_requests=1, input_len=8000, output_len=10,
+              request_rate="inf", kv_link="network", layerwise=False)
+    d = flopwise.simulate(replica_events="down:1@0.215,up:1@0.225", **pd).to_dict()
+    assert d["num_failed"] == 0 and [r["state"] for r in d["fleet"]["replicas"]] == ["up", "up"]
 
 
 def test_time_held_at_the_router_is_queue_time_not_api_server_time():

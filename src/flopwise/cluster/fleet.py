@@ -388,7 +388,8 @@ class Fleet:
     def _live(self) -> bool:
         """Anything left: arrivals to come, requests waiting at a router, on a link or on a replica."""
         return (self.source.next_at() is not None or any(self.pending.values())
-                or any(m.num_outstanding for m in self.members if m.state not in ("down", "off")))
+                or any(m.num_outstanding if m.state not in ("down", "off") else m.num_in_transit
+                       for m in self.members))
 
     def _route(self, role: str, req: Request) -> Member | None:
         cands = self.candidates(role)
