@@ -345,6 +345,10 @@ CASES = [
     ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
         "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
      "--scheduler-recv-interval must be an integer >= 1"),
+    ("nonsense", "llama.cpp-style passes with data-parallel attention", lambda t: [
+        "estimate", "--engine", "sglang", "--model", "deepseek-v2-lite", "--dp", "2", "--engine-file",
+        file(t, "e.toml", 'name = "sglang"\n[override]\nkernels = { ubatch_tokens = 512 }\n')],
+     "priced without data-parallel attention"),
 ]
 
 
@@ -365,7 +369,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 44, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 45, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

@@ -122,6 +122,10 @@ def test_recv_interval_reads_new_requests_every_nth_decode_step(dep):
     wl3 = Workload((*wl.requests, RequestSpec(arrival_at=c_at, input_tokens=50, output_tokens=2)))
     _, b, c = simulate(dep, wl3, SimConfig(scheduler="sglang", sglang=SglangKnobs(scheduler_recv_interval=4))).records
     assert c.token_times[0] == pytest.approx(b.token_times[0] + _t(dep, [(50, 0)]), rel=1e-9)
+    # above 1000 decode steps a read comes only when the engine idles: B waits for A's last token (A's 30 outputs)
+    far = SimConfig(scheduler="sglang", sglang=SglangKnobs(scheduler_recv_interval=1003))
+    a2, b2, _ = simulate(dep, wl3, far).records
+    assert b2.token_times[0] > a2.token_times[-1]
     with pytest.raises(WorkloadError, match="scheduler-recv-interval"):
         SglangKnobs(scheduler_recv_interval=0)
 

@@ -27,6 +27,6 @@ def fmt_s(x: float) -> str:
 
 
 def fmt_rate(x: float) -> str:
-    """A rate (requests/s) to two decimals, or two significant digits below 0.01 (a slow rate profile's 0.004
+    """A rate (requests/s) to two decimals, or two significant digits below 0.005 (a slow rate profile's 0.004
     req/s is not 0.00)."""
     return f"{x:.2g}" if 0 < abs(x) < 0.005 else f"{x:.2f}"

@@ -56,6 +56,7 @@ from flopwise.sim.decode_run import plan_decode_run, run_durations
 from flopwise.sim.frontend import Frontend, hidden_tokens
 from flopwise.sim.request import Request
 from flopwise.sim.scheduler import VllmScheduler
+from flopwise.sim.sglang_knobs import RECV_PREFILL_WEIGHT
 from flopwise.sim.sglang_scheduler import make_sglang_scheduler
 from flopwise.sim.shape import DraftShapes, ShapeBuilder
 from flopwise.sim.static_scheduler import StaticScheduler
@@ -441,8 +442,8 @@ class Replica:
             out = self._out
             self._out = None
             finished = sched.postprocess(out, self._step, t)  # type: ignore[arg-type]
-            if out.chunk_rows:  # type: ignore[union-attr]  # a prefill step: the engine reads at the next plan
-                self.since_recv = self.recv_every
+            if out.chunk_rows:  # type: ignore[union-attr]  # a prefill pass weighs RECV_PREFILL_WEIGHT decode steps
+                self.since_recv = min(self.recv_every, self.since_recv + RECV_PREFILL_WEIGHT)
             else:
                 self._count_decodes(1)
             if fe is not None:

@@ -11,7 +11,7 @@ Sources (sgl-project/sglang, `python/sglang/srt/`; names are the server flags):
     --schedule-conservativeness   1.0; scales the initial new-token ratio
     --enable-mixed-chunk          off
     --scheduler-recv-interval     1: the scheduler polls for new requests before every step; N > 1: only once
-                                  every N decode steps, and always after a prefill step
+                                  every N decode steps, and after a prefill step where N <= 1000
                                   (`managers/scheduler_recv_skipper.py` in the v0.5.6 wheel: a counter adds 1 per
                                   decode, verify or idle pass and 1000 per other pass, and receives at >= N)
 
@@ -34,7 +34,7 @@ from flopwise.specs.hardware import HardwareSpec
 __all__ = ["SglangKnobs", "SCHEDULE_POLICIES", "sglang_chunked_prefill_size", "sglang_max_running_requests",
            "INIT_NEW_TOKEN_RATIO", "MIN_NEW_TOKEN_RATIO_FACTOR", "NEW_TOKEN_RATIO_DECAY_STEPS",
            "CLIP_MAX_NEW_TOKENS", "RETRACT_DECODE_STEPS", "IGNORE_EOS_RESERVE_TOKENS", "LPM_MAX_QUEUE",
-           "IN_BATCH_PREFIX_TOKENS"]
+           "IN_BATCH_PREFIX_TOKENS", "RECV_PREFILL_WEIGHT"]
 
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 
@@ -46,6 +46,9 @@ RETRACT_DECODE_STEPS = 20
 IGNORE_EOS_RESERVE_TOKENS = 1  # free tokens per request the ignore_eos admission check keeps (`schedule_policy.py`)
 LPM_MAX_QUEUE = 128
 IN_BATCH_PREFIX_TOKENS = 32
+# the read counter's weight of a prefill (extend) pass, against 1 for a decode pass (SGLANG_SCHEDULER_RECV_SKIPPER_
+# WEIGHT_DEFAULT in the v0.5.6 wheel's environ.py): with --scheduler-recv-interval above it a prefill forces no read
+RECV_PREFILL_WEIGHT = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

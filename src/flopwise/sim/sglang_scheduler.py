@@ -57,7 +57,8 @@ modelled; sliding-window models run without prefix caching, as `make_scheduler` 
 7. `--scheduler-recv-interval N` (default 1; `managers/scheduler_recv_skipper.py`): the event loop reads the
    tokenizer's socket only when a counter reaches N; it adds 1 per decode (or verify, or idle) pass and 1000 per
    other pass, and is reset at each read. Under steady decoding a request reaches the scheduler at the next
-   multiple of N decode steps (N/2 steps later on average), at once after a prefill step or while idle.
+   multiple of N decode steps (N/2 steps later on average), at once while idle or, for N <= 1000, after a prefill
+   step (`RECV_PREFILL_WEIGHT`).
 
 Runs of decode steps are fast-forwarded by the engine (`decode_run.py`); the ratio's decay over such a run
 is caught up at the next call into the scheduler from how far a reference request advanced.

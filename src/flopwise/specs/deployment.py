@@ -73,6 +73,9 @@ class Deployment:
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
     def __post_init__(self) -> None:
+        if self.engine.kernels.ubatch_tokens and self.dp > 1:
+            raise SpecError(f"{self.engine.display}: passes of at most ubatch_tokens are priced without data-parallel "
+                            "attention; drop --dp or ubatch_tokens")
         for name in ("tp", "pp", "replicas", "replicas_per_server", "dp", "ep", "nodes", "block_size", "max_num_seqs",
                      "max_num_batched_tokens"):
             v = getattr(self, name)
