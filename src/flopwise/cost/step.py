@@ -567,7 +567,7 @@ def _passes(dep: Deployment, num_tokens: int) -> int:
 
 def _pass_shapes(shape: BatchShape, n: int) -> tuple[BatchShape, BatchShape]:
     """A step run as `n` passes (llama.cpp's ubatches), as two shapes: each of the first n - 1 passes, and the last.
-    Every pass takes ceil(1/n) of the step's tokens and sequences and of each span's attention sums (one prompt's
+    Every pass takes ceil(x / n) of the step's tokens, sequences and each span's attention sums x (one prompt's
     causal pairs grow from pass to pass; their sum is the step's); the logits are all in the last pass (a prompt's
     output row is its last token, and a pass without outputs skips the LM head)."""
     def part(v: int) -> int:
@@ -602,7 +602,7 @@ def step_time(dep: Deployment, shape: BatchShape) -> float:
     than the engine computes at once runs as several passes (`_passes`)."""
     T = shape.num_tokens
     n = _passes(dep, T)
-    if n > 1 and shape.busiest is None:
+    if n > 1:  # (a deployment with passes has one attention group: `Deployment` refuses them with dp > 1)
         return _passes_step_s(dep, shape, n)
     fast = _by_tokens(dep)
     if fast is None or not T:
@@ -619,7 +619,7 @@ def full_step_time(dep: Deployment, num_tokens: int, num_seqs: int, num_logits: 
     attention layers all attend every token, without building the shape (the simulator prices every step that
     is not a plain decode run this way)."""
     fast = _by_tokens(dep)
-    if fast is None or not num_tokens or 0 < fast.ubatch < num_tokens:
+    if fast is None or not num_tokens or 0 < fast.ubatch < num_tokens:  # (`_passes` > 1: the general path)
         return step_time(dep, BatchShape(num_tokens, num_seqs, num_logits, {None: AttentionWork(*work)}))
     return _fast_step_s(dep, fast, num_tokens, num_seqs, num_logits, [work] * len(fast.groups))
 
@@ -849,7 +849,7 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     the operators: the hardware's fixed per-step cost, eager launches and the engine core's CPU time that the
     device does not hide."""
     n = _passes(dep, shape.num_tokens)
-    if n > 1 and shape.busiest is None:  # several passes (`_passes`): their operators summed
+    if n > 1:  # several passes (`_passes`): their operators summed
         first, last = _pass_shapes(shape, n)
         a, b = _run(dep, first, True), _run(dep, last, True)
         total = _combine(dep, (n - 1) * _device_s(dep, first, a) + _device_s(dep, last, b), host_s(dep, shape))

@@ -151,9 +151,9 @@ class Replica:
         # that reaches the engine while step k runs joins step k+2, so the next plan admits only those that had
         # arrived when the step that just ended began (`_cutoff`; None: the engine was idle, no lag)
         self.ahead = dep.engine.host.async_scheduling and not self.shared_cpu
-        # an engine that reads new requests only every R decode steps (SGLang --scheduler-recv-interval) and
-        # at the plan after a prefill step or while idle: `since_recv` decode steps since its last read (R: read
-        # at the next plan)
+        # an engine that reads new requests only every R decode steps (SGLang --scheduler-recv-interval), while idle,
+        # and after a prefill step where R <= RECV_PREFILL_WEIGHT: `since_recv` decode steps since its last read
+        # (R: read at the next plan)
         self.recv_every = self.since_recv = sched.recv_interval
         self._cutoff: float | None = None
         self._step_start = 0.0

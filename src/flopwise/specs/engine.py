@@ -290,7 +290,7 @@ class KernelFactors:
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
         `mmq_compute`): GGUF block types and the engine's `block_formats`, on any chip."""
-        return weights.quantizes_embeddings or weights.name in self.block_formats
+        return weights.gguf_type is not None or weights.name in self.block_formats
 
     def __post_init__(self) -> None:
         _check_nonneg("kernels", self)
