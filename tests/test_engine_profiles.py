@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -107,6 +108,42 @@ def test_vllm_offline_takes_the_llm_class_batch_defaults():
         (2048, 1024), (2048, 256), (8192, 1024)]
     assert knobs("gh200", "http", "vllm@0.8.0") == (8192, 1024)
     assert [knobs("a100-sxm-80gb", "http", v) for v in ("vllm@0.8.5", "vllm@0.9.0")] == [(8192, 1024), (2048, 256)]
+
+
+def test_trtllm_bench_sizes_its_batch_from_the_workload():
+    """trtllm-bench's heuristic (bench/build/tuning.py), by hand. Llama-3.1-70B fp8 on one H100 (79.6 GiB), KV fp8,
+    128 in / 2048 out, TensorRT engines (fraction 0.95): 70.554e9 elements x 1 byte = 65.708 GiB, (79.6 - 65.708) x
+    0.95 = 13.197 GiB of KV at 2 x 80 x 8 x 128 x 1 B = 1.5259e-4 GiB a token x 2176 tokens: 39.7 requests -> 64
+    seqs (the floor), 39.7 x (1 + 128 / 2048) tokens -> 2048. Llama-3.1-8B fp8, 128 / 128: 4385 requests -> capped at
+    4096 (rounded to 256s), 8192 tokens. DeepSeek-V3 NVFP4 on 4 B200 with attention DP, KV fp8, 1024 / 1024
+    (PyTorch backend, 0.9): 669.17e9 packed weights x 0.5625 elements + 1.853e9 = 378.26e9 x 0.5 B = 176.14 GiB,
+    (4 x 179.1 - 176.14) x 0.9 = 486.24 GiB at 2 x 61 x 128 x 56 (the config's hidden / heads) x 1 B a token x 2048:
+    291.5 requests -> 384 seqs (per rank), 583 tokens -> 2048."""
+    def sized(model, gpu, weights, isl, osl, engine="trtllm@0.17", **kw):
+        d = deployment(model, gpu, weights=weights, kv="fp8", engine=engine, frontend="none", **kw)
+        assert d.batch_from_workload
+        s = d.for_workload([isl] * 4, [osl] * 4)
+        return s.max_num_seqs, s.max_num_batched_tokens
+
+    assert sized("llama-3.1-70b", "h100-sxm", "fp8", 128, 2048) == (64, 2048)
+    assert sized("llama-3.1-8b", "h100-sxm", "fp8", 128, 128) == (4096, 8192)
+    assert sized("deepseek-ai/DeepSeek-V3", "b200", "nvfp4", 1024, 1024, engine="trtllm@1.2", tp=1, dp=4,
+                 ep=4) == (384, 2048)
+    # without chunked prefill the budget holds the longest prompt and a full batch
+    d = deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17", frontend="none")
+    assert d.for_workload([128, 9000], [2048, 2048]).max_num_batched_tokens == 9000 + 64
+    # knobs the user gives, a format trtllm-bench has no tuning for, and trtllm-serve keep the engine's defaults
+    for kw in ({"max_num_seqs": 512}, {"weights": "int4-awq"}):
+        args = {"weights": "fp8", **kw}
+        d = deployment("llama-3.1-70b", "h100-sxm", engine="trtllm@0.17", frontend="none", **args)
+        s = d.for_workload([128], [2048])
+        assert (s.max_num_seqs, s.max_num_batched_tokens) == (kw.get("max_num_seqs", 2048), 8192)
+    assert not deployment("llama-3.1-70b", "h100-sxm", weights="fp8", engine="trtllm@1.2").batch_from_workload
+    # and the simulator runs the workload at the benchmark's knobs
+    wl = build_workload(num_requests=8, input_len=128, output_len=2048, request_rate=math.inf)
+    r = simulate(deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17",
+                            frontend="none"), wl)
+    assert (r.deployment.max_num_seqs, r.deployment.max_num_batched_tokens) == (64, 2048)
 
 
 def test_sglang_cuda_graph_cap_by_version_memory_and_tp():

@@ -205,7 +205,11 @@ def _records(requests: list[Request], tl: Timeline, hidden: int = 0) -> list[Req
 
 def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = None, *, sla: SLA | None = None,
              progress: Callable[[int], None] | None = None) -> SimResult:
-    """Serve `workload` on `dep`. `progress(n)` is called as n more requests complete."""
+    """Serve `workload` on `dep`. `progress(n)` is called as n more requests complete. An engine whose offline
+    benchmark sizes its batch from the workload (trtllm-bench) gets those knobs first (`Deployment.for_workload`)."""
+    if dep.batch_from_workload:
+        dep = dep.for_workload([r.input_tokens for r in workload.requests],
+                               [r.output_tokens for r in workload.requests])
     config = (config or SimConfig()).resolved(dep)
     require_fit(dep)
     t0 = time.perf_counter()

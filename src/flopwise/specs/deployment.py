@@ -25,6 +25,7 @@ left for the KV cache, never the scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from flopwise.errors import PrecisionError, SpecError
@@ -69,6 +70,9 @@ class Deployment:
     max_num_seqs: int
     max_num_batched_tokens: int
     speculative: SpeculativeSpec | None = None
+    # max_num_seqs / max_num_batched_tokens are the engine's offline benchmark's pick for the workload it runs
+    # (`EngineProfile.bench_batch`: trtllm-bench with neither given); `for_workload` sets them before a run
+    batch_from_workload: bool = False
     _hash: int = field(default=0, compare=False, repr=False)
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
@@ -157,7 +161,7 @@ class Deployment:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.replicas_per_server, self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
-                self.speculative)
+                self.speculative, self.batch_from_workload)
 
     def __eq__(self, other: object) -> bool:
         """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
@@ -191,6 +195,34 @@ class Deployment:
         where the engine divides the budget among data-parallel attention ranks (`EngineProfile.dp_attention_chunk`:
         SGLang's chunked_prefill_size // dp_size)."""
         return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp
+
+    def for_workload(self, prompts: Sequence[int], outputs: Sequence[int]) -> Deployment:
+        """This deployment with the batch knobs its engine's offline benchmark picks for a workload of these prompt
+        and output lengths (`EngineProfile.bench_batch`; their means, as trtllm-bench's dataset metadata gives
+        them); itself where the knobs are not the benchmark's (`batch_from_workload`) or its weight format has no
+        tuning. Without chunked prefill the token budget holds the longest prompt and a full batch."""
+        rule = self.engine.bench_batch
+        if not self.batch_from_workload or rule is None or not prompts:
+            return self
+        weight_bytes = dict(rule.formats).get(self.weights.name)
+        if weight_bytes is None:
+            return self
+        m, wf = self.model, self.weights
+        a = m.primary_attention
+        outside = m.embedding_params + m.lm_head_params  # 16-bit in a GPU checkpoint
+        packed = wf.bits_per_weight / 8 if wf.bits_per_weight < 8 else 1.0  # uint8 elements of a sub-byte format
+        elements = (m.total_params - outside) * packed + outside
+        stage = self.tp * self.dp
+        isl = int(sum(prompts) / len(prompts))
+        osl = int(sum(outputs) / len(outputs))
+        seqs, tokens = rule.knobs(elements=elements, weight_bytes=weight_bytes, layers=m.num_layers,
+                                  kv_heads=max(stage, a.num_kv_heads),
+                                  head_size=m.hidden_size // a.num_heads if a.mla is not None else a.head_dim,
+                                  kv_bytes=dict(rule.kv_bytes).get(self.kv.name, 2.0), gpus=stage * self.pp,
+                                  pp=self.pp, memory_gib=self.hardware.memory_gib, isl=isl, osl=max(osl, 1))
+        if not self.engine.enable_chunked_prefill:
+            tokens = max(tokens, max(prompts) + seqs)
+        return replace(self, max_num_seqs=seqs, max_num_batched_tokens=tokens, batch_from_workload=False)
 
     def engine_defaults(self, engine: EngineProfile | None = None) -> EngineKnobs:
         """What `engine` (default: the deployment's own) picks by itself for this device, model context,
@@ -328,6 +360,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
                       else max_num_batched_tokens,
+                      batch_from_workload=(eng.is_offline and eng.bench_batch is not None and max_num_seqs is None
+                                           and max_num_batched_tokens is None),
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)

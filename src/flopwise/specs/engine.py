@@ -34,6 +34,7 @@ spellings in `[[launch.release]]`, merged by version like the profile) is read i
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -482,6 +483,74 @@ class MemoryReserve:
         return round(max(0.05, (mb - reserve) / mb), 3)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchBatch:
+    """The batch knobs an engine's offline benchmark picks from the workload where the user gives none
+    (trtllm-bench: bench/build/tuning.py calc_engine_setting and finetune_setting, called by `trtllm-bench build` and,
+    on the PyTorch backend, by `throughput` itself). With G GPUs (tp x pp) of M GiB each, the checkpoint's E
+    safetensors elements (a sub-byte format packs its weights and block scales into uint8 elements, bits / 8 per
+    weight) at b bytes each, and the config's L layers, max(tp, kv_heads) KV heads of head_size h (its head_dim, else
+    hidden / heads: an MLA config's 56-wide heads for DeepSeek-V3) at k bytes:
+        requests = memory_fraction * (G * M - E * b / GiB) / (2 * L * max(tp, kv_heads) * h * k / GiB * (isl + osl))
+        seqs   = min(requests, max_requests) / pp, rounded up: to max(min_seqs, multiple of 32) below 256, to 128s below
+                 1024, to 256s above
+        tokens = min(seqs * (1 + isl / osl), max_tokens), rounded up: to max(min_tokens, 256s) below 4096, to 512s
+                 below 8192, to 1024s above
+    isl / osl are the workload's mean prompt and output lengths; weight formats outside `formats` keep the engine's
+    batch defaults (BuildConfig's), as trtllm-bench does for quantizations it has no tuning for; without chunked
+    prefill the token budget is at least the longest prompt + seqs (`benchmark/utils/general.py` get_settings)."""
+
+    __pydantic_config__ = TABLE_CONFIG
+
+    memory_fraction: float
+    # weight format -> the bytes per safetensors element trtllm-bench assumes (its BYTES_PER_ELEM by quantization)
+    formats: tuple[tuple[str, float], ...]
+    kv_bytes: tuple[tuple[str, float], ...]  # KV format -> bytes per element (any other: 2)
+    max_requests: int = 4096
+    max_tokens: int = 32768
+    min_seqs: int = 64
+    min_tokens: int = 2048
+    seq_steps: tuple[tuple[int, int], ...] = ((256, 32), (1024, 128), (0, 256))  # (below, step), 0: above the rest
+    token_steps: tuple[tuple[int, int], ...] = ((4096, 256), (8192, 512), (0, 1024))
+
+    def __post_init__(self) -> None:
+        number(self.memory_fraction, "engine bench_batch: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
+        for name in ("max_requests", "max_tokens", "min_seqs", "min_tokens"):
+            integer(getattr(self, name), f"engine bench_batch: {name}", lo=1, error=SpecError)
+        for name in ("formats", "kv_bytes"):  # the catalog's inline tables arrive as dicts
+            pairs = tuple((str(k), float(b)) for k, b in dict(getattr(self, name)).items())
+            for key, b in pairs:
+                number(b, f"engine bench_batch: bytes of {key}", lo=0, lo_open=True, error=SpecError)
+            object.__setattr__(self, name, pairs)
+        for name in ("seq_steps", "token_steps"):
+            steps = getattr(self, name)
+            if not steps or steps[-1][0] != 0:
+                raise SpecError(f"engine bench_batch: {name} must end with [0, step] (the step above the rest)")
+            object.__setattr__(self, name, tuple((int(a), int(b)) for a, b in steps))
+
+    @staticmethod
+    def _round_up(x: float, steps: tuple[tuple[int, int], ...]) -> int:
+        step = next(s for below, s in steps if below == 0 or x < below)
+        return step * math.ceil(x / step)
+
+    def knobs(self, *, elements: float, weight_bytes: float, layers: int, kv_heads: int, head_size: int,
+              kv_bytes: float, gpus: int, pp: int, memory_gib: float, isl: int, osl: int) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) as the formula above gives them (before the no-chunking floor)."""
+        gib = 1024 ** 3
+        available = gpus * memory_gib - elements * weight_bytes / gib
+        per_token = 2 * layers * kv_heads * head_size * kv_bytes / gib
+        requests = max(0.0, self.memory_fraction * available) / (per_token * (isl + osl))
+        raw_seqs = min(requests, self.max_requests) / pp
+        raw_tokens = min(raw_seqs * (1 + isl / max(osl, 1)), self.max_tokens)
+        seqs = self._round_up(raw_seqs, self.seq_steps)
+        tokens = self._round_up(raw_tokens, self.token_steps)
+        if raw_seqs < self.seq_steps[0][0]:
+            seqs = max(self.min_seqs, seqs)
+        if raw_tokens < self.token_steps[0][0]:
+            tokens = max(self.min_tokens, tokens)
+        return max(seqs, 1), max(tokens, 1)
+
+
 class LaunchTable(Mapping[str, Any]):
     """A read-only view of an engine's resolved [launch] table (picklable, unlike MappingProxyType, so that
     profiles can travel to the planner's worker processes)."""
@@ -563,6 +632,8 @@ class EngineProfile:
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
+    # the batch knobs the engine's offline benchmark derives from the workload (trtllm-bench); None: its defaults
+    bench_batch: BenchBatch | None = None
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
     devices: tuple[str, ...] = ()  # where the engine runs, "vendor:kind" ("*" any vendor); empty: anywhere
     # (checkpoint format, the format of the file this engine serves it from): llama.cpp runs gpt-oss from a GGUF
@@ -798,7 +869,7 @@ _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "k
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
                  "dp_attention_chunk", "dp_attention_conservativeness",
-                 "memory_reserve", "device_kernels", "devices", "parallelism", "sources",
+                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "sources",
                  "since", "source"}
 
 
@@ -933,6 +1004,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             dp_attention_conservativeness=float(table.get("dp_attention_conservativeness", 1.0)),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
+            bench_batch=BenchBatch(**table["bench_batch"]) if table.get("bench_batch") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                source=r.get("source", "")) for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
@@ -949,7 +1021,7 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     """A profile whose table a user's engine file changed: every value checked against EngineProfile's own
     annotations (`validate.from_table`) and ranges (its `__post_init__`s)."""
     where = f"engine file for {fam.name}@{version}"
-    for key in ("frontend", "host", "kernels", "memory_reserve"):
+    for key in ("frontend", "host", "kernels", "memory_reserve", "bench_batch"):
         if table.get(key) is not None and not isinstance(table[key], dict):
             raise SpecError(f"{where}: {key} must be a table, got {table[key]!r}")
     rules = table.get("batch_defaults")
@@ -962,6 +1034,9 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     if not isinstance(formats, dict):
         raise SpecError(f"{where}: checkpoint_formats must be a table (checkpoint format = file format), got "
                         f"{formats!r}")
+    if isinstance(bb := table.get("bench_batch"), dict):  # its format tables as pairs, as the dataclass holds them
+        table = {**table, "bench_batch": {**bb, **{k: list(dict(bb[k]).items()) for k in ("formats", "kv_bytes")
+                                                   if isinstance(bb.get(k), dict)}}}
     table = {**table, "device_kernels": [{**r, "kernels": list(r["kernels"].items())} for r in dev],
              "checkpoint_formats": [list(kv) for kv in formats.items()]}
     kwargs = {k: v for k, v in table.items() if k not in ("since", "source", "sources", "launch")}
