@@ -144,6 +144,7 @@ def test_trtllm_bench_sizes_its_batch_from_the_workload():
     r = simulate(deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17",
                             frontend="none"), wl)
     assert (r.deployment.max_num_seqs, r.deployment.max_num_batched_tokens) == (64, 2048)
+    assert r.summary()["setup"]["batch_knobs_from"] == "trtllm-bench"
 
 
 def test_sglang_cuda_graph_cap_by_version_memory_and_tp():

@@ -31,7 +31,9 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                   f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
                   f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}, "
                   f"scheduler {st['scheduler']}, max_num_seqs={st['max_num_seqs']}, "
-                  f"max_num_batched_tokens={st['max_num_batched_tokens']}, KV pool {st['kv_capacity_tokens']:,} tokens")
+                  f"max_num_batched_tokens={st['max_num_batched_tokens']}"
+                  f"{f' (picked by {by} for this workload)' if (by := st.get('batch_knobs_from')) else ''}, "
+                  f"KV pool {st['kv_capacity_tokens']:,} tokens")
     if s.get("speculative"):
         sp = s["speculative"]
         tok = sp["tokens_per_verified_decode"]

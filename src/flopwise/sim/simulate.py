@@ -150,6 +150,9 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "api_servers_per_replica": None if (fe := d.frontend) is None else fe.speed,
         "gpu_memory_utilization": d.gpu_memory_utilization,
         "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
+        # who picked those two where the user did not: the engine's offline benchmark for this workload, or None
+        # (the engine's defaults)
+        "batch_knobs_from": d.engine.bench_batch.tool if d.batch_from_workload and d.engine.bench_batch else None,
         "block_size": d.block_size, "enable_prefix_caching": config.enable_prefix_caching,
         "enable_chunked_prefill": config.enable_chunked_prefill,
         "async_scheduling": d.engine.host.async_scheduling, "cuda_graph_max_bs": d.engine.kernels.cuda_graph_max_bs,

@@ -71,7 +71,7 @@ class Deployment:
     max_num_batched_tokens: int
     speculative: SpeculativeSpec | None = None
     # max_num_seqs / max_num_batched_tokens are the engine's offline benchmark's pick for the workload it runs
-    # (`EngineProfile.bench_batch`: trtllm-bench with neither given); `for_workload` sets them before a run
+    # (`EngineProfile.bench_batch`: trtllm-bench with neither given); `for_workload` sets them before each run
     batch_from_workload: bool = False
     _hash: int = field(default=0, compare=False, repr=False)
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
@@ -222,7 +222,7 @@ class Deployment:
                                   pp=self.pp, memory_gib=self.hardware.memory_gib, isl=isl, osl=max(osl, 1))
         if not self.engine.enable_chunked_prefill:
             tokens = max(tokens, max(prompts) + seqs)
-        return replace(self, max_num_seqs=seqs, max_num_batched_tokens=tokens, batch_from_workload=False)
+        return replace(self, max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
     def engine_defaults(self, engine: EngineProfile | None = None) -> EngineKnobs:
         """What `engine` (default: the deployment's own) picks by itself for this device, model context,

@@ -502,6 +502,7 @@ class BenchBatch:
 
     __pydantic_config__ = TABLE_CONFIG
 
+    tool: str  # the benchmark that picks them (shown beside the knobs)
     memory_fraction: float
     # weight format -> the bytes per safetensors element trtllm-bench assumes (its BYTES_PER_ELEM by quantization)
     formats: tuple[tuple[str, float], ...]
@@ -514,6 +515,7 @@ class BenchBatch:
     token_steps: tuple[tuple[int, int], ...] = ((4096, 256), (8192, 512), (0, 1024))
 
     def __post_init__(self) -> None:
+        check_text(self.tool, "engine bench_batch: tool", error=SpecError)
         number(self.memory_fraction, "engine bench_batch: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
         for name in ("max_requests", "max_tokens", "min_seqs", "min_tokens"):
             integer(getattr(self, name), f"engine bench_batch: {name}", lo=1, error=SpecError)
