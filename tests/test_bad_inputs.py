@@ -341,7 +341,10 @@ CASES = [
     ("nonsense", "GGUF on TensorRT-LLM", lambda t: ["simulate", "--engine", "trtllm", "--weights", "q4_k_m",
                                                     "--num-requests", "5"], "does not load GGUF files"),
     ("nonsense", "GGUF on TGI", lambda t: ["estimate", "--engine", "tgi", "--weights", "q6_k"],
-     "TGI does not load GGUF files"),
+     "does not load GGUF files"),
+    # thirtieth pass: vLLM loads GGUF from 0.5.5 only
+    ("nonsense", "GGUF on vLLM 0.5.4", lambda t: ["estimate", "--engine", "vllm@0.5.4", "--weights", "q4_k_m"],
+     "vLLM 0.5.4 does not load GGUF files"),
     ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
         "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
      "--scheduler-recv-interval must be an integer >= 1"),
@@ -369,7 +372,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 45, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 30, "hang": 5, "nonsense": 46, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

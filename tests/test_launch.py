@@ -248,8 +248,20 @@ def test_checkpoints_named_or_made():
     bf16 = render(TARGETS["8b bf16 gguf (recipe)"], get_engine("llamacpp"))
     assert "--outtype bf16 --outfile Llama-3.1-8B-bf16.gguf" in bf16.prepare and "llama-quantize" not in bf16.prepare
     assert bf16.argv()[1:3] == ["-m", "Llama-3.1-8B-bf16.gguf"]
-    for e in ("vllm", "sglang", "trtllm"):  # GGUF goes to llama.cpp only
+    for e in ("sglang", "trtllm"):  # GGUF goes to llama.cpp and vLLM only
         assert render(TARGETS["8b gguf instruct"], get_engine(e)).command is None
+    # vLLM serves the downloaded file with the 16-bit repository's tokenizer; from 0.24 through vllm-gguf-plugin
+    v = render(TARGETS["8b gguf instruct"], get_engine("vllm@0.32"))
+    assert v.argv()[:5] == ["vllm", "serve", "./Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "--tokenizer",
+                            "meta-llama/Llama-3.1-8B-Instruct"] and "--quantization" not in v.command
+    assert v.prepare == ("pip install vllm-gguf-plugin && huggingface-cli download "
+                         "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf "
+                         "--local-dir .")
+    in_tree = render(TARGETS["8b gguf base (recipe)"], get_engine("vllm@0.23"))
+    assert in_tree.argv()[2:5] == ["./Llama-3.1-8B-Q8_0.gguf", "--tokenizer", "meta-llama/Llama-3.1-8B"]
+    assert "llama-quantize" in in_tree.prepare and "vllm-gguf-plugin" not in in_tree.prepare
+    assert "no GGUF loader" in render(TARGETS["8b gguf instruct"], get_engine("vllm@0.5.4")).reason
+    assert "no MXFP4_MOE" in render(TARGETS["gpt-oss-20b gguf"], get_engine("vllm@0.20")).reason
     oss_gguf = render(TARGETS["gpt-oss-20b gguf"], get_engine("llamacpp"))  # the GGUF llama.cpp serves gpt-oss from
     assert oss_gguf.argv()[:5] == ["llama-server", "--hf-repo", "ggml-org/gpt-oss-20b-GGUF", "--hf-file",
                                    "gpt-oss-20b-mxfp4.gguf"]

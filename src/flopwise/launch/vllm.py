@@ -2,8 +2,9 @@
 
 - the model: the published checkpoint in the planned weight format, or the 16-bit one with `--quantization fp8`
   (vLLM quantizes FP8 at load), or the output of a recipe (`prepare`); never `--quantization awq` on a 16-bit
-  repository (a pre-quantized checkpoint's quantization_config picks the kernels by itself); GGUF is left to
-  llama.cpp;
+  repository (a pre-quantized checkpoint's quantization_config picks the kernels by itself); a GGUF format: the
+  local file (a published one downloaded, or llama.cpp's converter and llama-quantize), with the 16-bit
+  repository's tokenizer, on releases with a GGUF loader (in-tree 0.5.5-0.23, vllm-gguf-plugin from 0.24);
 - `--max-model-len`: the workload's longest request within the model's context (the plan's `max_model_len`);
 - `--gpu-memory-utilization`: the share of the whole device that gives the KV pool the plan sized;
 - chunked prefill: always on in V1; V0 needs `--enable-chunked-prefill` when a prompt exceeds the token budget;
@@ -64,15 +65,26 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     takes vLLM's engine arguments, e.g. NVIDIA Dynamo's `python -m dynamo.vllm --model`)."""
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
-    if dep.weights.name in GGUF_FORMATS:
-        return LaunchCommand(engine=engine.name, command=None, reason="vLLM has no GGUF quantization method here; "
-                             "serve GGUF with llama.cpp (llama-server)")
+    gguf = dep.weights.name in GGUF_FORMATS
+    if gguf and (why := _gguf_refusal(dep.weights.gguf_type, engine)) is not None:
+        return LaunchCommand(engine=engine.name, command=None, reason=why)
     src = model_source(target, engine)
     if src is None:
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or recipe for vLLM is known")
     notes = [src.note] if src.note else []
-    line = CommandLine(*(launcher or (la["command"],)), src.model)
+    model, prepare = src.model, src.prepare
+    if gguf:  # a local file: vLLM loads one GGUF file, not a repository of them
+        if src.file:
+            prepare = f"huggingface-cli download {src.model} {src.file} --local-dir ."
+            model = src.file
+        model = f"./{model}"
+        if la["gguf_loader"] != "in-tree":
+            prepare = " && ".join(p for p in (f"pip install {la['gguf_loader']}", prepare) if p)
+            notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']} (out of tree since 0.24)")
+    line = CommandLine(*(launcher or (la["command"],)), model)
+    if gguf:
+        line.flag(flags["tokenizer"], target.model_id)
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
@@ -137,5 +149,14 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         else:
             line.flag(flags["speculative_model"], cfg.get("model", "[ngram]"))
             line.flag(flags["num_speculative_tokens"], cfg["num_speculative_tokens"])
-    return LaunchCommand(engine=engine.name, command=line.render(), prepare=src.prepare, checkpoint=src.checkpoint,
+    return LaunchCommand(engine=engine.name, command=line.render(), prepare=prepare, checkpoint=src.checkpoint,
                          notes=tuple(notes))
+
+
+def _gguf_refusal(gguf_type: str | None, engine: EngineProfile) -> str | None:
+    """Why this vLLM release cannot serve a GGUF file of `gguf_type` (None: it can)."""
+    if engine.launch.get("gguf_loader") is None:
+        return f"vLLM {engine.version} has no GGUF loader (from 0.5.5); serve GGUF with llama.cpp (llama-server)"
+    if gguf_type in engine.launch.get("gguf_unsupported", ()):
+        return f"vLLM's GGUF kernels have no {gguf_type}; serve it with llama.cpp (llama-server)"
+    return None

@@ -375,8 +375,9 @@ def weights_refusal(engine: EngineProfile, hardware: HardwareSpec, model: ModelS
         return f"{wf.name} quantizes routed experts only ({wf.description}); {model.name} has none: use another format"
     if wf.gguf_type is not None and not engine.loads_gguf:
         loaders = " or ".join(f for f in engine_families() if get_engine(f, frontend="none").loads_gguf)
-        return (f"{engine.display} does not load GGUF files ({wf.name} is llama.cpp's {wf.gguf_type}): serve it with "
-                f"{loaders}, or give this engine a format it loads (bf16, fp8, int4-awq, ...)")
+        return (f"{engine.display} {engine.version} does not load GGUF files ({wf.name} is llama.cpp's "
+                f"{wf.gguf_type}): serve it with {loaders}, or give this engine a format it loads (bf16, fp8, "
+                "int4-awq, ...)")
     if engine.gguf_only and wf.bits_per_weight < 16 and not engine.kernels.quantized_path(wf):
         return (f"{engine.display} loads GGUF files; {wf.name} is not a GGUF type: use {', '.join(GGUF_STEPS)} or "
                 "another GGUF type (q6_k, q5_k_m, q4_0, ...), or bf16 / fp16")

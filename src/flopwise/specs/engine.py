@@ -871,7 +871,7 @@ _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "k
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
                  "dp_attention_chunk", "dp_attention_conservativeness",
-                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "sources",
+                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf", "sources",
                  "since", "source"}
 
 
