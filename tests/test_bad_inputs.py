@@ -102,6 +102,15 @@ CASES = [
         t, "e.toml", 'name = "vllm"\n[override]\nhost = 5\n')], "host must be a table"),
     ("traceback", "engine override of the wrong type", lambda t: ["estimate", "--engine-file", file(
         t, "e.toml", 'name = "vllm"\n[override]\nfrontend = { request_s = "x" }\n')], "frontend.request_s"),
+    # thirtieth pass (a helper's review): trtllm-bench's batch rule from an engine file
+    ("traceback", "trtllm-bench rounding to steps of 0", lambda t: [
+        "simulate", "--engine", "trtllm@1.2", "--frontend", "none", "--weights", "fp8", "--num-requests", "5",
+        "--engine-file", file(t, "e.toml", 'name = "trtllm"\n[override]\nbench_batch = { seq_steps = '
+                              '[[256, 0], [0, 256]] }\n')], "seq_steps step must be"),
+    ("traceback", "trtllm-bench bytes for a format that does not exist", lambda t: [
+        "simulate", "--engine", "trtllm@1.2", "--frontend", "none", "--weights", "fp8", "--num-requests", "5",
+        "--engine-file", file(t, "e.toml", 'name = "trtllm"\n[override]\nbench_batch = { formats = { fp9 = 1.0 } }\n')],
+     "unknown format 'fp9'"),
     ("traceback", "--num-requests 10^9 (allocated before failing)", lambda t: ["simulate", "--num-requests",
                                                                            "1000000000"], "--num-requests"),
     # hangs
@@ -372,7 +381,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 30, "hang": 5, "nonsense": 46, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 46, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

@@ -21,6 +21,7 @@ from flopwise.sim.replica import make_scheduler
 from flopwise.specs.deployment import weights_note
 from flopwise.specs.engine import KernelFactors, get_engine
 from flopwise.specs.hardware import GIB, get_hardware
+from flopwise.techniques.scenario import rebuild
 from flopwise.validation.engines import case_deployment, case_engine
 from flopwise.workload import RequestSpec, Workload, build_workload
 
@@ -132,13 +133,33 @@ def test_trtllm_bench_sizes_its_batch_from_the_workload():
     # without chunked prefill the budget holds the longest prompt and a full batch
     d = deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17", frontend="none")
     assert d.for_workload([128, 9000], [2048, 2048]).max_num_batched_tokens == 9000 + 64
-    # knobs the user gives, a format trtllm-bench has no tuning for, and trtllm-serve keep the engine's defaults
-    for kw in ({"max_num_seqs": 512}, {"weights": "int4-awq"}):
-        args = {"weights": "fp8", **kw}
-        d = deployment("llama-3.1-70b", "h100-sxm", engine="trtllm@0.17", frontend="none", **args)
-        s = d.for_workload([128], [2048])
-        assert (s.max_num_seqs, s.max_num_batched_tokens) == (kw.get("max_num_seqs", 2048), 8192)
+    # a knob the user gives stays (the other is still the benchmark's); a format trtllm-bench has no tuning for keeps
+    # BuildConfig's defaults, floored by the longest prompt + the batch; both given, or trtllm-serve: the user's /
+    # the engine's
+    def knobs(prompts, **kw):
+        d = deployment("llama-3.1-70b", "h100-sxm", engine="trtllm@0.17", frontend="none", **{"weights": "fp8", **kw})
+        s = d.for_workload(prompts, [2048] * len(prompts))
+        return s.max_num_seqs, s.max_num_batched_tokens
+
+    assert knobs([128], max_num_seqs=512) == (512, 2048) and knobs([128], max_num_batched_tokens=4096) == (64, 4096)
+    assert knobs([128], max_num_seqs=512, max_num_batched_tokens=4096) == (512, 4096)
+    assert knobs([128], weights="int4-awq") == (2048, 8192) and knobs([10000], weights="int4-awq") == (2048, 12048)
     assert not deployment("llama-3.1-70b", "h100-sxm", weights="fp8", engine="trtllm@1.2").batch_from_workload
+    # the PyTorch backend sizes at the run's memory fraction, TensorRT engines at the build's 0.95: Llama-3.1-8B fp8
+    # at 0.3, (79.6 - 7.479) x 0.3 / (6.1035e-5 x 256) = 1384.9 requests -> 1536; at 0.9, 4154 -> capped at 4096
+    assert knobs([128]) == knobs([128], gpu_memory_utilization=0.3) == (64, 2048)
+    d = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@1.2", frontend="none")
+    full, low = d.for_workload([128], [128]), replace(d, gpu_memory_utilization=0.3).for_workload([128], [128])
+    assert (full.max_num_seqs, low.max_num_seqs) == (4096, 1536)
+    # a deployment rebuilt with another parallelism keeps the benchmark's picks; a knob set later is the user's
+    base = deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17", frontend="none")
+    assert rebuild(base, tp=2).bench_knobs == base.bench_knobs == ("max_num_seqs", "max_num_batched_tokens")
+    fixed = base.with_knobs(max_num_seqs=16)
+    assert fixed.bench_knobs == ("max_num_batched_tokens",) and fixed.for_workload([128], [2048]).max_num_seqs == 16
+    # a checkpoint beyond the GPUs' memory, or room for less than one request, is trtllm-bench's own refusal
+    with pytest.raises(SpecError, match="at least one"):
+        deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17",
+                   frontend="none").for_workload([120000], [8000])
     # and the simulator runs the workload at the benchmark's knobs
     wl = build_workload(num_requests=8, input_len=128, output_len=2048, request_rate=math.inf)
     r = simulate(deployment("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", engine="trtllm@0.17",

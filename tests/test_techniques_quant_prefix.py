@@ -48,7 +48,8 @@ def test_gguf_k_quants_weigh_what_llama_quantize_writes_and_have_a_recipe():
     assert weight_format("Q5_K").name == "q5_k_m" and weight_format("q3_k").name == "q3_k_m"
     r = recipe_for("q5_k_m", "llamacpp", "meta-llama/Llama-3.1-8B")
     assert r is not None and r.command.endswith("llama-quantize Llama-3.1-8B-BF16.gguf Llama-3.1-8B-Q5_K_M.gguf Q5_K_M")
-    assert recipe_for("q5_k_m", "vllm", "meta-llama/Llama-3.1-8B") is None
+    assert recipe_for("q5_k_m", "vllm", "meta-llama/Llama-3.1-8B") == r  # vLLM serves the file it makes too
+    assert recipe_for("q5_k_m", "trtllm", "meta-llama/Llama-3.1-8B") is None
     # decode streams the file: Q5_K_M reads 5.70 / 4.85 of Q4_K_M's bytes per weight
     q4, q5 = (deployment("llama-3.1-8b", "rtx-4090", engine="llamacpp", weights=w) for w in ("q4_k_m", "q5_k_m"))
     shape = decode_shape(1, 512, layout(q4).windows)

@@ -232,7 +232,8 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             for seqs, tokens, pc, spec, api in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
                                                                  space.prefix_caching, space.speculative,
                                                                  space.api_servers):
-                dep = replace(base, max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
+                dep = replace(base.with_knobs(max_num_seqs=seqs, max_num_batched_tokens=tokens),
+                              max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
                               else seqs,
                               max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
                               speculative=spec,

@@ -210,10 +210,12 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
              progress: Callable[[int], None] | None = None) -> SimResult:
     """Serve `workload` on `dep`. `progress(n)` is called as n more requests complete. An engine whose offline
     benchmark sizes its batch from the workload (trtllm-bench) gets those knobs first (`Deployment.for_workload`)."""
+    config = (config or SimConfig()).resolved(dep)
     if dep.batch_from_workload:
         dep = dep.for_workload([r.input_tokens for r in workload.requests],
-                               [r.output_tokens for r in workload.requests])
-    config = (config or SimConfig()).resolved(dep)
+                               [r.output_tokens for r in workload.requests],
+                               chunked_prefill=config.enable_chunked_prefill)
+        config = config.resolved(dep)
     require_fit(dep)
     t0 = time.perf_counter()
     items = list(enumerate(workload.requests))

@@ -70,9 +70,9 @@ class Deployment:
     max_num_seqs: int
     max_num_batched_tokens: int
     speculative: SpeculativeSpec | None = None
-    # max_num_seqs / max_num_batched_tokens are the engine's offline benchmark's pick for the workload it runs
-    # (`EngineProfile.bench_batch`: trtllm-bench with neither given); `for_workload` sets them before each run
-    batch_from_workload: bool = False
+    # the knobs (max_num_seqs, max_num_batched_tokens) the engine's offline benchmark derives from the workload it
+    # runs (`EngineProfile.bench_batch`: trtllm-bench, those the user did not give); `for_workload` sets them
+    bench_knobs: tuple[str, ...] = ()
     _hash: int = field(default=0, compare=False, repr=False)
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
@@ -161,7 +161,7 @@ class Deployment:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.replicas_per_server, self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
-                self.speculative, self.batch_from_workload)
+                self.speculative, self.bench_knobs)
 
     def __eq__(self, other: object) -> bool:
         """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
@@ -196,31 +196,53 @@ class Deployment:
         SGLang's chunked_prefill_size // dp_size)."""
         return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp
 
-    def for_workload(self, prompts: Sequence[int], outputs: Sequence[int]) -> Deployment:
+    @property
+    def batch_from_workload(self) -> bool:
+        """Whether the engine's offline benchmark picks any batch knob from the workload (`bench_knobs`)."""
+        return bool(self.bench_knobs)
+
+    def with_knobs(self, *, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> Deployment:
+        """This deployment with the batch knobs given set (None: kept), which the benchmark then no longer picks."""
+        given = {k for k, v in (("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens))
+                 if v is not None}
+        return replace(self, max_num_seqs=self.max_num_seqs if max_num_seqs is None else max_num_seqs,
+                       max_num_batched_tokens=self.max_num_batched_tokens if max_num_batched_tokens is None
+                       else max_num_batched_tokens,
+                       bench_knobs=tuple(k for k in self.bench_knobs if k not in given))
+
+    def for_workload(self, prompts: Sequence[int], outputs: Sequence[int], *,
+                     chunked_prefill: bool | None = None) -> Deployment:
         """This deployment with the batch knobs its engine's offline benchmark picks for a workload of these prompt
-        and output lengths (`EngineProfile.bench_batch`; their means, as trtllm-bench's dataset metadata gives
-        them); itself where the knobs are not the benchmark's (`batch_from_workload`) or its weight format has no
-        tuning. Without chunked prefill the token budget holds the longest prompt and a full batch."""
+        and output lengths (`EngineProfile.bench_batch`; their means, as trtllm-bench's dataset metadata gives them),
+        those in `bench_knobs` only, which it then keeps (the benchmark re-derives them per dataset); a weight format
+        it has no tuning for keeps the engine's defaults. Without chunked prefill (`chunked_prefill`, default the
+        engine's) the token budget holds the longest prompt and a full batch. SpecError where the benchmark refuses
+        the model (weights beyond the devices' memory, less than one request's KV)."""
         rule = self.engine.bench_batch
-        if not self.batch_from_workload or rule is None or not prompts:
+        if not self.bench_knobs or rule is None or not prompts:
             return self
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
         weight_bytes = dict(rule.formats).get(self.weights.name)
-        if weight_bytes is None:
-            return self
-        m, wf = self.model, self.weights
-        a = m.primary_attention
-        outside = m.embedding_params + m.lm_head_params  # 16-bit in a GPU checkpoint
-        packed = wf.bits_per_weight / 8 if wf.bits_per_weight < 8 else 1.0  # uint8 elements of a sub-byte format
-        elements = (m.total_params - outside) * packed + outside
-        stage = self.tp * self.dp
-        isl = int(sum(prompts) / len(prompts))
-        osl = int(sum(outputs) / len(outputs))
-        seqs, tokens = rule.knobs(elements=elements, weight_bytes=weight_bytes, layers=m.num_layers,
-                                  kv_heads=max(stage, a.num_kv_heads),
-                                  head_size=m.hidden_size // a.num_heads if a.mla is not None else a.head_dim,
-                                  kv_bytes=dict(rule.kv_bytes).get(self.kv.name, 2.0), gpus=stage * self.pp,
-                                  pp=self.pp, memory_gib=self.hardware.memory_gib, isl=isl, osl=max(osl, 1))
-        if not self.engine.enable_chunked_prefill:
+        if weight_bytes is not None:
+            m, wf = self.model, self.weights
+            a = m.primary_attention
+            outside = m.embedding_params + m.lm_head_params  # 16-bit in a GPU checkpoint
+            packed = wf.bits_per_weight / 8 if wf.bits_per_weight < 8 else 1.0  # uint8 elements of a sub-byte format
+            stage = self.tp * self.dp
+            kv_bytes = 1.0 if wf.name in rule.fp8_kv_with else dict(rule.kv_bytes).get(self.kv.name, 2.0)
+            seqs, tokens = rule.knobs(
+                elements=(m.total_params - outside) * packed + outside, weight_bytes=weight_bytes,
+                layers=m.num_layers, kv_heads=max(stage, a.num_kv_heads),
+                head_size=m.hidden_size // a.num_heads if a.mla is not None else a.head_dim, kv_bytes=kv_bytes,
+                gpus=stage * self.pp, pp=self.pp, memory_gib=self.hardware.memory_gib,
+                isl=int(sum(prompts) / len(prompts)), osl=max(1, int(sum(outputs) / len(outputs))),
+                fraction=self.gpu_memory_utilization if rule.runtime_fraction else None)
+        if "max_num_seqs" not in self.bench_knobs:  # the user's
+            seqs = self.max_num_seqs
+        if "max_num_batched_tokens" not in self.bench_knobs:
+            return replace(self, max_num_seqs=seqs)
+        chunked = self.engine.enable_chunked_prefill if chunked_prefill is None else chunked_prefill
+        if not chunked:
             tokens = max(tokens, max(prompts) + seqs)
         return replace(self, max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
@@ -360,8 +382,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
                       else max_num_batched_tokens,
-                      batch_from_workload=(eng.is_offline and eng.bench_batch is not None and max_num_seqs is None
-                                           and max_num_batched_tokens is None),
+                      bench_knobs=tuple(k for k, v in (("max_num_seqs", max_num_seqs),
+                                                       ("max_num_batched_tokens", max_num_batched_tokens))
+                                        if v is None and eng.is_offline and eng.bench_batch is not None),
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)

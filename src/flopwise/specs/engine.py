@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.specs.precision import WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
+from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
@@ -483,6 +483,9 @@ class MemoryReserve:
         return round(max(0.05, (mb - reserve) / mb), 3)
 
 
+_KV_NAMES = tuple(KV_FORMATS)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchBatch:
     """The batch knobs an engine's offline benchmark picks from the workload where the user gives none
@@ -507,6 +510,10 @@ class BenchBatch:
     # weight format -> the bytes per safetensors element trtllm-bench assumes (its BYTES_PER_ELEM by quantization)
     formats: tuple[tuple[str, float], ...]
     kv_bytes: tuple[tuple[str, float], ...]  # KV format -> bytes per element (any other: 2)
+    fp8_kv_with: tuple[str, ...] = ()  # weight formats whose engine the benchmark builds with an FP8 KV cache
+    # the heuristic's fraction is the run's own memory fraction (trtllm-bench throughput's
+    # --kv_cache_free_gpu_mem_fraction), not `memory_fraction` (the engine build's default)
+    runtime_fraction: bool = False
     max_requests: int = 4096
     max_tokens: int = 32768
     min_seqs: int = 64
@@ -519,16 +526,27 @@ class BenchBatch:
         number(self.memory_fraction, "engine bench_batch: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
         for name in ("max_requests", "max_tokens", "min_seqs", "min_tokens"):
             integer(getattr(self, name), f"engine bench_batch: {name}", lo=1, error=SpecError)
-        for name in ("formats", "kv_bytes"):  # the catalog's inline tables arrive as dicts
+        for name, known in (("formats", WEIGHT_FORMATS), ("kv_bytes", _KV_NAMES)):  # TOML tables arrive as dicts
             pairs = tuple((str(k), float(b)) for k, b in dict(getattr(self, name)).items())
             for key, b in pairs:
-                number(b, f"engine bench_batch: bytes of {key}", lo=0, lo_open=True, error=SpecError)
+                if key not in known:
+                    raise SpecError(f"engine bench_batch: {name} names an unknown format '{key}'.{suggest(key, known)}")
+                number(b, f"engine bench_batch: bytes of {key}", lo=0.01, hi=8, error=SpecError)
             object.__setattr__(self, name, pairs)
+        object.__setattr__(self, "fp8_kv_with", tuple(self.fp8_kv_with))
+        for f in self.fp8_kv_with:
+            if f not in WEIGHT_FORMATS:
+                raise SpecError(f"engine bench_batch: fp8_kv_with names an unknown format '{f}'."
+                                f"{suggest(f, WEIGHT_FORMATS)}")
         for name in ("seq_steps", "token_steps"):
-            steps = getattr(self, name)
-            if not steps or steps[-1][0] != 0:
-                raise SpecError(f"engine bench_batch: {name} must end with [0, step] (the step above the rest)")
-            object.__setattr__(self, name, tuple((int(a), int(b)) for a, b in steps))
+            steps = tuple((integer(a, f"engine bench_batch: {name} threshold", lo=0, error=SpecError),
+                           integer(b, f"engine bench_batch: {name} step", lo=1, error=SpecError))
+                          for a, b in getattr(self, name))
+            bounds = [a for a, _ in steps[:-1]]
+            if not steps or steps[-1][0] != 0 or 0 in bounds or bounds != sorted(set(bounds)):
+                raise SpecError(f"engine bench_batch: {name} must be [below, step] pairs with increasing thresholds "
+                                "above 0, ending with [0, step] (the step above the rest)")
+            object.__setattr__(self, name, steps)
 
     @staticmethod
     def _round_up(x: float, steps: tuple[tuple[int, int], ...]) -> int:
@@ -536,12 +554,22 @@ class BenchBatch:
         return step * math.ceil(x / step)
 
     def knobs(self, *, elements: float, weight_bytes: float, layers: int, kv_heads: int, head_size: int,
-              kv_bytes: float, gpus: int, pp: int, memory_gib: float, isl: int, osl: int) -> tuple[int, int]:
-        """(max_num_seqs, max_num_batched_tokens) as the formula above gives them (before the no-chunking floor)."""
+              kv_bytes: float, gpus: int, pp: int, memory_gib: float, isl: int, osl: int,
+              fraction: float | None = None) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) as the formula above gives them (before the no-chunking floor), at
+        `fraction` where given (else `memory_fraction`); SpecError where the benchmark itself gives up: weights
+        beyond the devices' memory, or less than one request's KV."""
         gib = 1024 ** 3
-        available = gpus * memory_gib - elements * weight_bytes / gib
+        engine_gib = elements * weight_bytes / gib
+        if engine_gib >= gpus * memory_gib:
+            raise SpecError(f"{self.tool} sizes the checkpoint at {engine_gib:.1f} GiB, beyond the {gpus} GPU(s)' "
+                            f"{gpus * memory_gib:.1f} GiB: use more GPUs or a smaller format")
         per_token = 2 * layers * kv_heads * head_size * kv_bytes / gib
-        requests = max(0.0, self.memory_fraction * available) / (per_token * (isl + osl))
+        requests = (self.memory_fraction if fraction is None else fraction) * (gpus * memory_gib - engine_gib) \
+            / (per_token * (isl + osl))
+        if requests < 1:
+            raise SpecError(f"{self.tool} finds KV memory for {requests:.2f} requests of {isl} + {osl} tokens (it "
+                            "needs at least one): use more GPUs, a smaller format or shorter requests")
         raw_seqs = min(requests, self.max_requests) / pp
         raw_tokens = min(raw_seqs * (1 + isl / max(osl, 1)), self.max_tokens)
         seqs = self._round_up(raw_seqs, self.seq_steps)

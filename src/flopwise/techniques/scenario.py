@@ -58,7 +58,9 @@ def rebuild(dep: Deployment, **changes: Any) -> Deployment:
         "model": dep.model, "hardware": dep.hardware, "weights": dep.weights.name, "kv": dep.kv.name,
         "tp": dep.tp, "pp": dep.pp, "replicas": dep.replicas, "replicas_per_server": dep.replicas_per_server,
         "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
-        "max_num_seqs": dep.max_num_seqs, "max_num_batched_tokens": dep.max_num_batched_tokens,
+        # a knob the engine's offline benchmark picks stays its pick (None: make_deployment leaves it to it)
+        "max_num_seqs": None if "max_num_seqs" in dep.bench_knobs else dep.max_num_seqs,
+        "max_num_batched_tokens": None if "max_num_batched_tokens" in dep.bench_knobs else dep.max_num_batched_tokens,
         "speculative": dep.speculative, "engine": dep.engine,
     }
     unknown = set(changes) - set(fields)
