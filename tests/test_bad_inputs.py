@@ -354,6 +354,9 @@ CASES = [
     # thirtieth pass: vLLM loads GGUF from 0.5.5 only
     ("nonsense", "GGUF on vLLM 0.5.4", lambda t: ["estimate", "--engine", "vllm@0.5.4", "--weights", "q4_k_m"],
      "vLLM 0.5.4 does not load GGUF files"),
+    ("nonsense", "a GGUF type vLLM's kernels lack", lambda t: [
+        "simulate", "--model", "gpt-oss-20b", "--engine", "vllm", "--weights", "mxfp4_moe", "--num-requests", "3"],
+     "GGUF kernels have no MXFP4_MOE"),
     ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
         "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
      "--scheduler-recv-interval must be an integer >= 1"),
@@ -381,7 +384,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 46, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 47, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 16}
 
 

@@ -157,6 +157,6 @@ def _gguf_refusal(gguf_type: str | None, engine: EngineProfile) -> str | None:
     """Why this vLLM release cannot serve a GGUF file of `gguf_type` (None: it can)."""
     if engine.launch.get("gguf_loader") is None:
         return f"vLLM {engine.version} has no GGUF loader (from 0.5.5); serve GGUF with llama.cpp (llama-server)"
-    if gguf_type in engine.launch.get("gguf_unsupported", ()):
+    if gguf_type in engine.gguf_lacks:
         return f"vLLM's GGUF kernels have no {gguf_type}; serve it with llama.cpp (llama-server)"
     return None

@@ -401,6 +401,9 @@ def weights_refusal(engine: EngineProfile, hardware: HardwareSpec, model: ModelS
         return (f"{engine.display} {engine.version} does not load GGUF files ({wf.name} is llama.cpp's "
                 f"{wf.gguf_type}): serve it with {loaders}, or give this engine a format it loads (bf16, fp8, "
                 "int4-awq, ...)")
+    if wf.gguf_type in engine.gguf_lacks:
+        return (f"{engine.display} {engine.version}'s GGUF kernels have no {wf.gguf_type}: serve {wf.name} with "
+                "llamacpp, or give this engine another GGUF type (q4_k_m, q8_0, ...)")
     if engine.gguf_only and wf.bits_per_weight < 16 and not engine.kernels.quantized_path(wf):
         return (f"{engine.display} loads GGUF files; {wf.name} is not a GGUF type: use {', '.join(GGUF_STEPS)} or "
                 "another GGUF type (q6_k, q5_k_m, q4_0, ...), or bf16 / fp16")

@@ -675,6 +675,7 @@ class EngineProfile:
     # the engine can load a GGUF file at all (llama.cpp; vLLM's and SGLang's GGUF loaders), else it refuses the GGUF
     # types (TensorRT-LLM, TGI's CUDA server, a PyTorch script that would dequantize the file to 16-bit at load)
     loads_gguf: bool = True
+    gguf_lacks: tuple[str, ...] = ()  # GGUF file types (`WeightFormat.gguf_type`) the engine's GGUF kernels do not run
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
@@ -899,8 +900,8 @@ _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "k
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
                  "dp_attention_chunk", "dp_attention_conservativeness",
-                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf", "sources",
-                 "since", "source"}
+                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
+                 "gguf_lacks", "sources", "since", "source"}
 
 
 @cache
@@ -1040,6 +1041,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             devices=tuple(table.get("devices", ())),
             checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
             gguf_only=bool(table.get("gguf_only", False)), loads_gguf=bool(table.get("loads_gguf", True)),
+            gguf_lacks=tuple(table.get("gguf_lacks", ())),
             parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
             launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
