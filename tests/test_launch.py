@@ -260,8 +260,9 @@ def test_checkpoints_named_or_made():
     in_tree = render(TARGETS["8b gguf base (recipe)"], get_engine("vllm@0.23"))
     assert in_tree.argv()[2:5] == ["./Llama-3.1-8B-Q8_0.gguf", "--tokenizer", "meta-llama/Llama-3.1-8B"]
     assert "llama-quantize" in in_tree.prepare and "vllm-gguf-plugin" not in in_tree.prepare
-    assert "no GGUF loader" in render(TARGETS["8b gguf instruct"], get_engine("vllm@0.5.4")).reason
-    assert "no MXFP4_MOE" in render(TARGETS["gpt-oss-20b gguf"], get_engine("vllm@0.20")).reason
+    assert "vLLM 0.5.4 does not load GGUF files" in render(TARGETS["8b gguf instruct"], get_engine("vllm@0.5.4")).reason
+    assert "vLLM 0.20's GGUF kernels have no MXFP4_MOE" in render(TARGETS["gpt-oss-20b gguf"],
+                                                                   get_engine("vllm@0.20")).reason
     oss_gguf = render(TARGETS["gpt-oss-20b gguf"], get_engine("llamacpp"))  # the GGUF llama.cpp serves gpt-oss from
     assert oss_gguf.argv()[:5] == ["llama-server", "--hf-repo", "ggml-org/gpt-oss-20b-GGUF", "--hf-file",
                                    "gpt-oss-20b-mxfp4.gguf"]

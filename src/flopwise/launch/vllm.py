@@ -32,6 +32,7 @@ from flopwise.launch.common import (
     model_source,
     switches,
 )
+from flopwise.specs.deployment import weights_refusal
 from flopwise.specs.engine import EngineProfile
 
 __all__ = ["render"]
@@ -66,8 +67,8 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
     gguf = dep.weights.name in GGUF_FORMATS
-    if gguf and (why := _gguf_refusal(dep.weights.gguf_type, engine)) is not None:
-        return LaunchCommand(engine=engine.name, command=None, reason=why)
+    if gguf and (why := weights_refusal(engine, dep.hardware, dep.model, dep.weights)) is not None:
+        return LaunchCommand(engine=engine.name, command=None, reason=why)  # (no GGUF loader, or not this type)
     src = model_source(target, engine)
     if src is None:
         return LaunchCommand(engine=engine.name, command=None,
@@ -81,7 +82,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         model = f"./{model}"
         if la["gguf_loader"] != "in-tree":
             prepare = " && ".join(p for p in (f"pip install {la['gguf_loader']}", prepare) if p)
-            notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']} (out of tree since 0.24)")
+            notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']}, out of tree")
     line = CommandLine(*(launcher or (la["command"],)), model)
     if gguf:
         line.flag(flags["tokenizer"], target.model_id)
@@ -152,11 +153,3 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     return LaunchCommand(engine=engine.name, command=line.render(), prepare=prepare, checkpoint=src.checkpoint,
                          notes=tuple(notes))
 
-
-def _gguf_refusal(gguf_type: str | None, engine: EngineProfile) -> str | None:
-    """Why this vLLM release cannot serve a GGUF file of `gguf_type` (None: it can)."""
-    if engine.launch.get("gguf_loader") is None:
-        return f"vLLM {engine.version} has no GGUF loader (from 0.5.5); serve GGUF with llama.cpp (llama-server)"
-    if gguf_type in engine.gguf_lacks:
-        return f"vLLM's GGUF kernels have no {gguf_type}; serve it with llama.cpp (llama-server)"
-    return None

@@ -139,7 +139,7 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
     if dep.batch_from_workload:  # the benchmark's knobs for this stream, fixed for the bounds and every probe
         sample = workload_at(math.inf, CEILING_SAMPLE).requests
         sized = dep.for_workload([r.input_tokens for r in sample], [r.output_tokens for r in sample],
-                                 chunked_prefill=config.resolved(dep).enable_chunked_prefill)
+                                 chunked_prefill=config.chunked_prefill(dep))
         dep = sized.with_knobs(max_num_seqs=sized.max_num_seqs, max_num_batched_tokens=sized.max_num_batched_tokens)
     if run is None and not any(o.metric in ("ttft", "e2e") for o in sla.objectives):
         sat = saturated_rate(dep, workload_at, sla, config, rule, ceiling=ceiling)

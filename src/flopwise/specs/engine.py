@@ -483,9 +483,6 @@ class MemoryReserve:
         return round(max(0.05, (mb - reserve) / mb), 3)
 
 
-_KV_NAMES = tuple(KV_FORMATS)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchBatch:
     """The batch knobs an engine's offline benchmark picks from the workload where the user gives none
@@ -526,7 +523,7 @@ class BenchBatch:
         number(self.memory_fraction, "engine bench_batch: memory_fraction", lo=0.05, hi=1.0, error=SpecError)
         for name in ("max_requests", "max_tokens", "min_seqs", "min_tokens"):
             integer(getattr(self, name), f"engine bench_batch: {name}", lo=1, error=SpecError)
-        for name, known in (("formats", WEIGHT_FORMATS), ("kv_bytes", _KV_NAMES)):  # TOML tables arrive as dicts
+        for name, known in (("formats", WEIGHT_FORMATS), ("kv_bytes", KV_FORMATS)):  # TOML tables arrive as dicts
             pairs = tuple((str(k), float(b)) for k, b in dict(getattr(self, name)).items())
             for key, b in pairs:
                 if key not in known:
