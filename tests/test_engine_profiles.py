@@ -464,6 +464,12 @@ def test_case_knobs_keep_each_engines_meaning():
     old = {"engine": "SGLang", "engine_version": "0.3.5", "engine_knobs": {"num_continuous_decode_steps": 4}}
     assert case_engine(old, "simulate").engine.host.per_seq_s == pytest.approx(
         get_engine("sglang@0.3.5").host.per_seq_s / 4)
+    # llama-server's -np slots cap the requests decoded together (one slot by default before b6850's four)
+    slots = {"engine": "llama.cpp (llama-server)", "engine_version": "b6800",
+             "engine_knobs": {"n_parallel": 32, "flash_attn": True}}
+    assert case_engine(slots, "simulate").knobs == {"max_num_seqs": 32}
+    assert case_deployment(slots, "simulate", {"model": "meta-llama/Llama-3.1-8B", "gpu": "rtx-4090", "tp": 1,
+                                                "weights": "q4_k_m"})[0].max_num_seqs == 32
     recv = {"engine": "SGLang", "engine_version": "0.5.6", "engine_knobs": {"scheduler_recv_interval": "10"}}
     assert case_engine(recv, "simulate").sglang == {"scheduler_recv_interval": 10}
     # a KV pool the run's log reports (TensorRT-LLM's 42,668 blocks x 64 tokens per rank) is the one simulated, whatever

@@ -94,6 +94,8 @@ _DEPLOYMENT_KNOBS = {
     "kv_cache_free_gpu_mem_fraction": "gpu_memory_utilization",
     "cuda_graph_max_bs": "cuda_graph_max_bs", "cuda_graph_max_batch_size": "cuda_graph_max_bs",
     "max_cudagraph_capture_size": "cuda_graph_max_bs",
+    # llama-server -np / --parallel: its slots, the requests it decodes together (the rest wait for a free slot)
+    "n_parallel": "max_num_seqs", "parallel": "max_num_seqs",
 }
 
 
