@@ -56,12 +56,12 @@ def cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / TICK  # utime, stime (fields 14, 15)
 
 
-def start_server(model_dir: Path, port: int, log: Path) -> subprocess.Popen:
+def start_server(model_dir: Path, port: int, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_LOGGING_LEVEL="WARNING", TOKENIZERS_PARALLELISM="false",
                HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", VLLM_CPU_OMP_THREADS_BIND="1")
     cmd = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048",
-           "--dtype", "float32"]
+           "--dtype", "float32", *extra]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 

@@ -357,6 +357,13 @@ CASES = [
     ("nonsense", "a GGUF type vLLM's kernels lack", lambda t: [
         "simulate", "--model", "gpt-oss-20b", "--engine", "vllm", "--weights", "mxfp4_moe", "--num-requests", "3"],
      "GGUF kernels have no MXFP4_MOE"),
+    # thirty-first pass: --stream-interval
+    ("new", "a stream interval on a server that streams every token", lambda t: [
+        "simulate", "--engine", "llamacpp", "--stream-interval", "8", "--num-requests", "3"],
+     "llama.cpp b7000 streams every token"),
+    ("new", "a stream interval of 0", lambda t: [
+        "simulate", "--engine", "sglang", "--stream-interval", "0", "--num-requests", "3"],
+     "--stream-interval must be an integer in [1, 1,000,000], got 0"),
     ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
         "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
      "--scheduler-recv-interval must be an integer >= 1"),
@@ -385,7 +392,7 @@ def test_cases_by_class():
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
     assert counts == {"traceback": 32, "hang": 5, "nonsense": 47, "substitution": 35, "misleading": 11, "parser": 2,
-                      "new": 16}
+                      "new": 18}
 
 
 def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():

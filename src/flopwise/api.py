@@ -229,7 +229,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                block_size: int | None = None, gpu_memory_utilization: float | None = None,
                enforce_eager: bool = False, async_scheduling: bool | None = None,
                cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
-               api_servers: int | None = None) -> Deployment:
+               api_servers: int | None = None, stream_interval: int | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -243,7 +243,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                             async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                            moe_backend=moe_backend, pdl=pdl, api_servers=api_servers)
+                            moe_backend=moe_backend, pdl=pdl, api_servers=api_servers,
+                            stream_interval=stream_interval)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -333,7 +334,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
              block_size: int | None = None, enforce_eager: bool = False, async_scheduling: bool | None = None,
              cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
-             api_servers: int | None = None, speculative: str | SpeculativeSpec | None = None,
+             api_servers: int | None = None, stream_interval: int | None = None,
+             speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
              scheduler: str | None = None, chunked_prefill_size: int | None = None, max_prefill_tokens: int = 16384,
              max_running_requests: int | None = None, schedule_policy: str = "fcfs",
@@ -388,7 +390,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            engine_file=engine_file, family=family, hardware_file=hardware_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                            cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                           api_servers=api_servers)
+                           api_servers=api_servers, stream_interval=stream_interval)
     knobs = SglangKnobs(chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
                         max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                         schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk,
@@ -434,7 +436,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     engine_file=engine_file, family=family, hardware_file=hardware_file,
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                                     cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                                    api_servers=api_servers)
+                                    api_servers=api_servers, stream_interval=stream_interval)
             return replace(one, replicas=count)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else None),

@@ -11,8 +11,8 @@
 
 Behind the engine's API server (`dep.frontend`, `sim/frontend.py`), the batch starts once its last request
 is accepted and every step's tokens are streamed out by the same CPU:
-    TTFT += batch * ingress_s / servers + latency_s + batch * output_token_s / servers
-    TPOT  = max(TPOT, batch * output_token_s / servers)          (the stream cannot outpace the server)
+    TTFT += batch * ingress_s / servers + latency_s + batch * token_s / servers
+    TPOT  = max(TPOT, batch * token_s / servers)                (the stream cannot outpace the server)
 (one request reproduces the simulator exactly).
 
 The mean decode step is exact for up to 17 decode steps; beyond, the step time (piecewise linear in the

@@ -32,6 +32,9 @@ HELP: dict[str, str] = {
                    "--tokenizer-worker-num): they share its "
                    "request parsing, tokenization and streaming. Default: the engine's (one; vLLM 0.15+ one per "
                    "data-parallel engine).",
+    "stream_interval": "Output tokens per streamed event after the first (vLLM 0.11.1+ and SGLang --stream-interval, "
+                       "TensorRT-LLM 1.0+ stream_interval): the API server handles one event per N tokens, so it "
+                       "streams more requests; clients see N-token chunks (ITL per chunk). Default 1: every token.",
     "tp": "Tensor-parallel degree (GPUs per pipeline stage).",
     "pp": "Pipeline-parallel stages.",
     "dp": "Data-parallel attention groups per replica (MoE models: each group of tp GPUs holds the attention "

@@ -50,7 +50,7 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request, visible_steps
-from flopwise.sim.simulate import SimResult, SimSummary, sim_summary
+from flopwise.sim.simulate import SimResult, SimSummary, sim_summary, stream_events
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.cluster import ClusterSpec, PoolSpec
 from flopwise.specs.sla import SLA
@@ -634,12 +634,17 @@ class FleetResult:
                                             delivered[last] - ends[last])) * 1e3
             dl = head.deadline_at
             late = dl is not None and bool(times) and times[-1] > dl  # finished within the step that passed it
+            if late:
+                times = [t for t in times if dl is None or t <= dl]
+            chunks = None
+            interval = legs[-1].replica.dep.engine.stream_interval  # the server the client streams from
+            if interval > 1 and len(times) > 1:
+                times, chunks = stream_events(times, interval)
             records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,
                                          input_tokens=head.num_prompt_tokens, output_tokens=rs.output_tokens,
-                                         first_scheduled_at=head.first_scheduled_at,
-                                         token_times=[t for t in times if dl is None or t <= dl] if late else times,
+                                         first_scheduled_at=head.first_scheduled_at, token_times=times,
                                          preemptions=pre, error="timeout" if late else None,
-                                         error_kind="timeout" if late else None))
+                                         error_kind="timeout" if late else None, chunk_tokens=chunks))
         self.records = records
         self.requests = firsts
         self.phases = phases

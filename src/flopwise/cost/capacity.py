@@ -17,7 +17,7 @@ The planner prunes candidates with them before simulating, and the sustained-rat
   memory-bound decode step costs only the compute the step had to spare: the first term; the second counts
   every FLOP of the request at the efficiency of its own shapes),
   and rate <= 1 / t_req. Behind an API server (`specs/engine.py` FrontendCosts) every request also passes one
-  CPU stage, so the rate is at most speed / (ingress_s(prompt) + out * output_token_s) as well; the
+  CPU stage, so the rate is at most speed / (ingress_s(prompt) + out * token_s) as well; the
   ceiling is the smaller of the two (`binding` says which).
   It is a bound, not a forecast: a simulated rate that passes above it is a transient the run was too short
   to see, so the sustained-rate rule caps its answer here.
@@ -108,7 +108,7 @@ def frontend_ceiling(dep: Deployment, input_len: float, output_len: float) -> fl
     fe = dep.frontend
     if fe is None:
         return math.inf
-    work = fe.ingress_s(round(input_len)) + output_len * fe.output_token_s
+    work = fe.ingress_s(round(input_len)) + output_len * fe.token_s
     return fe.speed / work if work > 0 else math.inf
 
 

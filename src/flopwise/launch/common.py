@@ -212,6 +212,20 @@ def api_servers(dep: Deployment, engine: EngineProfile, line: CommandLine, notes
                      f"it runs its own, not the planned {planned}")
 
 
+def stream_interval(dep: Deployment, engine: EngineProfile, line: CommandLine, notes: list[str]) -> None:
+    """The planned stream interval (`--stream-interval`, in the deployment's frontend) in `engine`'s flag, or a
+    note where this release streams every token (TensorRT-LLM's is a YAML key: `launch/trtllm.py`)."""
+    planned = dep.engine.stream_interval
+    if planned == 1:
+        return
+    flag = engine.launch.table("flags").get("stream_interval")
+    if flag:
+        line.flag(flag, planned)
+    elif not engine.launch.table("yaml").get("stream_interval"):
+        notes.append(f"{engine.display} {engine.version} streams every token (no stream-interval option): the "
+                     f"planned interval of {planned} tokens is not rendered, and its API server does more work")
+
+
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:
     """`family`'s profile at its default version (`like` itself when it is that family), without CUDA graphs
     where `like` runs without them and `family` has an eager mode to price (llama.cpp has none: as it is)."""

@@ -21,6 +21,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     api_servers,
     model_source,
+    stream_interval,
 )
 from flopwise.specs.engine import EngineProfile
 
@@ -51,6 +52,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     if dep.tp > 1:
         notes.append(f"llama.cpp splits the layers over the {dep.tp} GPUs (--split-mode layer), not tensors")
     api_servers(dep, engine, line, notes)
+    stream_interval(dep, engine, line, notes)
     line.flag(la.get("metrics_flag"))
     return LaunchCommand(engine=engine.name, command=line.render(), prepare=src.prepare, checkpoint=src.checkpoint,
                          notes=tuple(notes))

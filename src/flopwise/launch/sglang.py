@@ -25,6 +25,7 @@ from flopwise.launch.common import (
     budget_flag,
     engine_memory_fraction,
     model_source,
+    stream_interval,
     switches,
 )
 from flopwise.specs.engine import EngineProfile
@@ -53,6 +54,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     elif dep.replicas_per_server > 1:  # dense data parallel: that many TP groups behind the one tokenizer
         line.flag(flags["dp"], dep.replicas_per_server)
     api_servers(dep, engine, line, notes)
+    stream_interval(dep, engine, line, notes)
     if dep.ep > 1:
         line.flag(flags["ep"], dep.ep)
         if dep.two_batch_overlap:

@@ -26,6 +26,7 @@ from flopwise.launch.common import (
     budget_flag,
     engine_memory_fraction,
     model_source,
+    stream_interval,
     switches,
 )
 from flopwise.specs.engine import EngineProfile
@@ -62,6 +63,8 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list
                          "came in 1.0); served with its default MoE backend")
     if dep.dp > 1:
         lines.append(f"{y['attention_dp']}: true")
+    if dep.engine.stream_interval > 1 and "stream_interval" in y:  # where it is not, `stream_interval` notes it
+        lines.append(f"{y['stream_interval']}: {dep.engine.stream_interval}")
     spec = dep.speculative
     if spec is not None:
         kind = engine.launch.table("speculative").get(spec.method)
@@ -111,6 +114,7 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
         notes.append(f"TensorRT-LLM's attention DP gives every rank its own attention (DP {dep.tp * dep.dp}), not "
                      f"{dep.dp} groups of TP {dep.tp}")
     api_servers(dep, engine, line, notes)
+    stream_interval(dep, engine, line, notes)
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)

@@ -30,6 +30,7 @@ from flopwise.launch.common import (
     budget_flag,
     engine_memory_fraction,
     model_source,
+    stream_interval,
     switches,
 )
 from flopwise.specs.deployment import weights_refusal
@@ -103,6 +104,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     elif dep.replicas_per_server > 1:  # dense data parallel: that many engine cores behind one endpoint
         line.flag(flags["dp"], dep.replicas_per_server)
     api_servers(dep, engine, line, notes)
+    stream_interval(dep, engine, line, notes)
     if dep.ep > 1:
         line.flag(flags["ep"])
         if dep.two_batch_overlap:

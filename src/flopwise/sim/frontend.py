@@ -6,12 +6,13 @@ data-parallel engines sharing them), modelled as one server of that many times t
 the default of vLLM, SGLang and TensorRT-LLM):
 
     ingress  (a request arriving at a):       ready_at = max(a, busy) + ingress_s(prompt) / servers + latency_s
-    egress   (a step ending at t, n tokens):  delivered_at = max(t, busy) + n * output_token_s / servers
+    egress   (a step ending at t, n tokens):  delivered_at = max(t, busy) + n * token_s / servers
+             (token_s = output_token_s, or its per-event part spread over --stream-interval tokens: FrontendCosts)
 
 `busy` is the instant the CPU finishes the work it already has. A request joins the engine at `ready_at`; the
 client sees a step's tokens at `delivered_at` (TTFT, ITL and E2E are measured there). When requests or tokens
 arrive faster than the CPU serves them, `busy` runs ahead of the engine: the queue forms at the frontend, not
-the GPU, and throughput is capped at servers / (ingress_s + output_tokens * output_token_s) requests/s.
+the GPU, and throughput is capped at servers / (ingress_s + output_tokens * token_s) requests/s.
 
 `shares_engine_cpu` (vLLM V0: HTTP server and engine loop in one asyncio process): the engine core's per-step
 CPU work runs on the same CPU, so a step starts only when the frontend's queued work is done
@@ -49,7 +50,7 @@ class Frontend:
     def __init__(self, costs: FrontendCosts):
         self.costs = costs
         self.speed = costs.speed
-        self.token_s = costs.output_token_s / self.speed
+        self.token_s = costs.token_s / self.speed
         self.busy_until = 0.0
         self.pending: deque[Request] = deque()
         self.cpu_s = 0.0  # seconds the stage was busy (for the utilisation report)

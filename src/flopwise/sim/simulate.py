@@ -148,6 +148,7 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "engine": d.engine.name, "frontend": "none" if d.engine.frontend is None else "http",
         "endpoint": None if d.engine.frontend is None else d.engine.frontend.endpoint,
         "api_servers_per_replica": None if (fe := d.frontend) is None else fe.speed,
+        "stream_interval": None if fe is None else fe.stream_interval,
         "gpu_memory_utilization": d.gpu_memory_utilization,
         "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
         # who picked those two where the user did not: the engine's offline benchmark for this workload, or None
@@ -183,10 +184,25 @@ def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str
             "tokens_per_verified_decode": tokens / rows if rows else None}
 
 
-def _records(requests: list[Request], tl: Timeline, hidden: int = 0) -> list[RequestRecord]:
+def stream_events(times: list[float], interval: int) -> tuple[list[float], list[int]]:
+    """The events a server streaming every `interval` tokens sends for tokens produced at `times`: the first
+    token alone, then one event per `interval` tokens (vLLM's OutputProcessor once that many have gathered,
+    SGLang's scheduler at len(output_ids) % interval == 1), and the last; each event's instant and tokens.
+    (TensorRT-LLM's executor counts its iterations from 1, so its second event carries interval - 1 tokens and
+    the rest interval: the same events per request, one token apart.)"""
+    last = len(times) - 1
+    if interval <= 1 or last < 1:
+        return times, [1] * len(times)
+    idx = list(range(0, last, interval))
+    idx.append(last)
+    return [times[i] for i in idx], [1] + [b - a for a, b in zip(idx, idx[1:], strict=False)]
+
+
+def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: int = 1) -> list[RequestRecord]:
     """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request):
     when the client received each step's tokens (behind an API server) or the step's end (offline), less the
-    `hidden` opening tokens it receives no text for (`frontend.hidden_tokens`)."""
+    `hidden` opening tokens it receives no text for (`frontend.hidden_tokens`); a server streaming every
+    `interval` tokens sends them in events (`stream_events`), which the records keep as chunks."""
     ends = (tl.delivered_at if len(tl.delivered_at) else tl.step_end_at).tolist()
     out = []
     for r in requests:
@@ -200,9 +216,12 @@ def _records(requests: list[Request], tl: Timeline, hidden: int = 0) -> list[Req
         if dl is not None and (r.aborted_at is not None or (times and times[-1] > dl)):
             times = [t for t in times if t <= dl]  # the client stopped reading at its deadline
             error, kind = f"no complete response within the client's {dl - r.arrival_at:g} s timeout", "timeout"
+        chunks = None
+        if interval > 1 and len(times) > 1:
+            times, chunks = stream_events(times, interval)
         out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
                                  output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
-                                 preemptions=r.num_preemptions, error=error, error_kind=kind))
+                                 preemptions=r.num_preemptions, error=error, error_kind=kind, chunk_tokens=chunks))
     return out
 
 
@@ -237,7 +256,7 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
             cap = max(1, workload.max_concurrency // n_rep + (rep < workload.max_concurrency % n_rep))
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep, max_concurrency=cap)
         requests.extend(reqs)
-        records.extend(_records(reqs, tl, hidden_tokens(dep)))
+        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval))
         phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)

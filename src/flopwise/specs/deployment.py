@@ -308,7 +308,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     max_num_batched_tokens: int | None = None, block_size: int | None = None,
                     gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
                     async_scheduling: bool | None = None, moe_backend: str | None = None,
-                    pdl: bool = False, api_servers: int | None = None) -> Deployment:
+                    pdl: bool = False, api_servers: int | None = None,
+                    stream_interval: int | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas (`replicas_per_server` of them data-parallel engines behind one server). Weight format
     defaults to the checkpoint's own (`precision.default_weights`: its
@@ -324,13 +325,17 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     layers run TensorRT-LLM's fused trtllm-gen kernels (`KernelFactors.trtllm_moe`; None or "auto": the engine's
     default MoE kernels); `pdl`: kernels launch with programmatic dependent launch (TensorRT-LLM's
     TRTLLM_ENABLE_PDL=1: `KernelFactors.pdl_kernel_overhead_scale`; refused by `check_pdl` where not priced);
-    `api_servers`: the server's API processes in all (`EngineProfile.with_api_servers`; None: the engine's default)."""
+    `api_servers`: the server's API processes in all (`EngineProfile.with_api_servers`; None: the engine's default);
+    `stream_interval`: output tokens per streamed event after the first (`EngineProfile.with_stream_interval`;
+    None: the engine's 1)."""
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
     eng = engine if engine is not None else get_engine()
     if api_servers is not None:
         eng = eng.with_api_servers(api_servers)
+    if stream_interval is not None:
+        eng = eng.with_stream_interval(stream_interval)
     wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * dp * pp

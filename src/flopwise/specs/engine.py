@@ -6,6 +6,8 @@ its source (or marked fitted):
 - the **frontend** (the OpenAI HTTP server in front of the engine), a CPU stage every request passes:
       ingress_s(request) = request_s (+ chat_request_s on the chat endpoint) + prompt_tokens * prompt_token_s
       egress_s(step)     = emitted_tokens * output_token_s         (detokenize + one SSE event per token)
+  and, where the server streams every `stream_interval` tokens (--stream-interval N: an event for the first token,
+  then one per N), output_token_s * (stream_token_share + (1 - stream_token_share) / N) per token;
   served FIFO by `api_servers` processes (each one CPU), plus a pure delay `latency_s` (IPC hops and process
   wake-ups that hold no CPU); `sim/frontend.py` runs it;
 - the **engine core's CPU work per step** (scheduling, input preparation, output processing):
@@ -88,7 +90,11 @@ class FrontendCosts:
     or "per_rank" (one API server per engine core: vLLM 0.15+, whose api_server_count defaults to the DP size; a
     profile's `api_servers` then counts per engine core, where vLLM's --api-server-count is the total). Sharing R
     ways as R stages of 1/R the speed overstates the wait of a request that arrives alone (it has the server to
-    itself); the capacity bound's lone-request TTFT uses the whole server."""
+    itself); the capacity bound's lone-request TTFT uses the whole server.
+    `stream_interval`: the server's --stream-interval N (a run knob, `EngineProfile.with_stream_interval`): one
+    SSE event for the first token, then one per N tokens (and the last); `stream_token_share` (a profile fact):
+    the part of `output_token_s` paid for every token however they are batched (vLLM's API server detokenizes
+    each one), the rest per event (`token_s`)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -102,10 +108,14 @@ class FrontendCosts:
     shares_engine_cpu: bool = False  # one process runs the HTTP server and the engine loop (vLLM V0 <= 0.5)
     data_parallel: str = "none"
     shared_by: int = 1
+    stream_interval: int = 1
+    stream_token_share: float = 0.0
 
     def __post_init__(self) -> None:
         _check_nonneg("frontend", self)
         integer(self.api_servers, "engine frontend: api_servers", lo=1, hi=4096, error=SpecError)
+        integer(self.stream_interval, "stream interval", lo=1, hi=1_000_000, error=SpecError)
+        number(self.stream_token_share, "engine frontend: stream_token_share", lo=0, hi=1, error=SpecError)
         integer(self.shared_by, "engine frontend: shared_by", lo=1, hi=4096, error=SpecError)
         if self.endpoint not in ENDPOINTS:
             raise SpecError(f"unknown endpoint '{self.endpoint}'; use one of {', '.join(ENDPOINTS)}")
@@ -133,9 +143,21 @@ class FrontendCosts:
         chat = self.chat_request_s if self.endpoint == "chat" else 0.0
         return self.request_s + chat + prompt_tokens * self.prompt_token_s
 
+    @property
+    def token_s(self) -> float:
+        """CPU seconds per streamed token: output_token_s at one event per token; at one event per
+        `stream_interval` tokens, output_token_s * (stream_token_share + (1 - stream_token_share) / N) (the first
+        token's own event is counted as a share of one like the rest: one event per request, against
+        output_tokens / N of them)."""
+        n = self.stream_interval
+        if n == 1:
+            return self.output_token_s
+        share = self.stream_token_share
+        return self.output_token_s * (share + (1.0 - share) / n)
+
     def stream_s(self, batch: int) -> float:
         """Seconds the servers need to stream one token to each of `batch` requests."""
-        return batch * self.output_token_s / self.speed
+        return batch * self.token_s / self.speed
 
     def batch_ttft_s(self, batch: int, prompt_tokens: int) -> float:
         """What the server adds to the TTFT of a static batch sent at once: the batch starts when its last
@@ -857,6 +879,30 @@ class EngineProfile:
         if own is not None and (own.api_servers, own.data_parallel) == (fe.api_servers, fe.data_parallel):
             return None
         return fe.api_servers
+
+    def with_stream_interval(self, tokens: int) -> EngineProfile:
+        """This engine streaming one SSE event per `tokens` output tokens after the first (vLLM 0.11.1+ and SGLang
+        --stream-interval, TensorRT-LLM's stream_interval option): the frontend's per-token cost becomes
+        `FrontendCosts.token_s`. 1 is every engine's default (and the only choice where the server has no such
+        option); a SpecError offline, or for a larger interval the server cannot be told."""
+        integer(tokens, "--stream-interval", lo=1, hi=1_000_000, error=SpecError)
+        fe = self.frontend
+        if fe is None:
+            if tokens == 1:
+                return self
+            raise SpecError("--stream-interval sets how the HTTP server streams; offline (--frontend none) there "
+                            "is none")
+        if tokens > 1 and not (self.launch.table("flags").get("stream_interval")
+                               or self.launch.table("yaml").get("stream_interval")):
+            raise SpecError(f"{self.display} {self.version} streams every token: it has no stream-interval option "
+                            "flopwise knows of (vLLM 0.11.1+ and SGLang --stream-interval, TensorRT-LLM 1.0+ "
+                            "stream_interval); drop --stream-interval")
+        return replace(self, frontend=replace(fe, stream_interval=tokens))
+
+    @property
+    def stream_interval(self) -> int:
+        """Output tokens per streamed event after the first (1 offline: there is no stream)."""
+        return 1 if self.frontend is None else self.frontend.stream_interval
 
     def with_endpoint(self, endpoint: str) -> EngineProfile:
         if self.frontend is None:

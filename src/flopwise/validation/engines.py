@@ -235,6 +235,10 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         v = _number(knobs_in.get(name)) if name in knobs_in else None
         if v is not None:
             knobs[target] = v if target == "gpu_memory_utilization" else int(v)
+    interval = _number(knobs_in.get("stream_interval"))
+    if interval and interval > 1 and eng.frontend is not None and (
+            eng.launch.table("flags").get("stream_interval") or eng.launch.table("yaml").get("stream_interval")):
+        knobs["stream_interval"] = int(interval)  # the server's --stream-interval (where this release has one)
     mml = _number(knobs_in.get("max_model_len"))
     if mml and "max_num_batched_tokens" not in knobs and not eng.enable_chunked_prefill:
         # no chunking: the budget covers the served context (vLLM V0: max(max_model_len, 2048))
