@@ -464,6 +464,13 @@ def test_case_knobs_keep_each_engines_meaning():
     old = {"engine": "SGLang", "engine_version": "0.3.5", "engine_knobs": {"num_continuous_decode_steps": 4}}
     assert case_engine(old, "simulate").engine.host.per_seq_s == pytest.approx(
         get_engine("sglang@0.3.5").host.per_seq_s / 4)
+    # vLLM 0.6-0.7 told --disable-frontend-multiprocessing runs its API server and engine on one CPU, as before 0.6
+    args8 = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100-sxm", "tp": 1}
+    inproc = {"engine": "vLLM", "engine_version": "0.6.3", "engine_knobs": {"disable_frontend_multiprocessing": True}}
+    assert not get_engine("vllm@0.6.3").frontend.shares_engine_cpu
+    assert case_deployment(inproc, "simulate", args8)[0].engine.frontend.shares_engine_cpu
+    v1 = dict(inproc, engine_version="0.10.0")  # V1 keeps its engine core in a process of its own
+    assert not case_deployment(v1, "simulate", args8)[0].engine.frontend.shares_engine_cpu
     # llama-server's -np slots cap the requests decoded together (one slot by default before b6850's four)
     slots = {"engine": "llama.cpp (llama-server)", "engine_version": "b6800",
              "engine_knobs": {"n_parallel": 32, "flash_attn": True}}

@@ -200,6 +200,11 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
+    if (family == "vllm" and eng.frontend is not None and _truthy(knobs_in.get("disable_frontend_multiprocessing"))
+            and not eng.at_least("0.8")):
+        # V0's --disable-frontend-multiprocessing (0.6-0.7): the API server runs the engine in its own process
+        # (AsyncLLMEngine), as before 0.6: one CPU for both (V1 keeps its engine core in a process of its own)
+        eng = replace(eng, frontend=replace(eng.frontend, shares_engine_cpu=True))
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = eng.eager()
