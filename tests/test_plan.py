@@ -276,6 +276,32 @@ def test_plan_searches_api_server_counts_where_the_frontend_binds(capsys):
     assert "no API-server process count" in err and len(err.strip().splitlines()) == 1
 
 
+def test_plan_searches_stream_intervals_where_the_frontend_binds(capsys):
+    """The same 1B model answering 128 tokens: vLLM's API server costs 1.5 ms + 64 x 2.5 us + 128 x 60 us = 9.34 ms
+    per request streaming every token, 1.66 + 128 x 31.38 us = 5.68 ms at ten tokens per event (1.64x the
+    ceiling): si10 ranks first and is launched with --stream-interval 10 (TensorRT-LLM: stream_interval in its
+    options file); a server that streams every token is refused at once."""
+    def run_plan(intervals):
+        space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",),
+                            stream_intervals=intervals)
+        r = plan(PlanRequest(model="llama-3.2-1b", workload=None, input_len=64, output_len=128, space=space, **SMALL))
+        return plan_to_dict(r, launch=plan_launch(r))
+
+    d = run_plan((1, 10))
+    ten = d["ranked"][0]
+    assert ten["config"].endswith(" si10") and ten["stream_interval"] == 10
+    assert "--stream-interval 10" in d["launch"]["vllm"] and "--stream-interval 10" in d["launch"]["sglang"]
+    one = run_plan((1,))["ranked"][0]
+    assert one["stream_interval"] == 1 and one["bottleneck"] == "frontend"
+    assert one["ceiling_rate_per_replica"] == pytest.approx(1 / 9.34e-3, rel=1e-3)
+    assert 1.3 < ten["max_rate_per_replica"] / one["max_rate_per_replica"] <= 1.7
+    from flopwise.cli import run
+
+    assert run(["plan", "--engine", "llamacpp", "--stream-intervals", "1,8"]) == 2
+    err = capsys.readouterr().err
+    assert "streams every token" in err and len(err.strip().splitlines()) == 1
+
+
 def test_speculative_candidates_take_the_engines_memory_default_with_the_proposer():
     """SGLang reserves 2 GiB more with a proposer: a plan candidate with EAGLE-3 carries the fraction
     `deployment(..., speculative=...)` gives, not the one without it."""

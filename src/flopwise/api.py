@@ -543,7 +543,8 @@ def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DE
 
 @_checked
 @documented(tp="tps", weights="plan_weights", kv="plan_kv", max_num_seqs="plan_knob",
-            api_servers="plan_api_servers", max_num_batched_tokens="plan_knob", speculative="plan_speculative",
+            api_servers="plan_api_servers", stream_intervals="plan_stream_intervals",
+            max_num_batched_tokens="plan_knob", speculative="plan_speculative",
             num_requests="plan_num_requests", input_len="input_len", output_len="output_len")
 def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, max_gpus: int = PLAN_MAX_GPUS,
          workload: str = PLAN_WORKLOAD, trace: PathLike | None = None, input_len: int | None = None,
@@ -557,6 +558,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
          enforce_eager: bool = False, async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None,
          moe_backend: str | None = None, pdl: bool = False, api_servers: str | Sequence[int] | None = None,
+         stream_intervals: str | Sequence[int] | None = None,
          progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
@@ -567,7 +569,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     `enforce_eager`, `async_scheduling`, `cuda_graph_max_bs`, `moe_backend`, `pdl`: engine switches every candidate
     runs with, as `simulate` takes them (None / False: the engine's defaults), set in the launch commands too.
     `api_servers`: the server's API-process counts to try, e.g. "1,4" (vLLM --api-server-count, SGLang
-    --tokenizer-worker-num; None: the engine's default), in the launch commands too.
+    --tokenizer-worker-num; None: the engine's default), in the launch commands too; `stream_intervals`: the
+    tokens per streamed event to try, e.g. "1,10" (--stream-interval; None: 1), likewise.
     `progress(done, total)`: called as candidates finish."""
     from flopwise.launch import launch_model_id, plan_launch
     from flopwise.plan.fleet import SERVING_MODES
@@ -625,7 +628,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
                         moe_layouts=layouts, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                         cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                        api_servers=_int_list(api_servers, "--api-servers") or (None,))
+                        api_servers=_int_list(api_servers, "--api-servers") or (None,),
+                        stream_intervals=_int_list(stream_intervals, "--stream-intervals") or (1,))
     if "disaggregated" in modes:  # the fleets run on the first GPU type: a switch it cannot run is named now
         fleet_hw = get_hardware((gpu_ids or PLAN_GPUS)[0], hardware_file)
         check_moe_backend(moe_backend, fleet_hw)
@@ -643,9 +647,10 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len),
                                    {"enforce_eager": enforce_eager, "async_scheduling": async_scheduling,
                                     "cuda_graph_max_bs": cuda_graph_max_bs, "moe_backend": moe_backend, "pdl": pdl})
-        if any(n is not None for n in space.api_servers):
-            d["serving"]["note"] = ("--api-servers is searched for the aggregated replicas above only; these fleets "
-                                    "run each engine's default API servers")
+        if any(n is not None for n in space.api_servers) or space.stream_intervals != (1,):
+            d["serving"]["note"] = ("--api-servers and --stream-intervals are searched for the aggregated replicas "
+                                    "above only; these fleets run each engine's default API servers and stream "
+                                    "every token")
     if html_path is not None:
         from flopwise.report.plan_html import plan_html  # plotly is imported only for --html
 

@@ -180,6 +180,9 @@ HELP: dict[str, str] = {
     "plan_knob": "Values to try (default: the engine's for each GPU).",
     "plan_api_servers": "API-server process counts to try, e.g. 1,4 (vLLM --api-server-count, SGLang "
                         "--tokenizer-worker-num; default: the engine's).",
+    "plan_stream_intervals": "Tokens per streamed event to try, e.g. 1,10 (vLLM 0.11.1+ and SGLang "
+                             "--stream-interval, TensorRT-LLM stream_interval; default 1): fewer API-server events "
+                             "per token, N-token chunks for the client (an ITL objective in --sla sees them).",
     "prefix_caching": "on, off, or both.",
     "plan_speculative": "Speculative decoding settings to try ('none' for plain decoding).",
     "plan_num_requests": "Simulated requests per probe (>= 20).",

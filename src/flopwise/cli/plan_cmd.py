@@ -76,6 +76,8 @@ def plan_cmd(
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
     api_servers: Annotated[str | None, typer.Option("--api-servers", help=HELP["plan_api_servers"])] = None,
+    stream_intervals: Annotated[str | None, typer.Option("--stream-intervals",
+                                                         help=HELP["plan_stream_intervals"])] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     json_out: Json = False,
 ) -> None:
@@ -91,7 +93,8 @@ def plan_cmd(
                               max_effort=max_effort, seed=seed, hardware_file=hardware_file, html=html_out,
                               serving=serving, moe_layouts=moe_layouts, enforce_eager=enforce_eager,
                               async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                              moe_backend=moe_backend, pdl=pdl, api_servers=api_servers)
+                              moe_backend=moe_backend, pdl=pdl, api_servers=api_servers,
+                              stream_intervals=stream_intervals)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)

@@ -599,6 +599,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             # the server's API processes in all (vLLM 0.15+: one per engine core by default); None offline
             "api_servers": None if d.frontend is None else d.frontend.api_servers * d.replicas_per_server
             // d.frontend.shared_by,
+            "stream_interval": d.engine.stream_interval,  # tokens per streamed event after the first
             "speculative": d.speculative.text() if d.speculative else None,
             "max_rate_per_replica": e.max_rate, "max_rate_interval": [lo, hi],
             "ceiling_rate_per_replica": e.upper_bound_rate, "capped_by_ceiling": e.capped,

@@ -70,6 +70,8 @@ class SearchSpace:
     enforce_eager: bool = False  # the engine without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)
     # the server's API processes to try (vLLM --api-server-count, SGLang --tokenizer-worker-num; None: the engine's)
     api_servers: tuple[int | None, ...] = (None,)
+    # tokens per streamed event after the first to try (--stream-interval; 1: every token)
+    stream_intervals: tuple[int, ...] = (1,)
     # engine switches every candidate runs with (None / False: the engine's default for each device), as
     # `make_deployment` takes them and the launch commands set them
     async_scheduling: bool | None = None
@@ -81,7 +83,7 @@ class SearchSpace:
         if self.max_gpus < 1:
             raise SpecError(f"--max-gpus must be >= 1, got {self.max_gpus}")
         for name in ("gpus", "tps", "weights", "kvs", "max_num_seqs", "max_num_batched_tokens", "prefix_caching",
-                     "speculative", "moe_layouts", "api_servers"):
+                     "speculative", "moe_layouts", "api_servers", "stream_intervals"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise SpecError(f"the search space has no values for '{name}'")
         bad = set(self.moe_layouts) - {"tp", "dep"}
@@ -92,6 +94,8 @@ class SearchSpace:
         for n in self.api_servers:
             if n is not None:
                 eng.with_api_servers(n)  # offline, or an engine without the flag: one line, now
+        for n in self.stream_intervals:
+            eng.with_stream_interval(n)  # offline, or a server that streams every token: one line, now
         if self.cuda_graph_max_bs is not None:
             check_cuda_graph_max_bs(self.cuda_graph_max_bs)
         if check_moe_backend(self.moe_backend, None) and not eng.launch.get("moe_trtllm"):  # priced where launched
@@ -127,6 +131,7 @@ class Candidate:
         knobs += f" tok{d.max_num_batched_tokens}" if d.max_num_batched_tokens != std.max_num_batched_tokens else ""
         knobs += "" if self.prefix_caching else " no-pc"
         knobs += f" api{api}" if (api := d.engine.api_servers_asked()) is not None else ""
+        knobs += f" si{d.engine.stream_interval}" if d.engine.stream_interval > 1 else ""
         knobs += f" {d.speculative.label()}" if d.speculative else ""
         return f"{d.hardware.id} {par} {d.weights.name}/kv:{d.kv.name}{knobs}"
 
@@ -229,15 +234,15 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             continue
         layouts, last, why = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:
-            for seqs, tokens, pc, spec, api in itertools.product(space.max_num_seqs, space.max_num_batched_tokens,
-                                                                 space.prefix_caching, space.speculative,
-                                                                 space.api_servers):
+            for seqs, tokens, pc, spec, api, si in itertools.product(
+                    space.max_num_seqs, space.max_num_batched_tokens, space.prefix_caching, space.speculative,
+                    space.api_servers, space.stream_intervals):
+                eng = base.engine if api is None else base.engine.with_api_servers(api)
                 dep = replace(base.with_knobs(max_num_seqs=seqs, max_num_batched_tokens=tokens),
                               max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
                               else seqs,
                               max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
-                              speculative=spec,
-                              engine=base.engine if api is None else base.engine.with_api_servers(api))
+                              speculative=spec, engine=eng.with_stream_interval(si))
                 if spec is not None:  # the engine's memory default with the proposer (SGLang reserves for it)
                     dep = replace(dep, gpu_memory_utilization=dep.engine_defaults().memory_fraction)
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
