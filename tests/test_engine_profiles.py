@@ -953,3 +953,26 @@ def test_mi300x_fp8_moe_kernels_cost_more_than_bf16_ones():
     for bad in ("fp8", 8, ["fp-8"]):  # a string, a number, a typo that would silently never apply
         with pytest.raises(SpecError, match="list of compute dtypes"):
             replace(eff, moe_kernel_overhead_formats=bad)
+
+
+def test_mxfp4_weights_multiply_what_each_engines_blackwell_kernels_take():
+    """gpt-oss's MXFP4 experts on a B200 (trtllm-gen's kernels): TensorRT-LLM and SGLang quantize the activations to
+    MXFP8 (the FP8 rate, 4,500 x 0.75 low-precision = 3,375 TFLOPS), vLLM multiplies BF16 by default (2,250) and
+    MXFP8 only when told (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); none at the FP4 rate, and no dequantization cost
+    in those kernels. On an H100 (no FP4) every engine runs them weight-only in BF16 at the format's dequantization
+    efficiency (0.5); other FP4 chips (MI355X) keep the FP4 rate."""
+    from flopwise.cost.step import roofs
+
+    def rate(engine, gpu="b200"):
+        r = roofs(deployment("gpt-oss-120b", gpu, engine=engine))
+        return r.peak_linear / 1e12, r.gemm_eff
+
+    assert rate("trtllm@1.2.0") == pytest.approx((3375.0, 1.0))
+    assert rate("sglang@0.5.6") == pytest.approx((3375.0, 1.0))
+    assert rate("vllm@0.15.0") == pytest.approx((2250.0, 1.0))
+    assert rate("vllm@0.15.0", "h100-sxm") == pytest.approx((989.4, 0.5), rel=1e-3)
+    assert rate("sglang@0.5.6", "mi355x")[0] > 2 * rate("sglang@0.5.6")[0]  # not trtllm-gen's: FP4 as before
+    args = {"model": "openai/gpt-oss-120b", "gpu": "b200", "tp": 1, "weights": "mxfp4"}
+    told = {"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"}}
+    dep = case_deployment(told, "simulate", args)[0]
+    assert dep.engine.kernels.mxfp4_activation == "fp8" and roofs(dep).peak_linear == pytest.approx(3375e12)

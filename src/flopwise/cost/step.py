@@ -228,6 +228,9 @@ def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
     compute = wf.compute
+    native_mx = wf.mx_fp4 and hw.has_trtllm_gen
+    if native_mx:  # the activations the engine's MXFP4 kernels take on datacenter Blackwell
+        compute = kf.mxfp4_activation
     block = kf.quantized_path(wf)
     if block:  # GGUF block formats (and MXFP4 in llama.cpp): the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
@@ -247,7 +250,8 @@ def roofs(dep: Deployment) -> Roofs:
     # (WeightFormat.gemm_efficiency); block-scaled FP8 through a weight-only kernel (no FP8 math) scales nothing
     # in FP8 and pays the generic weight-only 0.85, as any format with no dequantization figure of its own
     scaled = wf.group_quantizes_activations
-    gemm_eff = wf.gemm_efficiency if weight_only != scaled else 1.0
+    # (an MXFP4 kernel built for FP4-capable chips dequantizes inside its block-scaled pipeline: no such cost)
+    gemm_eff = wf.gemm_efficiency if weight_only != scaled and not native_mx else 1.0
     if compute != linear_dtype and (wf.gemm_efficiency == 1.0 or scaled):
         gemm_eff = 0.85
     if block:

@@ -267,7 +267,12 @@ class KernelFactors:
     pdl: whether programmatic dependent launch is on (set per deployment, `make_deployment(pdl=True)`);
     ubatch_tokens: the most tokens the engine computes in one pass of the model: a step of more (its token budget,
         llama.cpp's logical batch -b) runs as ceil(tokens / this) passes one after the other, each reading the weights
-        and paying the fixed per-step cost again (llama.cpp's physical batch -ub, n_ubatch); 0: one pass per step.
+        and paying the fixed per-step cost again (llama.cpp's physical batch -ub, n_ubatch); 0: one pass per step;
+    mxfp4_activation: what an MXFP4 weight (`WeightFormat.mx_fp4`) multiplies on datacenter Blackwell, where the
+        engines' MXFP4 MoE kernels are trtllm-gen's (`HardwareSpec.has_trtllm_gen`): "fp4" (activations in FP4 too,
+        the FP4 rate), "fp8" (MXFP8 activations: the block-scaled e2m1 x e4m3 MMA runs at the FP8 rate) or "bf16"
+        (16-bit activations); either way the kernel dequantizes inside its pipeline. Other chips as before: FP4
+        math where they have it, else weight-only in 16-bit.
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -285,6 +290,7 @@ class KernelFactors:
     trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
+    mxfp4_activation: str = "fp4"
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
     marlin_weight_read: float = 0.0
@@ -333,6 +339,8 @@ class KernelFactors:
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         integer(self.ubatch_tokens, "engine kernels: ubatch_tokens", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
+        if self.mxfp4_activation not in ("fp4", "fp8", "bf16"):
+            raise SpecError(f"engine kernels: mxfp4_activation must be fp4, fp8 or bf16, got {self.mxfp4_activation!r}")
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")

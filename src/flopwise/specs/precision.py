@@ -93,6 +93,9 @@ class WeightFormat:
     # compute capability 8.0+: uint4 with zero points for AWQ, uint4b8 and uint8b128 for GPTQ's 4 and 8 bits): an
     # engine that has them streams these at its own `KernelFactors.marlin_weight_read`
     marlin: bool = False
+    # OCP MXFP4 weights (e2m1 + e8m0 per 32): what they multiply on datacenter Blackwell is the engine's choice
+    # (`KernelFactors.mxfp4_activation`: FP4, MXFP8 or 16-bit activations)
+    mx_fp4: bool = False
     # the GGUF file type this format is (llama.cpp's `llama-quantize` name, e.g. Q4_K_M); None: not a GGUF type
     gguf_type: str | None = None
     # llama.cpp's int8 MMQ rate on this type relative to the legacy types' (q4_0, q8_0): a k-quant tile unpacks 6-bit
@@ -166,9 +169,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat(name="nvfp4", bits_per_weight=4.5, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
                      description="NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
         WeightFormat(name="mxfp4", bits_per_weight=4.25, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
-                     description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)", gemm_efficiency=0.5),
+                     description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)", gemm_efficiency=0.5, mx_fp4=True),
         WeightFormat(name="mxfp4-moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
-                     quantizes_embeddings=False, gemm_efficiency=0.5,
+                     quantizes_embeddings=False, gemm_efficiency=0.5, mx_fp4=True,
                      description="MXFP4 routed experts, other weights bf16 (gpt-oss checkpoints)", experts_only=True),
         WeightFormat(name="mxfp4_moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,
                      quantizes_embeddings=True, experts_only=True, dense_bits_per_weight=8.5,

@@ -205,6 +205,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         # V0's --disable-frontend-multiprocessing (0.6-0.7): the API server runs the engine in its own process
         # (AsyncLLMEngine), as before 0.6: one CPU for both (V1 keeps its engine core in a process of its own)
         eng = replace(eng, frontend=replace(eng.frontend, shares_engine_cpu=True))
+    if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8")):
+        # FlashInfer's MXFP4 x MXFP8 MoE on Blackwell, not vLLM's default MXFP4 x BF16 (quantization/mxfp4.py)
+        eng = replace(eng, kernels=replace(eng.kernels, mxfp4_activation="fp8"))
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = eng.eager()
