@@ -79,6 +79,9 @@ def test_the_cli_takes_a_stream_interval(capsys):
     code = run(["simulate", "--model", "llama-3.2-1b", "--engine", "sglang@0.5.6", "--stream-interval", "4",
                 "--num-requests", "20", "--input-len", "64", "--output-len", "9", "--json"])
     assert code == 0 and '"stream_interval": 4' in capsys.readouterr().out
+    assert run(["simulate", "--model", "llama-3.2-1b", "--engine", "sglang@0.5.6", "--stream-interval", "4",
+                "--num-requests", "5", "--input-len", "64", "--output-len", "9"]) == 0
+    assert "streaming every 4 tokens" in " ".join(capsys.readouterr().out.split())
     assert run(["simulate", "--model", "llama-3.2-1b", "--engine", "llamacpp", "--stream-interval", "4",
                 "--num-requests", "2", "--json"]) == 2
     assert "no stream-interval option" in capsys.readouterr().err
