@@ -488,6 +488,11 @@ def test_case_knobs_keep_each_engines_meaning():
     assert memory_plan(dep).kv_capacity_tokens == pytest.approx(42668 * 64, rel=1e-4)
     plain, _ = case_deployment({**trt, "engine_knobs": {"kv_cache_free_gpu_mem_fraction": 0.9}}, "simulate", args70)
     assert memory_plan(plain).kv_capacity_tokens > 1.1 * 42668 * 64
+    # vLLM's 'Available KV cache memory: 9.70 GiB' for Qwen2.5-32B (64 layers x 8 KV heads x 128 x 2 x 2 bytes =
+    # 256 KiB a token): 9.7 x 2^30 / 2^18 = 39,731 tokens, in whole 16-token blocks
+    told = {"engine": "vLLM", "engine_version": "0.10.1", "engine_knobs": {"kv_cache_gib_available": 9.7}}
+    dep, _ = case_deployment(told, "simulate", {"model": "Qwen/Qwen2.5-32B", "gpu": "a100-sxm-80gb", "tp": 1})
+    assert memory_plan(dep).kv_capacity_tokens == pytest.approx(39731, abs=16)
     # llama.cpp -ub 2048: a 2,048-token prompt is one pass (512 by default)
     ub = {"engine": "llama.cpp (llama-bench)", "engine_version": "b7000", "engine_knobs": {"n_ubatch": 2048}}
     assert case_engine(ub, "estimate").engine.kernels.ubatch_tokens == 2048

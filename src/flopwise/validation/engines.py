@@ -340,10 +340,12 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
                            replicas_per_server=server_dp if par["dp"] == 1 else 1, api_servers=api_servers,
                            weights=weights, kv=args.get("kv"), engine=ce.engine, **ce.knobs, **extra)
     pool = _number(knobs.get("kv_cache_tokens"))
-    if pool:  # the KV pool the run's own log reports (tokens each GPU of a replica holds), the outcome of its stated
-        # memory fraction: the fraction that gives it here, where that is one the engine could take
+    gib = _number(knobs.get("kv_cache_gib_available"))
+    if pool or gib:  # the KV pool the run's own log reports (tokens each GPU of a replica holds, or vLLM's 'Available
+        # KV cache memory' in GiB per GPU), the outcome of its stated memory fraction: the fraction that gives it
+        # here, where that is one the engine could take
         plan = memory_plan(dep)
-        f = memory_fraction_for_pool(dep, pool / dep.block_size * plan.block_bytes)
+        f = memory_fraction_for_pool(dep, pool / dep.block_size * plan.block_bytes if pool else gib * 2**30)
         if 0 < f <= 1:
             dep = replace(dep, gpu_memory_utilization=f)
     return dep, ce
