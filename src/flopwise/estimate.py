@@ -11,8 +11,10 @@
 
 Behind the engine's API server (`dep.frontend`, `sim/frontend.py`), the batch starts once its last request
 is accepted and every step's tokens are streamed out by the same CPU:
-    TTFT += batch * ingress_s / servers + latency_s + batch * token_s / servers
+    TTFT += batch * ingress_s / servers + latency_s + batch * (token_s + first_event_s) / servers
     TPOT  = max(TPOT, batch * token_s / servers)                (the stream cannot outpace the server)
+(token_s: the per-token cost at the server's stream interval, `FrontendCosts`; a server whose first event
+carries N tokens moves the client's first token N - 1 steps later)
 (one request reproduces the simulator exactly).
 
 The mean decode step is exact for up to 17 decode steps; beyond, the step time (piecewise linear in the
@@ -207,6 +209,12 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEF
             tpot_s = max(tpot_s, fe.stream_s(batch))
     mid = step_cost(dep, decode_shape(batch, input_len + max(0, output_len - 2) // 2, lay.windows))
     e2e_s = ttft_s + (output_len - 1) * tpot_s
+    prefill_s = ttft_s
+    if fe is not None and not fe.stream_first_alone and fe.stream_interval > 1 and output_len > 1:
+        # a server whose first event carries N tokens (SGLang before 0.4.9): the client's first token comes
+        # N - 1 steps later, its TPOT spreads what is left
+        ttft_s += (min(fe.stream_interval, output_len) - 1) * tpot_s
+        tpot_s = (e2e_s - ttft_s) / (output_len - 1)
     hw = dep.hardware
     peak = hw.peak_flops(dep.weights.compute, weight_only_fallback=dep.weights.compute in ("fp8", "fp4"))
     total_flops = prefill.flops + (output_len - 1) * mid.flops
@@ -216,7 +224,7 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEF
         deployment=dep, batch=batch, input_len=input_len, output_len=output_len,
         ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3, e2e_ms=e2e_s * 1e3,
         output_tokens_per_s=dep.replicas * batch * output_len / e2e_s,
-        prefill_tokens_per_s=dep.replicas * batch * input_len / ttft_s,
+        prefill_tokens_per_s=dep.replicas * batch * input_len / prefill_s,
         max_batch=dep.dp * max_sequences(dep, input_len + output_len), memory=mem,
         kv_needed_bytes=kv_bytes_for_sequences(dep, batch, input_len + output_len),
         prefill=PhaseEstimate(prefill, "prefill"), decode=PhaseEstimate(mid, "decode"),

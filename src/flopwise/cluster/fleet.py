@@ -267,6 +267,11 @@ class Fleet:
         self.specs = workload.requests
         n = workload.num_requests
         if self.bounded_for(n):
+            if any((fe := m.replica.dep.engine.frontend) is not None and fe.stream_interval > 1
+                   for m in self.members):
+                raise WorkloadError(f"a fleet run of {n:,} requests keeps no per-request token times, so its ITL "
+                                    "per streamed event cannot be pooled with --stream-interval: run fewer requests "
+                                    "or drop --stream-interval")
             self.bounded = BoundedRecords(n)
         first = self.spec.pools[0]
         self.check(workload)
@@ -608,12 +613,15 @@ class FleetResult:
             # opening tokens its client receives no text for (`frontend.hidden_tokens`), as `BoundedRecords.add`
             # drops them: the last one always shows; after a hand-off, the hand-off's token is the first of them
             hidden = legs[-1].replica.hidden_tokens
+            fe = legs[-1].replica.dep.engine.frontend  # the server the client streams from
+            interval = 1 if fe is None else fe.stream_interval
+            shown = 0 if interval > 1 else hidden  # chunked: the events are cut on the engine's own count first
             pre = head.num_preemptions
             if spec.is_disaggregated and rs.output_tokens > 1:
                 dec = legs[1].req
                 handoff = fleet.handoff_at[rid]
                 tl1 = legs[1].replica.tl
-                times = (_token_times(visible_steps(dec.token_steps, hidden - 1), tl1) if hidden
+                times = (_token_times(visible_steps(dec.token_steps, shown - 1), tl1) if shown
                          else [handoff] + _token_times(dec.token_steps, tl1))
                 pre += dec.num_preemptions
                 last = dec.token_steps[-1] - 1
@@ -623,7 +631,7 @@ class FleetResult:
                 phases[rid] = np.array([*head.entry_s(scheduled), handoff - scheduled, tl1.step_end_at[last] - handoff,
                                         delivered[last] - tl1.step_end_at[last]], dtype=float) * 1e3
             else:
-                times = _token_times(visible_steps(head.token_steps, hidden), tl0)
+                times = _token_times(visible_steps(head.token_steps, shown), tl0)
                 if head.token_steps and head.first_scheduled_at is not None:
                     ends = tl0.step_end_at
                     delivered = tl0.delivered_at if len(tl0.delivered_at) else ends
@@ -637,9 +645,10 @@ class FleetResult:
             if late:
                 times = [t for t in times if dl is None or t <= dl]
             chunks = None
-            interval = legs[-1].replica.dep.engine.stream_interval  # the server the client streams from
-            if interval > 1 and len(times) > 1:
-                times, chunks = stream_events(times, interval)
+            if interval > 1:
+                assert fe is not None
+                times, chunks = stream_events(times, interval, first_alone=fe.stream_first_alone, hidden=hidden,
+                                              complete=not late)
             records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,
                                          input_tokens=head.num_prompt_tokens, output_tokens=rs.output_tokens,
                                          first_scheduled_at=head.first_scheduled_at, token_times=times,

@@ -17,7 +17,7 @@ The planner prunes candidates with them before simulating, and the sustained-rat
   memory-bound decode step costs only the compute the step had to spare: the first term; the second counts
   every FLOP of the request at the efficiency of its own shapes),
   and rate <= 1 / t_req. Behind an API server (`specs/engine.py` FrontendCosts) every request also passes one
-  CPU stage, so the rate is at most speed / (ingress_s(prompt) + out * token_s) as well; the
+  CPU stage, so the rate is at most speed / (ingress_s(prompt) + first_event_s + out * token_s) as well; the
   ceiling is the smaller of the two (`binding` says which).
   It is a bound, not a forecast: a simulated rate that passes above it is a transient the run was too short
   to see, so the sustained-rate rule caps its answer here.
@@ -108,7 +108,7 @@ def frontend_ceiling(dep: Deployment, input_len: float, output_len: float) -> fl
     fe = dep.frontend
     if fe is None:
         return math.inf
-    work = fe.ingress_s(round(input_len)) + output_len * fe.token_s
+    work = fe.ingress_s(round(input_len)) + fe.first_event_s + output_len * fe.token_s
     return fe.speed / work if work > 0 else math.inf
 
 
@@ -121,7 +121,14 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     ttft = (_prefill_s(dep, input_len) + front_s) * 1e3
     ctx = input_len + output_len // 2
     step_s, tokens = _decode_s(dep, 1, ctx)
-    tpot, itl = step_s / tokens * 1e3, step_s * 1e3  # a speculative step's tokens arrive together
+
+    def event_steps(tokens: float) -> float:
+        """Decode steps between two events the client sees: one (a speculative step's tokens arrive together), or
+        the server's stream interval's worth of tokens (`FrontendCosts.stream_interval`)."""
+        n = 1 if fe is None else min(fe.stream_interval, max(1, output_len - 1))
+        return max(1.0, n / tokens)
+
+    tpot, itl = step_s / tokens * 1e3, step_s * event_steps(tokens) * 1e3
     reasons = []
     if (lim := sla.limit("ttft")) is not None and ttft > lim:
         reasons.append(f"a lone request's TTFT is already {ttft:.0f} ms > {lim:g} ms")
@@ -135,7 +142,7 @@ def bounds(dep: Deployment, sla: SLA, input_len: int, output_len: int, cached_sh
     def meets(batch: int) -> bool:
         step_s, tokens = _decode_s(dep, batch, ctx)
         return ((tpot_lim is None or step_s / tokens * 1e3 <= tpot_lim)
-                and (itl_lim is None or step_s * 1e3 <= itl_lim))
+                and (itl_lim is None or step_s * event_steps(tokens) * 1e3 <= itl_lim))
 
     b = cap
     if tpot_lim is not None or itl_lim is not None:  # largest batch whose decode step meets the bounds (bisection)

@@ -228,10 +228,10 @@ def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
     compute = wf.compute
-    native_mx = wf.mx_fp4 and hw.has_trtllm_gen
+    block = kf.quantized_path(wf)
+    native_mx = wf.mx_fp4 and hw.has_trtllm_gen and not block
     if native_mx:  # the activations the engine's MXFP4 kernels take on datacenter Blackwell
         compute = kf.mxfp4_activation
-    block = kf.quantized_path(wf)
     if block:  # GGUF block formats (and MXFP4 in llama.cpp): the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
         if compute == "fp16" and hw.compute_dtype("fp16") == "fp32" and hw.peak_tflops.get("int8", 0) > 0:

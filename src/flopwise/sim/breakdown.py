@@ -78,7 +78,8 @@ def time_breakdown(phases: np.ndarray, timelines: list[Timeline], dep: Deploymen
         # turned away by a fleet with no replica up) kept the API server busy after it
         util = min(1.0, sum(t.frontend_cpu_s for t in timelines) / (duration_s * len(timelines)))
     waiting = 0.0 if fe is None else ((means["frontend_ms"] or 0.0)
-                                      - 1e3 * (fe.ingress_s(round(prompt_tokens)) / fe.speed + fe.latency_s))
+                                      - 1e3 * ((fe.ingress_s(round(prompt_tokens)) + fe.first_event_s) / fe.speed
+                                               + fe.latency_s))
     if util is not None and util >= BUSY and (util > busy_fraction or waiting > (means["queue_ms"] or 0.0)):
         bottleneck = "frontend"
     elif busy_fraction >= BUSY and (means["queue_ms"] or 0.0) > (means["prefill_ms"] or 0.0):

@@ -5,7 +5,9 @@ Jobs are served first come, first served by `servers` = FrontendCosts.speed proc
 data-parallel engines sharing them), modelled as one server of that many times the speed (exact for one process,
 the default of vLLM, SGLang and TensorRT-LLM):
 
-    ingress  (a request arriving at a):       ready_at = max(a, busy) + ingress_s(prompt) / servers + latency_s
+    ingress  (a request arriving at a):       ready_at = max(a, busy) + (ingress_s(prompt) + first_event_s) / servers
+                                                         + latency_s
+             (first_event_s: what its lone first-token event costs beyond token_s, 0 at one event per token)
     egress   (a step ending at t, n tokens):  delivered_at = max(t, busy) + n * token_s / servers
              (token_s = output_token_s, or its per-event part spread over --stream-interval tokens: FrontendCosts)
 
@@ -58,7 +60,7 @@ class Frontend:
     def admit(self, req: Request, at: float) -> None:
         """Accept a request that reaches this server at `at` (its arrival, or later where a fleet's router held it);
         it joins the engine at `req.engine_arrival_at`."""
-        work = self.costs.ingress_s(req.num_prompt_tokens) / self.speed
+        work = (self.costs.ingress_s(req.num_prompt_tokens) + self.costs.first_event_s) / self.speed
         busy = self.busy_until
         done = (busy if busy > at else at) + work  # max(at, busy), without the builtin's call (per request)
         self.busy_until = done

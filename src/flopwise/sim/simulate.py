@@ -184,41 +184,59 @@ def _speculative_summary(timelines: list[Timeline], dep: Deployment) -> dict[str
             "tokens_per_verified_decode": tokens / rows if rows else None}
 
 
-def stream_events(times: list[float], interval: int) -> tuple[list[float], list[int]]:
-    """The events a server streaming every `interval` tokens sends for tokens produced at `times`: the first
-    token alone, then one event per `interval` tokens (vLLM's OutputProcessor once that many have gathered,
-    SGLang's scheduler at len(output_ids) % interval == 1), and the last; each event's instant and tokens.
-    (TensorRT-LLM's executor counts its iterations from 1, so its second event carries interval - 1 tokens and
-    the rest interval: the same events per request, one token apart.)"""
+def stream_events(times: list[float], interval: int, *, first_alone: bool = True, hidden: int = 0,
+                  complete: bool = True) -> tuple[list[float], list[int]]:
+    """The events a server streaming every `interval` tokens sends for output tokens produced at `times` (every
+    one the engine produced, opening tokens too): the first token alone, then one event per `interval` tokens
+    (vLLM's OutputProcessor once that many have gathered, SGLang 0.4.9+'s scheduler at len(output_ids) % interval
+    == 1), or, without `first_alone` (SGLang before 0.4.9: len(output_ids) % interval == 0), the first event after
+    `interval` tokens; and the last token's (where the request `complete`d: a client that stopped reading at its
+    deadline got no more than the events before it). Each event's instant and the tokens it carries the client
+    text for: events carrying only the `hidden` opening tokens (`frontend.hidden_tokens`) show nothing and are
+    dropped. (TensorRT-LLM's executor counts its iterations from 1, so its second event carries interval - 1
+    tokens and the rest interval: the same events per request, one token apart.)"""
     last = len(times) - 1
-    if interval <= 1 or last < 1:
-        return times, [1] * len(times)
-    idx = list(range(0, last, interval))
-    idx.append(last)
-    return [times[i] for i in idx], [1] + [b - a for a, b in zip(idx, idx[1:], strict=False)]
+    if last < 0:
+        return [], []
+    step = max(1, interval)
+    idx = list(range(0 if first_alone or step == 1 else step - 1, last + 1, step))
+    if complete and (not idx or idx[-1] != last):
+        idx.append(last)
+    at, tokens, prev = [], [], -1
+    for i in idx:
+        if i >= hidden:
+            at.append(times[i])
+            tokens.append(i - max(prev, hidden - 1))
+        prev = i
+    return at, tokens
 
 
-def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: int = 1) -> list[RequestRecord]:
+def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: int = 1,
+             first_alone: bool = True) -> list[RequestRecord]:
     """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request):
     when the client received each step's tokens (behind an API server) or the step's end (offline), less the
     `hidden` opening tokens it receives no text for (`frontend.hidden_tokens`); a server streaming every
     `interval` tokens sends them in events (`stream_events`), which the records keep as chunks."""
     ends = (tl.delivered_at if len(tl.delivered_at) else tl.step_end_at).tolist()
+    chunked = interval > 1
+    shown = 0 if chunked else hidden  # chunked: the events are cut on the engine's own token count first
     out = []
     for r in requests:
-        s = visible_steps(r.token_steps, hidden) if hidden else r.token_steps
+        s = visible_steps(r.token_steps, shown) if shown else r.token_steps
         if len(s) == 2:
             times = ends[s[0]:s[1]]
         else:
             times = [t for a, b in zip(s[::2], s[1::2], strict=False) for t in ends[a:b]]
         error = kind = None
         dl = r.deadline_at
-        if dl is not None and (r.aborted_at is not None or (times and times[-1] > dl)):
+        late = dl is not None and (r.aborted_at is not None or bool(times and times[-1] > dl))
+        if dl is not None and late:
             times = [t for t in times if t <= dl]  # the client stopped reading at its deadline
             error, kind = f"no complete response within the client's {dl - r.arrival_at:g} s timeout", "timeout"
         chunks = None
-        if interval > 1 and len(times) > 1:
-            times, chunks = stream_events(times, interval)
+        if chunked:
+            times, chunks = stream_events(times, interval, first_alone=first_alone, hidden=hidden,
+                                          complete=not late)
         out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
                                  output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
                                  preemptions=r.num_preemptions, error=error, error_kind=kind, chunk_tokens=chunks))
@@ -256,7 +274,9 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
             cap = max(1, workload.max_concurrency // n_rep + (rep < workload.max_concurrency % n_rep))
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep, max_concurrency=cap)
         requests.extend(reqs)
-        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval))
+        fe = dep.engine.frontend
+        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval,
+                                fe is None or fe.stream_first_alone))
         phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)

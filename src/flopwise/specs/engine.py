@@ -92,9 +92,11 @@ class FrontendCosts:
     ways as R stages of 1/R the speed overstates the wait of a request that arrives alone (it has the server to
     itself); the capacity bound's lone-request TTFT uses the whole server.
     `stream_interval`: the server's --stream-interval N (a run knob, `EngineProfile.with_stream_interval`): one
-    SSE event for the first token, then one per N tokens (and the last); `stream_token_share` (a profile fact):
-    the part of `output_token_s` paid for every token however they are batched (vLLM's API server detokenizes
-    each one), the rest per event (`token_s`)."""
+    SSE event per N tokens (and the last); `stream_first_alone` (a profile fact): whether the first token goes out
+    alone first (vLLM, TensorRT-LLM, SGLang 0.4.9+; SGLang before it sent its first event after N tokens);
+    `stream_token_share` (a profile fact): the part of `output_token_s` paid for every token however they are
+    batched (vLLM's API server detokenizes each one), the rest per event (`token_s`, and `first_event_s` for the
+    first token's own event)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -110,6 +112,7 @@ class FrontendCosts:
     shared_by: int = 1
     stream_interval: int = 1
     stream_token_share: float = 0.0
+    stream_first_alone: bool = True
 
     def __post_init__(self) -> None:
         _check_nonneg("frontend", self)
@@ -146,14 +149,20 @@ class FrontendCosts:
     @property
     def token_s(self) -> float:
         """CPU seconds per streamed token: output_token_s at one event per token; at one event per
-        `stream_interval` tokens, output_token_s * (stream_token_share + (1 - stream_token_share) / N) (the first
-        token's own event is counted as a share of one like the rest: one event per request, against
-        output_tokens / N of them)."""
+        `stream_interval` tokens, output_token_s * (stream_token_share + (1 - stream_token_share) / N)."""
         n = self.stream_interval
         if n == 1:
             return self.output_token_s
         share = self.stream_token_share
         return self.output_token_s * (share + (1.0 - share) / n)
+
+    @property
+    def first_event_s(self) -> float:
+        """What a request's lone first-token event costs beyond `token_s` (a whole event: output_token_s in all),
+        where the server sends one (`stream_first_alone`); 0 at one event per token."""
+        if self.stream_interval == 1 or not self.stream_first_alone:
+            return 0.0
+        return self.output_token_s - self.token_s
 
     def stream_s(self, batch: int) -> float:
         """Seconds the servers need to stream one token to each of `batch` requests."""
@@ -161,8 +170,10 @@ class FrontendCosts:
 
     def batch_ttft_s(self, batch: int, prompt_tokens: int) -> float:
         """What the server adds to the TTFT of a static batch sent at once: the batch starts when its last
-        request is accepted, and its first tokens are streamed out after the prefill."""
-        return batch * self.ingress_s(prompt_tokens) / self.speed + self.latency_s + self.stream_s(batch)
+        request is accepted, and its first tokens are streamed out after the prefill (each its own event where the
+        first token goes out alone)."""
+        first = batch * (self.token_s + self.first_event_s) / self.speed
+        return batch * self.ingress_s(prompt_tokens) / self.speed + self.latency_s + first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1025,9 +1036,10 @@ def load_engine_file(path: str | Path) -> tuple[str, dict[str, Any]]:
 def write_engine_file(path: str | Path, profile: EngineProfile, note: str) -> None:
     """Write `profile`'s CPU costs (host, frontend) as an override file of its family (see load_engine_file)."""
     def table(obj: object) -> str:
-        # the endpoint, DP mode and API-server count are the release's or the deployment's, not CPU costs
+        # the endpoint, DP mode, API-server count and stream interval are the release's or the deployment's, not CPU
+        # costs
         items = [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in fields(obj)  # type: ignore[arg-type]
-                 if f.name not in ("endpoint", "data_parallel", "shared_by", "api_servers")]
+                 if f.name not in ("endpoint", "data_parallel", "shared_by", "api_servers", "stream_interval")]
         return "{ " + ", ".join(items) + " }"
     lines = [f"# flopwise engine override for {profile.name}: {note}", f'name = "{profile.family}"', "",
              "[override]", f"host = {table(profile.host)}"]

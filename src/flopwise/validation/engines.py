@@ -94,8 +94,6 @@ _DEPLOYMENT_KNOBS = {
     "kv_cache_free_gpu_mem_fraction": "gpu_memory_utilization",
     "cuda_graph_max_bs": "cuda_graph_max_bs", "cuda_graph_max_batch_size": "cuda_graph_max_bs",
     "max_cudagraph_capture_size": "cuda_graph_max_bs",
-    # llama-server -np / --parallel: its slots, the requests it decodes together (the rest wait for a free slot)
-    "n_parallel": "max_num_seqs", "parallel": "max_num_seqs",
 }
 
 
@@ -243,6 +241,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         v = _number(knobs_in.get(name)) if name in knobs_in else None
         if v is not None:
             knobs[target] = v if target == "gpu_memory_utilization" else int(v)
+    slots = _number(knobs_in.get("n_parallel", knobs_in.get("parallel")))
+    if family == "llamacpp" and slots and "max_num_seqs" not in knobs:
+        knobs["max_num_seqs"] = int(slots)  # llama-server -np: its slots, decoded together (the rest wait for one)
     interval = _number(knobs_in.get("stream_interval"))
     if interval and interval > 1 and eng.frontend is not None and (
             eng.launch.table("flags").get("stream_interval") or eng.launch.table("yaml").get("stream_interval")):
@@ -345,7 +346,7 @@ def case_deployment(raw: dict[str, Any], command: str, args: dict[str, Any],
         # KV cache memory' in GiB per GPU), the outcome of its stated memory fraction: the fraction that gives it
         # here, where that is one the engine could take
         plan = memory_plan(dep)
-        f = memory_fraction_for_pool(dep, pool / dep.block_size * plan.block_bytes if pool else gib * 2**30)
+        f = memory_fraction_for_pool(dep, pool / dep.block_size * plan.block_bytes if pool else (gib or 0) * 2**30)
         if 0 < f <= 1:
             dep = replace(dep, gpu_memory_utilization=f)
     return dep, ce
