@@ -47,12 +47,13 @@ class Frontend:
     """FIFO CPU stage; `pending` holds admitted requests until they are ready for the engine (ready times are
     non-decreasing, so a deque suffices)."""
 
-    __slots__ = ("costs", "busy_until", "pending", "speed", "token_s", "cpu_s")
+    __slots__ = ("costs", "busy_until", "pending", "speed", "token_s", "first_s", "cpu_s")
 
     def __init__(self, costs: FrontendCosts):
         self.costs = costs
         self.speed = costs.speed
         self.token_s = costs.token_s / self.speed
+        self.first_s = costs.first_event_s  # a lone first-token event's extra, charged with the request's ingress
         self.busy_until = 0.0
         self.pending: deque[Request] = deque()
         self.cpu_s = 0.0  # seconds the stage was busy (for the utilisation report)
@@ -60,7 +61,7 @@ class Frontend:
     def admit(self, req: Request, at: float) -> None:
         """Accept a request that reaches this server at `at` (its arrival, or later where a fleet's router held it);
         it joins the engine at `req.engine_arrival_at`."""
-        work = (self.costs.ingress_s(req.num_prompt_tokens) + self.costs.first_event_s) / self.speed
+        work = (self.costs.ingress_s(req.num_prompt_tokens) + self.first_s) / self.speed
         busy = self.busy_until
         done = (busy if busy > at else at) + work  # max(at, busy), without the builtin's call (per request)
         self.busy_until = done
