@@ -232,6 +232,8 @@ def roofs(dep: Deployment) -> Roofs:
     native_mx = wf.mx_fp4 and hw.has_trtllm_gen and not block
     if native_mx:  # the activations the engine's MXFP4 kernels take on datacenter Blackwell
         compute = kf.mxfp4_activation
+    elif wf.mx_fp4 and not block and not kf.mxfp4_fp4_math and hw.vendor == "nvidia":
+        compute = "bf16"  # weight-only in 16-bit, whatever FP4 math the chip has
     if block:  # GGUF block formats (and MXFP4 in llama.cpp): the math the engine's quantized matmuls run in
         compute = kf.quantized_gemm_dtype
         if compute == "fp16" and hw.compute_dtype("fp16") == "fp32" and hw.peak_tflops.get("int8", 0) > 0:

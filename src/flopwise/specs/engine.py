@@ -282,8 +282,11 @@ class KernelFactors:
     mxfp4_activation: what an MXFP4 weight (`WeightFormat.mx_fp4`) multiplies on datacenter Blackwell, where the
         engines' MXFP4 MoE kernels are trtllm-gen's (`HardwareSpec.has_trtllm_gen`): "fp4" (activations in FP4 too,
         the FP4 rate), "fp8" (MXFP8 activations: the block-scaled e2m1 x e4m3 MMA runs at the FP8 rate) or "bf16"
-        (16-bit activations); either way the kernel dequantizes inside its pipeline. Other chips as before: FP4
-        math where they have it, else weight-only in 16-bit.
+        (16-bit activations); either way the kernel dequantizes inside its pipeline. Other chips: FP4 math where
+        they have it and `mxfp4_fp4_math` says the engine uses it, else weight-only in 16-bit;
+    mxfp4_fp4_math: whether the engine multiplies MXFP4 weights with FP4 math on NVIDIA's other chips that have it
+        (the SM120 GeForce and RTX PRO parts); false where it runs them weight-only there (vLLM: Marlin or Triton,
+        16-bit).
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -302,6 +305,7 @@ class KernelFactors:
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
     mxfp4_activation: str = "fp4"
+    mxfp4_fp4_math: bool = True
     quantized_gemm_dtype: str = "fp16"
     fp16_accumulate_compute: float = 0.0
     marlin_weight_read: float = 0.0
