@@ -364,6 +364,12 @@ CASES = [
     ("new", "a stream interval of 0", lambda t: [
         "simulate", "--engine", "sglang", "--stream-interval", "0", "--num-requests", "3"],
      "--stream-interval must be an integer in [1, 1,000,000], got 0"),
+    ("new", "bench --stream-interval without --predict",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--stream-interval", "8", "--out", str(t / "b")],
+     "add --predict"),
+    ("new", "bench --predict --stream-interval on llama.cpp, model asked of the server",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--engine", "llamacpp",
+                "--stream-interval", "8", "--out", str(t / "b")], "streams every token"),
     ("nonsense", "SGLang reading new requests every 0 steps", lambda t: [
         "simulate", "--scheduler", "sglang", "--scheduler-recv-interval", "0", "--num-requests", "5"],
      "--scheduler-recv-interval must be an integer >= 1"),
@@ -392,7 +398,7 @@ def test_cases_by_class():
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
     assert counts == {"traceback": 32, "hang": 5, "nonsense": 47, "substitution": 35, "misleading": 11, "parser": 2,
-                      "new": 18}
+                      "new": 20}
 
 
 def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():

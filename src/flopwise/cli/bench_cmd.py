@@ -129,6 +129,9 @@ def bench_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
+    stream_interval: Annotated[int | None, typer.Option(
+        "--stream-interval", help="Tokens per streamed event the server sends after the first (vLLM / SGLang "
+                                  "--stream-interval), for --predict.")] = None,
     model_config: Annotated[str | None, typer.Option(
         "--model-config", help="Model for --predict: catalog id or config.json (default --model).")] = None,
     hardware_file: Annotated[Path | None, typer.Option(
@@ -174,7 +177,8 @@ def bench_cmd(
                              scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
                              kv=kv, model_config=model_config, enforce_eager=enforce_eager,
                              async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                             moe_backend=moe_backend, pdl=pdl, hardware_file=hardware_file, parquet=parquet,
+                             moe_backend=moe_backend, pdl=pdl, stream_interval=stream_interval,
+                             hardware_file=hardware_file, parquet=parquet,
                              progress=progress,
                              on_level=on_level)
             finally:
