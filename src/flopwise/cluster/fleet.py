@@ -267,8 +267,7 @@ class Fleet:
         self.specs = workload.requests
         n = workload.num_requests
         if self.bounded_for(n):
-            if any((fe := m.replica.dep.engine.frontend) is not None and fe.stream_interval > 1
-                   for m in self.members):
+            if any(m.replica.dep.engine.stream_interval > 1 for m in self.members):
                 raise WorkloadError(f"a fleet run of {n:,} requests keeps no per-request token times, so its ITL "
                                     "per streamed event cannot be pooled with --stream-interval: run fewer requests "
                                     "or drop --stream-interval")

@@ -221,7 +221,7 @@ def stream_interval(dep: Deployment, engine: EngineProfile, line: CommandLine, n
     flag = engine.launch.table("flags").get("stream_interval")
     if flag:
         line.flag(flag, planned)
-    elif not engine.launch.table("yaml").get("stream_interval"):
+    elif not engine.has_stream_interval:
         notes.append(f"{engine.display} {engine.version} streams every token (no stream-interval option): the "
                      f"planned interval of {planned} tokens is not rendered, and its API server does more work")
 

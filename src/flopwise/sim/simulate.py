@@ -256,6 +256,7 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
     require_fit(dep)
     t0 = time.perf_counter()
     items = list(enumerate(workload.requests))
+    first_alone = dep.engine.frontend is None or dep.engine.frontend.stream_first_alone
     n_rep = dep.replicas
     requests: list[Request] = []
     records: list[RequestRecord] = []
@@ -274,9 +275,7 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
             cap = max(1, workload.max_concurrency // n_rep + (rep < workload.max_concurrency % n_rep))
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep, max_concurrency=cap)
         requests.extend(reqs)
-        fe = dep.engine.frontend
-        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval,
-                                fe is None or fe.stream_first_alone))
+        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval, first_alone))
         phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)

@@ -915,12 +915,18 @@ class EngineProfile:
                 return self
             raise SpecError("--stream-interval sets how the HTTP server streams; offline (--frontend none) there "
                             "is none")
-        if tokens > 1 and not (self.launch.table("flags").get("stream_interval")
-                               or self.launch.table("yaml").get("stream_interval")):
+        if tokens > 1 and not self.has_stream_interval:
             raise SpecError(f"{self.display} {self.version} streams every token: it has no stream-interval option "
                             "flopwise knows of (vLLM 0.11.1+ and SGLang --stream-interval, TensorRT-LLM 1.0+ "
                             "stream_interval); drop --stream-interval")
         return replace(self, frontend=replace(fe, stream_interval=tokens))
+
+    @property
+    def has_stream_interval(self) -> bool:
+        """Whether this release's server can be told to stream every N tokens: a launch flag (vLLM, SGLang) or an
+        options-file key (TensorRT-LLM) for it."""
+        return bool(self.launch.table("flags").get("stream_interval")
+                    or self.launch.table("yaml").get("stream_interval"))
 
     @property
     def stream_interval(self) -> int:

@@ -245,8 +245,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if family == "llamacpp" and slots and "max_num_seqs" not in knobs:
         knobs["max_num_seqs"] = int(slots)  # llama-server -np: its slots, decoded together (the rest wait for one)
     interval = _number(knobs_in.get("stream_interval"))
-    if interval and interval > 1 and eng.frontend is not None and (
-            eng.launch.table("flags").get("stream_interval") or eng.launch.table("yaml").get("stream_interval")):
+    if interval and interval > 1 and eng.frontend is not None and eng.has_stream_interval:
         knobs["stream_interval"] = int(interval)  # the server's --stream-interval (where this release has one)
     mml = _number(knobs_in.get("max_model_len"))
     if mml and "max_num_batched_tokens" not in knobs and not eng.enable_chunked_prefill:
