@@ -622,6 +622,31 @@ def test_llamacpp_metal_streams_gguf_weights_at_its_own_mat_vec_rate():
     assert mlp.memory_s == pytest.approx(32 * 3 * 4096 * 11008 * 4.5 / 8 / (800e9 * 0.90 * 0.95), rel=0.01)
 
 
+def test_llamacpp_metal_reads_an_expert_per_token_expert_pair_below_32_tokens():
+    """ggml-metal's MUL_MAT_ID runs one mat-vec per token-expert pair (kernel_mul_mv_id) below ne21_mm_id_min = 32
+    tokens: a decode batch of B reads B x k experts' weights, repeats included. Hand check, gpt-oss-20b (MXFP4
+    experts, 4.25 bits: 24,891,840 x 0.53125 = 13.22 MB each, top-4 of 32) on an M2 Ultra: one group of 12 layers
+    reads 12 x 4 x B experts at B = 1, 4 and 31, so B = 4 reads 4x what B = 1 does; at 32 tokens the grouped
+    kernel reads each touched expert once (gamma(2) popularity: 32 - 28 / (1 + 31 x 4 / 64)^2 = 28.96); CUDA's
+    build reads the touched experts at every size (B = 4: 32 - 28 / (1 + 3 x 4 / 64)^2 = 12.14)."""
+    expert = 24891840 * 4.25 / 8
+    metal = deployment("gpt-oss-20b", "apple-m2-ultra", engine="llamacpp@b7000")
+    cuda = deployment("gpt-oss-20b", "rtx-4090", engine="llamacpp@b7000")
+    assert metal.engine.kernels.moe_pair_reads_below == 32 and cuda.engine.kernels.moe_pair_reads_below == 0
+
+    def experts_read(dep, b):
+        ops = {o.name: o for o in step_cost(dep, decode_shape(b, 128, layout(dep).windows)).ops}
+        return ops["moe_experts"].weight_bytes
+
+    router = experts_read(metal, 1) - 12 * 4 * expert
+    assert 0 < router < 0.1 * expert  # the 12 routers (2,880 x 32 each)
+    for b in (1, 4, 31):
+        assert experts_read(metal, b) == pytest.approx(12 * 4 * b * expert + router)
+    assert experts_read(metal, 32) == pytest.approx(12 * (32 - 28 / (1 + 31 * 4 / 64) ** 2) * expert + router)
+    assert experts_read(cuda, 4) == pytest.approx(12 * (32 - 28 / (1 + 3 * 4 / 64) ** 2) * expert + router)
+    assert experts_read(cuda, 1) == experts_read(metal, 1)
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.

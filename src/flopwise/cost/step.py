@@ -48,7 +48,8 @@ FLOPs per operator:
 - MoE: each token runs k experts (2·T·k·P_expert FLOPs); the weights read are those of the distinct
   experts the batch touches, touched(T) = E - (E - k)·(1 + (T - 1)·k/(E·a))^(-a) in expectation under
   gamma-distributed expert popularity of shape a (`specs/expert_load.py`: uneven routing touches fewer experts than
-  uniform routing's E·(1 - (1 - k/E)^T)); each of the T·k
+  uniform routing's E·(1 - (1 - k/E)^T)), or T·k where the engine runs a step of so few tokens as one mat-vec per
+  token-expert pair (`KernelFactors.moe_pair_reads_below`: llama.cpp's Metal mul_mv_id); each of the T·k
   token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`);
 - expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): a decode batch is spread evenly over
   the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
@@ -210,6 +211,7 @@ class Roofs:
     piecewise_step_s: float  # and per step, whatever its depth (KernelFactors.piecewise_step_s)
     piecewise_decode: bool  # decode-only steps run piecewise too
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
+    moe_pair_reads_below: int  # fewer tokens: each token-expert pair reads its expert (KernelFactors, same name)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
@@ -283,6 +285,7 @@ def roofs(dep: Deployment) -> Roofs:
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
                  piecewise_layer_s=kf.piecewise_layer_s, piecewise_step_s=kf.piecewise_step_s,
                  piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
+                 moe_pair_reads_below=kf.moe_pair_reads_below,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
@@ -427,7 +430,9 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                     T * at.state_act_elems * a, 3, attention=True)
         if g.is_moe:
             E, k = g.num_experts, g.experts_per_token
-            touched = experts_touched(E, k, T_all)
+            # the experts' weights read: each distinct expert once, or, where the engine runs a few tokens as one
+            # mat-vec per token-expert pair, every pair's expert (repeats included)
+            touched = T_all * k if T_all < acc.r.moe_pair_reads_below else experts_touched(E, k, T_all)
             routing = acc.r.grouped_topk_kernels - 1 if g.grouped_routing else 0  # beyond the one top-k kernel
             rows_per_expert = T_all * k / touched
             w = g.expert_inter  # this GPU's slice of an expert: the N of gate/up, the K of down

@@ -286,7 +286,11 @@ class KernelFactors:
         they have it and `mxfp4_fp4_math` says the engine uses it, else weight-only in 16-bit;
     mxfp4_fp4_math: whether the engine multiplies MXFP4 weights with FP4 math on NVIDIA's other chips that have it
         (the SM120 GeForce and RTX PRO parts); false where it runs them weight-only there (vLLM: Marlin or Triton,
-        16-bit).
+        16-bit);
+    moe_pair_reads_below: a step (pass) of fewer tokens than this runs its routed experts as one mat-vec per
+        token-expert pair, each reading its expert's weights for that token alone: the weights read are T x k
+        experts', not the distinct experts the batch touches (llama.cpp's Metal MUL_MAT_ID takes `mul_mv_id` below
+        ne21_mm_id_min = 32 tokens); 0: the touched experts are read once per step.
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -319,6 +323,7 @@ class KernelFactors:
     pdl_kernel_overhead_scale: float = 1.0
     pdl: bool = False
     ubatch_tokens: int = 0
+    moe_pair_reads_below: int = 0
 
     @property
     def has_pdl_switch(self) -> bool:
