@@ -645,6 +645,8 @@ def test_llamacpp_metal_reads_an_expert_per_token_expert_pair_below_32_tokens():
     assert experts_read(metal, 32) == pytest.approx(12 * (32 - 28 / (1 + 31 * 4 / 64) ** 2) * expert + router)
     assert experts_read(cuda, 4) == pytest.approx(12 * (32 - 28 / (1 + 3 * 4 / 64) ** 2) * expert + router)
     assert experts_read(cuda, 1) == experts_read(metal, 1)
+    with pytest.raises(SpecError, match="moe_pair_reads_below"):
+        KernelFactors(moe_pair_reads_below=-1)
 
 
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():

@@ -358,6 +358,7 @@ class KernelFactors:
                             f"{self.pdl_kernel_overhead_scale}")
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         integer(self.ubatch_tokens, "engine kernels: ubatch_tokens", lo=0, error=SpecError)
+        integer(self.moe_pair_reads_below, "engine kernels: moe_pair_reads_below", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.mxfp4_activation not in ("fp4", "fp8", "bf16"):
             raise SpecError(f"engine kernels: mxfp4_activation must be fp4, fp8 or bf16, got {self.mxfp4_activation!r}")
