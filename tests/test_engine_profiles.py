@@ -649,6 +649,34 @@ def test_llamacpp_metal_reads_an_expert_per_token_expert_pair_below_32_tokens():
         KernelFactors(moe_pair_reads_below=-1)
 
 
+def test_llamacpp_mmq_pads_each_touched_experts_rows_to_the_passs_tile():
+    """llama.cpp's CUDA / HIP MUL_MAT_ID (one MMQ launch for all experts) sizes its tile from the pass's token count:
+    mmq_x = the fewest column tiles for T tokens, at most 128, so every touched expert computes whole tiles. By hand
+    for gpt-oss-120b (128 experts, 4 per token, 18 layers per attention group) with gamma(2) popularity, touched(T) =
+    128 - 124 / (1 + (T - 1) x 4 / 256)^2: T = 512 gives 126.46 experts of 16.2 rows, each padded to 128 columns
+    (8x the rows' FLOPs); T = 100 a 104-wide tile (3.7 rows each); T = 8 an 8-wide one. Metal's mul_mm_id (the Apple
+    build) keeps 2 x T x 4 x P."""
+    cuda = deployment("gpt-oss-120b", "rtx-pro-6000-blackwell", engine="llamacpp@b7000")
+    metal = deployment("gpt-oss-120b", "apple-m3-ultra", engine="llamacpp@b7000")
+    assert cuda.engine.kernels.moe_tile_cols == 128 and metal.engine.kernels.moe_tile_cols == 0
+    params = 24891840  # one expert's gate, up and down (2,880 x 2,880 x 3)
+
+    def moe_flops(dep, tokens):
+        ops = [o for o in step_cost(dep, prefill_shape(1, tokens, layout(dep).windows)).ops if o.name == "moe_experts"]
+        assert [o.count for o in ops] == [18, 18]
+        return ops[0].flops
+
+    for tokens, tile in ((512, 128), (100, 104), (8, 8)):
+        touched = 128 - 124 / (1 + (tokens - 1) * 4 / 256) ** 2
+        cols = math.ceil(tokens * 4 / touched / tile) * tile
+        assert cols == tile
+        assert moe_flops(cuda, tokens) == pytest.approx(18 * 2 * touched * cols * params, rel=1e-9)
+        assert moe_flops(metal, tokens) == pytest.approx(18 * 2 * tokens * 4 * params, rel=1e-9)
+    assert moe_flops(cuda, 512) / moe_flops(metal, 512) == pytest.approx(126.46 * 128 / 2048, rel=1e-4)
+    with pytest.raises(SpecError, match="moe_tile_cols"):
+        KernelFactors(moe_tile_cols=-1)
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.

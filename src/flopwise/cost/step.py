@@ -50,7 +50,10 @@ FLOPs per operator:
   gamma-distributed expert popularity of shape a (`specs/expert_load.py`: uneven routing touches fewer experts than
   uniform routing's E·(1 - (1 - k/E)^T)), or T·k where the engine runs a step of so few tokens as one mat-vec per
   token-expert pair (`KernelFactors.moe_pair_reads_below`: llama.cpp's Metal mul_mv_id); each of the T·k
-  token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`);
+  token-expert rows carries its intermediate and its full-width output through memory (`_moe_act_elems`); where
+  the grouped matmul sizes its token tile from the whole pass (`KernelFactors.moe_tile_cols`: llama.cpp's CUDA /
+  HIP MMQ, mmq_x from the pass's T), each touched expert computes whole tiles of c = min(T rounded up to 8, tile)
+  columns: 2·touched·ceil(rows / c)·c·P_expert FLOPs at the efficiency of a c-wide tile, rows = T·k / touched;
 - expert parallelism with data-parallel attention (`Deployment.dp`, `ep`): a decode batch is spread evenly over
   the dp attention groups, so every operator but the routed experts runs on 1/dp of its tokens, pairs and KV
   reads; a step with prompt chunks runs each chunk whole on one group, and the step waits for the group with the
@@ -212,6 +215,7 @@ class Roofs:
     piecewise_decode: bool  # decode-only steps run piecewise too
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     moe_pair_reads_below: int  # fewer tokens: each token-expert pair reads its expert (KernelFactors, same name)
+    moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     attention_rate: float  # peak_attn * attention_compute_max
@@ -285,7 +289,7 @@ def roofs(dep: Deployment) -> Roofs:
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
                  piecewise_layer_s=kf.piecewise_layer_s, piecewise_step_s=kf.piecewise_step_s,
                  piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
-                 moe_pair_reads_below=kf.moe_pair_reads_below,
+                 moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
@@ -437,7 +441,14 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             rows_per_expert = T_all * k / touched
             w = g.expert_inter  # this GPU's slice of an expert: the N of gate/up, the K of down
             compute_eff = acc.r.moe_compute_eff * w / (w + acc.r.moe_half_width)
-            if ep == 1 and dp == 1:
+            if ep == 1 and dp == 1 and acc.r.moe_tile_cols and T_all > 1:
+                c = min(-(-T_all // 8) * 8, acc.r.moe_tile_cols)  # the pass's tile width
+                cols = -(-rows_per_expert // c) * c  # an expert's rows, padded to whole tiles
+                acc.add("moe_experts", n, 2 * touched * cols * g.expert_params, c,
+                        touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
+                        _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
+                        weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
+            elif ep == 1 and dp == 1:
                 acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,

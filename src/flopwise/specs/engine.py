@@ -291,6 +291,10 @@ class KernelFactors:
         token-expert pair, each reading its expert's weights for that token alone: the weights read are T x k
         experts', not the distinct experts the batch touches (llama.cpp's Metal MUL_MAT_ID takes `mul_mv_id` below
         ne21_mm_id_min = 32 tokens); 0: the touched experts are read once per step.
+    moe_tile_cols: the widest token tile of a grouped MoE matmul that sizes its tile from the whole pass's token
+        count rather than each expert's rows: every touched expert's rows are padded to c = min(T rounded up to 8,
+        this) columns (llama.cpp's CUDA / HIP MMQ for MUL_MAT_ID picks mmq_x from ncols_max = the pass's tokens, at
+        most mmq_x_max = 128, and runs each expert's tiles at that width); 0: no padding.
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -324,6 +328,7 @@ class KernelFactors:
     pdl: bool = False
     ubatch_tokens: int = 0
     moe_pair_reads_below: int = 0
+    moe_tile_cols: int = 0
 
     @property
     def has_pdl_switch(self) -> bool:
@@ -359,6 +364,7 @@ class KernelFactors:
         integer(self.cuda_graph_max_bs, "engine kernels: cuda_graph_max_bs", lo=0, error=SpecError)
         integer(self.ubatch_tokens, "engine kernels: ubatch_tokens", lo=0, error=SpecError)
         integer(self.moe_pair_reads_below, "engine kernels: moe_pair_reads_below", lo=0, error=SpecError)
+        integer(self.moe_tile_cols, "engine kernels: moe_tile_cols", lo=0, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.mxfp4_activation not in ("fp4", "fp8", "bf16"):
             raise SpecError(f"engine kernels: mxfp4_activation must be fp4, fp8 or bf16, got {self.mxfp4_activation!r}")
