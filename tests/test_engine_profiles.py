@@ -677,6 +677,23 @@ def test_llamacpp_mmq_pads_each_touched_experts_rows_to_the_passs_tile():
         KernelFactors(moe_tile_cols=-1)
 
 
+def test_llamacpp_metal_streams_experts_at_its_moe_share():
+    """Metal's kernel_mul_mv_id streams each token-expert pair's expert at moe_bandwidth = 0.75 of the dense
+    mat-vec's rate (fitted on the Apple MoE decode rows): the routed experts' weight bytes of a 4-sequence gpt-oss-20b
+    decode step take 1/0.75 as long to read as at 1.0, every other operator's memory time unchanged; CUDA keeps 1.0."""
+    metal = deployment("gpt-oss-20b", "apple-m2-ultra", engine="llamacpp@b7000")
+    assert metal.engine.kernels.moe_bandwidth == 0.75
+    assert deployment("gpt-oss-20b", "rtx-4090", engine="llamacpp@b7000").engine.kernels.moe_bandwidth == 1.0
+    flat = replace(metal, engine=replace(metal.engine, kernels=replace(metal.engine.kernels, moe_bandwidth=1.0)))
+    shape = decode_shape(4, 128, layout(metal).windows)
+    ops = [(a, b) for a, b in zip(step_cost(metal, shape).ops, step_cost(flat, shape).ops, strict=True)]
+    moe = [(a, b) for a, b in ops if a.name == "moe_experts"]
+    assert len(moe) == 2
+    for a, b in moe:  # the weight bytes dominate; the router and activations are a sliver
+        assert a.memory_s / b.memory_s == pytest.approx(1 / 0.75, rel=0.01)
+    assert all(a.memory_s == pytest.approx(b.memory_s) for a, b in ops if a.name != "moe_experts")
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.
