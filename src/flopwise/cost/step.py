@@ -441,15 +441,12 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             rows_per_expert = T_all * k / touched
             w = g.expert_inter  # this GPU's slice of an expert: the N of gate/up, the K of down
             compute_eff = acc.r.moe_compute_eff * w / (w + acc.r.moe_half_width)
-            if ep == 1 and dp == 1 and acc.r.moe_tile_cols and T_all > 1:
-                c = min(-(-T_all // 8) * 8, acc.r.moe_tile_cols)  # the pass's tile width
-                cols = -(-rows_per_expert // c) * c  # an expert's rows, padded to whole tiles
-                acc.add("moe_experts", n, 2 * touched * cols * g.expert_params, c,
-                        touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                        _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
-                        weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
-            elif ep == 1 and dp == 1:
-                acc.add("moe_experts", n, 2 * T * k * g.expert_params, rows_per_expert,
+            if ep == 1 and dp == 1:
+                flops, m = 2 * T * k * g.expert_params, rows_per_expert
+                if acc.r.moe_tile_cols and T_all > 1:  # every touched expert computes whole tiles of the pass's width
+                    m = min(-(-T_all // 8) * 8, acc.r.moe_tile_cols)
+                    flops = 2 * touched * (-(-rows_per_expert // m) * m) * g.expert_params
+                acc.add("moe_experts", n, flops, m,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
                         _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
                         weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
