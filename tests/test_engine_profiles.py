@@ -19,7 +19,7 @@ from flopwise.estimate import estimate_deployment
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
 from flopwise.specs.deployment import weights_note
-from flopwise.specs.engine import KernelFactors, get_engine
+from flopwise.specs.engine import DeviceKernels, KernelFactors, get_engine
 from flopwise.specs.hardware import GIB, get_hardware
 from flopwise.techniques.scenario import rebuild
 from flopwise.validation.engines import case_deployment, case_engine
@@ -693,6 +693,27 @@ def test_llamacpp_metal_streams_experts_at_its_moe_share():
     for a, b in moe:  # the weight bytes dominate; the router and activations are a sliver
         assert a.memory_s / b.memory_s == pytest.approx(1 / 0.75, rel=0.01)
     assert all(a.memory_s == pytest.approx(b.memory_s) for a, b in ops if a.name != "moe_experts")
+
+
+def test_llamacpp_amd_discrete_gpus_read_gguf_blocks_at_their_own_share():
+    """llama.cpp's device rule for AMD is limited to discrete GPUs (kind gpu): an RX 7900 XTX and an MI300X read GGUF
+    blocks at 0.65 of the bandwidth roof (fitted on their decode rows), a Strix Halo APU (kind soc) keeps its SoC
+    profile's rate and Apple its Metal rule. By hand, Llama-2-7B Q4_0 at batch 1: the dense layers' weight bytes
+    take 0.85 / 0.65 as long to stream as under the format's own CUDA-fitted rate."""
+    def read_eff(gpu):
+        return deployment("llama-2-7b", gpu, engine="llamacpp@b5882", weights="q4_0").engine.kernels.block_weight_read
+
+    assert read_eff("rx-7900-xtx") == read_eff("mi300x") == 0.65
+    assert read_eff("strix-halo-395") == 0.0 and read_eff("rtx-4090") == 0.0
+    assert read_eff("apple-m2-ultra") == 0.95
+    amd = deployment("llama-2-7b", "rx-7900-xtx", engine="llamacpp@b5882", weights="q4_0")
+    cuda_rate = replace(amd, engine=replace(amd.engine, kernels=replace(amd.engine.kernels, block_weight_read=0.0)))
+    shape = decode_shape(1, 128, layout(amd).windows)
+    mlp = next(o for o in step_cost(amd, shape).ops if o.name == "mlp")
+    mlp_cuda = next(o for o in step_cost(cuda_rate, shape).ops if o.name == "mlp")
+    assert mlp.memory_s / mlp_cuda.memory_s == pytest.approx(0.85 / 0.65, rel=0.01)
+    with pytest.raises(SpecError, match="kind must be gpu, soc or cpu"):
+        DeviceKernels(vendor="amd", kernels=(("block_weight_read", 0.65),), kind="dgpu")
 
 
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():

@@ -390,16 +390,20 @@ class KernelFactors:
 class DeviceKernels:
     """Kernel factors that differ on one vendor's devices because the engine runs another backend there (llama.cpp's
     Metal kernels on Apple silicon, not its CUDA ones): `kernels` are (KernelFactors field, value) pairs applied
-    over the version's own factors on a device of `vendor` (`EngineProfile.on_device`)."""
+    over the version's own factors on a device of `vendor`, and of `kind` (gpu, soc, cpu) where one is given
+    (`EngineProfile.on_device`; the first matching rule wins)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
     vendor: str
     kernels: tuple[tuple[str, str | bool | int | float], ...]
+    kind: str = ""
     source: str = ""
 
     def __post_init__(self) -> None:
         check_text(self.vendor, "engine device_kernels: vendor", error=SpecError)
+        if self.kind not in ("", "gpu", "soc", "cpu"):
+            raise SpecError(f"engine device_kernels ({self.vendor}): kind must be gpu, soc or cpu, got {self.kind!r}")
         names = {f.name for f in fields(KernelFactors)}
         for key, _ in self.kernels:
             if key not in names:
@@ -860,11 +864,11 @@ class EngineProfile:
                            else rule.async_scheduling,
                            cuda_graph_max_bs=self.kernels.cuda_graph_max_bs if graph_bs is None else graph_bs)
 
-    def on_device(self, knobs: EngineKnobs, vendor: str | None = None) -> EngineProfile:
+    def on_device(self, knobs: EngineKnobs, vendor: str | None = None, kind: str | None = None) -> EngineProfile:
         """This profile as it runs on a device whose rules change a behaviour (async scheduling, the CUDA-graph
-        batch cap, the kernels of the backend the engine runs on that `vendor`'s devices)."""
+        batch cap, the kernels of the backend the engine runs on that `vendor`'s devices of that `kind`)."""
         out = self
-        rule = next((r for r in self.device_kernels if r.vendor == vendor), None)
+        rule = next((r for r in self.device_kernels if r.vendor == vendor and r.kind in ("", kind)), None)
         if rule is not None:
             out = replace(out, kernels=rule.apply(self.kernels))
         if knobs.async_scheduling != self.host.async_scheduling:
@@ -1122,7 +1126,8 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             bench_batch=BenchBatch(**table["bench_batch"]) if table.get("bench_batch") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
-                                               source=r.get("source", "")) for r in table.get("device_kernels", ())),
+                                               kind=r.get("kind", ""), source=r.get("source", ""))
+                                 for r in table.get("device_kernels", ())),
             devices=tuple(table.get("devices", ())),
             checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
             gguf_only=bool(table.get("gguf_only", False)), loads_gguf=bool(table.get("loads_gguf", True)),
