@@ -712,7 +712,7 @@ def test_llamacpp_amd_discrete_gpus_read_gguf_blocks_at_their_own_share():
     mlp = next(o for o in step_cost(amd, shape).ops if o.name == "mlp")
     mlp_cuda = next(o for o in step_cost(cuda_rate, shape).ops if o.name == "mlp")
     assert mlp.memory_s / mlp_cuda.memory_s == pytest.approx(0.85 / 0.65, rel=0.01)
-    with pytest.raises(SpecError, match="kind must be gpu, soc or cpu"):
+    with pytest.raises(SpecError, match="kind must be one of cpu, gpu, soc, got 'dgpu'"):
         DeviceKernels(vendor="amd", kernels=(("block_weight_read", 0.65),), kind="dgpu")
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
+from flopwise.specs.hardware import DEVICE_KINDS
 from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
@@ -58,7 +59,6 @@ __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "DeviceKernels", "Batc
 
 DEFAULT_ENGINE = "vllm"
 SCHEDULERS = ("vllm", "static", "sglang")  # the simulator's policies (sim/)
-DEVICE_KINDS = ("gpu", "cpu", "soc")
 MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
@@ -402,8 +402,8 @@ class DeviceKernels:
 
     def __post_init__(self) -> None:
         check_text(self.vendor, "engine device_kernels: vendor", error=SpecError)
-        if self.kind not in ("", "gpu", "soc", "cpu"):
-            raise SpecError(f"engine device_kernels ({self.vendor}): kind must be gpu, soc or cpu, got {self.kind!r}")
+        if self.kind:  # a device kind as the hardware catalog has them (its efficiency profiles' keys)
+            check_text(self.kind, f"engine device_kernels ({self.vendor}): kind", choices=DEVICE_KINDS, error=SpecError)
         names = {f.name for f in fields(KernelFactors)}
         for key, _ in self.kernels:
             if key not in names:

@@ -44,8 +44,8 @@ from typing import Any
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text
 
-__all__ = ["LOW_PRECISION_DTYPES", "MEMORY_KINDS", "EfficiencyProfile", "HardwareSpec", "hardware_catalog",
-           "get_hardware", "load_hardware_file"]
+__all__ = ["DEVICE_KINDS", "LOW_PRECISION_DTYPES", "MEMORY_KINDS", "EfficiencyProfile", "HardwareSpec",
+           "hardware_catalog", "get_hardware", "load_hardware_file"]
 
 GIB = 2**30
 # Bounds on a hardware entry's numbers (GiB; GB/s and TFLOP/s): 100 TiB of device memory, a rate between 0.001 and
@@ -141,6 +141,9 @@ DEFAULT_EFFICIENCY = {
 }
 
 
+DEVICE_KINDS = tuple(sorted(DEFAULT_EFFICIENCY))  # the kinds a hardware entry (and an engine's device rule) names
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HardwareSpec:
     """One accelerator (or CPU socket slice). Units: TFLOP/s dense, GiB, decimal GB/s, W, USD/h."""
@@ -180,7 +183,7 @@ class HardwareSpec:
         where = f"hardware '{self.id}'"
         for name in ("id", "name", "vendor", "interconnect"):
             text(getattr(self, name), f"{where}: {name}", error=SpecError)
-        text(self.kind, f"{where}: kind", choices=tuple(sorted(DEFAULT_EFFICIENCY)), error=SpecError)
+        text(self.kind, f"{where}: kind", choices=DEVICE_KINDS, error=SpecError)
         # physical bounds, far outside any real part, so that a typo cannot overflow the cost model
         number(self.memory_gib, f"{where}: memory_gib", lo=0, hi=MAX_MEMORY_GIB, lo_open=True, error=SpecError)
         number(self.memory_bandwidth_gbs, f"{where}: memory_bandwidth_gbs", lo=MIN_RATE, hi=MAX_RATE, error=SpecError)
