@@ -716,6 +716,20 @@ def test_llamacpp_amd_discrete_gpus_read_gguf_blocks_at_their_own_share():
         DeviceKernels(vendor="amd", kernels=(("block_weight_read", 0.65),), kind="dgpu")
 
 
+def test_sglang_rocm_builds_launch_their_eager_prefill_faster():
+    """SGLang's ROCm images (AITER's fused kernels, HIP_FORCE_DEV_KERNARG=1) launch an eager prefill at 4e-5 s per
+    modelled kernel (fitted on the AMD SGLang rows), the CUDA build at 6.75e-5. By hand, a 32-token Llama-3.1-8B
+    prompt launches 8 kernels in each of 32 layers + 2 = 258, more slowly than they run on either GPU: its step is
+    that floor + the 0.05 ms fixed step cost, 258 x 40 us = 10.32 ms on an MI300X, 258 x 67.5 us = 17.415 ms on an
+    H100."""
+    for gpu, per_kernel in (("mi300x", 4.0e-5), ("mi355x", 4.0e-5), ("h100-sxm", 6.75e-5), ("b200", 6.75e-5)):
+        dep = deployment("llama-3.1-8b", gpu, engine="sglang@0.5.6")
+        assert dep.engine.kernels.eager_prefill_kernel_s == per_kernel
+    for gpu, floor in (("mi300x", 10.32e-3), ("h100-sxm", 17.415e-3)):
+        dep = deployment("llama-3.1-8b", gpu, engine="sglang@0.5.6")
+        assert step_time(dep, prefill_shape(1, 32, layout(dep).windows)) == pytest.approx(floor + 0.05e-3)
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.
