@@ -730,6 +730,32 @@ def test_sglang_rocm_builds_launch_their_eager_prefill_faster():
         assert step_time(dep, prefill_shape(1, 32, layout(dep).windows)) == pytest.approx(floor + 0.05e-3)
 
 
+def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
+    """SGLang 0.5.10 turned piecewise CUDA graphs for prefill on by default (server_args: disable_piecewise_cuda_graph
+    False), except on ROCm and with DP attention or speculative decoding. By hand, a 32-token Qwen3-0.6B prompt (28
+    layers, 8 modelled kernels each + 2 = 226) on an H100: 0.5.9 launches it eagerly, 226 x 67.5 us + the 0.05 ms
+    fixed step cost = 15.305 ms; 0.5.10 replays it piecewise, 2 ms + 28 x 75 us + 0.05 ms = 4.15 ms (its kernels
+    take less); an MI300X stays eager on both, 226 x 40 us + 0.05 ms = 9.09 ms; speculative decoding or DP attention
+    on 0.5.10 falls back to the eager launches."""
+    def prompt_ms(gpu: str, engine: str, **kw: object) -> float:
+        dep = deployment("qwen3-0.6b", gpu, engine=engine, **kw)
+        return step_time(dep, prefill_shape(1, 32, layout(dep).windows)) * 1e3
+
+    assert prompt_ms("h100-sxm", "sglang@0.5.9") == pytest.approx(15.305)
+    assert prompt_ms("h100-sxm", "sglang@0.5.10") == pytest.approx(4.15)
+    assert prompt_ms("mi300x", "sglang@0.5.9") == pytest.approx(9.09)
+    assert prompt_ms("mi300x", "sglang@0.5.10") == pytest.approx(9.09)
+    assert prompt_ms("h100-sxm", "sglang@0.5.10", speculative="ngram,k=4,alpha=0.6") == pytest.approx(15.305)
+    assert prompt_ms("h100-sxm", "sglang@0.5.10", enforce_eager=True) == pytest.approx(15.305)
+    dp = deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8").engine.kernels
+    tp = deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8").engine.kernels
+    assert (dp.eager_prefill_kernel_s, dp.piecewise_layer_s) == (6.75e-5, 0.0)
+    assert (tp.eager_prefill_kernel_s, tp.piecewise_layer_s) == (0.0, 7.5e-5)
+    # vLLM's profile has no fallback: its piecewise prompt steps stay with speculative decoding
+    assert deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.15", speculative="ngram,k=4,alpha=0.6") \
+        .engine.kernels.piecewise_layer_s == 7.5e-5
+
+
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():
     """A Tesla P40 has no fast fp16 (1/64 rate, so the catalog lists fp32 11.8 and int8 47 TOPS): llama.cpp never
     took its cuBLAS path there (only Volta and newer, PR #3776) but MMQ's DP4A int8 dot products, at every build.

@@ -227,6 +227,10 @@ class KernelFactors:
     piecewise_step_s: the rest of a piecewise step's launch floor, the same for any depth (the compiled
         wrapper's input preparation, the graph pieces outside the layers, the sampler);
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
+    piecewise_fallback_s: where the engine runs prompt steps piecewise by default but a deployment feature turns
+        that off (SGLang 0.5.10+: DP attention or speculative decoding, `server_args._handle_piecewise_cuda_graph`),
+        the eager launch cost per modelled kernel its prompt steps take then, in place of the piecewise floor
+        (`EngineProfile.without_piecewise_prefill`); 0: no such fallback;
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -309,6 +313,7 @@ class KernelFactors:
     piecewise_layer_s: float = 0.0
     piecewise_step_s: float = 0.0
     piecewise_decode: bool = False
+    piecewise_fallback_s: float = 0.0
     trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
@@ -891,6 +896,16 @@ class EngineProfile:
                             "profile gives no eager launch cost, so it is priced with its CUDA graphs (or its own "
                             "runtime) only")
         return replace(self, kernels=replace(k, cuda_graphs=False))
+
+    def without_piecewise_prefill(self) -> EngineProfile:
+        """This engine with its default piecewise prompt steps off (`KernelFactors.piecewise_fallback_s`): prompt
+        steps launch eagerly at that cost per kernel, with no piecewise floor. Unchanged where the profile has no
+        such fallback."""
+        k = self.kernels
+        if not k.piecewise_fallback_s:
+            return self
+        return replace(self, kernels=replace(k, eager_prefill_kernel_s=k.piecewise_fallback_s, piecewise_layer_s=0.0,
+                                             piecewise_step_s=0.0, piecewise_fallback_s=0.0))
 
     def with_api_servers(self, count: int) -> EngineProfile:
         """This engine with `count` API server processes in all (`API_SERVER_FLAGS`): they share the server's
