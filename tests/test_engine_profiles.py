@@ -747,13 +747,18 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     assert prompt_ms("mi300x", "sglang@0.5.10") == pytest.approx(9.09)
     assert prompt_ms("h100-sxm", "sglang@0.5.10", speculative="ngram,k=4,alpha=0.6") == pytest.approx(15.305)
     assert prompt_ms("h100-sxm", "sglang@0.5.10", enforce_eager=True) == pytest.approx(15.305)
-    dp = deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8").engine.kernels
-    tp = deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8").engine.kernels
-    assert (dp.eager_prefill_kernel_s, dp.piecewise_layer_s) == (6.75e-5, 0.0)
-    assert (tp.eager_prefill_kernel_s, tp.piecewise_layer_s) == (0.0, 7.5e-5)
+    dp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8"))
+    tp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8"))
+    assert (dp.eager_kernel_s, dp.piecewise_layer_s) == (6.75e-5, 0.0)
+    assert (tp.eager_kernel_s, tp.piecewise_layer_s) == (0.0, 7.5e-5)
+    # the deployment keeps the engine's own factors (a rebuild without speculation gets the graphs back), and
     # vLLM's profile has no fallback: its piecewise prompt steps stay with speculative decoding
-    assert deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.15", speculative="ngram,k=4,alpha=0.6") \
-        .engine.kernels.piecewise_layer_s == 7.5e-5
+    spec = deployment("qwen3-0.6b", "h100-sxm", engine="sglang@0.5.10", speculative="ngram,k=4,alpha=0.6")
+    assert spec.engine.kernels.piecewise_layer_s == 7.5e-5
+    assert step_time(rebuild(spec, speculative=None), prefill_shape(1, 32, layout(spec).windows)) \
+        == pytest.approx(4.15e-3)
+    assert roofs(deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.15", speculative="ngram,k=4,alpha=0.6")) \
+        .piecewise_layer_s == 7.5e-5
 
 
 def test_llamacpp_on_pascal_runs_gguf_prompts_as_int8_dot_products():

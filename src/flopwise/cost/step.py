@@ -233,6 +233,8 @@ class Roofs:
 def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
+    if dep.dp > 1 or dep.speculative is not None:  # what turns SGLang 0.5.10+'s piecewise prefill graphs off
+        kf = kf.without_piecewise_prefill()
     compute = wf.compute
     block = kf.quantized_path(wf)
     native_mx = wf.mx_fp4 and hw.has_trtllm_gen and not block

@@ -377,11 +377,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         if not isinstance(async_scheduling, bool):
             raise SpecError(f"async_scheduling must be true or false, got {async_scheduling!r}")
         d = replace(d, async_scheduling=async_scheduling)
-    eng = eng.on_device(d, hardware.vendor, hardware.kind)
-    if dp > 1 or speculative is not None:  # SGLang 0.5.10+ turns its piecewise prefill graphs off for either
-        eng = eng.without_piecewise_prefill()
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf,
-                      engine=eng, tp=tp, pp=pp,
+                      engine=eng.on_device(d, hardware.vendor, hardware.kind), tp=tp, pp=pp,
                       replicas=replicas, replicas_per_server=replicas_per_server, dp=dp, ep=ep, nodes=nodes,
                       expert_skew=default_expert_skew(model, ep) if expert_skew is None else expert_skew,
                       two_batch_overlap=two_batch_overlap,

@@ -230,7 +230,8 @@ class KernelFactors:
     piecewise_fallback_s: where the engine runs prompt steps piecewise by default but a deployment feature turns
         that off (SGLang 0.5.10+: DP attention or speculative decoding, `server_args._handle_piecewise_cuda_graph`),
         the eager launch cost per modelled kernel its prompt steps take then, in place of the piecewise floor
-        (`EngineProfile.without_piecewise_prefill`); 0: no such fallback;
+        (`without_piecewise_prefill`, which `cost/step.py` applies to such a deployment); 0: no such
+        fallback;
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -345,6 +346,14 @@ class KernelFactors:
         """Launch cost per modelled kernel of a step run with CUDA graphs off altogether: `eager_prefill_kernel_s`
         where the engine prices its eager steps, else `eager_kernel_s`; 0 where it prices neither."""
         return self.eager_prefill_kernel_s or self.eager_kernel_s
+
+    def without_piecewise_prefill(self) -> KernelFactors:
+        """These factors with the default piecewise prompt steps off (`piecewise_fallback_s`): prompt steps launch
+        eagerly at that cost per kernel, with no piecewise floor. Unchanged where there is no such fallback."""
+        if not self.piecewise_fallback_s:
+            return self
+        return replace(self, eager_prefill_kernel_s=self.piecewise_fallback_s, piecewise_layer_s=0.0,
+                       piecewise_step_s=0.0, piecewise_fallback_s=0.0)
 
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
@@ -896,16 +905,6 @@ class EngineProfile:
                             "profile gives no eager launch cost, so it is priced with its CUDA graphs (or its own "
                             "runtime) only")
         return replace(self, kernels=replace(k, cuda_graphs=False))
-
-    def without_piecewise_prefill(self) -> EngineProfile:
-        """This engine with its default piecewise prompt steps off (`KernelFactors.piecewise_fallback_s`): prompt
-        steps launch eagerly at that cost per kernel, with no piecewise floor. Unchanged where the profile has no
-        such fallback."""
-        k = self.kernels
-        if not k.piecewise_fallback_s:
-            return self
-        return replace(self, kernels=replace(k, eager_prefill_kernel_s=k.piecewise_fallback_s, piecewise_layer_s=0.0,
-                                             piecewise_step_s=0.0, piecewise_fallback_s=0.0))
 
     def with_api_servers(self, count: int) -> EngineProfile:
         """This engine with `count` API server processes in all (`API_SERVER_FLAGS`): they share the server's
