@@ -736,7 +736,7 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     layers, 8 modelled kernels each + 2 = 226) on an H100: 0.5.9 launches it eagerly, 226 x 67.5 us + the 0.05 ms
     fixed step cost = 15.305 ms; 0.5.10 replays it piecewise, 2 ms + 28 x 75 us + 0.05 ms = 4.15 ms (its kernels
     take less); an MI300X stays eager on both, 226 x 40 us + 0.05 ms = 9.09 ms; speculative decoding or DP attention
-    on 0.5.10 falls back to the eager launches."""
+    on 0.5.10 falls back to the eager launches, and a decode batch above the graph cap still launches eagerly."""
     def prompt_ms(gpu: str, engine: str, **kw: object) -> float:
         dep = deployment("qwen3-0.6b", gpu, engine=engine, **kw)
         return step_time(dep, prefill_shape(1, 32, layout(dep).windows)) * 1e3
@@ -749,12 +749,18 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     assert prompt_ms("h100-sxm", "sglang@0.5.10", enforce_eager=True) == pytest.approx(15.305)
     dp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8"))
     tp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8"))
-    assert (dp.eager_kernel_s, dp.piecewise_layer_s) == (6.75e-5, 0.0)
-    assert (tp.eager_kernel_s, tp.piecewise_layer_s) == (0.0, 7.5e-5)
+    assert (dp.piecewise_prefill, dp.piecewise_layer_s, dp.eager_kernel_s) == (False, 0.0, 6.75e-5)
+    assert (tp.piecewise_prefill, tp.piecewise_layer_s, tp.eager_kernel_s) == (True, 7.5e-5, 6.75e-5)
+    # a decode batch of 257 above the H100's graph cap of 256: eager launches, 226 x 67.5 us (no collectives at tp 1)
+    dep = deployment("qwen3-0.6b", "h100-sxm", engine="sglang@0.5.10")
+    assert dep.engine.kernels.cuda_graph_max_bs == 256
+    over = batch_shape([[1, 100]] * 257, layout(dep).windows)
+    assert step_time(dep, over) == pytest.approx(226 * 6.75e-5 + 0.05e-3)
+    assert decode_step_time(dep, 257, 257 * 100) == pytest.approx(step_time(dep, over), rel=1e-9)
     # the deployment keeps the engine's own factors (a rebuild without speculation gets the graphs back), and
-    # vLLM's profile has no fallback: its piecewise prompt steps stay with speculative decoding
+    # vLLM's profile has no such switch: its piecewise prompt steps stay with speculative decoding
     spec = deployment("qwen3-0.6b", "h100-sxm", engine="sglang@0.5.10", speculative="ngram,k=4,alpha=0.6")
-    assert spec.engine.kernels.piecewise_layer_s == 7.5e-5
+    assert spec.engine.kernels.piecewise_prefill
     assert step_time(rebuild(spec, speculative=None), prefill_shape(1, 32, layout(spec).windows)) \
         == pytest.approx(4.15e-3)
     assert roofs(deployment("qwen3-0.6b", "h100-sxm", engine="vllm@0.15", speculative="ngram,k=4,alpha=0.6")) \

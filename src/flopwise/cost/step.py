@@ -213,6 +213,7 @@ class Roofs:
     piecewise_layer_s: float  # a piecewise step's launch work per layer (KernelFactors.piecewise_layer_s)
     piecewise_step_s: float  # and per step, whatever its depth (KernelFactors.piecewise_step_s)
     piecewise_decode: bool  # decode-only steps run piecewise too
+    piecewise_prefill: bool  # prompt steps run piecewise, other uncaptured steps eagerly (KernelFactors)
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
     moe_pair_reads_below: int  # fewer tokens: each token-expert pair reads its expert (KernelFactors, same name)
     moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
@@ -233,8 +234,7 @@ class Roofs:
 def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
-    if dep.dp > 1 or dep.speculative is not None:  # what turns SGLang 0.5.10+'s piecewise prefill graphs off
-        kf = kf.without_piecewise_prefill()
+    kf = kf.for_deployment(dp_attention=dep.dp > 1, speculative=dep.speculative is not None)
     compute = wf.compute
     block = kf.quantized_path(wf)
     native_mx = wf.mx_fp4 and hw.has_trtllm_gen and not block
@@ -290,7 +290,8 @@ def roofs(dep: Deployment) -> Roofs:
                  act_quant=wf.group_quantizes_activations and not weight_only,
                  graph_max_bs=kf.cuda_graph_max_bs, all_eager=not kf.cuda_graphs,
                  piecewise_layer_s=kf.piecewise_layer_s, piecewise_step_s=kf.piecewise_step_s,
-                 piecewise_decode=kf.piecewise_decode, grouped_topk_kernels=kf.grouped_topk_kernels,
+                 piecewise_decode=kf.piecewise_decode, piecewise_prefill=kf.piecewise_prefill,
+                 grouped_topk_kernels=kf.grouped_topk_kernels,
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -540,7 +541,7 @@ def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
     largest captured graph."""
     if not r.eager_kernel_s:
         return False
-    if shape.num_tokens > shape.num_seqs or r.all_eager:
+    if (shape.num_tokens > shape.num_seqs and not r.piecewise_prefill) or r.all_eager:
         return True
     return 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)
 
@@ -695,7 +696,8 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         for t in logit_terms:
             total += t
         kernels += logit_kernels
-    if r.eager_kernel_s and (T > S or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
+    eager_prompt = T > S and not r.piecewise_prefill
+    if r.eager_kernel_s and (eager_prompt or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
     if r.piecewise_layer_s and (r.piecewise_decode or T > S or 0 < r.graph_max_bs < S):
         total = max(total, r.piecewise_step_s + fast.num_layers * r.piecewise_layer_s)

@@ -227,11 +227,11 @@ class KernelFactors:
     piecewise_step_s: the rest of a piecewise step's launch floor, the same for any depth (the compiled
         wrapper's input preparation, the graph pieces outside the layers, the sampler);
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
-    piecewise_fallback_s: where the engine runs prompt steps piecewise by default but a deployment feature turns
-        that off (SGLang 0.5.10+: DP attention or speculative decoding, `server_args._handle_piecewise_cuda_graph`),
-        the eager launch cost per modelled kernel its prompt steps take then, in place of the piecewise floor
-        (`without_piecewise_prefill`, which `cost/step.py` applies to such a deployment); 0: no such
-        fallback;
+    piecewise_prefill: whether steps with prompt tokens replay piecewise CUDA graphs (the piecewise floor above)
+        while the engine's other uncaptured steps (decode batches above `cuda_graph_max_bs`) still launch eagerly at
+        `eager_prefill_kernel_s` (SGLang 0.5.10+); DP attention or speculative decoding turns it off there
+        (`for_deployment`, which `cost/step.py` applies); vLLM V1, whose uncaptured steps all run piecewise, prices
+        no eager prefill instead;
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -314,7 +314,7 @@ class KernelFactors:
     piecewise_layer_s: float = 0.0
     piecewise_step_s: float = 0.0
     piecewise_decode: bool = False
-    piecewise_fallback_s: float = 0.0
+    piecewise_prefill: bool = False
     trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
@@ -347,13 +347,13 @@ class KernelFactors:
         where the engine prices its eager steps, else `eager_kernel_s`; 0 where it prices neither."""
         return self.eager_prefill_kernel_s or self.eager_kernel_s
 
-    def without_piecewise_prefill(self) -> KernelFactors:
-        """These factors with the default piecewise prompt steps off (`piecewise_fallback_s`): prompt steps launch
-        eagerly at that cost per kernel, with no piecewise floor. Unchanged where there is no such fallback."""
-        if not self.piecewise_fallback_s:
+    def for_deployment(self, *, dp_attention: bool, speculative: bool) -> KernelFactors:
+        """These factors as a deployment with these features runs them: DP attention or speculative decoding turn
+        `piecewise_prefill` off (SGLang's `server_args._handle_piecewise_cuda_graph`), so its prompt steps launch
+        eagerly, with no piecewise floor. Unchanged otherwise."""
+        if not (self.piecewise_prefill and (dp_attention or speculative)):
             return self
-        return replace(self, eager_prefill_kernel_s=self.piecewise_fallback_s, piecewise_layer_s=0.0,
-                       piecewise_step_s=0.0, piecewise_fallback_s=0.0)
+        return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
