@@ -426,10 +426,35 @@ def test_offline_runs_have_no_frontend_stage():
      False),
     ({"engine": "vLLM", "engine_version": "0.6.3", "engine_knobs": {"VLLM_USE_V1": 0}}, "simulate", "vllm@0.6.3",
      False),
+    # TensorRT-LLM's backend: the C++ engine flow by default before 1.0 (the catalog's PyTorch profiles start at
+    # 0.20), PyTorch from 1.0; a stated engine flow from 0.20 on is priced as the last engine-flow release
+    ({"engine": "TensorRT-LLM (trtllm-bench)", "engine_version": "0.20.0"}, "simulate", "trtllm@0.19.0", True),
+    ({"engine": "TensorRT-LLM (trtllm-bench)", "engine_version": "0.21.0", "engine_knobs": {"backend": "pytorch"}},
+     "simulate", "trtllm@0.21.0", True),
+    ({"engine": "TensorRT-LLM (trtllm-bench, PyTorch backend)", "engine_version": "0.20.0"}, "simulate",
+     "trtllm@0.20.0", True),
+    ({"engine": "TensorRT-LLM (trtllm-serve)", "engine_version": "1.2.0"}, "simulate", "trtllm@1.2.0", False),
+    ({"engine": "TensorRT-LLM (trtllm-serve)", "engine_version": "1.2.0", "engine_knobs": {"backend": "trt"}},
+     "simulate", "trtllm@0.19.0", False),
+    ({"engine": "TensorRT-LLM (trtllm-bench, TensorRT engine backend)", "engine_version": "1.0.0"}, "simulate",
+     "trtllm@0.19.0", True),
+    ({"engine": "TensorRT-LLM (trtllm-bench, PyTorch backend)", "engine_version": "0.19.0"}, "simulate",
+     "trtllm@0.19.0", True),
 ])
 def test_cases_name_their_engine(raw, command, name, offline):
     ce = case_engine(raw, command)
     assert ce.engine.name == name + (" (offline)" if offline else "")
+
+
+def test_a_trtllm_engine_flow_behind_trtllm_serve_keeps_the_servers_frontend():
+    """trtllm-serve 1.2 driving a TensorRT engine: the engine flow's costs (0.19's C++ executor, no eager prompt
+    launches) behind 1.2's own FastAPI server."""
+    raw = {"engine": "TensorRT-LLM (trtllm-serve)", "engine_version": "1.2.0", "engine_knobs": {"backend": "tensorrt"}}
+    eng = case_engine(raw, "simulate").engine
+    flow, served = get_engine("trtllm@0.19.0"), get_engine("trtllm@1.2.0", frontend="http")
+    assert eng.host == flow.host and not eng.host.async_scheduling
+    assert eng.kernels.eager_prefill_kernel_s == 0.0 and served.kernels.eager_prefill_kernel_s == 1.25e-4
+    assert eng.frontend == served.frontend and eng.frontend.request_s == 1.5e-3
 
 
 def test_a_load_generator_driving_the_engine_in_process_is_offline():

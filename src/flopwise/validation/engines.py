@@ -16,6 +16,13 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
 - knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
   with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile;
+- TensorRT-LLM backend: the catalog's releases from 0.20 are the PyTorch backend's (`trtllm-serve --backend
+  pytorch`, as flopwise launches it), those before it the C++ TensorRT-engine flow's. A run states its backend
+  (`engine_knobs.backend`, or "PyTorch" / "TensorRT engine" in the engine text) or takes its release's default:
+  the engine flow before 1.0 (trtllm-bench's `--backend` defaulted to it; the LLM API and trtllm-serve switched to
+  PyTorch after the 0.21 branch, PRs #5312 and #5717), PyTorch from 1.0. An engine-flow run from 0.20 on is priced
+  with the last engine-flow release's profile; a PyTorch run before 0.20 (the backend's overlap scheduler was
+  opt-in then, PR #4174) keeps its release's profile, as the catalog has none for that backend there;
 - client schedule: vLLM's own client (`vllm bench serve`, `benchmark_serving.py`) from v0.10.0 rescales its drawn
   gaps so that request N of N goes out at N / rate (PR #21108, merged 2025-07-17), replayed with
   `rescale_arrivals`; its version is the case's `benchmark_version` knob, else the server's where the server is
@@ -67,6 +74,12 @@ _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", 
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench", "in-process")  # an engine driven in-process has no API server
 _VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
+# TensorRT-LLM: the first release the catalog prices as the PyTorch backend, the one before it (the C++ engine flow),
+# and the first whose tools run PyTorch when no backend is given (PRs #5312, #5717: merged after the 0.21 branch;
+# trtllm-bench's --backend defaulted to None, the engine flow, until then)
+_TRTLLM_PYTORCH_SINCE = "0.20.0"
+_TRTLLM_LAST_ENGINE_FLOW = "0.19.0"
+_TRTLLM_PYTORCH_DEFAULT_SINCE = "1.0.0"
 # SGLang's --num-continuous-decode-steps ran N decode steps per scheduler pass in 0.3.4 and 0.3.5 (managers/
 # scheduler.py's event loop); from the 0.3.6 wheel on, the flag is parsed (server_args.py) and never read
 _SGLANG_DECODE_STEPS_IGNORED = "0.3.6"
@@ -165,6 +178,30 @@ def _version(family: str, engine_text: str, version_text: str) -> str | None:
     return None
 
 
+def _trtllm_backend(engine_text: str, knobs: dict[str, Any]) -> str | None:
+    """The TensorRT-LLM backend a case states: "pytorch", "tensorrt" (the C++ engine flow) or None."""
+    stated = str(knobs.get("backend", "")).strip().lower()
+    if stated.startswith(("pytorch", "torch")):
+        return "pytorch"
+    if stated.startswith(("tensorrt", "trt", "cpp")):
+        return "tensorrt"
+    t = engine_text.lower()
+    if "pytorch" in t:
+        return "pytorch"
+    if "tensorrt engine" in t or "engine backend" in t or "trtllm-build" in t:
+        return "tensorrt"
+    return None
+
+
+def _trtllm_version(version: str | None, backend: str | None) -> str | None:
+    """The release whose profile prices a TensorRT-LLM run of `version` on `backend` (see the module docstring)."""
+    pytorch_profile = get_engine(f"trtllm@{version}" if version else "trtllm").at_least(_TRTLLM_PYTORCH_SINCE)
+    if backend is None:
+        default_pytorch = version is None or get_engine(f"trtllm@{version}").at_least(_TRTLLM_PYTORCH_DEFAULT_SINCE)
+        backend = "pytorch" if default_pytorch else "tensorrt"
+    return _TRTLLM_LAST_ENGINE_FLOW if backend == "tensorrt" and pytorch_profile else version
+
+
 def _number(v: Any) -> float | None:
     m = re.match(r"\s*([0-9]*\.?[0-9]+)", str(v))
     return float(m.group(1)) if m else None
@@ -196,8 +233,14 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_V1")) is False and (
             version is None or get_engine(f"vllm@{version}").at_least("0.8")):
         version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
+    served = family if version is None else f"{family}@{version}"  # the release that ran (its API server)
+    if family == "trtllm":
+        version = _trtllm_version(version, _trtllm_backend(engine_text, knobs_in))
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
+    if spec != served and family == "trtllm" and eng.frontend is not None:  # the engine flow behind the
+        # release's own server (trtllm-serve's FastAPI frontend from 0.20, whichever backend it drives)
+        eng = replace(eng, frontend=get_engine(served, frontend="http", endpoint=endpoint).frontend)
     if (family == "vllm" and eng.frontend is not None and _truthy(knobs_in.get("disable_frontend_multiprocessing"))
             and not eng.at_least("0.8")):
         # V0's --disable-frontend-multiprocessing (0.6-0.7): the API server runs the engine in its own process
