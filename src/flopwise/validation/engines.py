@@ -16,6 +16,11 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 - endpoint: chat when the knobs or engine text say so (llmperf and genai-perf call chat completions);
 - knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
   with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile;
+- vLLM 0.8-0.10 ran V0 where the V1 engine did not support the run (`EngineArgs._is_v1_supported_oracle`, which
+  falls back unless VLLM_USE_V1=1 was set): `--num-scheduler-steps` above 1, a stated `--preemption-mode` or
+  `--scheduler-delay-factor`, a GPU below compute capability 8.0 (no bf16 tensor cores: T4, V100, Turing), and an
+  FP8 KV cache on an NVIDIA GPU whose V1 attention cannot read it (`CudaPlatform.is_kv_cache_dtype_supported`:
+  FlashAttention 3 on SM 9.0, or SM 10.0; not Ampere, Ada or SM 12.x); such a run is priced as V0;
 - TensorRT-LLM backend: the catalog's releases from 0.20 are the PyTorch backend's (`trtllm-serve --backend
   pytorch`, as flopwise launches it), those before it the C++ TensorRT-engine flow's. A run states its backend
   (`engine_knobs.backend`, or "PyTorch" / "TensorRT engine" in the engine text) or takes its release's default:
@@ -74,6 +79,7 @@ _OFFLINE_WORDS = ("trtllm-bench", "gptmanagerbenchmark", "gptsessionbenchmark", 
                   "llm class", "benchmark_throughput", "benchmark_latency", "gpt-fast", "tinychat", "qserve",
                   "transformers", "spec-bench", "in-process")  # an engine driven in-process has no API server
 _VLLM_LAST_V0 = "0.7.3"  # the last vLLM release whose default engine was V0 (V1 became the default in 0.8.0)
+_VLLM_V0_REMOVED = "0.11.0"  # release notes: V0 removed (no fallback from then on)
 # TensorRT-LLM: the first release the catalog prices as the PyTorch backend, the one before it (the C++ engine flow),
 # and the first whose tools run PyTorch when no backend is given (PRs #5312, #5717: merged after the 0.21 branch;
 # trtllm-bench's --backend defaulted to None, the engine flow, until then)
@@ -178,6 +184,24 @@ def _version(family: str, engine_text: str, version_text: str) -> str | None:
     return None
 
 
+def _v1_unsupported(raw: dict[str, Any], knobs: dict[str, Any]) -> bool:
+    """Whether vLLM 0.8-0.10's oracle sends this run to the V0 engine (see the module docstring)."""
+    steps = _number(knobs.get("num_scheduler_steps"))
+    if (steps and steps > 1) or "preemption_mode" in knobs or "scheduler_delay_factor" in knobs:
+        return True
+    args = raw.get("args", {})
+    try:
+        hw = get_hardware(str(args.get("gpu")))
+    except SpecError:
+        return False
+    if hw.vendor != "nvidia" or hw.kind != "gpu":
+        return False
+    if not hw.peak_tflops.get("bf16"):  # compute capability below 8.0
+        return True
+    sm90 = hw.memory_kind == "hbm" and hw.peak_tflops.get("fp8", 0) > 0 and not hw.peak_tflops.get("fp4")
+    return str(args.get("kv", "")).startswith("fp8") and not (sm90 or hw.has_trtllm_gen)
+
+
 def _trtllm_backend(engine_text: str, knobs: dict[str, Any]) -> str | None:
     """The TensorRT-LLM backend a case states: "pytorch", "tensorrt" (the C++ engine flow) or None."""
     stated = str(knobs.get("backend", "")).strip().lower()
@@ -233,6 +257,10 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_V1")) is False and (
             version is None or get_engine(f"vllm@{version}").at_least("0.8")):
         version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
+    elif (family == "vllm" and version is not None and _truthy(knobs_in.get("VLLM_USE_V1")) is not True
+          and get_engine(f"vllm@{version}").at_least("0.8") and not get_engine(f"vllm@{version}").at_least(
+              _VLLM_V0_REMOVED) and _v1_unsupported(raw, knobs_in)):
+        version = _VLLM_LAST_V0  # the V1 oracle's fallback
     served = family if version is None else f"{family}@{version}"  # the release that ran (its API server)
     if family == "trtllm":
         version = _trtllm_version(version, _trtllm_backend(engine_text, knobs_in))
