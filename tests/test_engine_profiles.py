@@ -464,6 +464,33 @@ def test_cases_name_their_engine(raw, command, name, offline):
     assert ce.engine.name == name + (" (offline)" if offline else "")
 
 
+@pytest.mark.parametrize("engine, kw, overlapped", [
+    ("sglang@0.5.9", {}, True),
+    ("sglang@0.5.9", {"speculative": "eagle,k=3,accepted=2.6"}, False),  # ServerArgs: overlap off with EAGLE
+    ("sglang@0.5.9", {"pp": 2, "num_gpus": 2}, False),  # _handle_pipeline_parallelism
+    ("vllm@0.15.0", {"speculative": "eagle,k=3,accepted=2.6"}, True),  # the EAGLE family keeps it
+    ("vllm@0.15.0", {"speculative": "ngram,k=4,alpha=0.5"}, False),
+    ("vllm@0.15.0", {"speculative": "draft:llama-3.2-1b,k=4,alpha=0.7"}, False),
+    ("vllm@0.15.0", {"pp": 2, "num_gpus": 2}, True),
+    ("sglang@0.5.9", {"speculative": "eagle,k=3,accepted=2.6", "async_scheduling": True}, True),  # stated wins
+])
+def test_engines_turn_async_scheduling_off_where_they_do(engine, kw, overlapped):
+    d = deployment("meta-llama/Llama-3.1-8B", "h100-sxm", engine=engine, **kw)
+    assert d.engine.host.async_scheduling is overlapped
+    if "speculative" in kw:  # the switch-off belongs to the deployment: without the proposer it overlaps again
+        assert rebuild(d, speculative=None).engine.host.async_scheduling
+
+
+def test_a_sync_with_entry_outside_the_vocabulary_is_refused():
+    from flopwise.errors import SpecError
+    from flopwise.specs.engine import HostCosts
+    with pytest.raises(SpecError, match="sync_with entry 'speculative:lookahead'"):
+        HostCosts(sync_with=("speculative:lookahead",))
+    with pytest.raises(SpecError, match="sync_with entry 'tp'"):
+        HostCosts(sync_with=("tp",))
+    assert HostCosts(sync_with=("pp",)).syncs(pp=2) and not HostCosts(sync_with=("pp",)).syncs(pp=1)
+
+
 def test_a_trtllm_engine_flow_behind_trtllm_serve_keeps_the_servers_frontend():
     """trtllm-serve 1.2 driving a TensorRT engine: the engine flow's costs (0.19's C++ executor, no eager prompt
     launches) behind 1.2's own FastAPI server."""
@@ -779,7 +806,9 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     layers, 8 modelled kernels each + 2 = 226) on an H100: 0.5.9 launches it eagerly, 226 x 67.5 us + the 0.05 ms
     fixed step cost = 15.305 ms; 0.5.10 replays it piecewise, 2 ms + 28 x 75 us + 0.05 ms = 4.15 ms (its kernels
     take less); an MI300X stays eager on both, 226 x 40 us + 0.05 ms = 9.09 ms; speculative decoding or DP attention
-    on 0.5.10 falls back to the eager launches, and a decode batch above the graph cap still launches eagerly."""
+    on 0.5.10 falls back to the eager launches (speculative decoding also turns the overlap scheduler off, so the
+    step's host work, 1.5 ms + 43 us for its one sequence, adds: 15.305 + 1.543 = 16.848 ms), and a decode batch above
+    the graph cap still launches eagerly."""
     def prompt_ms(gpu: str, engine: str, **kw: object) -> float:
         dep = deployment("qwen3-0.6b", gpu, engine=engine, **kw)
         return step_time(dep, prefill_shape(1, 32, layout(dep).windows)) * 1e3
@@ -788,7 +817,7 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     assert prompt_ms("h100-sxm", "sglang@0.5.10") == pytest.approx(4.15)
     assert prompt_ms("mi300x", "sglang@0.5.9") == pytest.approx(9.09)
     assert prompt_ms("mi300x", "sglang@0.5.10") == pytest.approx(9.09)
-    assert prompt_ms("h100-sxm", "sglang@0.5.10", speculative="ngram,k=4,alpha=0.6") == pytest.approx(15.305)
+    assert prompt_ms("h100-sxm", "sglang@0.5.10", speculative="ngram,k=4,alpha=0.6") == pytest.approx(16.848)
     assert prompt_ms("h100-sxm", "sglang@0.5.10", enforce_eager=True) == pytest.approx(15.305)
     dp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8"))
     tp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8"))

@@ -108,7 +108,7 @@ def test_acceptance_is_the_truncated_geometric():
 
 
 def test_long_run_emits_expected_tokens_per_step():
-    """300 requests of 1000 output tokens, 64 at a time: 108,193 verified decodes. The mean emitted tokens
+    """300 requests of 1000 output tokens, 64 at a time: 108,169 verified decodes. The mean emitted tokens
     per verified decode is E[tokens] = (1 - 0.7^5) / 0.3 = 2.7731 within its sampling error (s.d. 1.6 / sqrt(N)
     = 0.005), minus a little for each request's last round, cut at its 1000th token."""
     dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.7", frontend="none")
@@ -116,12 +116,12 @@ def test_long_run_emits_expected_tokens_per_step():
     s = simulate(dep, wl).summary()
     sp = s["speculative"]
     assert sp["expected_tokens_per_step"] == pytest.approx(2.7731)
-    assert sp["num_verified_decodes"] == 108_193
-    assert sp["tokens_per_verified_decode"] == 299_700 / 108_193 == pytest.approx(2.770050)  # all but first tokens
+    assert sp["num_verified_decodes"] == 108_169
+    assert sp["tokens_per_verified_decode"] == 299_700 / 108_169 == pytest.approx(2.770664)  # all but first tokens
     assert abs(sp["tokens_per_verified_decode"] - 2.7731) < 0.01
     assert s["setup"]["speculative"] == "ngram,k=4,alpha=0.7"
     other = simulate(dep, wl, SimConfig(seed=1)).summary()["speculative"]
-    assert other["num_verified_decodes"] != 108_169  # the seed drives the draws
+    assert other["num_verified_decodes"] != 108_169  # the seed drives the draws (108,245 at seed 1)
     assert simulate(dep, wl).summary()["speculative"] == sp  # ... deterministically
 
 

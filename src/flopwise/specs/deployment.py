@@ -376,7 +376,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if async_scheduling is not None:
         if not isinstance(async_scheduling, bool):
             raise SpecError(f"async_scheduling must be true or false, got {async_scheduling!r}")
-        d = replace(d, async_scheduling=async_scheduling)
+        d = replace(d, async_scheduling=async_scheduling, synced=False)
     return Deployment(model=model, hardware=hardware, weights=wf, kv=kf,
                       engine=eng.on_device(d, hardware.vendor, hardware.kind), tp=tp, pp=pp,
                       replicas=replicas, replicas_per_server=replicas_per_server, dp=dp, ep=ep, nodes=nodes,

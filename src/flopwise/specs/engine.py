@@ -49,6 +49,7 @@ from typing import Any
 from flopwise.errors import SpecError, suggest
 from flopwise.specs.hardware import DEVICE_KINDS
 from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
+from flopwise.specs.speculative import METHODS as SPECULATIVE_METHODS
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
@@ -179,7 +180,11 @@ class FrontendCosts:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostCosts:
     """The engine core's CPU seconds per step: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1).
-    `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host))."""
+    `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host)); `sync_with`:
+    what turns that off by default (the engine's own check at startup): "pp" (pipeline parallelism),
+    "speculative" (any proposer) or "speculative:METHOD" (that proposer); `synced`: a deployment's profile whose
+    async scheduling `sync_with` turned off (the release's default is on: a rebuild without the feature gets it
+    back)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -187,12 +192,28 @@ class HostCosts:
     per_seq_s: float = 0.0
     per_worker_s: float = 0.0
     async_scheduling: bool = False
+    sync_with: tuple[str, ...] = ()
+    synced: bool = False
 
     def __post_init__(self) -> None:
         _check_nonneg("host", self)
+        object.__setattr__(self, "sync_with", tuple(self.sync_with))  # a TOML list arrives as a list
+        for item in self.sync_with:
+            kind, _, method = str(item).partition(":")
+            if kind not in ("pp", "speculative") or (method and kind != "speculative") or (
+                    kind == "speculative" and method and method not in SPECULATIVE_METHODS):
+                raise SpecError(f"engine host: sync_with entry '{item}' is not 'pp', 'speculative' or "
+                                f"'speculative:METHOD' ({', '.join(SPECULATIVE_METHODS)})")
 
     def seconds(self, num_seqs: int, num_gpus: int) -> float:
         return self.step_s + self.per_seq_s * num_seqs + self.per_worker_s * (num_gpus - 1)
+
+    def syncs(self, *, pp: int = 1, speculative: str | None = None) -> bool:
+        """Whether the engine turns async scheduling off for a deployment of `pp` stages with the `speculative`
+        proposer (None: none)."""
+        off = set(self.sync_with)
+        return (pp > 1 and "pp" in off) or (speculative is not None and (
+            "speculative" in off or f"speculative:{speculative}" in off))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -696,6 +717,7 @@ class EngineKnobs:
     enable_prefix_caching: bool
     async_scheduling: bool
     cuda_graph_max_bs: int  # 0: no cap
+    synced: bool = False  # async scheduling off because the deployment has a feature in `HostCosts.sync_with`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -870,12 +892,14 @@ class EngineProfile:
                                                     speculative=speculative)
         else:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if stage >= min_tp), fraction)
+        async_on = (self.host.async_scheduling or self.host.synced) if rule.async_scheduling is None \
+            else rule.async_scheduling
+        synced = async_on and self.host.syncs(pp=pp, speculative=speculative)
         return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=self.enable_chunked_prefill,
                            enable_prefix_caching=self.enable_prefix_caching,
-                           async_scheduling=self.host.async_scheduling if rule.async_scheduling is None
-                           else rule.async_scheduling,
+                           async_scheduling=async_on and not synced, synced=synced,
                            cuda_graph_max_bs=self.kernels.cuda_graph_max_bs if graph_bs is None else graph_bs)
 
     def on_device(self, knobs: EngineKnobs, vendor: str | None = None, kind: str | None = None) -> EngineProfile:
@@ -885,8 +909,8 @@ class EngineProfile:
         rule = next((r for r in self.device_kernels if r.vendor == vendor and r.kind in ("", kind)), None)
         if rule is not None:
             out = replace(out, kernels=rule.apply(self.kernels))
-        if knobs.async_scheduling != self.host.async_scheduling:
-            out = replace(out, host=replace(self.host, async_scheduling=knobs.async_scheduling))
+        if (knobs.async_scheduling, knobs.synced) != (self.host.async_scheduling, self.host.synced):
+            out = replace(out, host=replace(self.host, async_scheduling=knobs.async_scheduling, synced=knobs.synced))
         if knobs.cuda_graph_max_bs != out.kernels.cuda_graph_max_bs:
             out = replace(out, kernels=replace(out.kernels, cuda_graph_max_bs=knobs.cuda_graph_max_bs))
         return out
@@ -1076,10 +1100,11 @@ def load_engine_file(path: str | Path) -> tuple[str, dict[str, Any]]:
 def write_engine_file(path: str | Path, profile: EngineProfile, note: str) -> None:
     """Write `profile`'s CPU costs (host, frontend) as an override file of its family (see load_engine_file)."""
     def table(obj: object) -> str:
-        # the endpoint, DP mode, API-server count and stream interval are the release's or the deployment's, not CPU
-        # costs
+        # the endpoint, DP mode, API-server count, stream interval and async switch-offs are the release's or the
+        # deployment's, not CPU costs
         items = [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in fields(obj)  # type: ignore[arg-type]
-                 if f.name not in ("endpoint", "data_parallel", "shared_by", "api_servers", "stream_interval")]
+                 if f.name not in ("endpoint", "data_parallel", "shared_by", "api_servers", "stream_interval",
+                                   "sync_with", "synced")]
         return "{ " + ", ".join(items) + " }"
     lines = [f"# flopwise engine override for {profile.name}: {note}", f'name = "{profile.family}"', "",
              "[override]", f"host = {table(profile.host)}"]
