@@ -481,6 +481,16 @@ def test_engines_turn_async_scheduling_off_where_they_do(engine, kw, overlapped)
         assert rebuild(d, speculative=None).engine.host.async_scheduling
 
 
+@pytest.mark.parametrize("engine, overlapped", [("sglang@0.5.5", True), ("sglang@0.5.6", False),
+                                                ("sglang@0.5.10", False), ("vllm@0.15.0", True)])
+def test_sglang_runs_hybrid_linear_attention_models_without_overlap(engine, overlapped):
+    """SGLang 0.5.6+ serves a gated-delta-net hybrid (Qwen3-Next) with its MambaRadixCache, which turns the overlap
+    scheduler off (server_args.py); 0.5.5 had no such rule, vLLM none at all; a dense model keeps it."""
+    d = deployment("Qwen/Qwen3-Next-80B-A3B-Instruct", "b200", tp=8, num_gpus=8, engine=engine)
+    assert d.engine.host.async_scheduling is overlapped
+    assert deployment("Qwen/Qwen3-8B", "b200", engine=engine).engine.host.async_scheduling
+
+
 def test_a_sync_with_entry_outside_the_vocabulary_is_refused():
     from flopwise.errors import SpecError
     from flopwise.specs.engine import HostCosts

@@ -370,7 +370,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings, tp=tp, pp=pp, dp=dp,
-                          speculative=speculative.method if speculative is not None else None)
+                          speculative=speculative.method if speculative is not None else None,
+                          linear_state=any(lay.attention.kind == "linear" for lay in model.layers))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:

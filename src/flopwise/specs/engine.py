@@ -182,7 +182,8 @@ class HostCosts:
     """The engine core's CPU seconds per step: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1).
     `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host)); `sync_with`:
     what turns that off by default (the engine's own check at startup): "pp" (pipeline parallelism),
-    "speculative" (any proposer) or "speculative:METHOD" (that proposer); `synced`: a deployment's profile whose
+    "speculative" (any proposer), "speculative:METHOD" (that proposer) or "linear_state" (a model with linear-state
+    layers, Mamba / gated delta net); `synced`: a deployment's profile whose
     async scheduling `sync_with` turned off (the release's default is on: a rebuild without the feature gets it
     back)."""
 
@@ -200,20 +201,20 @@ class HostCosts:
         object.__setattr__(self, "sync_with", tuple(self.sync_with))  # a TOML list arrives as a list
         for item in self.sync_with:
             kind, _, method = str(item).partition(":")
-            if kind not in ("pp", "speculative") or (method and kind != "speculative") or (
+            if kind not in ("pp", "speculative", "linear_state") or (method and kind != "speculative") or (
                     kind == "speculative" and method and method not in SPECULATIVE_METHODS):
-                raise SpecError(f"engine host: sync_with entry '{item}' is not 'pp', 'speculative' or "
-                                f"'speculative:METHOD' ({', '.join(SPECULATIVE_METHODS)})")
+                raise SpecError(f"engine host: sync_with entry '{item}' is not 'pp', 'speculative', "
+                                f"'speculative:METHOD' ({', '.join(SPECULATIVE_METHODS)}) or 'linear_state'")
 
     def seconds(self, num_seqs: int, num_gpus: int) -> float:
         return self.step_s + self.per_seq_s * num_seqs + self.per_worker_s * (num_gpus - 1)
 
-    def syncs(self, *, pp: int = 1, speculative: str | None = None) -> bool:
+    def syncs(self, *, pp: int = 1, speculative: str | None = None, linear_state: bool = False) -> bool:
         """Whether the engine turns async scheduling off for a deployment of `pp` stages with the `speculative`
-        proposer (None: none)."""
+        proposer (None: none) of a model with (`linear_state`) or without linear-state layers."""
         off = set(self.sync_with)
-        return (pp > 1 and "pp" in off) or (speculative is not None and (
-            "speculative" in off or f"speculative:{speculative}" in off))
+        return (pp > 1 and "pp" in off) or (linear_state and "linear_state" in off) or (
+            speculative is not None and ("speculative" in off or f"speculative:{speculative}" in off))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -867,10 +868,12 @@ class EngineProfile:
         return None
 
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
-                      pp: int = 1, dp: int = 1, speculative: str | None = None) -> EngineKnobs:
+                      pp: int = 1, dp: int = 1, speculative: str | None = None,
+                      linear_state: bool = False) -> EngineKnobs:
         """Every knob this engine picks by default for a deployment (see the catalog entry's sources). `dp` > 1:
         data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
-        whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one."""
+        whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one;
+        `linear_state`: the model has linear-state layers."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
         offline = self.frontend is None
         tokens = rule.offline_max_num_batched_tokens if offline and rule.offline_max_num_batched_tokens \
@@ -894,7 +897,7 @@ class EngineProfile:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if stage >= min_tp), fraction)
         async_on = (self.host.async_scheduling or self.host.synced) if rule.async_scheduling is None \
             else rule.async_scheduling
-        synced = async_on and self.host.syncs(pp=pp, speculative=speculative)
+        synced = async_on and self.host.syncs(pp=pp, speculative=speculative, linear_state=linear_state)
         return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=self.enable_chunked_prefill,
