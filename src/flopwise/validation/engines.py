@@ -191,15 +191,15 @@ def _v1_unsupported(raw: dict[str, Any], knobs: dict[str, Any]) -> bool:
         return True
     args = raw.get("args", {})
     try:
-        hw = get_hardware(str(args.get("gpu")))
+        hw = get_hardware(str(args["gpu"])) if args.get("gpu") else None
     except SpecError:
-        return False
-    if hw.vendor != "nvidia" or hw.kind != "gpu":
+        hw = None
+    if hw is None or hw.vendor != "nvidia" or hw.kind != "gpu":
         return False
     if not hw.peak_tflops.get("bf16"):  # compute capability below 8.0
         return True
-    sm90 = hw.memory_kind == "hbm" and hw.peak_tflops.get("fp8", 0) > 0 and not hw.peak_tflops.get("fp4")
-    return str(args.get("kv", "")).startswith("fp8") and not (sm90 or hw.has_trtllm_gen)
+    # SM 9.0 and SM 10.0 are the datacenter (HBM) parts with programmatic dependent launch
+    return str(args.get("kv", "")).startswith("fp8") and not (hw.memory_kind == "hbm" and hw.has_pdl)
 
 
 def _trtllm_backend(engine_text: str, knobs: dict[str, Any]) -> str | None:
@@ -219,11 +219,10 @@ def _trtllm_backend(engine_text: str, knobs: dict[str, Any]) -> str | None:
 
 def _trtllm_version(version: str | None, backend: str | None) -> str | None:
     """The release whose profile prices a TensorRT-LLM run of `version` on `backend` (see the module docstring)."""
-    pytorch_profile = get_engine(f"trtllm@{version}" if version else "trtllm").at_least(_TRTLLM_PYTORCH_SINCE)
+    release = get_engine(f"trtllm@{version}" if version else "trtllm")
     if backend is None:
-        default_pytorch = version is None or get_engine(f"trtllm@{version}").at_least(_TRTLLM_PYTORCH_DEFAULT_SINCE)
-        backend = "pytorch" if default_pytorch else "tensorrt"
-    return _TRTLLM_LAST_ENGINE_FLOW if backend == "tensorrt" and pytorch_profile else version
+        backend = "pytorch" if release.at_least(_TRTLLM_PYTORCH_DEFAULT_SINCE) else "tensorrt"
+    return _TRTLLM_LAST_ENGINE_FLOW if backend == "tensorrt" and release.at_least(_TRTLLM_PYTORCH_SINCE) else version
 
 
 def _number(v: Any) -> float | None:
@@ -258,16 +257,17 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
             version is None or get_engine(f"vllm@{version}").at_least("0.8")):
         version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
     elif (family == "vllm" and version is not None and _truthy(knobs_in.get("VLLM_USE_V1")) is not True
-          and get_engine(f"vllm@{version}").at_least("0.8") and not get_engine(f"vllm@{version}").at_least(
-              _VLLM_V0_REMOVED) and _v1_unsupported(raw, knobs_in)):
-        version = _VLLM_LAST_V0  # the V1 oracle's fallback
+          and _v1_unsupported(raw, knobs_in)):
+        release = get_engine(f"vllm@{version}")
+        if release.at_least("0.8") and not release.at_least(_VLLM_V0_REMOVED):
+            version = _VLLM_LAST_V0  # the V1 oracle's fallback
     served = family if version is None else f"{family}@{version}"  # the release that ran (its API server)
     if family == "trtllm":
         version = _trtllm_version(version, _trtllm_backend(engine_text, knobs_in))
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
-    if spec != served and family == "trtllm" and eng.frontend is not None:  # the engine flow behind the
-        # release's own server (trtllm-serve's FastAPI frontend from 0.20, whichever backend it drives)
+    if spec != served and eng.frontend is not None:  # a TensorRT-LLM engine flow behind the release's own server
+        # (trtllm-serve's FastAPI frontend from 0.20, whichever backend it drives)
         eng = replace(eng, frontend=get_engine(served, frontend="http", endpoint=endpoint).frontend)
     if (family == "vllm" and eng.frontend is not None and _truthy(knobs_in.get("disable_frontend_multiprocessing"))
             and not eng.at_least("0.8")):
