@@ -15,7 +15,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import decode_step_time, host_s, roofs, step_cost
 from flopwise.errors import PrecisionError, SpecError
-from flopwise.estimate import estimate_deployment
+from flopwise.estimate import estimate_deployment, notes
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
 from flopwise.specs.deployment import weights_note
@@ -426,24 +426,12 @@ def test_offline_runs_have_no_frontend_stage():
      False),
     ({"engine": "vLLM", "engine_version": "0.6.3", "engine_knobs": {"VLLM_USE_V1": 0}}, "simulate", "vllm@0.6.3",
      False),
-    # vLLM 0.8-0.10's V1 oracle falls back to V0: FP8 KV off Hopper / SM100, compute capability < 8.0, multi-step
-    ({"engine": "vLLM", "engine_version": "0.9.2", "args": {"gpu": "a100-sxm-80gb", "kv": "fp8"}}, "simulate",
-     "vllm@0.7.3", False),
-    ({"engine": "vLLM", "engine_version": "0.9.2", "args": {"gpu": "h100-sxm", "kv": "fp8"}}, "simulate",
-     "vllm@0.9.2", False),
-    ({"engine": "vLLM", "engine_version": "0.10.1", "args": {"gpu": "b200", "kv": "fp8"}}, "simulate",
-     "vllm@0.10.1", False),
-    ({"engine": "vLLM", "engine_version": "0.10.1", "args": {"gpu": "rtx-5090", "kv": "fp8"}}, "simulate",
-     "vllm@0.7.3", False),
-    ({"engine": "vLLM", "engine_version": "0.10.1", "args": {"gpu": "t4"}}, "simulate", "vllm@0.7.3", False),
+    # vLLM 0.8-0.10's V1 oracle falls back to V0 for multi-step scheduling (its device checks are the deployment's:
+    # test_vllm_v1_oracle_sends_a_device_it_cannot_serve_to_v0)
     ({"engine": "vLLM", "engine_version": "0.8.5", "engine_knobs": {"num_scheduler_steps": 8}}, "simulate",
      "vllm@0.7.3", False),
-    ({"engine": "vLLM", "engine_version": "0.9.2", "args": {"gpu": "a100-sxm-80gb", "kv": "fp8"},
-      "engine_knobs": {"VLLM_USE_V1": 1}}, "simulate", "vllm@0.9.2", False),
-    ({"engine": "vLLM", "engine_version": "0.11.0", "args": {"gpu": "a100-sxm-80gb", "kv": "fp8"}}, "simulate",
+    ({"engine": "vLLM", "engine_version": "0.11.0", "engine_knobs": {"num_scheduler_steps": 8}}, "simulate",
      "vllm@0.11.0", False),
-    ({"engine": "vLLM", "engine_version": "0.9.2", "args": {"gpu": "mi300x", "kv": "fp8"}}, "simulate",
-     "vllm@0.9.2", False),
     # TensorRT-LLM's backend: the C++ engine flow by default before 1.0 (the catalog's PyTorch profiles start at
     # 0.20), PyTorch from 1.0; a stated engine flow from 0.20 on is priced as the last engine-flow release
     ({"engine": "TensorRT-LLM (trtllm-bench)", "engine_version": "0.20.0"}, "simulate", "trtllm@0.19.0", True),
@@ -462,6 +450,37 @@ def test_offline_runs_have_no_frontend_stage():
 def test_cases_name_their_engine(raw, command, name, offline):
     ce = case_engine(raw, command)
     assert ce.engine.name == name + (" (offline)" if offline else "")
+
+
+def test_vllm_v1_oracle_sends_a_device_it_cannot_serve_to_v0(tmp_path):
+    """vLLM 0.8-0.10 run V0 where V1 cannot (EngineArgs._is_v1_supported_oracle): compute capability below 8.0, an
+    FP8 KV cache off SM 9.0 / 10.0. Every deployment re-checks it: priced with 0.7.3's V0 profile under the asked
+    release's name and launch flags, back on V1 once rebuilt where V1 runs; never from 0.11 (V0 removed), on AMD, or
+    where VLLM_USE_V1=1 was stated."""
+    v0 = get_engine("vllm@0.7.3")
+    a100 = deployment("Qwen/Qwen3-0.6B", "a100-sxm-80gb", engine="vllm@0.9.2", kv="fp8")
+    assert a100.engine.name == "vllm@0.9.2 (V0)" and a100.engine.launch == get_engine("vllm@0.9.2").launch
+    assert (a100.engine.host, a100.engine.frontend, a100.engine.batch_defaults) == (v0.host, v0.frontend,
+                                                                                    v0.batch_defaults)
+    assert a100.engine.kernels.eager_prefill_kernel_s == 1.11e-4  # V0 launches its prefill eagerly
+    assert "V1 reads an FP8 KV cache on SM 9.0" in notes(a100)[-1]
+    t4 = deployment("Qwen/Qwen3-0.6B", "t4", engine="vllm@0.10.1", frontend="none", enforce_eager=True)
+    assert t4.engine.name == "vllm@0.10.1 (V0) (offline) (eager)"
+    assert t4.engine.fell_back == "V1 needs compute capability 8.0 or newer, NVIDIA T4 16GB is older"
+    for gpu, engine, kv in (("h100-sxm", "vllm@0.9.2", "fp8"), ("b200", "vllm@0.10.1", "fp8"),
+                            ("a100-sxm-80gb", "vllm@0.9.2", None), ("a100-sxm-80gb", "vllm@0.11.0", "fp8"),
+                            ("mi300x", "vllm@0.9.2", "fp8"), ("t4", "vllm@0.7.3", None), ("t4", "sglang@0.4.9", None)):
+        assert not deployment("Qwen/Qwen3-0.6B", gpu, engine=engine, kv=kv).engine.fell_back, (gpu, engine, kv)
+    assert rebuild(a100, kv="bf16").engine == deployment("Qwen/Qwen3-0.6B", "a100-sxm-80gb", engine="vllm@0.9.2").engine
+    assert rebuild(a100, hardware=get_hardware("h100-sxm")).engine.name == "vllm@0.9.2"
+    with pytest.raises(SpecError, match="V0 engine .* one API server"):
+        deployment("Qwen/Qwen3-0.6B", "a100-sxm-80gb", engine="vllm@0.9.2", kv="fp8", api_servers=2)
+    forced, _ = case_deployment({"engine": "vLLM", "engine_version": "0.9.2", "engine_knobs": {"VLLM_USE_V1": 1}},
+                                "simulate", {"model": "Qwen/Qwen3-0.6B", "gpu": "a100-sxm-80gb", "kv": "fp8"})
+    assert forced.engine.name == "vllm@0.9.2"
+    told = tmp_path / "v092.toml"  # a calibrated profile was measured on whichever engine ran: not swapped
+    told.write_text('name = "vllm"\n[override]\nhost = { step_s = 1.0e-3 }\n')
+    assert not deployment("Qwen/Qwen3-0.6B", "t4", engine="vllm@0.9.2", engine_file=told).engine.fell_back
 
 
 @pytest.mark.parametrize("engine, kw, overlapped", [

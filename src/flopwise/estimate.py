@@ -162,11 +162,9 @@ def model_facts(dep: Deployment) -> dict[str, Any]:
 
 def notes(dep: Deployment) -> list[str]:
     """What the numbers assume that the user should know: the model reader's notes, a weight format that is not
-    the checkpoint's, encoders left out of the memory plan."""
+    the checkpoint's, an engine's fallback (vLLM 0.8-0.10's V0), encoders left out of the memory plan."""
     out = list(dep.model.notes)
-    w = weights_note(dep)
-    if w:
-        out.append(w)
+    out += [n for n in (weights_note(dep), dep.engine.fallback_note) if n]
     if dep.model.encoders:
         names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
         out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "

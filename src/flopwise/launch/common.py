@@ -179,7 +179,7 @@ class Switches:
 def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
     """The target's engine switches that `engine` (at its version) would not pick on its own."""
     dep = target.deployment
-    own = dep.engine_defaults(get_engine(f"{engine.family}@{engine.version}"))
+    own = dep.engine_defaults(engine.released())
     a, g = target.async_scheduling, target.cuda_graph_max_bs
     # 0 (graphs for every batch) is always written out: an engine's own 0 may stand for a default cap
     graphs = g is not None and (g == 0 or g != own.cuda_graph_max_bs)

@@ -85,6 +85,8 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
             prepare = " && ".join(p for p in (f"pip install {la['gguf_loader']}", prepare) if p)
             notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']}, out of tree")
     line = CommandLine(*(launcher or (la["command"],)), model)
+    if engine.fell_back:  # the release picks its fallback engine by itself: nothing to launch differently
+        notes.append(engine.fallback_note)
     if gguf:
         line.flag(flags["tokenizer"], target.model_id)
     line.flag(flags["tp"], dep.tp)

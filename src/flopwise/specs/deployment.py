@@ -45,7 +45,7 @@ from flopwise.specs.precision import (
 from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_cuda_graph_max_bs", "check_moe_backend",
-           "check_pdl", "make_deployment", "default_seqs", "weights_note"]
+           "check_pdl", "make_deployment", "default_seqs", "weights_note", "v1_refusal"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -331,13 +331,16 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
-    eng = engine if engine is not None else get_engine()
+    # a fallback engine (vLLM 0.8-0.10's V0) is this deployment's to decide: re-checked from the release's default
+    eng = engine.release_default() if engine is not None else get_engine()
+    wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
+    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
+    if (why := v1_refusal(eng, hardware, kf)) is not None:
+        eng = eng.fall_back(why)
     if api_servers is not None:
         eng = eng.with_api_servers(api_servers)
     if stream_interval is not None:
         eng = eng.with_stream_interval(stream_interval)
-    wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
-    kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
     group = tp * dp * pp
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
         raise SpecError(f"num_gpus={num_gpus} disagrees with tp*dp*pp*replicas={group * replicas}")
@@ -394,6 +397,22 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)
+
+
+def v1_refusal(engine: EngineProfile, hardware: HardwareSpec, kv: KVFormat) -> str | None:
+    """Why vLLM 0.8-0.10's V1 engine does not take a deployment on `hardware` with a `kv` cache, so that the release
+    runs it on V0 (`EngineArgs._is_v1_supported_oracle`; `EngineProfile.fall_back`); None where V1 takes it or the
+    engine has no fallback. NVIDIA GPUs only (the ROCm checks differ): compute capability below 8.0 (no bf16 tensor
+    cores: V100, T4, Turing), and an FP8 KV cache outside FlashAttention 3 on SM 9.0 and SM 10.0
+    (`CudaPlatform.is_kv_cache_dtype_supported`; those are the HBM parts with programmatic dependent launch)."""
+    if engine.family != "vllm" or not engine.fallback or hardware.vendor != "nvidia" or hardware.kind != "gpu":
+        return None
+    if not hardware.peak_tflops.get("bf16"):
+        return f"V1 needs compute capability 8.0 or newer, {hardware.name} is older"
+    if kv.name == "fp8" and not (hardware.memory_kind == "hbm" and hardware.has_pdl):
+        return (f"V1 reads an FP8 KV cache on SM 9.0 (FlashAttention 3) and SM 10.0 only, not on "
+                f"{hardware.name}")
+    return None
 
 
 def weights_refusal(engine: EngineProfile, hardware: HardwareSpec, model: ModelSpec, wf: WeightFormat) -> str | None:

@@ -772,6 +772,12 @@ class EngineProfile:
     loads_gguf: bool = True
     gguf_lacks: tuple[str, ...] = ()  # GGUF file types (`WeightFormat.gguf_type`) the engine's GGUF kernels do not run
     parallelism: tuple[str, ...] = ("tp", "pp", "dp", "ep")  # the forms of parallelism the engine implements
+    # the release whose profile prices the engine this release falls back to for a deployment its default engine
+    # does not support (vLLM 0.8-0.10's V1 oracle sends it to V0: 0.7.3's profile), named `fallback_label`;
+    # "": no fallback (`fall_back`)
+    fallback: str = ""
+    fallback_label: str = ""
+    fell_back: str = ""  # why this profile is its release's fallback engine ("": the release's default engine)
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     launch: LaunchTable = field(default_factory=lambda: LaunchTable({}), compare=False, repr=False)
 
@@ -834,6 +840,9 @@ class EngineProfile:
                                 f"got {list(self.adp_balance_iters)}")
             for it in self.adp_balance_iters:
                 integer(it, f"engine {self.family}: adp_balance_iters", lo=0, hi=100_000, error=SpecError)
+        if self.fallback and not self.fallback_label:
+            raise SpecError(f"engine {self.family}: fallback = '{self.fallback}' needs a fallback_label (the engine's "
+                            "name, e.g. V0)")
         if "tp" not in self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:
             raise SpecError(f"engine {self.family}: parallelism must list tp and any of pp, dp, ep, got "
                             f"{list(self.parallelism)}")
@@ -847,7 +856,8 @@ class EngineProfile:
     def name(self) -> str:
         """`family@version`, with `(offline)` when no HTTP server is modelled and `(eager)` when the engine runs
         without CUDA graphs."""
-        return (f"{self.family}@{self.version}" + ("" if self.frontend is not None else " (offline)")
+        return (f"{self.family}@{self.version}" + (f" ({self.fallback_label})" if self.fell_back else "")
+                + ("" if self.frontend is not None else " (offline)")
                 + ("" if self.kernels.cuda_graphs else " (eager)"))
 
     @property
@@ -921,6 +931,52 @@ class EngineProfile:
     def offline(self) -> EngineProfile:
         return replace(self, frontend=None)
 
+    def fall_back(self, reason: str) -> EngineProfile:
+        """This release as it runs a deployment its default engine does not support (`reason`): on its fallback
+        engine (`fallback`), priced with that release's frontend, host, kernels and defaults, under this release's
+        version and launch flags (the engine picks it at startup: nothing to launch differently). Offline, eager
+        and the endpoint carry over. Self where the release has no fallback, or where the profile comes from a
+        user's engine file (measured on whichever engine ran)."""
+        if not self.fallback or self.fell_back or any(tag == "override" for tag, _ in self.sources):
+            return self
+        if (self.api_servers_asked() or 1) > 1:
+            raise self._one_api_server(reason)
+        fb = get_engine(f"{self.family}@{self.fallback}", frontend="none" if self.frontend is None else "http",
+                        endpoint=self.frontend.endpoint if self.frontend is not None else "completions")
+        if not self.kernels.cuda_graphs:
+            fb = fb.eager()
+        return replace(fb, version=self.version, launch=self.launch, fallback="", fallback_label=self.fallback_label,
+                       fell_back=reason, sources=(*self.sources, (self.fallback, f"{self.fallback_label}: {reason}")))
+
+    @property
+    def fallback_note(self) -> str:
+        """What a fallback profile prices ('' for a release on its default engine)."""
+        if not self.fell_back:
+            return ""
+        release = self.sources[-1][0]
+        return (f"{self.display} {self.version} runs this deployment on its {self.fallback_label} engine "
+                f"({self.fell_back}): priced with {self.family}@{release}'s profile")
+
+    def _one_api_server(self, reason: str) -> SpecError:
+        # vLLM's serve: "api_server_count > 1 is only supported for V1"
+        return SpecError(f"{self.display} {self.version} runs this deployment on its {self.fallback_label} engine "
+                         f"({reason}), which has one API server: drop --api-servers")
+
+    def released(self) -> EngineProfile:
+        """The catalog's profile of this release on the engine this profile runs (its fallback included), without
+        a deployment's or a user's changes: what the release picks by itself."""
+        own = get_engine(f"{self.family}@{self.version}")
+        return own.fall_back(self.fell_back) if self.fell_back else own
+
+    def release_default(self) -> EngineProfile:
+        """A fallback profile's release on its default engine again (the frontend, endpoint and CUDA graphs as
+        they were), for a deployment that re-checks the fallback (`make_deployment`); self for any other."""
+        if not self.fell_back:
+            return self
+        own = get_engine(f"{self.family}@{self.version}", frontend="none" if self.frontend is None else "http",
+                         endpoint=self.frontend.endpoint if self.frontend is not None else "completions")
+        return own if self.kernels.cuda_graphs else own.eager()
+
     def eager(self) -> EngineProfile:
         """This engine with CUDA graphs off altogether (vLLM's --enforce-eager, SGLang's --disable-cuda-graph,
         TensorRT-LLM's PyTorch backend without cuda_graph_config): every step, decode too, is floored by its
@@ -942,6 +998,8 @@ class EngineProfile:
         fe = self.frontend
         if fe is None:
             raise SpecError("--api-servers sizes the HTTP server; offline (--frontend none) there is none")
+        if self.fell_back and count > 1:
+            raise self._one_api_server(self.fell_back)
         if not self.launch.table("flags").get("api_servers"):
             raise SpecError(f"{self.display} {self.version} has no API-server process count flopwise knows of "
                             f"({API_SERVER_FLAGS}); drop --api-servers")
@@ -955,7 +1013,7 @@ class EngineProfile:
         fe = self.frontend
         if fe is None:
             return None
-        own = get_engine(f"{self.family}@{self.version}").frontend
+        own = self.released().frontend
         if own is not None and (own.api_servers, own.data_parallel) == (fe.api_servers, fe.data_parallel):
             return None
         return fe.api_servers
@@ -1030,7 +1088,7 @@ _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "k
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
                  "dp_attention_chunk", "dp_attention_conservativeness",
                  "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
-                 "gguf_lacks", "sources", "since", "source"}
+                 "gguf_lacks", "fallback", "fallback_label", "sources", "since", "source"}
 
 
 @cache
@@ -1174,7 +1232,9 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             checkpoint_formats=tuple(table.get("checkpoint_formats", {}).items()),
             gguf_only=bool(table.get("gguf_only", False)), loads_gguf=bool(table.get("loads_gguf", True)),
             gguf_lacks=tuple(table.get("gguf_lacks", ())),
-            parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))), sources=tuple(sources),
+            parallelism=tuple(table.get("parallelism", ("tp", "pp", "dp", "ep"))),
+            fallback=str(table.get("fallback", "")), fallback_label=str(table.get("fallback_label", "")),
+            sources=tuple(sources),
             launch=_launch_table(fam, key))
     except (KeyError, TypeError) as e:
         raise SpecError(f"engine catalog {fam.name}@{version}: {type(e).__name__}: {e}") from None

@@ -17,10 +17,10 @@ submission"), and the settings the source states (`engine_knobs`). This module m
 - knobs: stated values in flopwise's names (each engine's memory fraction keeps its own meaning); a vLLM run
   with `VLLM_USE_V1=0` on a release whose default is V1 is priced with the last V0-default release's profile;
 - vLLM 0.8-0.10 ran V0 where the V1 engine did not support the run (`EngineArgs._is_v1_supported_oracle`, which
-  falls back unless VLLM_USE_V1=1 was set): `--num-scheduler-steps` above 1, a stated `--preemption-mode` or
-  `--scheduler-delay-factor`, a GPU below compute capability 8.0 (no bf16 tensor cores: T4, V100, Turing), and an
-  FP8 KV cache on an NVIDIA GPU whose V1 attention cannot read it (`CudaPlatform.is_kv_cache_dtype_supported`:
-  FlashAttention 3 on SM 9.0, or SM 10.0; not Ampere, Ada or SM 12.x); such a run is priced as V0;
+  falls back unless VLLM_USE_V1=1 was set): for a stated `--num-scheduler-steps` above 1, `--preemption-mode` or
+  `--scheduler-delay-factor` the case is priced with the last V0-default release's profile; the device checks
+  (compute capability below 8.0, an FP8 KV cache V1 cannot read) are every deployment's (`v1_refusal` in
+  `specs/deployment.py`, `EngineProfile.fall_back`), off where VLLM_USE_V1=1 was stated;
 - TensorRT-LLM backend: the catalog's releases from 0.20 are the PyTorch backend's (`trtllm-serve --backend
   pytorch`, as flopwise launches it), those before it the C++ TensorRT-engine flow's. A run states its backend
   (`engine_knobs.backend`, or "PyTorch" / "TensorRT engine" in the engine text) or takes its release's default:
@@ -184,22 +184,11 @@ def _version(family: str, engine_text: str, version_text: str) -> str | None:
     return None
 
 
-def _v1_unsupported(raw: dict[str, Any], knobs: dict[str, Any]) -> bool:
-    """Whether vLLM 0.8-0.10's oracle sends this run to the V0 engine (see the module docstring)."""
+def _v1_unsupported(knobs: dict[str, Any]) -> bool:
+    """Whether vLLM 0.8-0.10's oracle sends this run to the V0 engine for a stated knob (see the module docstring;
+    its device checks are the deployment's, `specs/deployment.py` `v1_refusal`)."""
     steps = _number(knobs.get("num_scheduler_steps"))
-    if (steps and steps > 1) or "preemption_mode" in knobs or "scheduler_delay_factor" in knobs:
-        return True
-    args = raw.get("args", {})
-    try:
-        hw = get_hardware(str(args["gpu"])) if args.get("gpu") else None
-    except SpecError:
-        hw = None
-    if hw is None or hw.vendor != "nvidia" or hw.kind != "gpu":
-        return False
-    if not hw.peak_tflops.get("bf16"):  # compute capability below 8.0
-        return True
-    # SM 9.0 and SM 10.0 are the datacenter (HBM) parts with programmatic dependent launch
-    return str(args.get("kv", "")).startswith("fp8") and not (hw.memory_kind == "hbm" and hw.has_pdl)
+    return bool(steps and steps > 1) or "preemption_mode" in knobs or "scheduler_delay_factor" in knobs
 
 
 def _trtllm_backend(engine_text: str, knobs: dict[str, Any]) -> str | None:
@@ -257,7 +246,7 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
             version is None or get_engine(f"vllm@{version}").at_least("0.8")):
         version = _VLLM_LAST_V0  # VLLM_USE_V1=0: the V0 engine, as its last default release ran it
     elif (family == "vllm" and version is not None and _truthy(knobs_in.get("VLLM_USE_V1")) is not True
-          and _v1_unsupported(raw, knobs_in)):
+          and _v1_unsupported(knobs_in)):
         release = get_engine(f"vllm@{version}")
         if release.at_least("0.8") and not release.at_least(_VLLM_V0_REMOVED):
             version = _VLLM_LAST_V0  # the V1 oracle's fallback
@@ -266,6 +255,8 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         version = _trtllm_version(version, _trtllm_backend(engine_text, knobs_in))
     spec = family if version is None else f"{family}@{version}"
     eng = get_engine(spec, frontend="none" if offline else "http", endpoint=endpoint)
+    if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_V1")):
+        eng = replace(eng, fallback="")  # VLLM_USE_V1=1: V1 whatever the oracle would say
     if spec != served and eng.frontend is not None:  # a TensorRT-LLM engine flow behind the release's own server
         # (trtllm-serve's FastAPI frontend from 0.20, whichever backend it drives)
         eng = replace(eng, frontend=get_engine(served, frontend="http", endpoint=endpoint).frontend)
