@@ -16,6 +16,7 @@ from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import decode_step_time, host_s, roofs, step_cost
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.estimate import estimate_deployment, notes
+from flopwise.launch import LaunchTarget, render
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
 from flopwise.specs.deployment import weights_note
@@ -450,6 +451,35 @@ def test_offline_runs_have_no_frontend_stage():
 def test_cases_name_their_engine(raw, command, name, offline):
     ce = case_engine(raw, command)
     assert ce.engine.name == name + (" (offline)" if offline else "")
+
+
+def test_vllm_v0_chunks_long_contexts_by_itself():
+    """vLLM V0 from 0.5.3 turns chunked prefill on for max_model_len > 32K (EngineArgs.create_engine_config) with a
+    512-token budget (2048 from 0.6.5), unless a sliding window, speculative decoding, a CPU backend, encoders (from
+    0.6.2), ROCm (from 0.6.5) or MLA (from 0.7.1) keep it off; otherwise its budget covers the context. The launch
+    says so where its --max-model-len would not."""
+    def knobs(model, gpu="a100-sxm-80gb", engine="vllm@0.7.3", **kw):
+        d = deployment(model, gpu, engine=engine, **kw)
+        return d.enable_chunked_prefill, d.max_num_batched_tokens
+    assert knobs("llama-3.1-8b", engine="vllm@0.5.2") == (False, 131_072)
+    assert knobs("llama-3.1-8b", engine="vllm@0.6.3") == (True, 512)
+    assert knobs("llama-3.1-8b") == (True, 2048)
+    assert knobs("Qwen/Qwen3-0.6B") == (True, 2048)  # 40,960 tokens of context
+    assert knobs("Qwen/Qwen3-0.6B", max_model_len=8192) == (False, 8192)
+    assert knobs("Qwen/Qwen3-0.6B", max_model_len=1024) == (False, 2048)
+    assert knobs("Qwen/Qwen3-0.6B", gpu="mi300x") == (False, 40_960)  # ROCm from 0.6.5
+    assert knobs("Qwen/Qwen3-0.6B", gpu="mi300x", engine="vllm@0.6.3") == (True, 512)
+    assert knobs("openai/gpt-oss-20b", gpu="h100-sxm") == (False, 131_072)  # sliding-window layers
+    assert knobs("llama-3.1-8b", speculative="ngram,k=4,alpha=0.5") == (False, 131_072)
+    assert knobs("llama-3.1-8b", gpu="cpu-xeon-spr-56c") == (False, 131_072)
+    assert knobs("llama-3.1-8b", engine="vllm@0.11") == (True, 2048)  # V1: always chunked
+    long = deployment("llama-3.1-8b", "a100-sxm-80gb", engine="vllm@0.7.3")
+    assert rebuild(long, model=deployment("llama-3-8b", "a100-sxm-80gb").model).enable_chunked_prefill is False
+    with pytest.raises(SpecError, match="max_model_len must be a positive integer"):
+        deployment("llama-3.1-8b", "a100-sxm-80gb", max_model_len=0)
+    target = LaunchTarget(deployment=long, model_id="meta-llama/Llama-3.1-8B", max_model_len=10240,
+                          max_prompt_len=2048)
+    assert "--enable-chunked-prefill" in render(target, long.engine).command  # 10,240 alone would not chunk
 
 
 def test_vllm_v1_oracle_sends_a_device_it_cannot_serve_to_v0(tmp_path):

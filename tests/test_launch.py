@@ -220,7 +220,7 @@ def test_context_and_memory_fraction_per_engine():
         back = memory_plan(on_engine(on_engine(dep, get_engine(e)), get_engine(e)).__class__(
             **{**{k: getattr(dep, k) for k in ("model", "hardware", "weights", "kv", "tp", "pp", "replicas",
                                                 "block_size", "max_num_seqs", "max_num_batched_tokens",
-                                                "speculative")},
+                                                "enable_chunked_prefill", "speculative")},
                "engine": get_engine(e), "gpu_memory_utilization": f}))
         assert back.kv_pool_bytes == pytest.approx(pool, rel=1e-6)
 

@@ -229,12 +229,15 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                block_size: int | None = None, gpu_memory_utilization: float | None = None,
                enforce_eager: bool = False, async_scheduling: bool | None = None,
                cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
-               api_servers: int | None = None, stream_interval: int | None = None) -> Deployment:
+               api_servers: int | None = None, stream_interval: int | None = None,
+               max_model_len: int | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
     SpeculativeSpec or its text form (None or "none": plain decoding). `family`: read a config file with that
-    registered family's reader (the model's notes then say the mapping is assumed)."""
+    registered family's reader (the model's notes then say the mapping is assumed). `max_model_len`: the context
+    the server is started for (--max-model-len), which some engine defaults follow (vLLM V0 chunks prompts by
+    itself above 32K); None: the model's whole context."""
     return build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, replicas_per_server=replicas_per_server,
                             dp=dp, ep=ep, nodes=nodes,
                             expert_skew=expert_skew, two_batch_overlap=two_batch_overlap, weights=weights,
@@ -244,7 +247,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                             async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
                             moe_backend=moe_backend, pdl=pdl, api_servers=api_servers,
-                            stream_interval=stream_interval)
+                            stream_interval=stream_interval, max_model_len=max_model_len)
 
 
 # ------------------------------------------------------------------------------------------------ estimate

@@ -7,7 +7,8 @@
   repository's tokenizer, on releases with a GGUF loader (in-tree 0.5.5-0.23, vllm-gguf-plugin from 0.24);
 - `--max-model-len`: the workload's longest request within the model's context (the plan's `max_model_len`);
 - `--gpu-memory-utilization`: the share of the whole device that gives the KV pool the plan sized;
-- chunked prefill: always on in V1; V0 needs `--enable-chunked-prefill` when a prompt exceeds the token budget;
+- chunked prefill: always on in V1; V0 needs `--enable-chunked-prefill` when a prompt exceeds the token budget, or
+  where the plan priced the chunking V0 turns on by itself above 32K of context, for a shorter `--max-model-len`;
 - speculative decoding: `--speculative-config` JSON (V1) with the method named per version (EAGLE-1 `eagle`,
   EAGLE-3 `eagle3`, `mtp`, `draft_model`, `ngram` with a prompt-lookup window), or V0's two flags;
 - expert parallelism: `--enable-expert-parallel` when the deployment uses it (vLLM spreads the experts over all
@@ -140,8 +141,9 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         line.flag(flags["quantization"], src.quantization)
     if dep.kv.name == "fp8":
         line.flag(flags["kv_cache_dtype"], la["kv_fp8"])
+    # V0 chunks prompts by itself only above 32K of --max-model-len (`BatchDefault.chunked_above`): told otherwise
     long_prompts = target.max_prompt_len is not None and target.max_prompt_len > dep.max_num_batched_tokens
-    if not engine.enable_chunked_prefill and long_prompts:
+    if not engine.released().enable_chunked_prefill and (dep.enable_chunked_prefill or long_prompts):
         line.flag(flags["chunked_prefill_on"])
     if target.prefix_caching:
         line.flag(flags["prefix_caching_on"])

@@ -20,7 +20,7 @@ SPECULATIVE_SCHEDULERS = ("vllm", "static")  # the policies that build speculati
 class SimConfig:
     """`scheduler`: "vllm" (continuous batching, vLLM v1), "static" (whole batches) or "sglang" (SGLang's
     prefill-first policy; its own knobs in `sglang`). None (scheduler, prefix caching, chunked prefill): the
-    deployment's engine decides (`EngineProfile.scheduler`, `enable_prefix_caching`, `enable_chunked_prefill`);
+    deployment decides (its engine's `scheduler` and `enable_prefix_caching`, `Deployment.enable_chunked_prefill`);
     `resolved` fills them in."""
 
     scheduler: str | None = None
@@ -68,6 +68,5 @@ class SimConfig:
         return dep.engine.enable_prefix_caching if self.enable_prefix_caching is None else self.enable_prefix_caching
 
     def chunked_prefill(self, dep: Deployment) -> bool:
-        """`enable_chunked_prefill`, or the deployment's engine default where None (as `resolved` fills it)."""
-        eng = dep.engine
-        return eng.enable_chunked_prefill if self.enable_chunked_prefill is None else self.enable_chunked_prefill
+        """`enable_chunked_prefill`, or the deployment's (its engine's default) where None (as `resolved` fills it)."""
+        return dep.enable_chunked_prefill if self.enable_chunked_prefill is None else self.enable_chunked_prefill

@@ -44,7 +44,7 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                      enforce_eager: bool = False, cuda_graph_max_bs: int | None = None,
                      async_scheduling: bool | None = None, moe_backend: str | None = None,
                      pdl: bool = False, api_servers: int | None = None,
-                     stream_interval: int | None = None) -> Deployment:
+                     stream_interval: int | None = None, max_model_len: int | None = None) -> Deployment:
     """See the module docstring and `flopwise.deployment`. `enforce_eager`: the engine without CUDA graphs
     (`EngineProfile.eager`); `cuda_graph_max_bs`: the largest decode batch captured in a graph (SGLang
     --cuda-graph-max-bs, vLLM --max-cudagraph-capture-size; None: the engine's default for the device);
@@ -53,7 +53,8 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     `pdl`: programmatic dependent launch on (TensorRT-LLM's TRTLLM_ENABLE_PDL=1); `replicas_per_server`: that many
     of the num_gpus / (tp*dp*pp) replicas run as data-parallel engines behind one server; `api_servers`: that
     server's API processes (vLLM --api-server-count; None: the engine's default); `stream_interval`: output tokens
-    per streamed event after the first (--stream-interval; None: every token)."""
+    per streamed event after the first (--stream-interval; None: every token); `max_model_len`: the served context
+    (--max-model-len; None: the model's)."""
     m = model if isinstance(model, ModelSpec) else get_model(model, family)
     hw = gpu if isinstance(gpu, HardwareSpec) else get_hardware(gpu, hardware_file)
     spec = parse_speculative(speculative) if isinstance(speculative, str) else speculative
@@ -67,4 +68,4 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
                            gpu_memory_utilization=gpu_memory_utilization, cuda_graph_max_bs=cuda_graph_max_bs,
                            async_scheduling=async_scheduling, moe_backend=moe_backend, pdl=pdl,
-                           api_servers=api_servers, stream_interval=stream_interval)
+                           api_servers=api_servers, stream_interval=stream_interval, max_model_len=max_model_len)

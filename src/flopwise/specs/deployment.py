@@ -69,6 +69,9 @@ class Deployment:
     block_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    # prompts split over steps within the token budget (the engine's default for this deployment: vLLM V0 turns it
+    # on by itself above 32K tokens of context, `BatchDefault.chunked_above`)
+    enable_chunked_prefill: bool
     speculative: SpeculativeSpec | None = None
     # the knobs (max_num_seqs, max_num_batched_tokens) the engine's offline benchmark derives from the workload it
     # runs (`EngineProfile.bench_batch`: trtllm-bench, those the user did not give); `for_workload` sets them
@@ -108,6 +111,11 @@ class Deployment:
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
         gpn = self.hardware.gpus_per_node
+        if self.gpus_per_node > 1 and self.hardware.interconnect in SINGLE_DEVICE_LINKS:
+            raise SpecError(f"{self.hardware.name} is the one device of its machine (no peer link): tp*dp*pp="
+                            f"{self.gpus_per_node} of them in one machine is not a setup; serve with tp=1 (more "
+                            f"machines as --num-gpus replicas), or spread the replica over --nodes {self.gpus_per_node}"
+                            " machines")
         if self.nodes > 1 and gpn > 1 and self.gpus_per_node > gpn:
             raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes")
         if self.pp > m.num_layers:
@@ -161,7 +169,7 @@ class Deployment:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.replicas_per_server, self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
-                self.speculative, self.bench_knobs)
+                self.enable_chunked_prefill, self.speculative, self.bench_knobs)
 
     def __eq__(self, other: object) -> bool:
         """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
@@ -241,7 +249,7 @@ class Deployment:
             seqs = self.max_num_seqs
         if "max_num_batched_tokens" not in self.bench_knobs:
             return replace(self, max_num_seqs=seqs)
-        chunked = self.engine.enable_chunked_prefill if chunked_prefill is None else chunked_prefill
+        chunked = self.enable_chunked_prefill if chunked_prefill is None else chunked_prefill
         if not chunked:
             tokens = max(tokens, max(prompts) + seqs)
         return replace(self, max_num_seqs=seqs, max_num_batched_tokens=tokens)
@@ -252,13 +260,19 @@ class Deployment:
         eng, hw = engine or self.engine, self.hardware
         return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=self.model.max_position_embeddings, tp=self.tp, pp=self.pp, dp=self.dp,
-                                 speculative=self.speculative.method if self.speculative is not None else None)
+                                 speculative=self.speculative.method if self.speculative is not None else None,
+                                 linear_state=has_linear_state(self.model),
+                                 features=chunked_features(self.model, hw))
 
     @property
     def gpus_per_node(self) -> int:
         """GPUs of one replica in each of its nodes."""
         return self.gpus_per_replica // self.nodes
 
+
+# `HardwareSpec.interconnect` of a chip that is the only device of its machine (an SoC's unified memory, a CPU
+# socket): no second one to split a model across within the machine
+SINGLE_DEVICE_LINKS = ("unified", "none")
 
 MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-LLM's fused trtllm-gen ones
 # the expert formats the trtllm-gen MoE kernels run (others fall back to CUTLASS; SGLang's flashinfer_trtllm runner
@@ -309,7 +323,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     gpu_memory_utilization: float | None = None, cuda_graph_max_bs: int | None = None,
                     async_scheduling: bool | None = None, moe_backend: str | None = None,
                     pdl: bool = False, api_servers: int | None = None,
-                    stream_interval: int | None = None) -> Deployment:
+                    stream_interval: int | None = None, max_model_len: int | None = None) -> Deployment:
     """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas (`replicas_per_server` of them data-parallel engines behind one server). Weight format
     defaults to the checkpoint's own (`precision.default_weights`: its
@@ -327,7 +341,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     TRTLLM_ENABLE_PDL=1: `KernelFactors.pdl_kernel_overhead_scale`; refused by `check_pdl` where not priced);
     `api_servers`: the server's API processes in all (`EngineProfile.with_api_servers`; None: the engine's default);
     `stream_interval`: output tokens per streamed event after the first (`EngineProfile.with_stream_interval`;
-    None: the engine's 1)."""
+    None: the engine's 1); `max_model_len`: the context the server is started for (vLLM --max-model-len), which
+    some engine defaults follow (None: the model's whole context)."""
+    if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
+                                      or max_model_len < 1):
+        raise SpecError(f"max_model_len must be a positive integer, got {max_model_len!r}")
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -372,9 +390,9 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         check_pdl(eng, hardware)
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
-                          context_len=model.max_position_embeddings, tp=tp, pp=pp, dp=dp,
-                          speculative=speculative.method if speculative is not None else None,
-                          linear_state=any(lay.attention.kind == "linear" for lay in model.layers))
+                          context_len=model.max_position_embeddings if max_model_len is None else max_model_len,
+                          tp=tp, pp=pp, dp=dp, speculative=speculative.method if speculative is not None else None,
+                          linear_state=has_linear_state(model), features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:
@@ -390,13 +408,27 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       max_num_seqs=default_seqs(eng, d.max_num_seqs, max_num_batched_tokens) if max_num_seqs is None
                       else max_num_seqs,
                       max_num_batched_tokens=d.max_num_batched_tokens if max_num_batched_tokens is None
-                      else max_num_batched_tokens,
+                      else max_num_batched_tokens, enable_chunked_prefill=d.enable_chunked_prefill,
                       bench_knobs=tuple(k for k, v in (("max_num_seqs", max_num_seqs),
                                                        ("max_num_batched_tokens", max_num_batched_tokens))
                                         if v is None and eng.is_offline and eng.bench_batch is not None),
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization)
+
+
+def has_linear_state(model: ModelSpec) -> bool:
+    """Whether the model has linear-state layers (Mamba, gated delta net: `HostCosts.sync_with` "linear_state")."""
+    return any(lay.attention.kind == "linear" for lay in model.layers)
+
+
+def chunked_features(model: ModelSpec, hardware: HardwareSpec) -> frozenset[str]:
+    """The deployment's `CHUNKED_FEATURES` (what keeps an engine's long-context chunked prefill off) of the model
+    and chip: sliding-window layers, encoders, MLA, an AMD GPU, a device that is not a GPU."""
+    return frozenset(name for name, has in (
+        ("sliding_window", any(lay.attention.kind == "sliding" for lay in model.layers)),
+        ("multimodal", bool(model.encoders)), ("mla", model.mla is not None),
+        ("rocm", hardware.vendor == "amd" and hardware.kind == "gpu"), ("cpu", hardware.kind != "gpu")) if has)
 
 
 def v1_refusal(engine: EngineProfile, hardware: HardwareSpec, kv: KVFormat) -> str | None:

@@ -53,8 +53,8 @@ from flopwise.specs.speculative import METHODS as SPECULATIVE_METHODS
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
-__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "DeviceKernels", "BatchDefault", "EngineProfile",
-           "LaunchTable", "MEMORY_POLICIES",
+__all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "DeviceKernels", "BatchDefault", "CHUNKED_FEATURES",
+           "EngineProfile", "LaunchTable", "MEMORY_POLICIES",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
            "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
@@ -452,6 +452,12 @@ class DeviceKernels:
         return replace(kernels, **dict(self.kernels))  # type: ignore[arg-type]
 
 
+# what keeps an engine's long-context chunked prefill off (`BatchDefault.chunked_unless`): a model with sliding-
+# window layers, one with encoders (multimodal), DeepSeek's MLA, speculative decoding, an AMD GPU (ROCm), a device
+# that is not a GPU (a CPU backend)
+CHUNKED_FEATURES = ("sliding_window", "multimodal", "mla", "speculative", "rocm", "cpu")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchDefault:
     """One rule of an engine's default batch knobs: applies to devices with at least `min_memory_gib` whose id or
@@ -471,6 +477,13 @@ class BatchDefault:
     only: tuple[str, ...] = ()  # devices whose id or name contains one of these (vLLM 0.8.0-0.8.4: H100 / H200)
     kind: str | None = None  # "gpu", "cpu", "soc": only that kind of device
     at_least_context: bool = False  # the budget is max(model context, max_num_batched_tokens) (no chunking)
+    # chunked prefill turned on by the engine itself for a context above `chunked_above` tokens, with a budget of
+    # `chunked_tokens`, unless the deployment has one of `chunked_unless` (`CHUNKED_FEATURES`; vLLM V0 from 0.5.3,
+    # EngineArgs.create_engine_config: "Chunked prefill is enabled by default for models with max_model_len > 32K");
+    # 0: never
+    chunked_above: int = 0
+    chunked_tokens: int = 0
+    chunked_unless: tuple[str, ...] = ()
     block_size: int | None = None  # overrides the engine's block size on these devices (vLLM CPU: 128)
     async_scheduling: bool | None = None  # overrides the engine's on these devices (vLLM >= 0.14: not on CPU)
     # (min tp, largest decode batch captured in a CUDA graph), first match; () keeps the kernels' value
@@ -506,6 +519,16 @@ class BatchDefault:
                 integer(getattr(self, name), f"engine batch_defaults: {name}", lo=1, error=SpecError)
         if self.block_size is not None:
             integer(self.block_size, "engine batch_defaults: block_size", lo=1, error=SpecError)
+        if self.chunked_above:
+            integer(self.chunked_tokens, "engine batch_defaults: chunked_tokens", lo=1, error=SpecError)
+        for name in self.chunked_unless:
+            check_text(name, "engine batch_defaults: chunked_unless", choices=CHUNKED_FEATURES, error=SpecError)
+
+    def chunks_context(self, context_len: int | None, features: frozenset[str]) -> bool:
+        """Whether the engine turns chunked prefill on by itself for a served context of `context_len` tokens and a
+        deployment with `features` (`CHUNKED_FEATURES`)."""
+        return bool(self.chunked_above and context_len and context_len > self.chunked_above
+                    and not features.intersection(self.chunked_unless))
 
     def fraction(self, memory_gib: float, tp: int, pp: int, *, dp_attention: bool = False,
                  speculative: str | None = None) -> float | None:
@@ -879,23 +902,27 @@ class EngineProfile:
 
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
                       pp: int = 1, dp: int = 1, speculative: str | None = None,
-                      linear_state: bool = False) -> EngineKnobs:
+                      linear_state: bool = False, features: frozenset[str] = frozenset()) -> EngineKnobs:
         """Every knob this engine picks by default for a deployment (see the catalog entry's sources). `dp` > 1:
         data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
         whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one;
-        `linear_state`: the model has linear-state layers."""
+        `linear_state`: the model has linear-state layers; `features`: the deployment's `CHUNKED_FEATURES`
+        (speculative decoding added from `speculative`)."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
         offline = self.frontend is None
         tokens = rule.offline_max_num_batched_tokens if offline and rule.offline_max_num_batched_tokens \
             else rule.max_num_batched_tokens
         seqs = rule.offline_max_num_seqs if offline and rule.offline_max_num_seqs else rule.max_num_seqs
-        if rule.at_least_context and context_len:
-            tokens = max(tokens, context_len)
-        fraction = self.memory_fraction
-        stage = tp * dp
         if speculative and self.launch.get("speculative") is not None \
                 and speculative not in self.launch.table("speculative"):
             speculative = None  # served without it (launch's note): no proposer to reserve for
+        chunked = self.enable_chunked_prefill
+        if not chunked and rule.chunks_context(context_len, features | ({"speculative"} if speculative else set())):
+            chunked, tokens = True, rule.chunked_tokens
+        elif rule.at_least_context and context_len:
+            tokens = max(tokens, context_len)
+        fraction = self.memory_fraction
+        stage = tp * dp
         graph_bs = rule.graph_max_bs(stage)
         if (by_device := rule.fraction(memory_gib, stage, pp, dp_attention=dp > 1,
                                        speculative=speculative)) is not None:
@@ -910,7 +937,7 @@ class EngineProfile:
         synced = async_on and self.host.syncs(pp=pp, speculative=speculative, linear_state=linear_state)
         return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
-                           enable_chunked_prefill=self.enable_chunked_prefill,
+                           enable_chunked_prefill=chunked,
                            enable_prefix_caching=self.enable_prefix_caching,
                            async_scheduling=async_on and not synced, synced=synced,
                            cuda_graph_max_bs=self.kernels.cuda_graph_max_bs if graph_bs is None else graph_bs)
@@ -1208,6 +1235,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
     try:
         frontend = FrontendCosts(**table["frontend"]) if table.get("frontend") else None
         rules = tuple(BatchDefault(**{**r, "exclude": tuple(r.get("exclude", ())), "only": tuple(r.get("only", ())),
+                                      "chunked_unless": tuple(r.get("chunked_unless", ())),
                                       "cuda_graph_max_bs": tuple(tuple(x) for x in r.get("cuda_graph_max_bs", ()))})
                       for r in table["batch_defaults"])
         return EngineProfile(

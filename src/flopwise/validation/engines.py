@@ -310,8 +310,10 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if interval and interval > 1 and eng.frontend is not None and eng.has_stream_interval:
         knobs["stream_interval"] = int(interval)  # the server's --stream-interval (where this release has one)
     mml = _number(knobs_in.get("max_model_len"))
-    if mml and "max_num_batched_tokens" not in knobs and not eng.enable_chunked_prefill:
-        # no chunking: the budget covers the served context (vLLM V0: max(max_model_len, 2048))
+    if mml and any(r.at_least_context or r.chunked_above for r in eng.batch_defaults):
+        knobs["max_model_len"] = int(mml)  # the engine's defaults follow the served context (vLLM V0)
+    elif mml and "max_num_batched_tokens" not in knobs and not eng.enable_chunked_prefill:
+        # no chunking: the budget covers the served context
         knobs["max_num_batched_tokens"] = max(int(mml), 2048)
     prefix = _truthy(knobs_in["enable_prefix_caching"]) if "enable_prefix_caching" in knobs_in else None
     if _truthy(knobs_in.get("disable_radix_cache")):
