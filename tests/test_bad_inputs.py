@@ -377,6 +377,22 @@ CASES = [
         "estimate", "--engine", "sglang", "--model", "deepseek-v2-lite", "--dp", "2", "--engine-file",
         file(t, "e.toml", 'name = "sglang"\n[override]\nkernels = { ubatch_tokens = 512 }\n')],
      "priced without data-parallel attention"),
+    # thirty-sixth pass: what a new user tried
+    ("nonsense", "tensor parallelism inside a single-device machine", lambda t: [
+        "estimate", "--gpu", "apple-m2-ultra", "--engine", "llamacpp", "--weights", "q4_k_m", "--tp", "8"],
+     "is the one device of its machine"),
+    ("nonsense", "an expert skew without expert parallelism", lambda t: [
+        "estimate", "--gpu", "h100-sxm", "--model", "mixtral-8x7b", "--tp", "2", "--expert-skew", "2"],
+     "expert_skew applies with expert parallelism"),
+    ("nonsense", "two-batch overlap without expert parallelism", lambda t: [
+        "estimate", "--gpu", "h100-sxm", "--model", "mixtral-8x7b", "--tp", "2", "--two-batch-overlap"],
+     "two_batch_overlap applies with expert parallelism"),
+    ("nonsense", "a speculative method the release does not serve", lambda t: [
+        "simulate", "--engine", "vllm@0.8.0", "--speculative", "eagle3,k=3,accepted=2.6", "--num-requests", "3"],
+     "vLLM 0.8.0 does not serve 'eagle3'"),
+    ("nonsense", "a draft model on vLLM's V1 before 0.15", lambda t: [
+        "simulate", "--engine", "vllm@0.12", "--speculative", "draft:llama-3.2-1b,k=4,alpha=0.7", "--num-requests",
+        "3"], "vLLM 0.12 does not serve 'draft'"),
 ]
 
 
@@ -397,7 +413,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 47, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 52, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 20}
 
 

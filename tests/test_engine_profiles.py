@@ -17,11 +17,13 @@ from flopwise.cost.step import decode_step_time, host_s, roofs, step_cost
 from flopwise.errors import PrecisionError, SpecError
 from flopwise.estimate import estimate_deployment, notes
 from flopwise.launch import LaunchTarget, render
+from flopwise.plan.space import SearchSpace
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.replica import make_scheduler
 from flopwise.specs.deployment import weights_note
 from flopwise.specs.engine import DeviceKernels, KernelFactors, get_engine
 from flopwise.specs.hardware import GIB, get_hardware
+from flopwise.specs.speculative import parse_speculative
 from flopwise.techniques.scenario import rebuild
 from flopwise.validation.engines import case_deployment, case_engine
 from flopwise.workload import RequestSpec, Workload, build_workload
@@ -451,6 +453,22 @@ def test_offline_runs_have_no_frontend_stage():
 def test_cases_name_their_engine(raw, command, name, offline):
     ce = case_engine(raw, command)
     assert ce.engine.name == name + (" (offline)" if offline else "")
+
+
+def test_speculative_methods_a_release_does_not_serve_are_refused():
+    """A proposer the release cannot run is refused (one line), not priced and launched without it: EAGLE-3 before
+    vLLM 0.9; a draft model on vLLM 0.8-0.10 runs on V0 (V1 had n-gram and the EAGLE family only), is refused by
+    0.11-0.14's V1 (NotImplementedError) and runs on V1 from 0.15 (PR #24322); the plan refuses it up front."""
+    draft = "draft:llama-3.2-1b,k=4,alpha=0.7"
+    old = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.9.2", speculative=draft)
+    assert (old.engine.name, old.engine.fell_back) == ("vllm@0.9.2 (V0)", "V1 runs no draft-model speculative decoding")
+    assert deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.15", speculative=draft).engine.name == "vllm@0.15"
+    for engine, spec in (("vllm@0.12", draft), ("vllm@0.14.1", draft), ("vllm@0.8.0", "eagle3,k=3,accepted=2.6"),
+                         ("trtllm@1.2", "eagle,k=3,accepted=2.5")):
+        with pytest.raises(SpecError, match=f"does not serve '{spec.partition(',')[0].partition(':')[0]}'"):
+            deployment("llama-3.1-8b", "h100-sxm", engine=engine, speculative=spec)
+    with pytest.raises(SpecError, match="vLLM 0.8.0 does not serve 'eagle3'"):
+        SearchSpace(engine="vllm@0.8.0", speculative=(None, parse_speculative("eagle3,k=3,accepted=2.6")))
 
 
 def test_vllm_v0_chunks_long_contexts_by_itself():

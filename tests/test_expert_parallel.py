@@ -145,8 +145,8 @@ def test_a_stated_expert_skew_slows_the_busiest_rank_only_under_ep():
     even, skewed = _by_name(_decode_cost(_dep(tp=8, ep=8))), _by_name(_decode_cost(_dep(tp=8, ep=8, expert_skew=1.5)))
     assert skewed["moe_experts"]["flops"] == pytest.approx(1.5 * even["moe_experts"]["flops"])
     assert skewed["moe_experts"]["weight_bytes"] == pytest.approx(even["moe_experts"]["weight_bytes"])
-    tp_even, tp_skew = _decode_cost(_dep(tp=8)), _decode_cost(_dep(tp=8, expert_skew=1.5))
-    assert tp_skew.time_s == tp_even.time_s  # every GPU holds a shard of every expert: no busiest rank
+    with pytest.raises(SpecError, match="expert_skew applies with expert parallelism"):
+        _dep(tp=8, expert_skew=1.5)  # every GPU holds a shard of every expert: no busiest rank to slow
     with pytest.raises(SpecError, match="expert_skew"):
         _dep(tp=8, ep=8, expert_skew=0.5)
 
@@ -172,8 +172,9 @@ def test_two_batch_overlap_hides_half_of_the_smaller_of_kernels_and_all_to_alls(
     assert sum(o.time_s for o in c.ops) + c.step_overhead_s == pytest.approx(c.time_s)
     assert _by_name(c)["norms_residual"]["time_s"] == _by_name(_decode_cost(_dep(tp=1, dp=8, ep=8)))[
         "norms_residual"]["time_s"]
-    # plain tensor parallelism has no all-to-all to hide
-    assert _decode_cost(_dep(tp=8, two_batch_overlap=True)).time_s == _decode_cost(_dep(tp=8)).time_s
+    # plain tensor parallelism has no all-to-all to hide: refused rather than priced as nothing
+    with pytest.raises(SpecError, match="two_batch_overlap applies with expert parallelism"):
+        _dep(tp=8, two_batch_overlap=True)
 
 
 def test_default_expert_skew_is_the_measured_deepseek_imbalance_scaled_to_the_ep_size():

@@ -272,6 +272,14 @@ def test_checkpoints_named_or_made():
     assert fp4.argv()[1] == "nvidia/Llama-3.3-70B-Instruct-FP4"
 
 
+def test_vllm_before_its_console_script_starts_as_a_module():
+    """`vllm serve` is the v0.5.2 wheel's console script; before it, the OpenAI server module with --model."""
+    t = TARGETS["8b fp8 base"]  # served from the published FP8 checkpoint
+    assert render(t, get_engine("vllm@0.5.1")).argv()[:5] == [
+        "python", "-m", "vllm.entrypoints.openai.api_server", "--model", "RedHatAI/Meta-Llama-3.1-8B-FP8"]
+    assert render(t, get_engine("vllm@0.5.2")).argv()[:3] == ["vllm", "serve", "RedHatAI/Meta-Llama-3.1-8B-FP8"]
+
+
 def test_trtllm_chunked_prefill_when_prompts_exceed_the_budget():
     long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm"))
                           .file("extra-llm-api-options.yml"))

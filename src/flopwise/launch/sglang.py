@@ -95,7 +95,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["prefix_caching_off"])
     spec = dep.speculative
     if spec is not None:
-        algo = engine.launch.table("speculative").get(spec.method)
+        algo = engine.speculative_method(spec.method)
         if algo is None:
             notes.append(f"SGLang {engine.version} has no '{spec.method}' speculation; served without it")
         else:

@@ -67,7 +67,7 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list
         lines.append(f"{y['stream_interval']}: {dep.engine.stream_interval}")
     spec = dep.speculative
     if spec is not None:
-        kind = engine.launch.table("speculative").get(spec.method)
+        kind = engine.speculative_method(spec.method)
         if kind is None:
             notes.append(f"TensorRT-LLM's PyTorch backend has no '{spec.method}' speculation"
                          + (" (EAGLE-1/2 heads; it serves EAGLE-3: use eagle3)" if spec.method == "eagle" else "")

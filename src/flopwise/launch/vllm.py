@@ -44,7 +44,7 @@ def _speculative(target: LaunchTarget, engine: EngineProfile, notes: list[str]) 
     spec = target.deployment.speculative
     if spec is None:
         return None
-    method = engine.launch.table("speculative").get(spec.method)
+    method = engine.speculative_method(spec.method)
     if method is None:
         notes.append(f"{engine.display} {engine.version} has no '{spec.method}' speculation; served without it")
         return None
@@ -64,7 +64,8 @@ def _speculative(target: LaunchTarget, engine: EngineProfile, notes: list[str]) 
 
 
 def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...] | None = None) -> LaunchCommand:
-    """`vllm serve MODEL` with the deployment's flags; `launcher`: other words before the model (a program that
+    """`vllm serve MODEL` (`python -m vllm.entrypoints.openai.api_server --model MODEL` before 0.5.2) with the
+    deployment's flags; `launcher`: other words before the model (a program that
     takes vLLM's engine arguments, e.g. NVIDIA Dynamo's `python -m dynamo.vllm --model`)."""
     dep = target.deployment
     la, flags = engine.launch, engine.launch.table("flags")
@@ -85,7 +86,10 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         if la["gguf_loader"] != "in-tree":
             prepare = " && ".join(p for p in (f"pip install {la['gguf_loader']}", prepare) if p)
             notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']}, out of tree")
-    line = CommandLine(*(launcher or (la["command"],)), model)
+    by_flag = bool(la["model_flag"]) and launcher is None  # releases before the `vllm` script: --model
+    line = CommandLine(*(launcher or (la["command"],)), *(() if by_flag else (model,)))
+    if by_flag:
+        line.flag(la["model_flag"], model)
     if engine.fell_back:  # the release picks its fallback engine by itself: nothing to launch differently
         notes.append(engine.fallback_note)
     if gguf:

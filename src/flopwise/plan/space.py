@@ -96,6 +96,9 @@ class SearchSpace:
                 eng.with_api_servers(n)  # offline, or an engine without the flag: one line, now
         for n in self.stream_intervals:
             eng.with_stream_interval(n)  # offline, or a server that streams every token: one line, now
+        for spec in self.speculative:  # a method the release does not serve: one line, now
+            if spec is not None and (why := eng.speculative_refusal(spec.method)) is not None:
+                raise SpecError(why)
         if self.cuda_graph_max_bs is not None:
             check_cuda_graph_max_bs(self.cuda_graph_max_bs)
         if check_moe_backend(self.moe_backend, None) and not eng.launch.get("moe_trtllm"):  # priced where launched

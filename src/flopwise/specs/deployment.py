@@ -353,8 +353,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     eng = engine.release_default() if engine is not None else get_engine()
     wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
-    if (why := v1_refusal(eng, hardware, kf)) is not None:
+    method = speculative.method if speculative is not None else None
+    if (why := v1_refusal(eng, hardware, kf, method)) is not None:
         eng = eng.fall_back(why)
+    if method is not None and (why := eng.speculative_refusal(method)) is not None:
+        raise SpecError(why)
     if api_servers is not None:
         eng = eng.with_api_servers(api_servers)
     if stream_interval is not None:
@@ -374,6 +377,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     eng.check_parallelism(tp=tp, pp=pp, dp=dp, ep=ep)
     if two_batch_overlap and not any(lay.mlp.is_moe for lay in model.layers):
         raise SpecError(f"two-batch overlap hides MoE all-to-alls behind compute; {model.name} has no MoE layers")
+    for name, given in (("two_batch_overlap", two_batch_overlap),
+                        ("expert_skew", expert_skew is not None and expert_skew != 1.0)):
+        if given and ep == 1:
+            raise SpecError(f"{name} applies with expert parallelism (ep > 1): with ep=1 no GPU holds experts of its "
+                            "own, so it would change nothing; add --ep or drop it")
     if not eng.runs_on(hardware.vendor, hardware.kind):
         raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
                         f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
@@ -431,13 +439,20 @@ def chunked_features(model: ModelSpec, hardware: HardwareSpec) -> frozenset[str]
         ("rocm", hardware.vendor == "amd" and hardware.kind == "gpu"), ("cpu", hardware.kind != "gpu")) if has)
 
 
-def v1_refusal(engine: EngineProfile, hardware: HardwareSpec, kv: KVFormat) -> str | None:
-    """Why vLLM 0.8-0.10's V1 engine does not take a deployment on `hardware` with a `kv` cache, so that the release
-    runs it on V0 (`EngineArgs._is_v1_supported_oracle`; `EngineProfile.fall_back`); None where V1 takes it or the
-    engine has no fallback. NVIDIA GPUs only (the ROCm checks differ): compute capability below 8.0 (no bf16 tensor
-    cores: V100, T4, Turing), and an FP8 KV cache outside FlashAttention 3 on SM 9.0 and SM 10.0
-    (`CudaPlatform.is_kv_cache_dtype_supported`; those are the HBM parts with programmatic dependent launch)."""
-    if engine.family != "vllm" or not engine.fallback or hardware.vendor != "nvidia" or hardware.kind != "gpu":
+def v1_refusal(engine: EngineProfile, hardware: HardwareSpec, kv: KVFormat,
+               speculative: str | None = None) -> str | None:
+    """Why vLLM 0.8-0.10's V1 engine does not take a deployment on `hardware` with a `kv` cache and a `speculative`
+    proposer (its method; None: none), so that the release runs it on V0 (`EngineArgs._is_v1_supported_oracle`;
+    `EngineProfile.fall_back`); None where V1 takes it or the engine has no fallback. A draft model (V1 ran n-gram
+    and the EAGLE family's heads only; from 0.11 V1 refuses it, until 0.15); on NVIDIA GPUs (the ROCm checks
+    differ) compute capability below 8.0 (no bf16 tensor cores: V100, T4, Turing), and an FP8 KV cache outside
+    FlashAttention 3 on SM 9.0 and SM 10.0 (`CudaPlatform.is_kv_cache_dtype_supported`; those are the HBM parts
+    with programmatic dependent launch)."""
+    if engine.family != "vllm" or not engine.fallback:
+        return None
+    if speculative == "draft":
+        return "V1 runs no draft-model speculative decoding"
+    if hardware.vendor != "nvidia" or hardware.kind != "gpu":
         return None
     if not hardware.peak_tflops.get("bf16"):
         return f"V1 needs compute capability 8.0 or newer, {hardware.name} is older"

@@ -913,9 +913,8 @@ class EngineProfile:
         tokens = rule.offline_max_num_batched_tokens if offline and rule.offline_max_num_batched_tokens \
             else rule.max_num_batched_tokens
         seqs = rule.offline_max_num_seqs if offline and rule.offline_max_num_seqs else rule.max_num_seqs
-        if speculative and self.launch.get("speculative") is not None \
-                and speculative not in self.launch.table("speculative"):
-            speculative = None  # served without it (launch's note): no proposer to reserve for
+        if speculative and self.speculative_refusal(speculative):
+            speculative = None  # another engine's deployment, served without it (launch's note): nothing to reserve
         chunked = self.enable_chunked_prefill
         if not chunked and rule.chunks_context(context_len, features | ({"speculative"} if speculative else set())):
             chunked, tokens = True, rule.chunked_tokens
@@ -983,6 +982,21 @@ class EngineProfile:
         release = self.sources[-1][0]
         return (f"{self.display} {self.version} runs this deployment on its {self.fallback_label} engine "
                 f"({self.fell_back}): priced with {self.family}@{release}'s profile")
+
+    def speculative_method(self, method: str) -> str | None:
+        """The engine's own name for flopwise's speculative `method` (its [launch.speculative] table: vLLM
+        "draft_model", SGLang "EAGLE3", TensorRT-LLM "MTP"), None where this release does not serve it (absent, or ""
+        where a release dropped it)."""
+        return self.launch.table("speculative").get(method) or None
+
+    def speculative_refusal(self, method: str) -> str | None:
+        """Why this release cannot serve speculative decoding by `method` (None: it can, or the catalog lists no
+        methods for the engine: the PyTorch harnesses, llama.cpp)."""
+        if self.launch.get("speculative") is None or self.speculative_method(method) is not None:
+            return None
+        served = sorted(m for m in self.launch.table("speculative") if self.speculative_method(m))
+        return (f"{self.display} {self.version} does not serve '{method}' speculative decoding (it serves "
+                f"{', '.join(served) or 'none'}): drop --speculative, or pick another method, release or engine")
 
     def _one_api_server(self, reason: str) -> SpecError:
         # vLLM's serve: "api_server_count > 1 is only supported for V1"
