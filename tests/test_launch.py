@@ -280,6 +280,20 @@ def test_vllm_before_its_console_script_starts_as_a_module():
     assert render(t, get_engine("vllm@0.5.2")).argv()[:3] == ["vllm", "serve", "RedHatAI/Meta-Llama-3.1-8B-FP8"]
 
 
+def test_trtllm_0_20_writes_its_cuda_graph_switch_both_ways():
+    """0.20-0.21's TorchLlmArgs: use_cuda_graph (off by default) and cuda_graph_max_batch_size at the top level; from
+    1.0 cuda_graph_config (on by default, null for off). The launch states what was priced."""
+    t = TARGETS["8b fp8 base"]
+    def opts(engine, target=t):
+        return yaml.safe_load(render(target, engine).file("extra-llm-api-options.yml"))
+    assert opts(get_engine("trtllm@0.20"))["use_cuda_graph"] is True
+    assert opts(get_engine("trtllm@0.21").eager())["use_cuda_graph"] is False
+    capped = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", weights="fp8", kv="fp8", cuda_graph_max_bs=64)
+    assert opts(get_engine("trtllm@0.20"), capped)["cuda_graph_max_batch_size"] == 64
+    assert opts(get_engine("trtllm@1.0").eager())["cuda_graph_config"] is None
+    assert "use_cuda_graph" not in opts(get_engine("trtllm@1.0"))
+
+
 def test_trtllm_chunked_prefill_when_prompts_exceed_the_budget():
     long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm"))
                           .file("extra-llm-api-options.yml"))

@@ -42,7 +42,11 @@ def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list
         lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
-    if not engine.kernels.cuda_graphs:
+    if y.get("graph_switch"):  # 0.20-0.21: a bool, off by default, and the cap beside it
+        lines.append(f"{y['cuda_graphs']}: {'true' if engine.kernels.cuda_graphs else 'false'}")
+        if engine.kernels.cuda_graphs and sw.cuda_graph_max_bs is not None:
+            lines.append(f"{y['graph_batch_flat']}: {sw.cuda_graph_max_bs}")
+    elif not engine.kernels.cuda_graphs:
         lines.append(f"{y['cuda_graphs']}: null")
     elif sw.cuda_graph_max_bs is not None:
         if "graph_batch" in y:
