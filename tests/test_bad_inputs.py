@@ -393,6 +393,15 @@ CASES = [
     ("nonsense", "a draft model on vLLM's V1 before 0.15", lambda t: [
         "simulate", "--engine", "vllm@0.12", "--speculative", "draft:llama-3.2-1b,k=4,alpha=0.7", "--num-requests",
         "3"], "vLLM 0.12 does not serve 'draft'"),
+    ("nonsense", "data-parallel attention on a vLLM before it had any", lambda t: [
+        "estimate", "--engine", "vllm@0.8.2", "--model", "qwen3-30b-a3b", "--tp", "1", "--dp", "2", "--ep", "2"],
+     "vLLM 0.8.2 has no DP (dp=2)"),
+    ("nonsense", "expert parallelism on a vLLM before it had any", lambda t: [
+        "estimate", "--engine", "vllm@0.7.3", "--model", "qwen3-30b-a3b", "--tp", "2", "--ep", "2"],
+     "vLLM 0.7.3 has no EP (ep=2)"),
+    ("nonsense", "plan's data-parallel layouts only, on SGLang before 0.4", lambda t: [
+        "plan", "--engine", "sglang@0.3.6", "--model", "qwen3-30b-a3b", "--moe-layouts", "dep"],
+     "SGLang 0.3.6 has no DP"),
 ]
 
 
@@ -413,7 +422,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 52, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 55, "substitution": 35, "misleading": 11, "parser": 2,
                       "new": 20}
 
 

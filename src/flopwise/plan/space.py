@@ -96,6 +96,8 @@ class SearchSpace:
                 eng.with_api_servers(n)  # offline, or an engine without the flag: one line, now
         for n in self.stream_intervals:
             eng.with_stream_interval(n)  # offline, or a server that streams every token: one line, now
+        if self.moe_layouts == ("dep",):  # only layouts the release cannot run: one line, now
+            eng.check_parallelism(dp=2, ep=2)
         for spec in self.speculative:  # a method the release does not serve: one line, now
             if spec is not None and (why := eng.speculative_refusal(spec.method)) is not None:
                 raise SpecError(why)

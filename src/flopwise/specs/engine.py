@@ -815,7 +815,7 @@ class EngineProfile:
         """A SpecError naming the first degree above 1 (tp=, pp=, dp=, ep=) the engine does not implement."""
         for name, n in degrees.items():
             if n > 1 and name not in self.parallelism:
-                raise SpecError(f"{self.display} has no {name.upper()} ({name}={n}); it implements "
+                raise SpecError(f"{self.display} {self.version} has no {name.upper()} ({name}={n}); it implements "
                                 f"{', '.join(p.upper() for p in self.parallelism)}")
 
     def runs_on(self, vendor: str, kind: str) -> bool:
