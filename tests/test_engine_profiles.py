@@ -471,6 +471,16 @@ def test_speculative_methods_a_release_does_not_serve_are_refused():
         SearchSpace(engine="vllm@0.8.0", speculative=(None, parse_speculative("eagle3,k=3,accepted=2.6")))
 
 
+def test_a_version_past_the_catalog_or_a_pre_release_says_what_it_is_priced_as(capsys):
+    assert get_engine("vllm@99").version_note == ("vLLM 99 is newer than any release flopwise's catalog knows "
+                                                  "(0.32): priced as 0.32")
+    assert get_engine("trtllm@1.2.0rc1").version_note.endswith("is a pre-release: priced as the release it precedes")
+    assert get_engine("vllm@0.32").version_note == get_engine("sglang@0.5.6.post1").version_note == ""
+    assert run(["estimate", "--engine", "tgi@3.3.0", "--model", "qwen3-0.6b", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "TGI 3.3.0 is newer than any release" in out.err and "priced as 3.0.0" in json.loads(out.out)["notes"][-1]
+
+
 def test_vllm_v0_chunks_long_contexts_by_itself():
     """vLLM V0 from 0.5.3 turns chunked prefill on for max_model_len > 32K (EngineArgs.create_engine_config) with a
     512-token budget (2048 from 0.6.5), unless a sliding window, speculative decoding, a CPU backend, encoders (from

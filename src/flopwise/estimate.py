@@ -164,7 +164,7 @@ def notes(dep: Deployment) -> list[str]:
     """What the numbers assume that the user should know: the model reader's notes, a weight format that is not
     the checkpoint's, an engine's fallback (vLLM 0.8-0.10's V0), encoders left out of the memory plan."""
     out = list(dep.model.notes)
-    out += [n for n in (weights_note(dep), dep.engine.fallback_note) if n]
+    out += [n for n in (weights_note(dep), dep.engine.fallback_note, dep.engine.version_note) if n]
     if dep.model.encoders:
         names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
         out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "

@@ -122,9 +122,11 @@ FAMILY_HELP = ("Read the config.json with this registered family's reader (an un
                "family, as the refusal names it); the mapping is assumed.")
 
 
-def warn_model_notes(model: Any) -> None:
+def warn_model_notes(dep: Any) -> None:
     """Warnings on stderr that must not be missed: a family forced with --family, a quantization_config that could
-    not be read. (Other notes are in the report and the JSON.)"""
-    for note in model.notes:
+    not be read, an engine version past the catalog's releases. (Other notes are in the report and the JSON.)"""
+    for note in dep.model.notes:
         if "--family" in note or "quantization_config" in note:
             typer.echo(f"warning: {note}", err=True)
+    if dep.engine.version_note:
+        typer.echo(f"warning: {dep.engine.version_note}", err=True)

@@ -55,7 +55,7 @@ def compare_cmd(
     ledger = compare(tries, model, gpu, tp=tp, weights=weights, kv=kv, workload=workload, input_len=input_len,
                      output_len=output_len, batch=batch, sla=sla, simulate=simulate, num_requests=num_requests,
                      hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint, family=family)
-    warn_model_notes(ledger.baseline.scenario.deployment.model)
+    warn_model_notes(ledger.baseline.scenario.deployment)
     if json_out:
         print_json(ledger.to_dict())
         return

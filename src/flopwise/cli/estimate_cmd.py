@@ -91,7 +91,7 @@ def estimate_cmd(
                       engine_file=engine_file, family=family, enforce_eager=enforce_eager,
                       async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
                       moe_backend=moe_backend, pdl=pdl)
-    warn_model_notes(result.deployment.model)
+    warn_model_notes(result.deployment)
     if json_out:
         print_json(result.to_dict())
         return

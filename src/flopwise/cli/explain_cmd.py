@@ -39,7 +39,7 @@ def explain_cmd(
 
     ex = explain(model, gpu, tp=tp, weights=weights, kv=kv, batch=batch, input_len=input_len, output_len=output_len,
                  draft=draft, k=k, alpha=alpha, hardware_file=hardware_file, engine=engine, family=family)
-    warn_model_notes(ex.scenario.deployment.model)
+    warn_model_notes(ex.scenario.deployment)
     if json_out:
         print_json(ex.to_dict())
         return

@@ -175,7 +175,7 @@ def simulate_cmd(
                           target_outstanding=target_outstanding, timeout_s=timeout_s, classes=classes,
                           scheduling_policy=scheduling_policy, rate_profile=rate_profile, adp_balance=adp_balance,
                           progress=advance)
-    warn_model_notes(result.deployment.model)
+    warn_model_notes(result.deployment)
     if json_out:
         print_json(result.to_dict())
     else:

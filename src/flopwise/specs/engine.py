@@ -998,6 +998,18 @@ class EngineProfile:
         return (f"{self.display} {self.version} does not serve '{method}' speculative decoding (it serves "
                 f"{', '.join(served) or 'none'}): drop --speculative, or pick another method, release or engine")
 
+    @property
+    def version_note(self) -> str:
+        """Where the version asked is past every release the catalog knows, or a pre-release: what it is priced as
+        ('' otherwise)."""
+        newest = _newest_release(self.family)
+        if _version_key(self.version) > _version_key(newest):
+            return (f"{self.display} {self.version} is newer than any release flopwise's catalog knows ({newest}): "
+                    f"priced as {newest}")
+        if _PRERELEASE.search(self.version):
+            return f"{self.display} {self.version} is a pre-release: priced as the release it precedes"
+        return ""
+
     def _one_api_server(self, reason: str) -> SpecError:
         # vLLM's serve: "api_server_count > 1 is only supported for V1"
         return SpecError(f"{self.display} {self.version} runs this deployment on its {self.fallback_label} engine "
@@ -1156,6 +1168,18 @@ def _families() -> dict[str, _Family]:
         for key in (fam.name, *fam.aliases):
             out[key.lower()] = fam
     return out
+
+
+_PRERELEASE = re.compile(r"(rc|dev|a|b)\d*(\+[\w.]+)?$", re.I)
+
+
+@cache
+def _newest_release(family: str) -> str:
+    """The newest version the family's catalog names (its default, a profile release or a launch release)."""
+    fam = _families()[family]
+    names = [fam.default_version, *(since for _, since, _ in fam.releases),
+             *(str(r["since"]) for r in fam.launch.get("release", []))]
+    return max(names, key=_version_key)
 
 
 def engine_families() -> tuple[str, ...]:
