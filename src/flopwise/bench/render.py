@@ -41,8 +41,9 @@ def render_run(console: Console, rep: RunReport) -> None:
                   + (f" of {asked:g} asked" if asked else " (closed loop)" if rep.config.load.is_closed
                      else " (asked: all at once)"))
     console.print(f"throughput {fmt_rate(s['request_throughput'])} req/s, {s['output_tokens_per_s']:.1f} output tok/s, "
-                  f"goodput {fmt_rate(s['goodput'])} req/s, SLA attainment {100 * s['sla_attainment']:.1f}%"
-                  + (f", SLA {'met' if s.get('sla_met') else 'missed'} ({s['sla']})" if s.get("sla") else ""))
+                  + (f"goodput {fmt_rate(s['goodput'])} req/s, SLA attainment {100 * s['sla_attainment']:.1f}%, SLA "
+                     f"{'met' if s.get('sla_met') else 'missed'} ({s['sla']})" if s.get("sla")
+                     else "no SLA given (--sla for goodput)"))
     if s.get("sla"):
         console.print(f"goodput as vllm bench serve defines it (TTFT, TPOT, E2E; no ITL): "
                       f"{fmt_rate(s['goodput_vllm'])} req/s, attainment {100 * s['sla_attainment_vllm']:.1f}%")

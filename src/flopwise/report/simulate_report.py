@@ -51,9 +51,10 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
         t.add_row(key.removesuffix("_ms"), *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
     console.print(t)
+    goodput = (f"goodput {fmt_rate(s['goodput'])} req/s (SLA attainment {s['sla_attainment']:.1%})" if s.get("sla")
+               else "no SLA given (--sla for goodput)")
     console.print(f"throughput {fmt_rate(s['request_throughput'])} req/s, {s['output_tokens_per_s']:,.0f} output "
-                  f"tok/s; goodput {fmt_rate(s['goodput'])} req/s (SLA attainment {s['sla_attainment']:.1%}); "
-                  f"preemptions {s['preemptions']}")
+                  f"tok/s; {goodput}; preemptions {s['preemptions']}")
     if s.get("num_failed"):
         kinds = ", ".join(f"{k} {n:,}" for k, n in sorted((s.get("errors_by_kind") or {}).items()))
         console.print(f"[bold red]{s['num_failed']:,} of {s['num_requests']:,} requests failed[/]"
