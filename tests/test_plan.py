@@ -191,8 +191,10 @@ def test_plan_for_a_trace(tmp_path):
 
 def test_infeasible_sla_names_the_closest_and_the_miss():
     space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",))
-    with pytest.raises(InfeasibleError, match=r"no configuration.*TPOT is already .* > 1 ms"):
+    with pytest.raises(InfeasibleError, match=r"no configuration.*TPOT is already .* > 1 ms\. Relax") as e:
         plan(PlanRequest(model="llama-3.1-8b", sla="p95_tpot<=1ms", space=space, **SMALL))
+    assert str(e.value).startswith("no configuration in the space meets p95_tpot<=1ms for meta-llama/Llama-3.1-8B; "
+                                   "h100-sxm tp1 bf16/kv:bf16: ")
 
 
 def test_model_that_fits_nowhere_says_what_would():

@@ -559,15 +559,14 @@ def _infeasible_message(req: PlanRequest, sla: SLA, model: ModelSpec, infeasible
     """No config meets the SLA: name the closest ones and which objective failed by how much."""
     scored = [i for i in infeasible if i.misses]
     scored.sort(key=lambda i: max(i.misses.values()))
-    lines = [f"no configuration in the space meets {sla} for {model.name}."]
-    for i in scored[:3]:
-        worst = ", ".join(f"{k} missed by {(v - 1) * 100:.0f}%" for k, v in i.misses.items() if v > 1)
-        lines.append(f"closest: {i.candidate.label} ({worst})")
-    if not scored:
-        for i in infeasible[:3]:
-            lines.append(f"{i.candidate.label}: {i.reason}")
-    lines.append("Relax the SLA, allow more GPUs (--max-gpus) or faster GPUs (--gpus).")
-    return " ".join(lines)
+    if scored:
+        def missed(i: Infeasible) -> str:
+            return ", ".join(f"{k} missed by {(v - 1) * 100:.0f}%" for k, v in i.misses.items() if v > 1)
+        why = "closest: " + "; ".join(f"{i.candidate.label} ({missed(i)})" for i in scored[:3])
+    else:
+        why = "; ".join(f"{i.candidate.label}: {i.reason}" for i in infeasible[:3])
+    return (f"no configuration in the space meets {sla} for {model.name}; {why}. Relax the SLA, allow more GPUs "
+            "(--max-gpus) or faster GPUs (--gpus).")
 
 
 # ------------------------------------------------------------------------------------------- JSON edge
