@@ -242,14 +242,20 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             for seqs, tokens, pc, spec, api, si in itertools.product(
                     space.max_num_seqs, space.max_num_batched_tokens, space.prefix_caching, space.speculative,
                     space.api_servers, space.stream_intervals):
-                eng = base.engine if api is None else base.engine.with_api_servers(api)
-                dep = replace(base.with_knobs(max_num_seqs=seqs, max_num_batched_tokens=tokens),
-                              max_num_seqs=default_seqs(base.engine, base.max_num_seqs, tokens) if seqs is None
-                              else seqs,
-                              max_num_batched_tokens=base.max_num_batched_tokens if tokens is None else tokens,
-                              speculative=spec, engine=eng.with_stream_interval(si))
-                if spec is not None:  # the engine's memory default with the proposer (SGLang reserves for it)
-                    dep = replace(dep, gpu_memory_utilization=dep.engine_defaults().memory_fraction)
+                b = base
+                if spec is not None:  # what the engine makes of the proposer: its memory reserve (SGLang), its
+                    # fallback engine (vLLM 0.8-0.10's V0 for a draft model), its defaults without chunking (V0)
+                    try:
+                        b = make_deployment(model, hw, weights=base.weights.name, kv=base.kv.name, tp=base.tp,
+                                            pp=base.pp, dp=base.dp, ep=base.ep, speculative=spec,
+                                            **space.engine_switches())
+                    except SpecError:
+                        continue
+                eng = b.engine if api is None else b.engine.with_api_servers(api)
+                dep = replace(b.with_knobs(max_num_seqs=seqs, max_num_batched_tokens=tokens),
+                              max_num_seqs=default_seqs(b.engine, b.max_num_seqs, tokens) if seqs is None else seqs,
+                              max_num_batched_tokens=b.max_num_batched_tokens if tokens is None else tokens,
+                              engine=eng.with_stream_interval(si))
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:
