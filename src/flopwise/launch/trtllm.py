@@ -106,6 +106,11 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
     notes = [src.note] if src.note else []
+    if not engine.at_least(la["pytorch_profile_since"]):
+        notes.append(f"TensorRT-LLM {engine.version} is priced as its C++ TensorRT-engine flow (the C++ executor); "
+                     f"this command starts trtllm-serve's PyTorch backend, whose Python executor runs differently "
+                     f"(priced from {la['pytorch_profile_since']}): for the priced runtime build an engine with "
+                     "trtllm-build and serve that (not rendered)")
     sw = switches(target, engine)
     env = (f"{la['pdl_env']}=1",) if sw.pdl else ()  # an environment variable, no flag
     line = CommandLine(*env, la["command"], src.model).flag(flags["backend"], la["backend"])

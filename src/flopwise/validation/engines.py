@@ -83,7 +83,7 @@ _VLLM_V0_REMOVED = "0.11.0"  # release notes: V0 removed (no fallback from then 
 # TensorRT-LLM: the first release the catalog prices as the PyTorch backend, the one before it (the C++ engine flow),
 # and the first whose tools run PyTorch when no backend is given (PRs #5312, #5717: merged after the 0.21 branch;
 # trtllm-bench's --backend defaulted to None, the engine flow, until then)
-_TRTLLM_PYTORCH_SINCE = "0.20.0"
+_TRTLLM_PYTORCH_SINCE = get_engine("trtllm").launch["pytorch_profile_since"]  # the catalog's PyTorch profiles
 _TRTLLM_LAST_ENGINE_FLOW = "0.19.0"
 _TRTLLM_PYTORCH_DEFAULT_SINCE = "1.0.0"
 # SGLang's --num-continuous-decode-steps ran N decode steps per scheduler pass in 0.3.4 and 0.3.5 (managers/
