@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import flopwise
@@ -307,3 +308,15 @@ def test_readme_python_snippet_runs(index, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_numpy_scalars_are_the_numbers_they_stand_for():
+    """A numpy int or float passes the entry check as a number and reaches the layers below, and the result's
+    to_dict(), as a Python int / float: the same figures as plain numbers, and valid JSON."""
+    plain = flopwise.simulate("llama-3.1-8b", "h100-sxm", request_rate=4, num_requests=20, tp=2, num_gpus=2)
+    numpy = flopwise.simulate("llama-3.1-8b", "h100-sxm", request_rate=np.float32(4), num_requests=np.int64(20),
+                              tp=np.int64(2), num_gpus=np.int64(2))
+    assert numpy.to_dict()["ttft_ms"] == plain.to_dict()["ttft_ms"]
+    est = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=np.int64(8), input_len=np.int64(512))
+    assert json.loads(json.dumps(est.to_dict()))["batch"] == 8
+    assert json.dumps(flopwise.explain("llama-3.1-8b", "h100-sxm", batch=np.int64(8)).to_dict())

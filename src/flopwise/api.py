@@ -134,6 +134,22 @@ def _matches(value: Any, hint: Any) -> bool:
     return isinstance(value, hint)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy (or other numbers-ABC) scalar as the Python int or float it stands for, inside lists, tuples and
+    dicts too: the layers below check `int` / `float` and the results must stay JSON-serializable."""
+    if isinstance(value, bool) or type(value) in (int, float):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """The parameters' annotations of `fn`, evaluated (the return annotation may name a type imported only for
     type checkers, and is not needed)."""
@@ -174,7 +190,8 @@ def _checked(fn: F) -> F:
                 # an empty name or format would read as the default
                 raise ArgumentError(f"flopwise.{fn.__name__}(): {name} (--{name.replace('_', '-')}) is empty; give "
                                     "a value or leave it out for the default")
-        return fn(*args, **kwargs)
+            bound.arguments[name] = _plain(value)
+        return fn(*bound.args, **bound.kwargs)
 
     return call  # type: ignore[return-value]
 
