@@ -413,7 +413,14 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
     assert router.count("--prefill") == 2 and router.count("--decode") == 1
     vl = disaggregated_launch(spec, family="vllm", **kw)
     cmds = [c for p in vl["pools"] for c in p["commands"]]
-    argvs = [shlex.split(c.replace("\\\n", " "))[2:] for c in cmds]
+    words = [shlex.split(c.replace("\\\n", " ")) for c in cmds]
+    # each instance advertises its NIXL side channel on its own host, at a port of its own (vLLM's default:
+    # localhost:5600)
+    assert [w[:2] for w in words] == [
+        [f"VLLM_NIXL_SIDE_CHANNEL_HOST=<{host}-host>", f"VLLM_NIXL_SIDE_CHANNEL_PORT={port}"]
+        for host, port in (("prefill-0", 5600), ("prefill-1", 5601), ("decode-0", 5602))]
+    assert all(w[2:4] == ["vllm", "serve"] for w in words)
+    argvs = [w[4:] for w in words]
     for a in argvs:
         cfg = json.loads(a[a.index("--kv-transfer-config") + 1])
         assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}

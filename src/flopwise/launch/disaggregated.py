@@ -27,6 +27,7 @@ spelled as everywhere else; ports are 30000 + i for prefill instance i and 31000
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import replace
 from typing import Any
@@ -97,19 +98,29 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         commands = []
         for i in range(pool.num_replicas):
             port = (PREFILL_PORT if pool.role == "prefill" else DECODE_PORT) + i
+            launcher: tuple[str, ...] | None = None
             if family == "vllm":
                 extra: list[tuple[str, object]] = [(flags["kv_transfer_config"], _connector(eng)),
                                                    (flags["port"], port)]
+                # the NIXL side channel each instance advertises: its own host, a port of its own (fleet-wide)
+                la = eng.launch
+                n = len(urls["prefill"]) + len(urls["decode"])
+                launcher = (f"{la['nixl_host_env']}={shlex.quote(f'<{pool.role}-{i}-host>')}",
+                            f"{la['nixl_port_env']}={int(la['nixl_port']) + n}", la["command"])
             else:
                 extra = [(flags["disaggregation_mode"], pool.role),
                          (flags["disaggregation_backend"], eng.launch["disaggregation_backend"]), (flags["port"], port)]
-            cmd = _instance(one, eng, extra)
+            cmd = _instance(one, eng, extra, launcher)
             if cmd.command is None:
                 return {"engine": family, "reason": cmd.reason}
             commands.append(cmd.command)
             notes += [n for n in cmd.notes if n not in notes]
             urls[pool.role].append(f"http://<{pool.role}-{i}-host>:{port}")
         out["pools"].append({"role": pool.role, "replicas": pool.num_replicas, "tp": dep.tp, "commands": commands})
+    notes.append("instances that share a host need GPUs of their own and " + (
+        "distinct --base-gpu-id and --disaggregation-bootstrap-port values (the router then takes each prefill URL "
+        "with its port)" if family == "sglang" else "CUDA_VISIBLE_DEVICES set apart (their NIXL side-channel ports "
+        "already differ)"))
     if family == "sglang":
         router = CommandLine(engine_profile(family, spec.pools[0].deployment.engine).launch["pd_router"])
         for u in urls["prefill"]:
@@ -210,17 +221,22 @@ def _trtllm(spec: ClusterSpec, *, model_id: str, max_model_len: int, max_prompt_
     return out
 
 
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # NAME=value before a command
+
+
 def _llm_d(spec: ClusterSpec, pools: list[dict[str, Any]], engine: EngineProfile) -> dict[str, Any]:
     """The fleet as llm-d's ModelService Helm values (the [launch.llm_d] table): the checkpoint the instances load,
     each pool's replicas and tensor parallelism, and the vLLM arguments of its instances (as rendered, less what
     the chart adds: the program, the model, --port and --tensor-parallel-size)."""
     d, flags = engine.launch.table("llm_d"), engine.launch.table("flags")
+    def after_env(argv: list[str]) -> list[str]:  # the command less the environment assignments before it
+        return argv[next(i for i, w in enumerate(argv) if not _ENV_WORD.match(w)):]
     program = len(shlex.split(engine.launch["command"]))
-    served = command_argv(pools[0]["commands"][0])[program]  # the checkpoint the pods load
+    served = after_env(command_argv(pools[0]["commands"][0]))[program]  # the checkpoint the pods load
     lines = ["modelArtifacts:", f"  uri: hf://{served}", f"  name: {served}", "routing:",
              f"  servicePort: {d['service_port']}", "  proxy:", f"    connector: {d['proxy_connector']}"]
     for pool, rendered in zip(spec.pools, pools, strict=True):
-        argv = command_argv(rendered["commands"][0])
+        argv = after_env(command_argv(rendered["commands"][0]))
         args: list[str] = []
         skip = False
         for a in argv[program + 1:]:  # after the program and the model
