@@ -252,6 +252,16 @@ def _events(text):
     return parse_replica_events(text)
 
 
+def test_replicas_still_starting_when_the_run_ends_are_not_counted_as_used():
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none"),
+                         tp=1, replicas=1, autoscale="1..4", cold_start="38")
+    wl = build_workload(workload="chat", num_requests=600, request_rate=30, seed=0)
+    s = simulate_fleet(spec, wl).summary()
+    a = s["fleet"]["autoscale"]
+    assert (a["replicas_started"], a["max_replicas_asked"], a["max_replicas_used"]) == (3, 4, 1)
+    assert all(h["at_s"] <= s["duration_s"] + wl.requests[0].arrival_at for h in a["history"])
+
+
 def test_autoscale_starts_replicas_after_a_cold_start():
     dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
     spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n, frontend="none"),
@@ -260,7 +270,11 @@ def test_autoscale_starts_replicas_after_a_cold_start():
     wl = build_workload(workload="chat", num_requests=1500, request_rate=25, seed=0)
     s = simulate_fleet(spec, wl).summary()
     a = s["fleet"]["autoscale"]
-    assert a["replicas_started"] >= 1 and a["max_replicas_used"] <= 4
+    assert a["replicas_started"] >= 1 and a["max_replicas_used"] <= a["max_replicas_asked"] <= 4
+    # replicas used are those serving, not those still starting; the history ends with the run
+    assert a["max_replicas_used"] == max(h["serving"] for h in a["history"])
+    assert all(h["serving"] <= h["replicas"] for h in a["history"])
+    assert a["history"][-1]["at_s"] <= s["duration_s"] + wl.requests[0].arrival_at
     started = [r for r in s["fleet"]["replicas"][1:]]
     assert started and all(r["started_at"] % 5 == 0 for r in started)
     # each new replica takes its first request no earlier than its cold start allows

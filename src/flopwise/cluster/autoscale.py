@@ -39,14 +39,14 @@ def cold_start_s(dep: Deployment, storage_gbs: float, engine_start_s: float = DE
 
 
 class Autoscaler:
-    """Scales the pool of `role`; `history` records (time, replicas up or starting, desired)."""
+    """Scales the pool of `role`; `history` records (time, replicas up or starting, of them serving, desired)."""
 
     def __init__(self, spec: AutoscaleSpec, role: str, cold_s: float):
         self.spec = spec
         self.role = role
         self.cold_s = cold_s
         self.below_since: float | None = None
-        self.history: list[tuple[float, int, int]] = []
+        self.history: list[tuple[float, int, int, int]] = []
         self.num_started = 0
         self.num_drained = 0
 
@@ -56,7 +56,7 @@ class Autoscaler:
         outstanding = sum(m.num_outstanding for m in members) + len(fleet.pending[self.role])
         desired = min(spec.max_replicas, max(spec.min_replicas, math.ceil(outstanding / spec.target_outstanding)))
         have = len(members)
-        self.history.append((at, have, desired))
+        self.history.append((at, have, sum(m.state == "up" for m in members), desired))
         if desired > have:
             self.below_since = None
             for _ in range(desired - have):
@@ -74,9 +74,13 @@ class Autoscaler:
         else:
             self.below_since = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, end: float) -> dict[str, Any]:
+        """The run's scaling up to its `end` (a tick after the last request is not the run's): replicas used are
+        those serving (up), not those still starting."""
+        seen = [h for h in self.history if h[0] <= end]
         return {"min_replicas": self.spec.min_replicas, "max_replicas": self.spec.max_replicas,
                 "target_outstanding": self.spec.target_outstanding, "cold_start_s": self.cold_s,
                 "replicas_started": self.num_started, "replicas_drained": self.num_drained,
-                "max_replicas_used": max((h[1] for h in self.history), default=0),
-                "history": [{"at_s": t, "replicas": n, "desired": d} for t, n, d in self.history]}
+                "max_replicas_used": max((h[2] for h in seen), default=0),
+                "max_replicas_asked": max((h[1] for h in seen), default=0),
+                "history": [{"at_s": t, "replicas": n, "serving": up, "desired": d} for t, n, up, d in seen]}

@@ -713,7 +713,7 @@ class FleetResult:
             "cost_per_million_output_tokens_usd": cost / (out["output_tokens_per_s"] * out["duration_s"]) * 1e6
             if out["output_tokens_per_s"] else None,
             "kv_transfer": _transfer_summary(fleet) if spec.is_disaggregated else None,
-            "autoscale": fleet.autoscaler.summary() if fleet.autoscaler is not None else None,
+            "autoscale": fleet.autoscaler.summary(end) if fleet.autoscaler is not None else None,
             "metrics": "exact" if b is None else "bounded",
         }
         return out

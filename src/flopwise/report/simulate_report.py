@@ -102,8 +102,8 @@ def render_fleet(console: Console, f: dict[str, Any]) -> None:
     if f.get("autoscale"):
         a = f["autoscale"]
         console.print(f"autoscale {a['min_replicas']}..{a['max_replicas']}: {a['replicas_started']} started, "
-                      f"{a['replicas_drained']} drained, at most {a['max_replicas_used']} replicas; cold start "
-                      f"{a['cold_start_s']:.0f} s")
+                      f"{a['replicas_drained']} drained, at most {a['max_replicas_used']} replicas serving "
+                      f"({a['max_replicas_asked']} up or starting); cold start {a['cold_start_s']:.0f} s")
     t = Table(title="replicas")
     for c in ("#", "pool", "state", "requests", "busy", "KV mean", "TTFT mean ms", "TTFT p95 ms"):
         t.add_column(c, justify="right")
