@@ -399,6 +399,11 @@ CASES = [
     ("nonsense", "expert parallelism on a vLLM before it had any", lambda t: [
         "estimate", "--engine", "vllm@0.7.3", "--model", "qwen3-30b-a3b", "--tp", "2", "--ep", "2"],
      "vLLM 0.7.3 has no EP (ep=2)"),
+    ("misleading", "bench --sweep without --sla, told before the server is asked", lambda t: [
+        "bench", "--url", "http://127.0.0.1:9", "--sweep", "--out", str(t / "b")], "pass --sla too"),
+    ("misleading", "bench with a dataset that is not there, told before the server is asked", lambda t: [
+        "bench", "--url", "http://127.0.0.1:9", "--dataset", str(t / "none.json"), "--out", str(t / "b")],
+     "none.json: no such file"),
     ("nonsense", "plan's data-parallel layouts only, on SGLang before 0.4", lambda t: [
         "plan", "--engine", "sglang@0.3.6", "--model", "qwen3-30b-a3b", "--moe-layouts", "dep"],
      "SGLang 0.3.6 has no DP"),
@@ -422,7 +427,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 55, "substitution": 35, "misleading": 11, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 55, "substitution": 35, "misleading": 13, "parser": 2,
                       "new": 20}
 
 

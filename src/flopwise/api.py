@@ -811,6 +811,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
     from flopwise.bench.sweep import find_max_rate, run_levels
     from flopwise.bench.tokenize import load_counter
     from flopwise.calibrate.predict import predict_run
+    from flopwise.specs.sla import parse_sla
 
     text(endpoint, "--endpoint", choices=("completions", "chat"))
     number(timeout, "--timeout (s)", lo=0, lo_open=True)
@@ -866,6 +867,13 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         raise WorkloadError(f"--out '{out_dir}' is a file; give a directory for the run")
     if url is None and not resume:
         raise WorkloadError("pass --url http://HOST:PORT (or use `flopwise bench selftest` / `bench report DIR`)")
+    # what can be told without the server, before asking it anything
+    if sla is not None:
+        parse_sla(sla)
+    if sweep and not sla and not resume:
+        raise WorkloadError("--sweep searches for the highest rate meeting an SLA; pass --sla too")
+    if dataset is not None and not Path(dataset).is_file():
+        raise WorkloadError(f"--dataset {dataset}: no such file")
     if resume and out is None:
         raise WorkloadError("--resume needs --out DIR (the run to continue)")
     if resume:
