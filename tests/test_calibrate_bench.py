@@ -14,6 +14,7 @@ from flopwise.bench.store import RunStore
 from flopwise.calibrate import calibrate, load_bench_runs
 from flopwise.calibrate.observations import with_profile
 from flopwise.cli import app
+from flopwise.errors import FlopwiseWarning
 from flopwise.profile.hostfile import read_host_file
 from flopwise.sim import simulate
 from flopwise.specs.hardware import load_hardware_file
@@ -183,3 +184,17 @@ def test_a_capped_open_loop_run_is_replayed_under_its_cap(tmp_path):
     uncapped = simulate(dep, replace(wl, max_concurrency=None)).metrics()
     assert replay.duration_s == pytest.approx(closed.duration_s, rel=1e-9)
     assert uncapped.duration_s < 0.6 * replay.duration_s  # eight at once: one batch, not four waves of two
+
+
+def test_a_run_with_unreadable_lines_is_fitted_on_the_rest_and_says_so(tmp_path):
+    dep = deployment(MODEL, HW, max_num_seqs=256, max_num_batched_tokens=2048)
+    root = _write_run(tmp_path / "run", dep, 1, 64, n=4)
+    clean = load_bench_runs([root])[0]
+    with (root / "requests.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"request_id": 9, "arrival_at": 0.')  # a crash mid-write
+    with pytest.warns(FlopwiseWarning, match=r"1 unreadable line\(s\) skipped; the fit uses the 4 readable requests"):
+        damaged = load_bench_runs([root])[0]
+    assert damaged.measured == clean.measured
+    res = CliRunner().invoke(app, ["calibrate", "--hardware", HW, "--from", str(root), "--model", MODEL,
+                                   "--use", "bench", "--params", "compute_max", "--dry-run"])
+    assert "warning: bench run" in res.output and "1 unreadable line(s) skipped" in res.output

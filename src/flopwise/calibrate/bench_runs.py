@@ -24,6 +24,7 @@ vLLM's request_decode_time histogram is not fitted: its mean is (output tokens -
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from flopwise.bench.runner import BenchConfig
 from flopwise.bench.store import SavedRun, find_runs, load_run
 from flopwise.calibrate.fit import CalibrationError, Tuning
 from flopwise.calibrate.observations import Observations, with_profile
+from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.sim import simulate
 from flopwise.sim.config import SimConfig
@@ -113,6 +115,9 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
                 # a damaged run directory (truncated run.json, a record missing fields): name it, not a traceback
                 raise CalibrationError(f"bench run {root} cannot be read ({type(e).__name__}: {e}); re-run it or "
                                        "leave it out of --from") from None
+            if saved.num_bad_lines:  # skipped and counted by load_run (a crash mid-write), said here
+                warnings.warn(f"bench run {root}: {saved.num_bad_lines} unreadable line(s) skipped; the fit uses the "
+                              f"{len(saved.records)} readable requests", FlopwiseWarning, stacklevel=2)
             summary = summarize(saved.records, duration_s=saved.duration_s())
             measured = {}
             for metric, stat in CLIENT_METRICS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from flopwise.cli import _app
 from flopwise.cli._app import app, print_json
 from flopwise.cli.options import Json
+from flopwise.errors import FlopwiseWarning
 from flopwise.params import HELP
 from flopwise.specs.defaults import DEFAULT_ENGINE
 
@@ -38,9 +40,15 @@ def calibrate_cmd(
     steps or bench runs; print before/after error per metric; refuse parameters the data cannot identify."""
     from flopwise.api import calibrate  # imported when the command runs: --help and other commands stay fast
 
-    result = calibrate(hardware, from_runs=from_runs, id=hw_id, model=model, use=use, params=params,
-                       max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                       block_size=block_size, engine=engine, engine_out=engine_out, out=out, dry_run=dry_run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FlopwiseWarning)
+        try:
+            result = calibrate(hardware, from_runs=from_runs, id=hw_id, model=model, use=use, params=params,
+                               max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                               block_size=block_size, engine=engine, engine_out=engine_out, out=out, dry_run=dry_run)
+        finally:
+            for w in caught:  # one line each (a bench run's unreadable lines, ...)
+                typer.echo(f"warning: {w.message}", err=True)
     if json_out:
         print_json(result.to_dict())
         return
