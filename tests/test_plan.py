@@ -3,6 +3,7 @@ the latency objective at one load, workload defaults, checkpoints, traces, Paret
 SLAs, JSON keys, HTML."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -201,6 +202,14 @@ def test_model_that_fits_nowhere_says_what_would():
     space = SearchSpace(gpus=("l4",), max_gpus=1, weights=("bf16",), kvs=("bf16",))
     with pytest.raises(DoesNotFitError, match="fits nowhere"):
         plan(PlanRequest(model="llama-3.1-70b", space=space, **SMALL))
+
+
+def test_a_rate_that_needs_replicas_says_how_many_to_start():
+    res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--max-gpus", "4", "--tp", "1",
+                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--rate", "20"])
+    assert res.exit_code == 0, res.output
+    m = re.search(r"(\d+) replicas carry the --rate: start the command (\d+) times", " ".join(res.output.split()))
+    assert m is not None and int(m.group(1)) == int(m.group(2)) >= 2, res.output
 
 
 def test_cli_plan_json_keys_and_header(tmp_path):

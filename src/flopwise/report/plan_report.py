@@ -116,7 +116,8 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
             for g in tr["gives_up"]:
                 console.print(f"    [red]- gives up[/] {g}")
     if d["launch"]:
-        _launch(console, d["launch"])
+        first = d["ranked"][0] if d["ranked"] else {}
+        _launch(console, d["launch"], first.get("replicas") if d["rate"] else None)
     if d["not_fitting"]:
         console.print("Did not fit: " + "; ".join(d["not_fitting"][:5]))
     if d.get("serving"):
@@ -127,9 +128,12 @@ def _plain(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def _launch(console: Console, launch: dict[str, Any]) -> None:
+def _launch(console: Console, launch: dict[str, Any], replicas: int | None = None) -> None:
     console.print(f"[bold]Launch the first choice[/] (simulated on {launch['engine']}; the other engines get the "
                   "same knobs, and each memory fraction is computed for what that engine means by it)")
+    if replicas and replicas > 1:  # the --rate needs that many: one server each, a load balancer in front
+        console.print(f"{replicas} replicas carry the --rate: start the command {replicas} times, each on GPUs of "
+                      "its own (another host, or CUDA_VISIBLE_DEVICES and --port apart), behind a load balancer")
     for c in launch["commands"]:
         if c["command"] is None:
             console.print(f"  {c['engine']}: not rendered ({c['reason']})", markup=False)
