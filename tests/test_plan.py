@@ -206,7 +206,7 @@ def test_model_that_fits_nowhere_says_what_would():
 
 def test_a_rate_that_needs_replicas_says_how_many_to_start():
     res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--max-gpus", "4", "--tp", "1",
-                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--rate", "20"])
+                              "--weights", "bf16", "--kv", "bf16", "--num-requests", "100", "--rate", "40"])
     assert res.exit_code == 0, res.output
     m = re.search(r"(\d+) replicas carry the --rate: start the command (\d+) times", " ".join(res.output.split()))
     assert m is not None and int(m.group(1)) == int(m.group(2)) >= 2, res.output
