@@ -159,3 +159,13 @@ def test_cli_errors_are_one_line(capfd):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "unknown GPU 'h100-sxn'" in out.stderr and "h100-sxm" in out.stderr
+
+
+def test_a_pipelined_steps_table_says_it_sums_the_stages():
+    res = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--pp", "2",
+                                   "--batch", "8"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "One step of each phase (the 2 pipeline stages it passes through, together: a GPU does 1/2 of it)" in text
+    one = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"])
+    assert "One step of each phase (per GPU)" in " ".join(one.output.split())

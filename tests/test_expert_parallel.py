@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from flopwise.cli import run
 from flopwise.cost.batch import AttentionWork, batch_shape, busiest_group, decode_shape, prefill_shape
 from flopwise.cost.layout import layout
-from flopwise.cost.memory import memory_plan
+from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S, alltoall_time, collective_latency_s
 from flopwise.cost.step import step_cost
 from flopwise.errors import SpecError
@@ -243,3 +244,19 @@ def test_the_simulators_step_carries_its_busiest_group():
     assert shape.busiest is not None
     assert (shape.busiest.num_tokens, shape.busiest.num_seqs, shape.busiest.num_logits) == (902, 3, 3)
     assert ShapeBuilder((None,)).step(out)[0].busiest is None
+
+
+def test_an_estimates_batch_limit_counts_each_attention_groups_pool_once(capsys):
+    """max_sequences is the replica's (every dp group's pool); the memory table's KV for the batch is one GPU's
+    share (its group's requests)."""
+    dep = build_deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=2, ep=2, frontend="none")
+    most = max_sequences(dep, 1280)
+    plan = memory_plan(dep)
+    assert most == plan.num_blocks // -(-1280 // plan.block_size)  # the two groups' blocks, counted once
+    assert run(["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--batch",
+                str(most), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["max_batch"] == most and 0 <= d["memory"]["free_gib"] < d["memory"]["kv_pool_gib"]
+    assert run(["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--batch",
+                str(most + 1)]) == 2
+    assert f"holds at most {most:,} sequences" in capsys.readouterr().err

@@ -75,6 +75,10 @@ def test_sparse_attention_deepseek_v32():
     assert index[58].kv_bytes == 58 * (2 * 10_000 + 2) * 132
     # sparse attention selects keys, it does not evict them: a sequence keeps every token
     assert blocks_per_sequence(dep, 20_000) == 1250
+    # an fp8 latent is FlashMLA's sparse format (vLLM fp8_ds_mla): 512 fp8 values, 4 fp32 scales, 64 bf16 rope dims
+    fp8 = deployment("deepseek-v3.2-exp", "h200", tp=8, kv="fp8")
+    assert layout(fp8).kv_bytes_per_token == 61 * ((512 + 4 * 4 + 64 * 2) + (128 + 4)) == 48_068
+    assert layout(deployment("deepseek-v3", "h200", tp=8, kv="fp8")).kv_bytes_per_token == 61 * (512 + 64)
 
 
 def test_kv_sharing_gemma3n():

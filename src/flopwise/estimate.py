@@ -223,8 +223,9 @@ def estimate_deployment(dep: Deployment, *, batch: int = 1, input_len: int = DEF
         ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3, e2e_ms=e2e_s * 1e3,
         output_tokens_per_s=dep.replicas * batch * output_len / e2e_s,
         prefill_tokens_per_s=dep.replicas * batch * input_len / prefill_s,
-        max_batch=dep.dp * max_sequences(dep, input_len + output_len), memory=mem,
-        kv_needed_bytes=kv_bytes_for_sequences(dep, batch, input_len + output_len),
+        max_batch=max_sequences(dep, input_len + output_len), memory=mem,  # the replica's: every dp group's pool
+        # per GPU, as the memory table: a GPU holds its attention group's share of the batch
+        kv_needed_bytes=kv_bytes_for_sequences(dep, -(-batch // dep.dp), input_len + output_len),
         prefill=PhaseEstimate(prefill, "prefill"), decode=PhaseEstimate(mid, "decode"),
         mfu=total_flops / dep.pp / (e2e_s * peak), mbu=total_bytes / dep.pp / (e2e_s * hw.bandwidth_bytes_per_s),
     )

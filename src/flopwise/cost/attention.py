@@ -35,7 +35,9 @@ Per GPU of a tensor-parallel group (`attention_layout`), one layer of each kind:
   which scores every cached key: 2 * index_heads * index_head_dim FLOPs per (query, key) pair, multiplied in fp8
   where the chip has it (DeepGEMM's fp8 MQA logits; its index heads share one key, like MQA), its projections
   replicated on every GPU (vLLM), and an index key of index_head_dim fp8 values plus one fp32 scale per 128
-  cached per token (vLLM's indexer cache: 128 + 4 = 132 bytes for index_head_dim 128), whatever the KV format.
+  cached per token (vLLM's indexer cache: 128 + 4 = 132 bytes for index_head_dim 128), whatever the KV format. An
+  fp8 latent cache is FlashMLA's sparse format (vLLM `fp8_ds_mla`, `MLAAttentionSpec.real_page_size_bytes`): the
+  kv_lora_rank values in fp8 with an fp32 scale per 128, the rope dims in bf16: 512 + 16 + 128 = 656 bytes.
 - linear-state (Gated DeltaNet, Yang et al. 2024; Mamba2, Dao & Gu 2024): per sequence a recurrent state of
   heads * key_dim * value_dim elements and a causal-conv state of (kernel - 1) * channels, read and written once
   per step; per token 6 * heads * key_dim * value_dim FLOPs (the state update S += beta (v - S k) k^T costs two
@@ -57,6 +59,7 @@ __all__ = ["Chunk", "Span", "AttentionWork", "causal_pairs", "chunked_pairs", "s
            "attention_layout", "INDEX_SCALE_GROUP"]
 
 INDEX_SCALE_GROUP = 128  # vLLM's DSA indexer cache: one fp32 scale per 128 fp8 key values
+LATENT_SCALE_GROUP = 128  # FlashMLA's sparse fp8 latent cache (vLLM fp8_ds_mla): one fp32 scale per 128 values
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +262,9 @@ def _mla(a: AttentionSpec, h: int, tp: int, kv_bpe: float) -> AttentionLayout:
         index_flops = 2.0 * ix.num_heads * ix.head_dim
         index_bytes = ix.head_dim + 4.0 * math.ceil(ix.head_dim / INDEX_SCALE_GROUP)
     kv_tok = (m.kv_lora_rank + m.qk_rope_head_dim) * kv_bpe
+    if ix is not None and kv_bpe == 1:  # DSA's fp8 latent (FlashMLA's sparse format, vLLM fp8_ds_mla): the latent in
+        # fp8 with an fp32 scale per 128 values, the rope part in bf16 (656 bytes for 512 + 64)
+        kv_tok = m.kv_lora_rank + 4.0 * math.ceil(m.kv_lora_rank / LATENT_SCALE_GROUP) + 2.0 * m.qk_rope_head_dim
     return AttentionLayout(
         kind=a.kind, span=attention_span(a), has_pairs=True, params=replicated + (full - replicated) / tp,
         params_full=full, act_elems=2 * h + (q_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2),

@@ -68,10 +68,10 @@ def require_fit(dep: Deployment) -> None:
 
 
 def require_batch_fit(dep: Deployment, batch: int, length: int) -> None:
-    """A static batch of `batch` sequences of `length` tokens held in the KV pools at once (`max_sequences` on each
-    of the replica's dp attention groups); a DoesNotFitError naming the most that fit (its numbers would price
+    """A static batch of `batch` sequences of `length` tokens held in the KV pools at once (`max_sequences`: the
+    replica's, every dp attention group's pool); a DoesNotFitError naming the most that fit (its numbers would price
     memory the GPU does not have)."""
-    most = dep.dp * max_sequences(dep, length)
+    most = max_sequences(dep, length)
     if batch <= most:
         return
     raise DoesNotFitError(
