@@ -476,6 +476,7 @@ def test_a_version_past_the_catalog_or_a_pre_release_says_what_it_is_priced_as(c
                                                   "(0.32): priced as 0.32")
     assert get_engine("trtllm@1.2.0rc1").version_note.endswith("is a pre-release: priced as the release it precedes")
     assert get_engine("vllm@0.32").version_note == get_engine("sglang@0.5.6.post1").version_note == ""
+    assert get_engine("llamacpp@b7000").version_note == ""  # a llama.cpp build number, not a beta
     assert run(["estimate", "--engine", "tgi@3.3.0", "--model", "qwen3-0.6b", "--json"]) == 0
     out = capsys.readouterr()
     assert "TGI 3.3.0 is newer than any release" in out.err and "priced as 3.0.0" in json.loads(out.out)["notes"][-1]

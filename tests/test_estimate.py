@@ -169,3 +169,12 @@ def test_a_pipelined_steps_table_says_it_sums_the_stages():
     assert "One step of each phase (the 2 pipeline stages it passes through, together: a GPU does 1/2 of it)" in text
     one = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"])
     assert "One step of each phase (per GPU)" in " ".join(one.output.split())
+
+
+def test_weights_past_metals_default_working_set_are_noted():
+    """macOS lets an Apple SoC's GPU wire ~75% of its RAM by default: 54 GiB of weights on a 64 GiB M1 Max need the
+    limit raised first; 16 GiB on the same machine do not."""
+    big = flopwise.estimate("llama-3.1-70b", "apple-m1-max", engine="llamacpp", weights="q6_k").to_dict()["notes"]
+    assert any("exceed the ~75% of 64 GiB that macOS lets the GPU use by default" in n for n in big)
+    small = flopwise.estimate("llama-3.1-8b", "apple-m1-max", engine="llamacpp", weights="q8_0").to_dict()["notes"]
+    assert not any("macOS" in n for n in small)

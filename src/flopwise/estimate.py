@@ -160,11 +160,22 @@ def model_facts(dep: Deployment) -> dict[str, Any]:
     }
 
 
+# Metal's recommendedMaxWorkingSetSize: the share of an Apple SoC's RAM its GPU may wire by default (~75% on the
+# larger machines; raisable with `sudo sysctl iogpu.wired_limit_mb=...`; catalog/hardware.toml's Apple notes)
+METAL_DEFAULT_WORKING_SET = 0.75
+
+
 def notes(dep: Deployment) -> list[str]:
     """What the numbers assume that the user should know: the model reader's notes, a weight format that is not
     the checkpoint's, an engine's fallback (vLLM 0.8-0.10's V0), encoders left out of the memory plan."""
     out = list(dep.model.notes)
     out += [n for n in (weights_note(dep), dep.engine.fallback_note, dep.engine.version_note) if n]
+    hw = dep.hardware
+    weights = memory_plan(dep).weight_bytes
+    if hw.vendor == "apple" and weights > METAL_DEFAULT_WORKING_SET * hw.memory_bytes:
+        out.append(f"the weights alone ({weights / GIB:.0f} GiB) exceed the ~{METAL_DEFAULT_WORKING_SET:.0%} of "
+                   f"{hw.memory_gib:.0f} GiB that macOS lets the GPU use by default: raise it first (sudo sysctl "
+                   "iogpu.wired_limit_mb=...)")
     if dep.model.encoders:
         names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
         out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "

@@ -1170,7 +1170,7 @@ def _families() -> dict[str, _Family]:
     return out
 
 
-_PRERELEASE = re.compile(r"(rc|dev|a|b)\d*(\+[\w.]+)?$", re.I)
+_PRERELEASE = re.compile(r"\d\.?(rc|dev|a|b)\d*(\+[\w.]+)?$", re.I)  # after the version's digits (not b7000)
 
 
 @cache
