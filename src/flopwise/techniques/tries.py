@@ -145,7 +145,8 @@ def _technique(key: str, value: str, hardware_file: str | Path | None) -> Techni
                             "cuda-graphs=off is a try")
         return Technique(label="cuda-graphs=off", apply=batching.without_cuda_graphs, accuracy_risk=_NO_RISK,
                          complexity=Rating("low", "one engine flag (vLLM --enforce-eager, SGLang --disable-cuda-graph);"
-                                           " frees the graphs' memory and start-up capture time"))
+                                           " saves the start-up capture time; the memory graphs hold is not "
+                                           "modelled, so the KV pool is the same"))
     if key == "tp":
         n = _int("tp", value)
         return Technique(label=f"tp={n}", apply=partial(parallelism.with_tp, tp=n), accuracy_risk=_NO_RISK,
