@@ -13,7 +13,8 @@ import pytest
 import flopwise
 from flopwise.api import deployment, explain
 from flopwise.cli import run
-from flopwise.cost.memory import max_sequences
+from flopwise.cost.memory import blocks_per_sequence, max_sequences, memory_plan
+from flopwise.errors import DoesNotFitError
 from flopwise.profile.discover import discover
 
 CATALOG = Path(__file__).resolve().parents[1] / "src/flopwise/catalog/models"
@@ -454,11 +455,16 @@ def test_llama_cpp_serves_a_gpu_checkpoint_from_its_gguf_and_explains_with_q8_0(
 
 
 def test_a_data_parallel_replica_holds_a_batch_in_every_ranks_pool():
-    """Under attention DP each of the dp ranks holds its share of the batch: the fit check counts dp pools (it
-    counted one GPU's, refusing 1,859 sequences a DP4 replica of 7,432 holds)."""
-    r = flopwise.estimate("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, batch=1859)
-    per_rank = max_sequences(deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4), 1024 + 256)
-    assert per_rank < 1859 and r.max_batch == 4 * per_rank and r.batch_fits
+    """Under attention DP each of the dp ranks holds its share of the batch: the fit check counts the dp pools once
+    (`max_sequences` is the replica's; a pass counted them again, taking a DP4 replica of 1,858 for 7,432)."""
+    dep = deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4)
+    plan = memory_plan(dep)
+    per_rank = int(plan.kv_pool_bytes // plan.block_bytes) // blocks_per_sequence(dep, 1024 + 256)
+    most = max_sequences(dep, 1024 + 256)
+    assert 4 * per_rank <= most < 4 * (per_rank + 1)
+    assert flopwise.estimate("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, batch=most).max_batch == most
+    with pytest.raises(DoesNotFitError, match=f"holds at most {most:,} sequences"):
+        flopwise.estimate("qwen3-30b-a3b", "h100-sxm", tp=1, dp=4, ep=4, batch=most + 1)
 
 
 def test_a_trace_span_is_checked_only_where_its_timestamps_set_the_arrivals(tmp_path):
