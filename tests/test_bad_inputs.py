@@ -405,6 +405,9 @@ CASES = [
     ("misleading", "bench with a dataset that is not there, told before the server is asked", lambda t: [
         "bench", "--url", "http://127.0.0.1:9", "--dataset", str(t / "none.json"), "--out", str(t / "b")],
      "none.json: no such file"),
+    ("nonsense", "pipeline stages on SGLang before 0.4.7", lambda t: [
+        "estimate", "--engine", "sglang@0.4.6", "--model", "llama-3.1-70b", "--pp", "2", "--weights", "fp8"],
+     "SGLang 0.4.6 has no PP (pp=2)"),
     ("nonsense", "plan's data-parallel layouts only, on SGLang before 0.4", lambda t: [
         "plan", "--engine", "sglang@0.3.6", "--model", "qwen3-30b-a3b", "--moe-layouts", "dep"],
      "SGLang 0.3.6 has no DP"),
@@ -428,7 +431,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 55, "substitution": 35, "misleading": 13, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 56, "substitution": 35, "misleading": 13, "parser": 2,
                       "new": 20}
 
 

@@ -294,6 +294,29 @@ def test_trtllm_0_20_writes_its_cuda_graph_switch_both_ways():
     assert "use_cuda_graph" not in opts(get_engine("trtllm@1.0"))
 
 
+def test_older_sglang_and_trtllm_releases_get_their_own_spellings():
+    """Read in each release's own argument parser / LLM API options (a review of the 0.3.0-0.5.10 SGLang wheels):
+    SGLang's --kv-cache-dtype takes fp8_e4m3 from 0.4.1.post7 (fp8_e5m2 before), --enable-metrics and
+    --cuda-graph-max-bs exist from 0.3.6; TensorRT-LLM 0.20-0.21 read kv_cache_dtype at the top level and the draft
+    weights from pytorch_weights_path; every release gets the memory fraction inside kv_cache_config too (before PR
+    #9262 the options file's kv_cache_config replaced the flag's)."""
+    t = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct", kv="fp8", cuda_graph_max_bs=64)
+    old, mid, new = (render(t, get_engine(e)).command for e in ("sglang@0.3.0", "sglang@0.4.0", "sglang@0.4.6"))
+    assert "--enable-metrics" not in old and "--cuda-graph-max-bs" not in old
+    assert "--kv-cache-dtype fp8_e5m2" in mid and "--enable-metrics" in mid and "--cuda-graph-max-bs 64" in mid
+    assert "--kv-cache-dtype fp8_e4m3" in new
+    eagle = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct", kv="fp8",
+               speculative="eagle3,k=3,accepted=2.6")
+    for engine, fp8, draft in (("trtllm@0.20", {"kv_cache_dtype": "fp8"}, "pytorch_weights_path"),
+                               ("trtllm@1.0", {}, "speculative_model_dir")):
+        cmd = render(eagle, get_engine(engine))
+        doc = yaml.safe_load(cmd.file("extra-llm-api-options.yml"))
+        flag = float(cmd.argv()[cmd.argv().index("--kv_cache_free_gpu_memory_fraction") + 1])
+        assert doc["kv_cache_config"]["free_gpu_memory_fraction"] == flag
+        assert {k: doc[k] for k in fp8} == fp8 and ("dtype" in doc["kv_cache_config"]) is not bool(fp8)
+        assert draft in doc["speculative_config"]
+
+
 def test_trtllm_chunked_prefill_when_prompts_exceed_the_budget():
     long = yaml.safe_load(render(TARGETS["70b fp8 eagle3 instruct"], get_engine("trtllm"))
                           .file("extra-llm-api-options.yml"))
@@ -426,6 +449,11 @@ def test_disaggregated_fleets_launch_in_each_engines_terms():
         assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert vl["router"] is None and any("router" in n for n in vl["notes"])
     assert "reason" in disaggregated_launch(spec, family="llamacpp", **kw)
+    old = build_cluster(lambda tp, n: deployment("qwen3-32b", "h200", tp=tp, num_gpus=tp * n, weights="fp8",
+                                                 engine="sglang@0.4.5"), tp=1, replicas=1,
+                        disaggregate="prefill=1xtp1,decode=1xtp1")
+    assert disaggregated_launch(old, family="sglang", **kw)["reason"] == ("SGLang 0.4.5 has no prefill/decode "
+                                                                           "disaggregation flags (from 0.4.6)")
     # TensorRT-LLM: context and generation trtllm-serve instances, each pool's YAML with its KV transceiver, and
     # trtllm-serve disaggregated over the URLs its config lists
     trt = disaggregated_launch(spec, family="trtllm", **kw)

@@ -81,6 +81,11 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
     if family not in ("vllm", "sglang"):
         return {"engine": family, "reason": f"disaggregated launch is rendered for vllm, sglang and trtllm, not "
                                             f"{family}"}
+    first_engine = engine_profile(family, spec.pools[0].deployment.engine)
+    since = first_engine.launch.get("disaggregation_since")
+    if since and not first_engine.at_least(since):
+        return {"engine": first_engine.name, "reason": f"{first_engine.display} {first_engine.version} has no "
+                                                       f"prefill/decode disaggregation flags (from {since})"}
     out: dict[str, Any] = {"engine": family, "pools": []}
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     notes: list[str] = []

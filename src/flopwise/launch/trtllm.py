@@ -37,9 +37,15 @@ __all__ = ["render"]
 def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list[str]) -> str:
     dep = target.deployment
     y = engine.launch.table("yaml")
-    lines = [f"{y['kv_cache']}:", f"  {y['block_reuse']}: {'true' if target.prefix_caching else 'false'}"]
+    # the memory fraction inside the options file too: before PR #9262 (2025-11) its kv_cache_config replaced the
+    # one --kv_cache_free_gpu_memory_fraction built (a shallow merge), and the flag's value was lost
+    lines = [f"{y['kv_cache']}:", f"  {y['block_reuse']}: {'true' if target.prefix_caching else 'false'}",
+             f"  {y['kv_fraction']}: {engine_memory_fraction(dep, engine)}"]
     if dep.kv.name == "fp8":
-        lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
+        if y.get("kv_dtype_top"):  # 0.20-0.21: TorchLlmArgs.kv_cache_dtype, not a KvCacheConfig field yet
+            lines.append(f"{y['kv_dtype_top']}: {engine.launch['kv_fp8']}")
+        else:
+            lines.append(f"  {y['kv_dtype']}: {engine.launch['kv_fp8']}")
     if target.max_prompt_len is None or target.max_prompt_len > dep.max_num_batched_tokens:
         lines.append(f"{y['chunked_prefill']}: true")
     if y.get("graph_switch"):  # 0.20-0.21: a bool, off by default, and the cap beside it
