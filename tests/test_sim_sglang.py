@@ -323,10 +323,10 @@ def test_dp_attention_splits_sglangs_chunk_and_eases_admission():
     """SGLang --enable-dp-attention (ServerArgs): each rank prefills chunked_prefill_size // dp_size tokens a step
     (// 2 before 0.4.5) and admits at schedule_conservativeness x 0.3; vLLM and TensorRT-LLM ranks keep the whole
     budget each."""
-    def dep(engine):
-        return deployment("deepseek-v3", "h200", engine=engine, weights="fp8", tp=1, dp=8, ep=8)
+    def dep(engine, ep=8):
+        return deployment("deepseek-v3", "h200", engine=engine, weights="fp8", tp=1, dp=8, ep=ep)
 
-    new, old = dep("sglang@0.5.6"), dep("sglang@0.4.4")
+    new, old = dep("sglang@0.5.6"), dep("sglang@0.4.4", ep=1)  # 0.4.x: DP attention over TP-sharded experts
     assert (new.token_budget, old.token_budget, dep("vllm@0.15.0").token_budget) == (8192, 4096 * 8, 8192 * 8)
     s = sglang_settings(new, SimConfig())
     assert s["chunked_prefill_size"] == 8192 and s["schedule_conservativeness"] == pytest.approx(0.3)
