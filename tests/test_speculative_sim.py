@@ -10,9 +10,10 @@ from typer.testing import CliRunner
 
 from flopwise.api import deployment
 from flopwise.cli import app
+from flopwise.cost import decode_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences, memory_plan
-from flopwise.cost.speculative import proposer_deployment, spec_round
+from flopwise.cost.speculative import proposer_deployment, spec_round, verify_shape
 from flopwise.errors import SpecError
 from flopwise.launch import plan_launch
 from flopwise.plan.search import PlanRequest, plan, plan_to_dict
@@ -203,3 +204,21 @@ def test_cli_simulate_and_plan_take_speculative():
     assert res.exit_code != 0
     res = runner.invoke(app, ["plan", "--speculative", "none", "--speculative", "medusa,k=5,alpha=2", "--json"])
     assert res.exit_code != 0 and "alpha must be in [0, 1]" in str(res.exception)
+
+
+def test_a_verify_step_replays_the_engines_graphs_and_deepseeks_mtp_module_is_an_moe_layer():
+    """A verify step scores every position: a decode step the engines capture in CUDA graphs, not a prompt step
+    launched kernel by kernel (TensorRT-LLM's eager floor took DeepSeek-V3's MTP TPOT from 14 ms to 95 ms).
+    DeepSeek-V3's MTP module is a decoder layer with the model's MoE (so it runs under DP attention + EP); an
+    EAGLE head is a dense one where the model has dense layers."""
+    dep = deployment("deepseek-v3", "h200", tp=8, weights="fp8", engine="trtllm@1.2")
+    windows = layout(dep).windows
+    verify = verify_shape(16, 2000, 2, windows)
+    assert step_time(dep, verify) < 1.5 * step_time(dep, decode_shape(16, 2000, windows))
+    mtp = deployment("deepseek-v3", "h200", tp=1, dp=8, ep=8, weights="fp8", engine="trtllm@1.2",
+                     speculative="mtp,k=1,accepted=1.8")
+    head = proposer_deployment(mtp, mtp.speculative)
+    assert head is not None and head.model.num_layers == 1 and head.model.layers[0].mlp.is_moe
+    eagle = deployment("deepseek-v3", "h200", tp=8, weights="fp8", speculative="eagle3,k=3,accepted=2.6")
+    eagle_head = proposer_deployment(eagle, eagle.speculative)
+    assert eagle_head is not None and not eagle_head.model.layers[0].mlp.is_moe

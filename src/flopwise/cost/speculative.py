@@ -44,12 +44,15 @@ from flopwise.specs.speculative import HEAD_METHODS, SpeculativeSpec
 __all__ = ["proposer_deployment", "draft_passes", "verify_shape", "round_time_s", "SpecRound", "spec_round"]
 
 
-def _one_layer(model: ModelSpec) -> ModelSpec:
+def _one_layer(model: ModelSpec, method: str) -> ModelSpec:
     """The target with one decoder layer (one that attends every token where the model has any: full, MLA or
-    sparse, not a window, chunk or linear state): an EAGLE/MTP head."""
+    sparse, not a window, chunk or linear state): an EAGLE head takes the first such layer (dense where the model
+    has dense layers), an MTP module the last (DeepSeek-V3's and GLM-4.5's MTP block is a full decoder layer with
+    the model's MoE, as its last layers are: config num_nextn_predict_layers)."""
     full = [lay for lay in model.layers if lay.attention.kind in ("full", "mla",
                                                                   "sparse") and not lay.attention.shares_kv]
-    return model.with_layers(((full or model.layers)[0],), f"{model.name} (1-layer head)")
+    pick = (full or model.layers)[-1 if method == "mtp" else 0]
+    return model.with_layers((pick,), f"{model.name} (1-layer head)")
 
 
 @lru_cache(maxsize=256)
@@ -59,7 +62,7 @@ def proposer_deployment(dep: Deployment, spec: SpeculativeSpec) -> Deployment | 
     if spec.method == "ngram":
         return None
     if spec.method in HEAD_METHODS:
-        return replace(dep, model=_one_layer(dep.model), speculative=None)
+        return replace(dep, model=_one_layer(dep.model, spec.method), speculative=None)
     assert spec.draft_model is not None
     d = spec.draft_model
     tp = dep.tp if d.mla is not None or d.num_heads % dep.tp == 0 else 1

@@ -535,13 +535,20 @@ def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: 
     return ("moe_alltoall", 2, s, sent)
 
 
+def has_prompt(tokens: float, seqs: float, logits: float) -> bool:
+    """Whether a step carries prompt tokens: more tokens than sequences, not all of them scored. A speculative
+    verify step (every position scored) is a decode step, replayed in the engines' CUDA graphs (SGLang's and
+    TensorRT-LLM's target-verify graphs, vLLM's uniform decode), not launched as a prompt step."""
+    return tokens > seqs and logits < tokens
+
+
 def _runs_eagerly(r: Roofs, dep: Deployment, shape: BatchShape) -> bool:
     """Whether the engine runs this step without CUDA graphs: it has prompt tokens, it captures none (SGLang's
     --disable-cuda-graph, vLLM's --enforce-eager), or it decodes more sequences per data-parallel rank than the
     largest captured graph."""
     if not r.eager_kernel_s:
         return False
-    if (shape.num_tokens > shape.num_seqs and not r.piecewise_prefill) or r.all_eager:
+    if (has_prompt(shape.num_tokens, shape.num_seqs, shape.num_logits) and not r.piecewise_prefill) or r.all_eager:
         return True
     return 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)
 
@@ -553,7 +560,7 @@ def _launch_floor_s(r: Roofs, dep: Deployment, shape: BatchShape, kernels: int) 
     captured graph as it runs a step with prompt tokens beyond its capture sizes: piece by piece from the host,
     priced at the same floor (a fixed part and one per layer)."""
     floor = kernels * r.eager_kernel_s if _runs_eagerly(r, dep, shape) else 0.0
-    if r.piecewise_layer_s and (r.piecewise_decode or shape.num_tokens > shape.num_seqs
+    if r.piecewise_layer_s and (r.piecewise_decode or has_prompt(shape.num_tokens, shape.num_seqs, shape.num_logits)
                                 or 0 < r.graph_max_bs < -(-shape.num_seqs // dep.dp)):
         floor = max(floor, r.piecewise_step_s + layout(dep).num_layers * r.piecewise_layer_s)
     return floor
@@ -696,10 +703,11 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         for t in logit_terms:
             total += t
         kernels += logit_kernels
-    eager_prompt = T > S and not r.piecewise_prefill
+    prompt = has_prompt(T, S, L)
+    eager_prompt = prompt and not r.piecewise_prefill
     if r.eager_kernel_s and (eager_prompt or r.all_eager or 0 < r.graph_max_bs < S):  # `_launch_floor_s` at dp 1
         total = max(total, kernels * r.eager_kernel_s)
-    if r.piecewise_layer_s and (r.piecewise_decode or T > S or 0 < r.graph_max_bs < S):
+    if r.piecewise_layer_s and (r.piecewise_decode or prompt or 0 < r.graph_max_bs < S):
         total = max(total, r.piecewise_step_s + fast.num_layers * r.piecewise_layer_s)
     return total + fast.step_overhead_s
 
