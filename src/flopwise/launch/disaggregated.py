@@ -81,11 +81,11 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
     if family not in ("vllm", "sglang"):
         return {"engine": family, "reason": f"disaggregated launch is rendered for vllm, sglang and trtllm, not "
                                             f"{family}"}
-    first_engine = engine_profile(family, spec.pools[0].deployment.engine)
-    since = first_engine.launch.get("disaggregation_since")
-    if since and not first_engine.at_least(since):
-        return {"engine": first_engine.name, "reason": f"{first_engine.display} {first_engine.version} has no "
-                                                       f"prefill/decode disaggregation flags (from {since})"}
+    eng0 = engine_profile(family, spec.pools[0].deployment.engine)  # the fleet's engine (its release's flags)
+    since = eng0.launch.get("disaggregation_since")
+    if since and not eng0.at_least(since):
+        return {"engine": eng0.name, "reason": f"{eng0.display} {eng0.version} has no prefill/decode "
+                                               f"disaggregation flags (from {since})"}
     out: dict[str, Any] = {"engine": family, "pools": []}
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     notes: list[str] = []
@@ -127,7 +127,7 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         "with its port)" if family == "sglang" else "CUDA_VISIBLE_DEVICES set apart (their NIXL side-channel ports "
         "already differ)"))
     if family == "sglang":
-        router = CommandLine(engine_profile(family, spec.pools[0].deployment.engine).launch["pd_router"])
+        router = CommandLine(eng0.launch["pd_router"])
         for u in urls["prefill"]:
             router.flag("--prefill", u)
         for u in urls["decode"]:
@@ -138,7 +138,6 @@ def disaggregated_launch(spec: ClusterSpec, *, model_id: str, max_model_len: int
         notes.append("route requests with a prefill/decode-aware router (llm-d, NVIDIA Dynamo, or vLLM's "
                      "disaggregated-serving proxy example) over the instances above: "
                      + ", ".join(shlex.quote(u) for u in urls["prefill"] + urls["decode"]))
-        eng0 = engine_profile(family, spec.pools[0].deployment.engine)
         out["dynamo"] = _dynamo(dynamo_pools, eng0)
         out["llm_d"] = _llm_d(spec, out["pools"], eng0)
     out["notes"] = notes

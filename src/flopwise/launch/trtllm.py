@@ -34,13 +34,13 @@ from flopwise.specs.engine import EngineProfile
 __all__ = ["render"]
 
 
-def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, notes: list[str]) -> str:
+def _yaml(target: LaunchTarget, engine: EngineProfile, sw: Switches, fraction: float, notes: list[str]) -> str:
     dep = target.deployment
     y = engine.launch.table("yaml")
     # the memory fraction inside the options file too: before PR #9262 (2025-11) its kv_cache_config replaced the
     # one --kv_cache_free_gpu_memory_fraction built (a shallow merge), and the flag's value was lost
     lines = [f"{y['kv_cache']}:", f"  {y['block_reuse']}: {'true' if target.prefix_caching else 'false'}",
-             f"  {y['kv_fraction']}: {engine_memory_fraction(dep, engine)}"]
+             f"  {y['kv_fraction']}: {fraction}"]
     if dep.kv.name == "fp8":
         if y.get("kv_dtype_top"):  # 0.20-0.21: TorchLlmArgs.kv_cache_dtype, not a KvCacheConfig field yet
             lines.append(f"{y['kv_dtype_top']}: {engine.launch['kv_fp8']}")
@@ -133,9 +133,10 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
-    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    fraction = engine_memory_fraction(dep, engine)
+    line.flag(flags["memory_fraction"], fraction)
     name = options_file or la["extra_options_file"]
     line.flag(flags["extra_options"], name)
-    yaml = _yaml(target, engine, sw, notes) + extra_yaml
+    yaml = _yaml(target, engine, sw, fraction, notes) + extra_yaml
     return LaunchCommand(engine=engine.name, command=line.render(), files=((name, yaml),), prepare=src.prepare,
                          checkpoint=src.checkpoint, notes=tuple(notes))

@@ -239,18 +239,23 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             continue
         layouts, last, why = _fitting(model, hw, weights, kv, space, max_len)
         for base in layouts:
+            # each proposer's deployment, built once: what the engine makes of it (its memory reserve: SGLang; its
+            # fallback engine: vLLM 0.8-0.10's V0 for a draft model; its defaults without chunking: V0)
+            with_spec: dict[SpeculativeSpec | None, Deployment | None] = {None: base}
+            for spec in space.speculative:
+                if spec is not None:
+                    try:
+                        with_spec[spec] = make_deployment(model, hw, weights=base.weights.name, kv=base.kv.name,
+                                                          tp=base.tp, pp=base.pp, dp=base.dp, ep=base.ep,
+                                                          speculative=spec, **space.engine_switches())
+                    except SpecError:
+                        with_spec[spec] = None
             for seqs, tokens, pc, spec, api, si in itertools.product(
                     space.max_num_seqs, space.max_num_batched_tokens, space.prefix_caching, space.speculative,
                     space.api_servers, space.stream_intervals):
-                b = base
-                if spec is not None:  # what the engine makes of the proposer: its memory reserve (SGLang), its
-                    # fallback engine (vLLM 0.8-0.10's V0 for a draft model), its defaults without chunking (V0)
-                    try:
-                        b = make_deployment(model, hw, weights=base.weights.name, kv=base.kv.name, tp=base.tp,
-                                            pp=base.pp, dp=base.dp, ep=base.ep, speculative=spec,
-                                            **space.engine_switches())
-                    except SpecError:
-                        continue
+                b = with_spec[spec]
+                if b is None:
+                    continue
                 eng = b.engine if api is None else b.engine.with_api_servers(api)
                 dep = replace(b.with_knobs(max_num_seqs=seqs, max_num_batched_tokens=tokens),
                               max_num_seqs=default_seqs(b.engine, b.max_num_seqs, tokens) if seqs is None else seqs,

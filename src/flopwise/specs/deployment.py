@@ -399,8 +399,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings if max_model_len is None else max_model_len,
-                          tp=tp, pp=pp, dp=dp, speculative=speculative.method if speculative is not None else None,
-                          linear_state=has_linear_state(model), features=chunked_features(model, hardware))
+                          tp=tp, pp=pp, dp=dp, speculative=method, linear_state=has_linear_state(model),
+                          features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:

@@ -798,7 +798,7 @@ class EngineProfile:
     # the release whose profile prices the engine this release falls back to for a deployment its default engine
     # does not support (vLLM 0.8-0.10's V1 oracle sends it to V0: 0.7.3's profile), named `fallback_label`;
     # "": no fallback (`fall_back`)
-    fallback: str = ""
+    fallback: str = ""  # (on a fallback profile: the release whose profile prices it)
     fallback_label: str = ""
     fell_back: str = ""  # why this profile is its release's fallback engine ("": the release's default engine)
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -967,21 +967,24 @@ class EngineProfile:
             return self
         if (self.api_servers_asked() or 1) > 1:
             raise self._one_api_server(reason)
-        fb = get_engine(f"{self.family}@{self.fallback}", frontend="none" if self.frontend is None else "http",
-                        endpoint=self.frontend.endpoint if self.frontend is not None else "completions")
-        if not self.kernels.cuda_graphs:
-            fb = fb.eager()
-        return replace(fb, version=self.version, launch=self.launch, fallback="", fallback_label=self.fallback_label,
-                       fell_back=reason, sources=(*self.sources, (self.fallback, f"{self.fallback_label}: {reason}")))
+        return replace(self._release_like(self.fallback), version=self.version, launch=self.launch,
+                       fallback=self.fallback, fallback_label=self.fallback_label, fell_back=reason,
+                       sources=(*self.sources, (self.fallback, f"{self.fallback_label}: {reason}")))
+
+    def _release_like(self, version: str) -> EngineProfile:
+        """The catalog's profile of this family at `version`, with this profile's frontend (or none), endpoint and
+        CUDA graphs (or none)."""
+        own = get_engine(f"{self.family}@{version}", frontend="none" if self.frontend is None else "http",
+                         endpoint=self.frontend.endpoint if self.frontend is not None else "completions")
+        return own if self.kernels.cuda_graphs else own.eager()
 
     @property
     def fallback_note(self) -> str:
         """What a fallback profile prices ('' for a release on its default engine)."""
         if not self.fell_back:
             return ""
-        release = self.sources[-1][0]
         return (f"{self.display} {self.version} runs this deployment on its {self.fallback_label} engine "
-                f"({self.fell_back}): priced with {self.family}@{release}'s profile")
+                f"({self.fell_back}): priced with {self.family}@{self.fallback}'s profile")
 
     def speculative_method(self, method: str) -> str | None:
         """The engine's own name for flopwise's speculative `method` (its [launch.speculative] table: vLLM
@@ -1024,11 +1027,7 @@ class EngineProfile:
     def release_default(self) -> EngineProfile:
         """A fallback profile's release on its default engine again (the frontend, endpoint and CUDA graphs as
         they were), for a deployment that re-checks the fallback (`make_deployment`); self for any other."""
-        if not self.fell_back:
-            return self
-        own = get_engine(f"{self.family}@{self.version}", frontend="none" if self.frontend is None else "http",
-                         endpoint=self.frontend.endpoint if self.frontend is not None else "completions")
-        return own if self.kernels.cuda_graphs else own.eager()
+        return self._release_like(self.version) if self.fell_back else self
 
     def eager(self) -> EngineProfile:
         """This engine with CUDA graphs off altogether (vLLM's --enforce-eager, SGLang's --disable-cuda-graph,
