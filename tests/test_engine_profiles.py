@@ -550,6 +550,12 @@ def test_vllm_v1_oracle_sends_a_device_it_cannot_serve_to_v0(tmp_path):
     ("vllm@0.15.0", {"speculative": "ngram,k=4,alpha=0.5"}, False),
     ("vllm@0.15.0", {"speculative": "draft:llama-3.2-1b,k=4,alpha=0.7"}, False),
     ("vllm@0.15.0", {"pp": 2, "num_gpus": 2}, True),
+    ("vllm@0.14.0", {"pp": 2, "num_gpus": 2}, False),  # VllmConfig at 0.14: not with pipeline_parallel_size > 1
+    ("vllm@0.14.0", {"tp": 2, "num_gpus": 2}, True),
+    # a TP group over two nodes runs on the Ray executor, which 0.14-0.20 do not schedule asynchronously
+    ("vllm@0.15.0", {"tp": 16, "num_gpus": 16, "nodes": 2}, False),
+    ("vllm@0.20.2", {"tp": 8, "pp": 2, "num_gpus": 16, "nodes": 2}, False),
+    ("vllm@0.21.0", {"tp": 16, "num_gpus": 16, "nodes": 2}, True),  # RayExecutorV2 by default
     ("sglang@0.5.9", {"speculative": "eagle,k=3,accepted=2.6", "async_scheduling": True}, True),  # stated wins
 ])
 def test_engines_turn_async_scheduling_off_where_they_do(engine, kw, overlapped):
@@ -557,6 +563,15 @@ def test_engines_turn_async_scheduling_off_where_they_do(engine, kw, overlapped)
     assert d.engine.host.async_scheduling is overlapped
     if "speculative" in kw:  # the switch-off belongs to the deployment: without the proposer it overlaps again
         assert rebuild(d, speculative=None).engine.host.async_scheduling
+
+
+def test_vllm_schedules_asynchronously_where_each_node_holds_whole_groups():
+    """Data-parallel ranks of tp GPUs, whole on each node, run on vLLM's multiprocessing executor (--data-parallel-
+    size-local per node): async scheduling stays on; the launch names Ray only for a group that spans nodes."""
+    d = deployment("Qwen/Qwen3-30B-A3B", "h100-sxm", engine="vllm@0.15.0", tp=8, dp=2, ep=16, num_gpus=16, nodes=2)
+    assert not d.spans_nodes and d.engine.host.async_scheduling
+    assert deployment("Qwen/Qwen3-30B-A3B", "h100-sxm", engine="vllm@0.15.0", tp=8, pp=2, num_gpus=16,
+                      nodes=2).spans_nodes
 
 
 @pytest.mark.parametrize("engine, overlapped", [("sglang@0.5.5", True), ("sglang@0.5.6", False),
@@ -577,6 +592,8 @@ def test_a_sync_with_entry_outside_the_vocabulary_is_refused():
     with pytest.raises(SpecError, match="sync_with entry 'tp'"):
         HostCosts(sync_with=("tp",))
     assert HostCosts(sync_with=("pp",)).syncs(pp=2) and not HostCosts(sync_with=("pp",)).syncs(pp=1)
+    assert HostCosts(sync_with=("multinode",)).syncs(spans_nodes=True)
+    assert not HostCosts(sync_with=("multinode",)).syncs(pp=2)
 
 
 def test_a_trtllm_engine_flow_behind_trtllm_serve_keeps_the_servers_frontend():

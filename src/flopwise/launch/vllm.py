@@ -97,7 +97,7 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
-    if dep.nodes > 1 and dep.dp % dep.nodes:  # a TP or PP group spans nodes: vLLM runs it on a Ray cluster
+    if dep.spans_nodes:  # a TP or PP group spans nodes: vLLM runs it on a Ray cluster
         line.flag(flags["executor_backend"], "ray")
         notes.append(f"start a Ray cluster over the {dep.nodes} nodes first (`ray start --head` on one, "
                      "`ray start --address <head-ip>:6379` on the others), then run this on the head node")

@@ -261,13 +261,25 @@ class Deployment:
         return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=self.model.max_position_embeddings, tp=self.tp, pp=self.pp, dp=self.dp,
                                  speculative=self.speculative.method if self.speculative is not None else None,
-                                 linear_state=has_linear_state(self.model),
+                                 linear_state=has_linear_state(self.model), spans_nodes=self.spans_nodes,
                                  features=chunked_features(self.model, hw))
 
     @property
     def gpus_per_node(self) -> int:
         """GPUs of one replica in each of its nodes."""
         return self.gpus_per_replica // self.nodes
+
+    @property
+    def spans_nodes(self) -> bool:
+        """Whether a tensor or pipeline group of the replica spans nodes (`group_spans_nodes`)."""
+        return group_spans_nodes(self.nodes, self.dp)
+
+
+def group_spans_nodes(nodes: int, dp: int) -> bool:
+    """Whether a replica over `nodes` nodes with `dp` data-parallel attention ranks has a tensor or pipeline group
+    that spans nodes: unless each node holds whole DP ranks (dp a multiple of nodes), one group crosses a node
+    boundary (the launch then runs it on a Ray cluster, `launch/vllm.py`)."""
+    return nodes > 1 and dp % nodes != 0
 
 
 # `HardwareSpec.interconnect` of a chip that is the only device of its machine (an SoC's unified memory, a CPU
@@ -400,7 +412,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=model.max_position_embeddings if max_model_len is None else max_model_len,
                           tp=tp, pp=pp, dp=dp, speculative=method, linear_state=has_linear_state(model),
-                          features=chunked_features(model, hardware))
+                          spans_nodes=group_spans_nodes(nodes, dp), features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:

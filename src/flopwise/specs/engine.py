@@ -64,6 +64,7 @@ MEMORY_POLICIES = ("share_of_device", "static_share", "share_of_free")
 ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 DP_ATTENTION_CHUNKS = ("whole", "split", "halved")  # EngineProfile.dp_attention_chunk
+SYNC_KINDS = ("pp", "speculative", "linear_state", "multinode")  # HostCosts.sync_with
 # the engines' flags for a server's API-process count (the catalog's launch flag `api_servers`), for messages
 API_SERVER_FLAGS = "vLLM --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2"
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
@@ -182,10 +183,11 @@ class HostCosts:
     """The engine core's CPU seconds per step: step_s + per_seq_s * sequences + per_worker_s * (GPUs - 1).
     `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host)); `sync_with`:
     what turns that off by default (the engine's own check at startup): "pp" (pipeline parallelism),
-    "speculative" (any proposer), "speculative:METHOD" (that proposer) or "linear_state" (a model with linear-state
-    layers, Mamba / gated delta net); `synced`: a deployment's profile whose
-    async scheduling `sync_with` turned off (the release's default is on: a rebuild without the feature gets it
-    back)."""
+    "speculative" (any proposer), "speculative:METHOD" (that proposer), "linear_state" (a model with linear-state
+    layers, Mamba / gated delta net) or "multinode" (a tensor or pipeline group spanning nodes, which the engine's
+    launch runs on an executor that schedules synchronously: vLLM's Ray executor); `synced`: a deployment's profile
+    whose async scheduling `sync_with` turned off (the release's default is on: a rebuild without the feature gets
+    it back)."""
 
     __pydantic_config__ = TABLE_CONFIG
 
@@ -201,19 +203,23 @@ class HostCosts:
         object.__setattr__(self, "sync_with", tuple(self.sync_with))  # a TOML list arrives as a list
         for item in self.sync_with:
             kind, _, method = str(item).partition(":")
-            if kind not in ("pp", "speculative", "linear_state") or (method and kind != "speculative") or (
+            if kind not in SYNC_KINDS or (method and kind != "speculative") or (
                     kind == "speculative" and method and method not in SPECULATIVE_METHODS):
                 raise SpecError(f"engine host: sync_with entry '{item}' is not 'pp', 'speculative', "
-                                f"'speculative:METHOD' ({', '.join(SPECULATIVE_METHODS)}) or 'linear_state'")
+                                f"'speculative:METHOD' ({', '.join(SPECULATIVE_METHODS)}), 'linear_state' or "
+                                "'multinode'")
 
     def seconds(self, num_seqs: int, num_gpus: int) -> float:
         return self.step_s + self.per_seq_s * num_seqs + self.per_worker_s * (num_gpus - 1)
 
-    def syncs(self, *, pp: int = 1, speculative: str | None = None, linear_state: bool = False) -> bool:
+    def syncs(self, *, pp: int = 1, speculative: str | None = None, linear_state: bool = False,
+              spans_nodes: bool = False) -> bool:
         """Whether the engine turns async scheduling off for a deployment of `pp` stages with the `speculative`
-        proposer (None: none) of a model with (`linear_state`) or without linear-state layers."""
+        proposer (None: none) of a model with (`linear_state`) or without linear-state layers, whose tensor or
+        pipeline group does (`spans_nodes`) or does not span nodes."""
         off = set(self.sync_with)
         return (pp > 1 and "pp" in off) or (linear_state and "linear_state" in off) or (
+            spans_nodes and "multinode" in off) or (
             speculative is not None and ("speculative" in off or f"speculative:{speculative}" in off))
 
 
@@ -902,11 +908,13 @@ class EngineProfile:
 
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
                       pp: int = 1, dp: int = 1, speculative: str | None = None,
-                      linear_state: bool = False, features: frozenset[str] = frozenset()) -> EngineKnobs:
+                      linear_state: bool = False, spans_nodes: bool = False,
+                      features: frozenset[str] = frozenset()) -> EngineKnobs:
         """Every knob this engine picks by default for a deployment (see the catalog entry's sources). `dp` > 1:
         data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
         whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one;
-        `linear_state`: the model has linear-state layers; `features`: the deployment's `CHUNKED_FEATURES`
+        `linear_state`: the model has linear-state layers; `spans_nodes`: a tensor or pipeline group spans nodes;
+        `features`: the deployment's `CHUNKED_FEATURES`
         (speculative decoding added from `speculative`)."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
         offline = self.frontend is None
@@ -933,7 +941,8 @@ class EngineProfile:
             fraction = next((f for min_tp, f in self.memory_fraction_by_tp if stage >= min_tp), fraction)
         async_on = (self.host.async_scheduling or self.host.synced) if rule.async_scheduling is None \
             else rule.async_scheduling
-        synced = async_on and self.host.syncs(pp=pp, speculative=speculative, linear_state=linear_state)
+        synced = async_on and self.host.syncs(pp=pp, speculative=speculative, linear_state=linear_state,
+                                              spans_nodes=spans_nodes)
         return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=chunked,
