@@ -20,6 +20,7 @@ from flopwise.plan.search import PlanRequest, plan, plan_to_dict
 from flopwise.plan.space import SearchSpace
 from flopwise.sim import SimConfig, simulate
 from flopwise.sim.acceptance import Acceptance
+from flopwise.specs.engine import get_engine
 from flopwise.specs.sla import parse_sla
 from flopwise.specs.speculative import SpeculativeSpec, expected_tokens, parse_speculative
 from flopwise.techniques.compare import compare
@@ -222,3 +223,43 @@ def test_a_verify_step_replays_the_engines_graphs_and_deepseeks_mtp_module_is_an
     eagle = deployment("deepseek-v3", "h200", tp=8, weights="fp8", speculative="eagle3,k=3,accepted=2.6")
     eagle_head = proposer_deployment(eagle, eagle.speculative)
     assert eagle_head is not None and not eagle_head.model.layers[0].mlp.is_moe
+
+
+def test_vllm_v0_scores_a_round_by_batch_expansion():
+    """vLLM V0 (spec_decode/batch_expansion.py; the MQA scorer from 0.6.3 runs only eagerly) turns each sequence's
+    P positions into P single-token decodes: 2 sequences at 100 cached tokens verifying 3 positions are 6 rows
+    with the same pairs, 2 x (101 + 102 + 103) = 612, but reading 2 x (100 + 101 + 102) = 606 cached tokens, not
+    the batched row's 2 x 100 = 200. V1 scores the row whole."""
+    expanded, batched = verify_shape(2, 100, 3, (None,), expand=True), verify_shape(2, 100, 3, (None,))
+    assert (expanded.num_tokens, expanded.num_seqs, expanded.num_logits) == (6, 6, 6)
+    assert (batched.num_tokens, batched.num_seqs, batched.num_logits) == (6, 2, 6)
+    e, b = expanded.attention[None], batched.attention[None]
+    assert (e.decode_pairs, e.decode_kv_read, e.prefill_pairs) == (612, 606, 0)
+    assert (b.prefill_pairs, b.prefill_kv_read) == (612, 200)
+    v0 = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.7.3", speculative=DRAFT)
+    assert v0.engine.expands_verify and not v0.engine.eager().expands_verify  # --enforce-eager: the MQA scorer
+    assert get_engine("vllm@0.6.2").eager().expands_verify  # before 0.6.3 there was no other scorer
+    assert not deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.15.0").engine.expands_verify
+    # at 8k cached tokens the expanded round reads the KV five times: its verify step costs more than V1's
+    long = spec_round(v0, v0.speculative, 8, 8192).verify_s
+    assert long > spec_round(replace(v0, engine=replace(v0.engine, spec_scoring="batched")), v0.speculative, 8,
+                             8192).verify_s
+
+
+def test_the_simulator_expands_verify_rows_as_the_cost_model_does():
+    """A simulated V0 step of B decodes verifying P positions has the shape `verify_shape(..., expand=True)`
+    gives (uniform contexts), for full and windowed attention alike."""
+    from flopwise.cost.batch import batch_shape
+    from flopwise.sim.base import SchedulerOutput
+    from flopwise.sim.request import Request
+    from flopwise.sim.shape import ShapeBuilder
+    for spans in ((None,), (512, None)):
+        out = SchedulerOutput(decode_tokens=3)
+        for i in range(2):
+            r = Request(request_id=i, arrival_at=0.0, num_prompt_tokens=100, max_tokens=50)
+            r.num_computed_tokens, r.num_output_tokens, r.num_tokens = 100, 1, 101
+            out.add(r, 3)
+        shape, prompt = ShapeBuilder(spans, expand=True).step(out)
+        want = batch_shape([(1, 100 + j) for _ in range(2) for j in range(3)], spans)
+        assert prompt == 0 and (shape.num_tokens, shape.num_seqs, shape.num_logits) == (6, 6, 6)
+        assert shape.attention == want.attention

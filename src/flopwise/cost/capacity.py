@@ -93,7 +93,7 @@ def _decode_s(dep: Deployment, batch: int, ctx: int) -> tuple[float, float]:
     if spec is None:
         return step_time(dep, decode_shape(batch, ctx, w)), 1.0
     _, pw = _proposer(dep)
-    verify = verify_shape(batch, ctx, spec.positions, w)
+    verify = verify_shape(batch, ctx, spec.positions, w, dep.engine.expands_verify)
     return round_time_s(dep, spec, verify, lambda j: decode_shape(batch, ctx + j, pw)), spec.tokens_per_step
 
 

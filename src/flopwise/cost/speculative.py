@@ -29,11 +29,11 @@ P positions cost more than the E[tokens] plain decode steps they replace, and sp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import TypeVar
 
-from flopwise.cost.attention import Span
+from flopwise.cost.attention import AttentionWork, Span, decode_work
 from flopwise.cost.batch import BatchShape, batch_shape, decode_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.step import StepCost, step_cost, step_time
@@ -77,9 +77,18 @@ def draft_passes(spec: SpeculativeSpec) -> int:
     return 0 if spec.method == "ngram" else 1 if spec.method == "medusa" else spec.k
 
 
-def verify_shape(batch: int, context: int, positions: int, windows: tuple[Span, ...]) -> BatchShape:
-    """`batch` sequences at `context` cached tokens each verifying `positions` new tokens (all logits)."""
-    return batch_shape([(positions, context)] * batch, windows, num_logits=batch * positions)
+def verify_shape(batch: int, context: int, positions: int, windows: tuple[Span, ...],
+                 expand: bool = False) -> BatchShape:
+    """`batch` sequences at `context` cached tokens each verifying `positions` new tokens (all logits); `expand`:
+    as `positions` single-token decode rows per sequence at contexts context .. context + positions - 1, each
+    reading its own context (`EngineProfile.expands_verify`: vLLM V0's batch-expansion scorer)."""
+    if not expand:
+        return batch_shape([(positions, context)] * batch, windows, num_logits=batch * positions)
+    rows = batch * positions
+    work = {w: AttentionWork(*(sum(getattr(decode_work(batch, context + j, w), f.name) for j in range(positions))
+                               for f in fields(AttentionWork)))
+            for w in set(windows)}
+    return BatchShape(rows, rows, rows, work)
 
 
 DraftPass = Callable[[int], BatchShape | None]  # the proposer's batch in pass j (None: nothing to propose)
@@ -150,7 +159,7 @@ class SpecRound:
 def spec_round(dep: Deployment, spec: SpeculativeSpec, batch: int, context: int) -> SpecRound:
     """The round of `batch` equal sequences at `context`, with its breakdown (same steps as `round_time_s`)."""
     windows = layout(dep).windows
-    verify = verify_shape(batch, context, spec.positions, windows)
+    verify = verify_shape(batch, context, spec.positions, windows, dep.engine.expands_verify)
     prop = proposer_deployment(dep, spec)
     prop_windows = layout(prop).windows if prop is not None else windows
     v, *drafts = _priced(dep, spec, verify, lambda j: decode_shape(batch, context + j, prop_windows), step_cost)

@@ -540,8 +540,8 @@ def has_prompt(tokens: float, seqs: float, logits: float) -> bool:
     verify step (every position scored) is a decode step, replayed in the engines' CUDA graphs (SGLang's and
     TensorRT-LLM's target-verify graphs, vLLM's uniform decode; vLLM V0's default batch-expansion scorer, which
     spec_decode_worker.py picks whenever CUDA graphs are on, expands each sequence into k + 1 single-token decodes
-    that its model runner replays in the captured graphs: the v0.7.3 wheel), not launched as a prompt step. Not
-    priced: that expansion reads each sequence's KV k + 1 times where the MQA scorer (eager only) reads it once."""
+    that its model runner replays in the captured graphs: the v0.7.3 wheel; `EngineProfile.spec_scoring`), not
+    launched as a prompt step."""
     return tokens > seqs and logits < tokens
 
 

@@ -116,7 +116,7 @@ class Replica:
         if spec is not None:
             sched.use_speculation(Acceptance(spec, (config.seed, index)))
         self.kv = sched.kv
-        self.builder = ShapeBuilder(layout(dep).windows, dep.dp)
+        self.builder = ShapeBuilder(layout(dep).windows, dep.dp, expand=dep.engine.expands_verify)
         if isinstance(sched, VllmScheduler):  # a step reads its decodes as a count and a context sum only
             sched.lazy_decodes = (spec is None and not sched.by_priority and self.builder.full_only
                                   and sched.kv.blocks_for is None)

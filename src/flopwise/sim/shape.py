@@ -9,6 +9,8 @@ scheduler keeps as it adds them, so a step costs O(non-decode rows):
     decode rows, full attention, B rows with context sum C:   pairs = C + B,   kv_read = C
     the same verifying P positions each (speculative decoding): pairs = P·C + B·P(P+1)/2,   kv_read = C
     (rows of P > 1 new tokens, counted with the prefill rows as `cost.batch_shape` does)
+    the same expanded (`expand`: vLLM V0's batch-expansion scorer): B·P decode rows, the same pairs,
+    kv_read = P·C + B·P(P-1)/2
 
 `DraftShapes` gives a speculative step's proposer passes (`cost/speculative.py`).
 """
@@ -20,6 +22,7 @@ from collections.abc import Callable, Sequence
 from flopwise.cost.attention import AttentionWork, Span, span_work
 from flopwise.cost.batch import BatchShape, busiest_group
 from flopwise.sim.base import SchedulerOutput
+from flopwise.sim.request import Request
 
 __all__ = ["ShapeBuilder", "DraftShapes"]
 
@@ -28,12 +31,13 @@ class ShapeBuilder:
     """Builds BatchShapes for one model's attention spans, over `groups` data-parallel attention groups (a step
     with prompt chunks then carries its busiest group: `cost.batch.busiest_group`)."""
 
-    __slots__ = ("windows", "full_only", "groups")
+    __slots__ = ("windows", "full_only", "groups", "expand")
 
-    def __init__(self, windows: Sequence[Span], groups: int = 1):
+    def __init__(self, windows: Sequence[Span], groups: int = 1, expand: bool = False):
         self.windows = tuple(windows)
         self.full_only = self.windows == (None,)
         self.groups = groups
+        self.expand = expand  # a decode verifying P > 1 positions is P single-token rows (`cost.verify_shape`)
 
     def step(self, out: SchedulerOutput, decode_tokens: int | None = None) -> tuple[BatchShape, int]:
         """The shape of one scheduled step (contexts read before it is applied), and its prompt tokens
@@ -56,6 +60,8 @@ class ShapeBuilder:
         b = out.num_decodes
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
         work: dict[Span, AttentionWork]
+        if p > 1 and self.expand:
+            return self._expanded(out, chunks, p, logits), prompt
         if self.full_only:
             w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
             ctx = out.decode_context_sum
@@ -73,6 +79,25 @@ class ShapeBuilder:
                 rows = [(news[i] if i in is_chunk else p, r.num_computed_tokens) for i, r in enumerate(reqs)]
             work = {w: span_work(rows, w) for w in self.windows}
         return BatchShape(b * p + prompt, out.num_rows, logits, work, busiest), prompt
+
+    def _expanded(self, out: SchedulerOutput, chunks: list[tuple[int, Request]], p: int,
+                  logits: int) -> BatchShape:
+        """`step` with each decode row's `p` positions as single-token rows at its context + 0 .. p - 1."""
+        b, ctx = out.num_decodes, out.decode_context_sum
+        prompt = sum(n for n, _ in chunks)
+        work: dict[Span, AttentionWork]
+        if self.full_only:
+            w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
+            work = {None: AttentionWork(w.prefill_pairs, w.prefill_kv_read,
+                                        w.decode_pairs + p * ctx + b * p * (p + 1) // 2,
+                                        w.decode_kv_read + p * ctx + b * p * (p - 1) // 2)}
+        else:
+            is_chunk = set(out.chunk_rows)
+            rows = [(n, r.num_computed_tokens) for n, r in chunks]
+            rows += [(1, r.num_computed_tokens + j) for i, r in enumerate(out.reqs) if i not in is_chunk
+                     for j in range(p)]
+            work = {w: span_work(rows, w) for w in self.windows}
+        return BatchShape(b * p + prompt, out.num_rows + b * (p - 1), logits, work)
 
     def counts(self, out: SchedulerOutput) -> tuple[int, int, int, tuple[int, int, int, int], int]:
         """`step(out)` of a full-attention model whose decode rows take one token each, as the shape's numbers

@@ -65,6 +65,7 @@ ENDPOINTS = ("completions", "chat")
 DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 DP_ATTENTION_CHUNKS = ("whole", "split", "halved")  # EngineProfile.dp_attention_chunk
 SYNC_KINDS = ("pp", "speculative", "linear_state", "multinode")  # HostCosts.sync_with
+SPEC_SCORINGS = ("batched", "expand", "expand_with_graphs")  # EngineProfile.spec_scoring
 # the engines' flags for a server's API-process count (the catalog's launch flag `api_servers`), for messages
 API_SERVER_FLAGS = "vLLM --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2"
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
@@ -783,6 +784,11 @@ class EngineProfile:
     dp_attention_chunk: str = "whole"
     # the scheduler's admission conservativeness under data-parallel attention, relative to the flag's (SGLang x 0.3)
     dp_attention_conservativeness: float = 1.0
+    # how the target scores a speculative round's P positions per sequence: "batched" (one row of P query tokens
+    # reading the sequence's KV once: vLLM V1, SGLang, TensorRT-LLM), "expand" (P single-token decode rows, each
+    # reading its own context: vLLM V0's batch-expansion scorer), "expand_with_graphs" (expand where the engine
+    # captures CUDA graphs, batched where it runs eagerly: vLLM 0.6.3-0.7's MQA scorer, eager only)
+    spec_scoring: str = "batched"
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
@@ -861,6 +867,7 @@ class EngineProfile:
             raise SpecError(f"engine {self.family}: needs at least one [[batch_defaults]] rule")
         check_text(self.dp_attention_chunk, f"engine {self.family}: dp_attention_chunk",
                    choices=DP_ATTENTION_CHUNKS, error=SpecError)
+        check_text(self.spec_scoring, f"engine {self.family}: spec_scoring", choices=SPEC_SCORINGS, error=SpecError)
         number(self.dp_attention_conservativeness, f"engine {self.family}: dp_attention_conservativeness", lo=0,
                lo_open=True, error=SpecError)
         if self.adp_balance_iters:
@@ -965,6 +972,11 @@ class EngineProfile:
 
     def offline(self) -> EngineProfile:
         return replace(self, frontend=None)
+
+    @property
+    def expands_verify(self) -> bool:
+        """Whether the target scores a speculative round's positions as single-token decode rows (`spec_scoring`)."""
+        return self.spec_scoring == "expand" or (self.spec_scoring == "expand_with_graphs" and self.kernels.cuda_graphs)
 
     def fall_back(self, reason: str) -> EngineProfile:
         """This release as it runs a deployment its default engine does not support (`reason`): on its fallback
@@ -1147,7 +1159,7 @@ _FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
-                 "dp_attention_chunk", "dp_attention_conservativeness",
+                 "dp_attention_chunk", "dp_attention_conservativeness", "spec_scoring",
                  "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
                  "gguf_lacks", "fallback", "fallback_label", "sources", "since", "source"}
 
@@ -1296,6 +1308,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             adp_balance_iters=tuple(int(x) for x in table.get("adp_balance_iters", ())),
             dp_attention_chunk=str(table.get("dp_attention_chunk", "whole")),
             dp_attention_conservativeness=float(table.get("dp_attention_conservativeness", 1.0)),
+            spec_scoring=str(table.get("spec_scoring", "batched")),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             bench_batch=BenchBatch(**table["bench_batch"]) if table.get("bench_batch") else None,
