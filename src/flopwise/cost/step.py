@@ -96,6 +96,10 @@ __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "fu
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
 MOE_KERNELS = 6
+# TensorRT-LLM's fused trtllm-gen MoE (`KernelFactors.trtllm_moe`): the router GEMM, the activations' block
+# quantization and one runner op (fused_moe_trtllm_gen.py: torch.ops.trtllm.fp4_block_scale_moe_runner /
+# mxe4m3_mxe2m1_block_scale_moe_runner covers routing, both grouped GEMMs, the activation and the combine)
+TRTLLM_MOE_KERNELS = 3
 # Share of min(kernels, collectives) that two-batch overlap hides. Not 1: each micro-batch's GEMMs run at half the
 # rows, DeepEP's kernels take SMs from the compute, and the halves synchronise. SGLang's large-scale EP blog
 # (LMSYS, 2025-05-05) measures +27-35% throughput from it where kernels and all-to-alls take about as long, i.e.
@@ -215,6 +219,7 @@ class Roofs:
     piecewise_decode: bool  # decode-only steps run piecewise too
     piecewise_prefill: bool  # prompt steps run piecewise, other uncaptured steps eagerly (KernelFactors)
     grouped_topk_kernels: int  # launches of one grouped-routing layer's top-k (KernelFactors.grouped_topk_kernels)
+    moe_kernels: int  # modelled kernels of one routed-MoE layer (MOE_KERNELS, TRTLLM_MOE_KERNELS)
     moe_pair_reads_below: int  # fewer tokens: each token-expert pair reads its expert (KernelFactors, same name)
     moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
     # folded constants of the hot path (see _Acc.add)
@@ -292,6 +297,7 @@ def roofs(dep: Deployment) -> Roofs:
                  piecewise_layer_s=kf.piecewise_layer_s, piecewise_step_s=kf.piecewise_step_s,
                  piecewise_decode=kf.piecewise_decode, piecewise_prefill=kf.piecewise_prefill,
                  grouped_topk_kernels=kf.grouped_topk_kernels,
+                 moe_kernels=TRTLLM_MOE_KERNELS if kf.trtllm_moe else MOE_KERNELS,
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  linear_rate=nominal * factor * e.compute_max * gemm_eff,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
@@ -451,13 +457,13 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                     flops = 2 * touched * (-(-rows_per_expert // m) * m) * g.expert_params
                 acc.add("moe_experts", n, flops, m,
                         touched * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                        _moe_act_elems(T, T * k, h, g.expert_inter) * a, MOE_KERNELS,
+                        _moe_act_elems(T, T * k, h, g.expert_inter) * a, acc.r.moe_kernels,
                         weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
             else:  # the busiest GPU's experts: T_all * k / ep rows (times the skew), touched / ep of its experts read
                 rows = T_all * k / ep * (dep.expert_skew if ep > 1 else 1.0)
                 acc.add("moe_experts", n, 2 * rows * g.expert_params, rows_per_expert,
                         touched / ep * g.expert_params * wbpp + g.router_params * dbpp, 0.0,
-                        _moe_act_elems(T, rows, h, g.expert_inter) * a, MOE_KERNELS,
+                        _moe_act_elems(T, rows, h, g.expert_inter) * a, acc.r.moe_kernels,
                         weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
