@@ -17,8 +17,9 @@ from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, full
 from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
-from flopwise.specs.expert_load import experts_touched
+from flopwise.specs.expert_load import experts_touched, routing_shape
 from flopwise.specs.hardware import GIB, get_hardware
+from flopwise.specs.model_catalog import get_model
 
 
 def _op(cost, name):
@@ -128,6 +129,20 @@ def test_uneven_routing_touches_fewer_experts_than_uniform():
     assert experts_touched(256, 8, 32) < 256 * (1 - (1 - 8 / 256) ** 32)
     assert experts_touched(256, 8, 1e6) == pytest.approx(256, abs=0.01)
     assert experts_touched(256, 8, 32, shape=1e9) == pytest.approx(256 - 248 * math.exp(-31 * 8 / 256), rel=1e-6)
+
+
+def test_the_measured_router_routes_more_unevenly():
+    """DeepSeek's router, the one with a published popularity measurement, takes its own gamma shape (a = 1):
+    32 tokens touch 256 - 248 / (1 + 31 * 8 / 256) = 130.03 experts, not gamma(2)'s 143.45; a decode step of 32
+    sequences on 8 x H200 reads that many experts' slices per MoE layer. Other routers keep a = 2."""
+    assert routing_shape(get_model("deepseek-v3")) == 1.0 and routing_shape(get_model("qwen3-30b-a3b")) == 2.0
+    assert experts_touched(256, 8, 32, shape=1.0) == pytest.approx(130.03, abs=0.01)
+    dep = deployment("deepseek-v3", "h200", tp=8)
+    g = next(x for x in layout(dep).groups if x.is_moe)
+    moe = _op(step_cost(dep, decode_shape(32, 2000, layout(dep).windows)), "moe_experts")
+    want = g.count * (experts_touched(256, 8, 32, shape=1.0) * g.expert_params * layout(dep).weight_bytes_per_param
+                      + g.router_params * layout(dep).dense_weight_bytes_per_param)
+    assert moe.weight_bytes == pytest.approx(want, rel=1e-9)
 
 
 def test_moe_activation_traffic_counts_each_rows_intermediate_and_output():

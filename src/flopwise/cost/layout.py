@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from flopwise.cost.attention import AttentionLayout, Span, attention_layout, retention_span, sort_spans
 from flopwise.specs.deployment import Deployment
+from flopwise.specs.expert_load import ROUTING_SHAPE, routing_shape
 from flopwise.specs.model import LayerSpec, ModelSpec, expert_params, mlp_params, router_params, shared_expert_params
 
 __all__ = ["LayerGroup", "CacheLayout", "Layout", "layout"]
@@ -50,6 +51,7 @@ class LayerGroup:
     experts_per_token: int
     local_experts: float  # routed experts one GPU holds a shard of: E / ep
     grouped_routing: bool  # group-limited top-k routing (MLPSpec.grouped_routing)
+    routing_shape: float = ROUTING_SHAPE  # gamma shape of its experts' popularity (`specs.expert_load.routing_shape`)
 
     @property
     def activation_inter(self) -> float:
@@ -111,7 +113,8 @@ def _group(m: ModelSpec, layer: LayerSpec, count: int, tp: int, kv_bpe: float, e
                           shared_params=shared_expert_params(mlp, h) / tp,
                           shared_inter=mlp.shared_intermediate_size / tp, router_params=router_params(mlp, h),
                           num_experts=mlp.num_experts, experts_per_token=mlp.experts_per_token,
-                          local_experts=mlp.num_experts / ep, grouped_routing=mlp.grouped_routing)
+                          local_experts=mlp.num_experts / ep, grouped_routing=mlp.grouped_routing,
+                          routing_shape=routing_shape(m))
     return LayerGroup(count=count, window=a.span, is_moe=False, attn=a, norms=layer.norms,
                       extra_params=layer.extra_params / tp, dense_mlp_params=mlp_params(mlp, h) / tp,
                       dense_inter=mlp.intermediate_size / tp, expert_params=0.0, expert_inter=0.0, shared_params=0.0,

@@ -445,7 +445,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             E, k = g.num_experts, g.experts_per_token
             # the experts' weights read: each distinct expert once, or, where the engine runs a few tokens as one
             # mat-vec per token-expert pair, every pair's expert (repeats included)
-            touched = T_all * k if T_all < acc.r.moe_pair_reads_below else experts_touched(E, k, T_all)
+            touched = T_all * k if T_all < acc.r.moe_pair_reads_below else experts_touched(E, k, T_all, g.routing_shape)
             routing = acc.r.grouped_topk_kernels - 1 if g.grouped_routing else 0  # beyond the one top-k kernel
             rows_per_expert = T_all * k / touched
             w = g.expert_inter  # this GPU's slice of an expert: the N of gate/up, the K of down

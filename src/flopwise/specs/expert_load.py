@@ -28,21 +28,33 @@ probability E[exp(-(T - 1)·k·X/E)] = (1 + (T - 1)·k/(E·a))^(-a), so with the
 (T = 1: k; a -> infinity: the uniform count, to first order in k/E; T -> infinity: E). `ROUTING_SHAPE` a = 2
 (coefficient of variation 0.71) is fitted on the dev set's 721 MoE rows (DeepSeek-V3 / R1, gpt-oss, Qwen3,
 MiniMax-M2, GLM, Llama 4, Mixtral, on vLLM, SGLang and TensorRT-LLM): median 15.3% -> 14.1%, 202 rows closer and 134
-further by more than a point; decode at 9-128 sequences was 7-19% too slow (too many expert bytes). Milder than the
-blog's figure, which for 256 experts would take a ~ 0.5 (its dataset and iteration window; benchmark prompts are
-random tokens): one shape for every router, as no other router has a published popularity measurement.
+further by more than a point; decode at 9-128 sequences was 7-19% too slow (too many expert bytes). The blog's
+figure for DeepSeek's router is more uneven: a hottest expert 10.95x the mean of 256 is the expected maximum of
+256 draws at a ~ 0.5 (chi-squared with one degree of freedom). So the measured router (`MEASURED_FAMILIES`) gets
+its own shape, `MEASURED_ROUTING_SHAPE` a = 1, fitted on the dev set's 276 rows of that router (DeepSeek-V3 / R1 /
+V3.2, Kimi-K2 on vLLM, SGLang, TensorRT-LLM and llama.cpp, H200 / B200 / MI300X / MI355X / H20) between the
+global fit and the blog's: a = 2 / 1.5 / 1 / 0.75 / 0.5 score them 12.5 / 12.2 / 11.7 / 12.0 / 12.2% median (their
+online rows 12.5 -> 11.3%; SGLang's decode at 8-64 sequences was 10-26% too slow); every other router keeps
+`ROUTING_SHAPE`, having no measurement of its own.
 """
 
 from __future__ import annotations
 
 from flopwise.specs.model import ModelSpec
 
-__all__ = ["MEASURED_FAMILIES", "EPLB_SKEW", "ROUTING_SHAPE", "default_expert_skew", "experts_touched"]
+__all__ = ["MEASURED_FAMILIES", "EPLB_SKEW", "ROUTING_SHAPE", "MEASURED_ROUTING_SHAPE", "routing_shape",
+           "default_expert_skew", "experts_touched"]
 
 MEASURED_FAMILIES = ("deepseek", "deepseek-v3.2")  # routers of the DeepSeek-V3 kind (Kimi-K2 ships as one)
 EXCESS_AT_8_PER_RANK = 1.564  # TensorRT-LLM blog 4, Table 1: (max - mean) / mean at EP 32, no EPLB
 EPLB_SKEW = 1.11  # the same table with the static load balancer (288 slots, EP 32 / EP 36)
 ROUTING_SHAPE = 2.0  # fitted: the gamma shape of expert popularity (module docstring, `experts_touched`)
+MEASURED_ROUTING_SHAPE = 1.0  # fitted: the same for the measured router (DeepSeek's), more uneven
+
+
+def routing_shape(model: ModelSpec) -> float:
+    """The gamma shape of `model`'s expert popularity: the measured router's own, else the one fitted for all."""
+    return MEASURED_ROUTING_SHAPE if model.family in MEASURED_FAMILIES else ROUTING_SHAPE
 
 
 def default_expert_skew(model: ModelSpec, ep: int) -> float:
