@@ -171,8 +171,8 @@ def notes(dep: Deployment) -> list[str]:
     out = list(dep.model.notes)
     out += [n for n in (weights_note(dep), dep.engine.fallback_note, dep.engine.version_note) if n]
     hw = dep.hardware
-    weights = memory_plan(dep).weight_bytes
-    if hw.vendor == "apple" and weights > METAL_DEFAULT_WORKING_SET * hw.memory_bytes:
+    metal_share = METAL_DEFAULT_WORKING_SET * hw.memory_bytes
+    if hw.vendor == "apple" and (weights := memory_plan(dep).weight_bytes) > metal_share:
         out.append(f"the weights alone ({weights / GIB:.0f} GiB) exceed the ~{METAL_DEFAULT_WORKING_SET:.0%} of "
                    f"{hw.memory_gib:.0f} GiB that macOS lets the GPU use by default: raise it first (sudo sysctl "
                    "iogpu.wired_limit_mb=...)")

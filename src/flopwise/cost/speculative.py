@@ -29,11 +29,11 @@ P positions cost more than the E[tokens] plain decode steps they replace, and sp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TypeVar
 
-from flopwise.cost.attention import AttentionWork, Span, decode_work
+from flopwise.cost.attention import Span
 from flopwise.cost.batch import BatchShape, batch_shape, decode_shape
 from flopwise.cost.layout import layout
 from flopwise.cost.step import StepCost, step_cost, step_time
@@ -82,13 +82,9 @@ def verify_shape(batch: int, context: int, positions: int, windows: tuple[Span, 
     """`batch` sequences at `context` cached tokens each verifying `positions` new tokens (all logits); `expand`:
     as `positions` single-token decode rows per sequence at contexts context .. context + positions - 1, each
     reading its own context (`EngineProfile.expands_verify`: vLLM V0's batch-expansion scorer)."""
-    if not expand:
-        return batch_shape([(positions, context)] * batch, windows, num_logits=batch * positions)
-    rows = batch * positions
-    work = {w: AttentionWork(*(sum(getattr(decode_work(batch, context + j, w), f.name) for j in range(positions))
-                               for f in fields(AttentionWork)))
-            for w in set(windows)}
-    return BatchShape(rows, rows, rows, work)
+    if expand:
+        return batch_shape([(1, context + j) for j in range(positions)] * batch, windows)
+    return batch_shape([(positions, context)] * batch, windows, num_logits=batch * positions)
 
 
 DraftPass = Callable[[int], BatchShape | None]  # the proposer's batch in pass j (None: nothing to propose)

@@ -61,7 +61,7 @@ class ShapeBuilder:
         logits = b * p + sum(1 for n, r in chunks if r.num_computed_tokens + n == r.num_tokens)
         work: dict[Span, AttentionWork]
         if p > 1 and self.expand:
-            return self._expanded(out, chunks, p, logits), prompt
+            return self._expanded(out, chunks, prompt, p, logits), prompt
         if self.full_only:
             w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
             ctx = out.decode_context_sum
@@ -80,11 +80,10 @@ class ShapeBuilder:
             work = {w: span_work(rows, w) for w in self.windows}
         return BatchShape(b * p + prompt, out.num_rows, logits, work, busiest), prompt
 
-    def _expanded(self, out: SchedulerOutput, chunks: list[tuple[int, Request]], p: int,
+    def _expanded(self, out: SchedulerOutput, chunks: list[tuple[int, Request]], prompt: int, p: int,
                   logits: int) -> BatchShape:
         """`step` with each decode row's `p` positions as single-token rows at its context + 0 .. p - 1."""
         b, ctx = out.num_decodes, out.decode_context_sum
-        prompt = sum(n for n, _ in chunks)
         work: dict[Span, AttentionWork]
         if self.full_only:
             w = span_work([(n, r.num_computed_tokens) for n, r in chunks], None)
