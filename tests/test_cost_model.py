@@ -261,6 +261,32 @@ def test_llamacpp_mmq_int8_rate_is_capped_per_sm_and_clock():
     assert roofs(mi250).nominal_peak_linear == pytest.approx(191.5e12, rel=1e-12)
 
 
+def test_experts_only_formats_run_the_other_gemms_at_the_16_bit_rate():
+    """gpt-oss's MXFP4 checkpoint quantizes the routed experts alone: its attention projections are bf16, so on an
+    H100 (no FP4 math) they do not pay MXFP4's dequantization (gemm_efficiency 0.5), and on an MI355X (native MXFP4)
+    they do not run at the 10,066 TFLOPS FP4 peak. By hand, a 4,096-token prompt of gpt-oss-120b at tp 1: the
+    projections' compute time is 2 x 4,096 x params x 36 layers (18 sliding, 18 full, the same projections) / (bf16
+    peak x compute_max x m / (m + half_m)), m = 4,096, the routed experts still at the format's own rate."""
+    for gpu in ("h100-sxm", "mi355x"):
+        dep = deployment("gpt-oss-120b", gpu, engine="vllm@0.11")
+        r, hw = roofs(dep), get_hardware(gpu)
+        assert r.nominal_peak_dense == pytest.approx(hw.peak_tflops["bf16"] * 1e12)
+        assert r.dense_rate == pytest.approx(hw.peak_tflops["bf16"] * 1e12 * hw.efficiency.compute_max)
+        shape = prefill_shape(1, 4096, layout(dep).windows)
+        proj = [o for o in step_cost(dep, shape).ops if o.name == "qkv_o_proj"]  # one per layer group
+        groups = layout(dep).groups
+        assert [g.count for g in groups] == [18, 18] and groups[0].attn.params == groups[1].attn.params
+        m, half = 4096, hw.efficiency.compute_half_m
+        flops = 2 * 4096 * groups[0].attn.params * 36
+        assert sum(o.flops for o in proj) == pytest.approx(flops)
+        assert sum(o.compute_s for o in proj) == pytest.approx(flops * (m + half) / (m * r.dense_rate), rel=1e-9)
+        assert r.linear_rate != pytest.approx(r.dense_rate)  # the experts: MXFP4's own rate
+    h100 = roofs(deployment("gpt-oss-120b", "h100-sxm", engine="vllm@0.11"))
+    assert h100.linear_rate == pytest.approx(0.5 * h100.dense_rate)  # weight-only MXFP4 in bf16, gemm_efficiency 0.5
+    dense = roofs(deployment("llama-3.1-8b", "h100-sxm", weights="fp8"))  # a format that covers every GEMM
+    assert dense.dense_rate == dense.linear_rate and dense.nominal_peak_dense == dense.nominal_peak_linear
+
+
 def test_llamacpp_mmq_runs_k_quants_at_their_own_rate():
     """A k-quant tile unpacks its sub-block scales before the int8 MMAs: MMQ multiplies Q4_K_M at 0.93 of Q4_0's rate
     (PR #8495: Q5_K_S / Q4_0 0.92-0.94 on an RTX 4090), so a compute-bound prompt's MLP takes 1 / 0.93 as long; on

@@ -3,6 +3,8 @@
 For each operator of each layer (per GPU of the tensor-parallel group):
 
     compute_s = FLOPs / (peak(dtype) * compute_eff(m))          m = GEMM rows (tokens)
+                (dtype: the weight format's math; a format that covers the routed experts alone, gpt-oss's MXFP4,
+                leaves the other GEMMs, projections, dense and shared MLPs, the LM head, in 16-bit: `Roofs.dense_rate`)
     memory_s  = bytes / (bandwidth * bandwidth_eff(bytes))      weights + KV + activations
     time_s    = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_overhead_s
                 (roofline, Williams et al. 2009, with imperfect overlap p; see specs/hardware.py)
@@ -89,6 +91,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import HostCosts
 from flopwise.specs.expert_load import experts_touched
 from flopwise.specs.hardware import LOW_PRECISION_DTYPES
+from flopwise.specs.precision import default16
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "full_step_time", "decode_step_time",
            "decode_step_timer", "host_s", "op_time_s"]
@@ -201,6 +204,7 @@ class Roofs:
     bw: float
     peak_linear: float
     nominal_peak_linear: float
+    nominal_peak_dense: float  # the GEMM peak of the weights outside the routed experts (see dense_rate)
     peak_attn: float
     gemm_eff: float
     weight_read_eff: float
@@ -224,6 +228,9 @@ class Roofs:
     moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
+    dense_rate: float  # linear_rate, or, where the format covers the routed experts alone (experts_only: gpt-oss's
+    #                    MXFP4 checkpoints), the 16-bit rate the other GEMMs (projections, dense and shared MLPs, the
+    #                    LM head) run at: their weights and activations are 16-bit, no dequantization
     attention_rate: float  # peak_attn * attention_compute_max
     peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
     index_rate: float  # peak_index * attention_compute_max
@@ -286,7 +293,13 @@ def roofs(dep: Deployment) -> Roofs:
         kernel_s *= kf.pdl_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
+    linear_rate = nominal * factor * e.compute_max * gemm_eff
+    nominal_dense, dense_rate = nominal, linear_rate
+    if wf.experts_only and not block:  # (a GGUF file's other matrices are Q8_0, run by the same quantized matmuls)
+        nominal_dense = hw.peak_flops(default16(hw))
+        dense_rate = nominal_dense * e.compute_max
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
+                 nominal_peak_dense=nominal_dense, dense_rate=dense_rate,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
@@ -299,7 +312,7 @@ def roofs(dep: Deployment) -> Roofs:
                  grouped_topk_kernels=kf.grouped_topk_kernels,
                  moe_kernels=TRTLLM_MOE_KERNELS if kf.trtllm_moe else MOE_KERNELS,
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
-                 linear_rate=nominal * factor * e.compute_max * gemm_eff,
+                 linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
@@ -343,19 +356,22 @@ class _Acc:
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
-            compute_eff: float = 1.0, gpu_kernels: int = 0) -> None:
+            compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False) -> None:
         """One operator (`_op_seconds`) `count` times; `gpu_kernels` more kernels cost their fixed GPU-side time
-        but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels)."""
+        but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels); `dense`: a
+        GEMM outside the routed experts (`Roofs.dense_rate`)."""
         r = self.r
         self.kernels += count * kernels
-        rate = r.index_rate if index else (r.attention_rate if attention else r.linear_rate)
+        rate = r.index_rate if index else (r.attention_rate if attention else (r.dense_rate if dense else
+                                                                               r.linear_rate))
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff)
         self.total += count * t
         if self.terms is not None:
             self.terms.append(None if attention else count * t)
         if self.detail:
-            peak = r.peak_index if index else (r.peak_attn if attention else r.nominal_peak_linear)
+            peak = r.peak_index if index else (r.peak_attn if attention else (r.nominal_peak_dense if dense else
+                                                                              r.nominal_peak_linear))
             self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
                                    kv_bytes=count * kv_b, act_bytes=count * act_b, comm_bytes=0.0,
                                    peak_compute_s=count * flops / peak,
@@ -427,7 +443,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         n = g.count
         at = g.attn
         start = acc.total
-        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels)
+        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels,
+                dense=True)
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
             flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a)
@@ -467,12 +484,13 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                         weight_eff=acc.r.moe_weight_eff, compute_eff=compute_eff, gpu_kernels=routing)
             if g.shared_params:
                 acc.add("shared_experts", n, 2 * T * g.shared_params, T, g.shared_params * dbpp, 0.0,
-                        T * a * (2 * h + 3 * g.shared_inter), 2)
+                        T * a * (2 * h + 3 * g.shared_inter), 2, dense=True)
         else:
             acc.add("mlp", n, 2 * T * g.dense_mlp_params, T, g.dense_mlp_params * dbpp, 0.0,
-                    T * a * (2 * h + 3 * g.dense_inter), 2)
+                    T * a * (2 * h + 3 * g.dense_inter), 2, dense=True)
         if g.extra_params:
-            acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2)
+            acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2,
+                    dense=True)
         acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
         if acc.r.act_quant:  # one quantization launch per GEMM input: projections, the (routed or dense) MLP's
             acc.kernels += n * (at.proj_gemms + 2 + 2 * bool(g.shared_params))  # two, a shared expert's two
@@ -493,7 +511,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             acc.add_comm("pp_send", dep.pp - 1 - crossing, p2p_time(hw, T_all * h * a), T_all * h * a)
     if L:
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
-                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff)
+                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff, dense=True)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc

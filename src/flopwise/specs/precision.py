@@ -43,7 +43,9 @@ kernel, upcasting e2m1 values and e8m0 scales to bf16 inside the mainloop: `gemm
 dev rows of gpt-oss-120b / 20b on H100 / H200 / A100 / MI300X / GeForce under vLLM, SGLang and TensorRT-LLM
 (0.85 / 0.6 / 0.5 / 0.45 / 0.4: 10.4 / 8.9 / 9.2 / 9.1 / 9.0% median; their 35 online TTFT rows 26 / 17 / 13 /
 10 / 9%, signed -25 / -17 / -10 / -8 / -4%, while TPOT goes +3 / +4 / +6 / +6 / +7%): the prefill and the
-prompt chunks of mixed steps are compute-bound, decode is not.
+prompt chunks of mixed steps are compute-bound, decode is not. Re-checked once the checkpoint's 16-bit GEMMs (the
+projections; `experts_only`) ran at their own bf16 rate rather than the experts' (`cost/step.py Roofs.dense_rate`):
+0.6 / 0.5 / 0.4 score 7.4 / 7.2 / 7.7% median over the 320 dev rows in MXFP4.
 Block-scaled FP8 (`fp8-block`: DeepSeek-V3's 128x128 weight blocks, 1x128 activation groups) applies a scale per
 128-deep slice of every dot product: DeepGEMM and the CUTLASS / Triton / AITER block-FP8 GEMMs promote the FP8
 tensor-core partial sums to FP32 on the CUDA cores at each block, which costs FP8 tensor-core throughput:
