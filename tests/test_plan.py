@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from flopwise.api import deployment
 from flopwise.cli import app
+from flopwise.cost import memory_plan
 from flopwise.cost.capacity import bounds
 from flopwise.errors import DoesNotFitError, InfeasibleError
 from flopwise.launch import plan_launch
@@ -21,6 +22,8 @@ from flopwise.plan.pareto import dominates, pareto_front
 from flopwise.plan.search import PlanRequest, _Stream, plan, plan_to_dict
 from flopwise.plan.space import SearchSpace, enumerate_candidates, weight_formats
 from flopwise.report.plan_report import render_plan
+from flopwise.sim import SimConfig
+from flopwise.sim.sglang_scheduler import sglang_settings
 from flopwise.sim.steady import SteadyRule
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model_catalog import get_model
@@ -123,6 +126,31 @@ def test_latency_objective_compares_at_the_same_load():
     d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", sla=sla, space=space, **SMALL)))
     assert d["best"]["gpu"] == "h200"
     assert d["reference_load_per_gpu"] == pytest.approx(d["best"]["at_load"]["request_rate_per_replica"] / 2)
+
+
+def test_candidates_are_priced_for_the_context_the_launch_serves():
+    """The plan launches with --max-model-len = its longest request, so its candidates are priced with the engine's
+    defaults for that context, not the model's: vLLM 0.6.5 turns chunked prefill on by itself only above 32,768
+    tokens of served context (2,048-token chunks), and unchunked takes a budget of at least the context. For
+    Llama-3.1-8B (131,072 tokens) served at 4,096: unchunked, a 4,096-token budget; at the whole context it would
+    have been chunked at 2,048. SGLang's default running-request cap follows the served context too."""
+    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    space = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",), engine="vllm@0.6.5")
+    (c,), _ = enumerate_candidates(model, [hw], space, 4096)
+    d = c.deployment
+    assert d.max_model_len == d.context_len == 4096
+    assert not d.enable_chunked_prefill and d.max_num_batched_tokens == 4096
+    whole = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.6.5")
+    assert whole.context_len == 131072 and whole.enable_chunked_prefill and whole.max_num_batched_tokens == 2048
+    assert d.engine_defaults().max_num_batched_tokens == 4096  # the launch's flags are written against these
+    # SGLang: --max-running-requests defaults to KV tokens / served context x 512, clamped to 2,048..4,096
+    sgl = SearchSpace(gpus=("h100-sxm",), tps=(1,), weights=("bf16",), kvs=("bf16",), engine="sglang@0.5.6")
+    (c,), _ = enumerate_candidates(model, [hw], sgl, 4096)
+    kv = memory_plan(c.deployment).kv_capacity_tokens
+    assert kv / 131072 * 512 < 2048 < 4096 < kv / 4096 * 512
+    assert sglang_settings(c.deployment, SimConfig(scheduler="sglang"))["max_running_requests"] == 4096
+    whole = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.6")
+    assert sglang_settings(whole, SimConfig(scheduler="sglang"))["max_running_requests"] == 2048
 
 
 def test_rate_sizes_replicas():

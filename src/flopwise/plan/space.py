@@ -179,7 +179,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                 if tp * pp > space.max_gpus:
                     continue
                 try:
-                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp,
+                    dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
                                           **space.engine_switches())
                 except SpecError as e:
                     why = str(e)
@@ -205,7 +205,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
         if n < 2:
             continue
         try:
-            dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n,
+            dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n, max_model_len=max_len,
                                   **space.engine_switches())
         except SpecError:
             continue
@@ -247,7 +247,8 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                     try:
                         with_spec[spec] = make_deployment(model, hw, weights=base.weights.name, kv=base.kv.name,
                                                           tp=base.tp, pp=base.pp, dp=base.dp, ep=base.ep,
-                                                          speculative=spec, **space.engine_switches())
+                                                          speculative=spec, max_model_len=max_len,
+                                                          **space.engine_switches())
                     except SpecError:
                         with_spec[spec] = None
             for seqs, tokens, pc, spec, api, si in itertools.product(

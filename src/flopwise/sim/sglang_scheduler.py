@@ -478,7 +478,7 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
         # every attention rank's chunk, summed, as SGLang splits its flag
         chunk = (dep.engine if own else get_engine("sglang")).rank_tokens(flag, dep.dp) * dep.dp
     max_running = knobs.max_running_requests or sglang_max_running_requests(
-        memory_plan(dep).kv_capacity_tokens, dep.model.max_position_embeddings)
+        memory_plan(dep).kv_capacity_tokens, dep.context_len)
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,
             "max_prefill_tokens": knobs.max_prefill_tokens, "schedule_policy": knobs.schedule_policy,
             # SGLang scales the flag's conservativeness under DP attention (x 0.3: admits more eagerly)

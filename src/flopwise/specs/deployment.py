@@ -76,6 +76,9 @@ class Deployment:
     # the knobs (max_num_seqs, max_num_batched_tokens) the engine's offline benchmark derives from the workload it
     # runs (`EngineProfile.bench_batch`: trtllm-bench, those the user did not give); `for_workload` sets them
     bench_knobs: tuple[str, ...] = ()
+    # the context the server is started for (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM
+    # --max_seq_len); None: the model's own. The engine's defaults that depend on it follow it (`context_len`)
+    max_model_len: int | None = None
     _hash: int = field(default=0, compare=False, repr=False)
     _k: tuple[object, ...] = field(default=(), compare=False, repr=False)  # `_key()`, kept: deployments key caches
 
@@ -90,6 +93,7 @@ class Deployment:
                 raise SpecError(f"{name} must be a positive integer, got {v!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise SpecError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        _check_max_model_len(self.max_model_len)
         m = self.model
         if m.mla is None and m.num_heads % self.tp:
             raise SpecError(f"tp={self.tp} does not divide {m.name}'s {m.num_heads} attention heads; "
@@ -169,7 +173,7 @@ class Deployment:
         return (self.model, self.hardware, self.weights, self.kv, self.engine, self.tp, self.pp, self.replicas,
                 self.replicas_per_server, self.dp, self.ep, self.nodes, self.expert_skew, self.two_batch_overlap,
                 self.gpu_memory_utilization, self.block_size, self.max_num_seqs, self.max_num_batched_tokens,
-                self.enable_chunked_prefill, self.speculative, self.bench_knobs)
+                self.enable_chunked_prefill, self.speculative, self.bench_knobs, self.max_model_len)
 
     def __eq__(self, other: object) -> bool:
         """Value equality, cheap when unequal (hash first): deployments key the cost caches."""
@@ -259,10 +263,15 @@ class Deployment:
         parallelism and proposer (`EngineProfile.default_knobs`)."""
         eng, hw = engine or self.engine, self.hardware
         return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
-                                 context_len=self.model.max_position_embeddings, tp=self.tp, pp=self.pp, dp=self.dp,
+                                 context_len=self.context_len, tp=self.tp, pp=self.pp, dp=self.dp,
                                  speculative=self.speculative.method if self.speculative is not None else None,
                                  linear_state=has_linear_state(self.model), spans_nodes=self.spans_nodes,
                                  features=chunked_features(self.model, hw))
+
+    @property
+    def context_len(self) -> int | None:
+        """The context the server is started for: `max_model_len`, else the model's own (None where unknown)."""
+        return self.model.max_position_embeddings if self.max_model_len is None else self.max_model_len
 
     @property
     def gpus_per_node(self) -> int:
@@ -355,9 +364,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     `stream_interval`: output tokens per streamed event after the first (`EngineProfile.with_stream_interval`;
     None: the engine's 1); `max_model_len`: the context the server is started for (vLLM --max-model-len), which
     some engine defaults follow (None: the model's whole context)."""
-    if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
-                                      or max_model_len < 1):
-        raise SpecError(f"max_model_len must be a positive integer, got {max_model_len!r}")
+    _check_max_model_len(max_model_len)
     for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
@@ -434,7 +441,12 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                                         if v is None and eng.is_offline and eng.bench_batch is not None),
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
-                      else gpu_memory_utilization)
+                      else gpu_memory_utilization, max_model_len=max_model_len)
+
+
+def _check_max_model_len(v: object) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise SpecError(f"max_model_len must be a positive integer, got {v!r}")
 
 
 def has_linear_state(model: ModelSpec) -> bool:
