@@ -287,6 +287,33 @@ def test_experts_only_formats_run_the_other_gemms_at_the_16_bit_rate():
     assert dense.dense_rate == dense.linear_rate and dense.nominal_peak_dense == dense.nominal_peak_linear
 
 
+def test_nvfp4_mlp_keeps_the_attention_projections_16_bit():
+    """nvfp4-mlp (nvidia/DeepSeek-R1-FP4) holds DeepSeek-V3's MLA projections in bf16 and every MLP in NVFP4. By hand
+    on 8 x B200 at tp 8: the weights a GPU holds grow by its projections' parameters x (2 - 4.5 / 8) bytes, a
+    decode step reads them at 2 bytes a parameter, and a 4,096-token prompt multiplies them at the bf16 peak
+    (2 x 4,096 x params / (bf16 peak x compute_max x m / (m + half_m))); the routed experts are priced as nvfp4's."""
+    mlp, fp4 = (deployment("deepseek-v3", "b200", num_gpus=8, tp=8, weights=w, engine="sglang@0.5.6")
+                for w in ("nvfp4-mlp", "nvfp4"))
+    lm, lf = layout(mlp), layout(fp4)
+    proj = sum(g.count * g.attn.params for g in lm.groups)
+    assert lm.attn_weight_bytes_per_param == 2.0 and lf.attn_weight_bytes_per_param == 4.5 / 8
+    assert lm.weight_bytes_per_gpu - lf.weight_bytes_per_gpu == pytest.approx(proj * (2 - 4.5 / 8), rel=1e-12)
+    hw = get_hardware("b200")
+    r = roofs(mlp)
+    assert r.proj_rate == pytest.approx(hw.peak_tflops["bf16"] * 1e12 * hw.efficiency.compute_max)
+    assert r.linear_rate == roofs(fp4).linear_rate and r.dense_rate == r.linear_rate  # the MLPs: NVFP4's rate
+    shape = prefill_shape(1, 4096, lm.windows)
+    ops = [o for o in step_cost(mlp, shape).ops if o.name == "qkv_o_proj"]
+    m, half = 4096, hw.efficiency.compute_half_m
+    assert sum(o.weight_bytes for o in ops) == pytest.approx(proj * 2.0, rel=1e-12)
+    assert sum(o.compute_s for o in ops) == pytest.approx(2 * 4096 * proj * (m + half) / (m * r.proj_rate), rel=1e-9)
+    moe = [[o.time_s for o in step_cost(d, shape).ops if o.name == "moe_experts"] for d in (mlp, fp4)]
+    assert moe[0] == moe[1]
+    # a decode step of 64 sequences reads the projections at 2 bytes: slower than nvfp4's at 4.5 bits
+    dec = decode_shape(64, 2048, lm.windows)
+    assert step_time(mlp, dec) > step_time(fp4, dec)
+
+
 def test_llamacpp_mmq_runs_k_quants_at_their_own_rate():
     """A k-quant tile unpacks its sub-block scales before the int8 MMAs: MMQ multiplies Q4_K_M at 0.93 of Q4_0's rate
     (PR #8495: Q5_K_S / Q4_0 0.92-0.94 on an RTX 4090), so a compute-bound prompt's MLP takes 1 / 0.93 as long; on

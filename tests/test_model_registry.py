@@ -155,6 +155,12 @@ def test_checkpoint_weight_formats():
     awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
     assert checkpoint_format({"quantization_config": awq})[0] == "int4-awq"
     assert checkpoint_format({"quantization_config": {"quant_method": "gptq", "bits": 4}})[0] == "int4-gptq"
+    # ModelOpt NVFP4: nvidia/DeepSeek-R1-FP4's exclude_modules names every layer's self_attn (TensorRT-LLM #5766)
+    r1 = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+          "exclude_modules": ["lm_head", "model.layers.0.self_attn*", "model.layers.1.self_attn*"]}
+    assert checkpoint_format({"quantization_config": r1})[0] == "nvfp4-mlp"
+    r1["exclude_modules"] = ["lm_head"]
+    assert checkpoint_format({"quantization_config": r1})[0] == "nvfp4"
     bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
     assert checkpoint_format({"quantization_config": bnb})[0] == "nf4-dq"
     fmt, note = checkpoint_format({"quantization_config": {"quant_method": "exotic", "bits": 3}})

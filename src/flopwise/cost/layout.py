@@ -81,6 +81,7 @@ class Layout:
     windows: tuple[Span, ...]  # every span a step's BatchShape must carry
     weight_bytes_per_param: float  # routed experts (all weights unless the format covers experts only)
     dense_weight_bytes_per_param: float  # attention, dense MLPs, shared experts, router
+    attn_weight_bytes_per_param: float  # the attention projections (16-bit where the format leaves them so)
     embed_bytes_per_param: float
     act_bytes: int
     embed_params: float  # per GPU
@@ -175,8 +176,12 @@ def layout(dep: Deployment) -> Layout:
         extra[key] = extra.get(key, 0) + g.count
     for (params, full), n in extra.items():
         weight_bytes += n / dep.pp * (params - full / tp) * dense_bpp
+    attn_bpp = wf.attention_bytes_per_weight
+    if attn_bpp != dense_bpp:  # the attention projections held at their own width (`attention_16bit`)
+        weight_bytes += sum(g.count * g.attn.params for g in groups) / dep.pp * (attn_bpp - dense_bpp)
     return Layout(
         groups=groups, windows=sort_spans(spans), weight_bytes_per_param=wbpp, dense_weight_bytes_per_param=dense_bpp,
+        attn_weight_bytes_per_param=attn_bpp,
         embed_bytes_per_param=embed_bpp, act_bytes=wf.activation_bytes, embed_params=m.embedding_params / tp,
         lm_head_params=m.vocab_size * h / tp, hidden=h, vocab_per_gpu=m.vocab_size / tp,
         weight_bytes_per_gpu=weight_bytes, cache=_cache(m, groups, specs))

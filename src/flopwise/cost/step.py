@@ -205,6 +205,7 @@ class Roofs:
     peak_linear: float
     nominal_peak_linear: float
     nominal_peak_dense: float  # the GEMM peak of the weights outside the routed experts (see dense_rate)
+    nominal_peak_proj: float  # and of the attention projections (see proj_rate)
     peak_attn: float
     gemm_eff: float
     weight_read_eff: float
@@ -231,6 +232,8 @@ class Roofs:
     dense_rate: float  # linear_rate, or, where the format covers the routed experts alone (experts_only: gpt-oss's
     #                    MXFP4 checkpoints), the 16-bit rate the other GEMMs (projections, dense and shared MLPs, the
     #                    LM head) run at: their weights and activations are 16-bit, no dequantization
+    proj_rate: float  # dense_rate, or the 16-bit rate where the format leaves the attention projections 16-bit
+    #                   (attention_16bit: NVIDIA's first DeepSeek-R1 NVFP4 checkpoint)
     attention_rate: float  # peak_attn * attention_compute_max
     peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
     index_rate: float  # peak_index * attention_compute_max
@@ -295,11 +298,13 @@ def roofs(dep: Deployment) -> Roofs:
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     linear_rate = nominal * factor * e.compute_max * gemm_eff
     nominal_dense, dense_rate = nominal, linear_rate
+    peak16 = hw.peak_flops(default16(hw))
     if wf.experts_only and not block:  # (a GGUF file's other matrices are Q8_0, run by the same quantized matmuls)
-        nominal_dense = hw.peak_flops(default16(hw))
-        dense_rate = nominal_dense * e.compute_max
+        nominal_dense, dense_rate = peak16, peak16 * e.compute_max
+    nominal_proj, proj_rate = (peak16, peak16 * e.compute_max) if wf.attention_16bit else (nominal_dense, dense_rate)
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
-                 nominal_peak_dense=nominal_dense, dense_rate=dense_rate,
+                 nominal_peak_dense=nominal_dense, dense_rate=dense_rate, nominal_peak_proj=nominal_proj,
+                 proj_rate=proj_rate,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
@@ -356,22 +361,22 @@ class _Acc:
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
-            compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False) -> None:
+            compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False, proj: bool = False) -> None:
         """One operator (`_op_seconds`) `count` times; `gpu_kernels` more kernels cost their fixed GPU-side time
         but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels); `dense`: a
-        GEMM outside the routed experts (`Roofs.dense_rate`)."""
+        GEMM outside the routed experts (`Roofs.dense_rate`), `proj`: the attention projections (`proj_rate`)."""
         r = self.r
         self.kernels += count * kernels
-        rate = r.index_rate if index else (r.attention_rate if attention else (r.dense_rate if dense else
-                                                                               r.linear_rate))
+        rate = (r.index_rate if index else r.attention_rate if attention else r.proj_rate if proj else
+                r.dense_rate if dense else r.linear_rate)
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff)
         self.total += count * t
         if self.terms is not None:
             self.terms.append(None if attention else count * t)
         if self.detail:
-            peak = r.peak_index if index else (r.peak_attn if attention else (r.nominal_peak_dense if dense else
-                                                                              r.nominal_peak_linear))
+            peak = (r.peak_index if index else r.peak_attn if attention else r.nominal_peak_proj if proj else
+                    r.nominal_peak_dense if dense else r.nominal_peak_linear)
             self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
                                    kv_bytes=count * kv_b, act_bytes=count * act_b, comm_bytes=0.0,
                                    peak_compute_s=count * flops / peak,
@@ -418,6 +423,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     a = lay.act_bytes
     wbpp = lay.weight_bytes_per_param
     dbpp = lay.dense_weight_bytes_per_param
+    abpp = lay.attn_weight_bytes_per_param
     h = lay.hidden
     hw = dep.hardware
     dp, ep = dep.dp, dep.ep
@@ -443,8 +449,8 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         n = g.count
         at = g.attn
         start = acc.total
-        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * dbpp, 0.0, T * at.act_elems * a, at.proj_kernels,
-                dense=True)
+        acc.add("qkv_o_proj", n, 2 * T * at.params, T, at.params * abpp, 0.0, T * at.act_elems * a, at.proj_kernels,
+                proj=True)
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
             flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a)

@@ -48,7 +48,8 @@ DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
 GGUF_WEIGHTS = ("bf16", *GGUF_STEPS)  # the same steps for an engine that loads GGUF files (llama.cpp)
 DEFAULT_TPS = (1, 2, 4, 8, 16)
-_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "nvfp4-mlp": "fp4",
+           "mxfp4": "fp4"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from flopwise.specs.hf.quantization import modelopt_keeps_attention
 from flopwise.specs.model import ModelSpec
 from flopwise.specs.model_catalog import model_catalog
 
@@ -85,5 +86,7 @@ def checkpoint_weights(model: ModelSpec | str) -> str | None:
         return _compressed_tensors(q)
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()
+        if algo == "NVFP4" and modelopt_keeps_attention(q):
+            return "nvfp4-mlp"
         return {"FP8": "fp8", "NVFP4": "nvfp4"}.get(algo)
     return None

@@ -298,7 +298,7 @@ SINGLE_DEVICE_LINKS = ("unified", "none")
 MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-LLM's fused trtllm-gen ones
 # the expert formats the trtllm-gen MoE kernels run (others fall back to CUTLASS; SGLang's flashinfer_trtllm runner
 # takes --quantization fp8 or modelopt_fp4 only): what `plan --moe-backend trtllm` tries
-TRTLLM_MOE_FORMATS = ("fp8", "fp8-block", "nvfp4")
+TRTLLM_MOE_FORMATS = ("fp8", "fp8-block", "nvfp4", "nvfp4-mlp")
 
 
 def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec | None) -> bool:

@@ -15,6 +15,11 @@ Bits per weight include the scale (and zero-point) overhead of each format's gro
 - int8 weight-only and per-channel fp8 carry one scale per output channel: negligible, counted as 8 bits.
 - fp8-block: e4m3 values + one fp32 scale per 128 x 128 block = 8 + 32/16384 bits (DeepSeek-V3's checkpoint
   format, `weight_block_size: [128, 128]`; Kimi-K2, GLM-4.x FP8, Qwen3 FP8 ship the same).
+- nvfp4-mlp: NVFP4 on every MLP (routed and shared experts, the dense layers' MLPs), the attention projections
+  16-bit: NVIDIA's first ModelOpt FP4 checkpoint of DeepSeek-R1 (nvidia/DeepSeek-R1-FP4: its hf_quant_config
+  `exclude_modules` lists the LM head and every layer's `self_attn*`, TensorRT-LLM issue #5766's load log; read so
+  from any checkpoint's config, `specs/hf/quantization.py`); the -v2 checkpoints quantize `o_proj` too (two thirds of
+  MLA's projection weights) and are priced as `nvfp4`.
 - mxfp4-moe: MXFP4 on the routed experts only, every other weight 16-bit (gpt-oss's checkpoint: attention,
   router, embeddings and LM head are in `modules_to_not_convert`).
 - mxfp4_moe: llama.cpp's GGUF of the same model (file type MXFP4_MOE, ggml-org's gpt-oss GGUFs: the loader lists
@@ -88,6 +93,9 @@ class WeightFormat:
     # where experts_only: the bits of every weight outside the routed experts (a GGUF file's own type for them, e.g.
     # Q8_0's 8.5 in llama.cpp's MXFP4_MOE files); None: 16-bit
     dense_bits_per_weight: float | None = None
+    # the attention projections stay 16-bit while every MLP (routed and shared experts, dense MLPs) is in the format:
+    # NVIDIA's first ModelOpt NVFP4 checkpoint of DeepSeek-R1, whose hf_quant_config excludes `self_attn*`
+    attention_16bit: bool = False
     # activations quantized per 1x128 token group by a kernel of their own before each GEMM (vLLM and SGLang
     # `per_token_group_quant_fp8` for block-scaled FP8): one more launch per GEMM where steps run eagerly
     group_quantizes_activations: bool = False
@@ -115,6 +123,12 @@ class WeightFormat:
         if self.experts_only:
             return 2.0 if self.dense_bits_per_weight is None else self.dense_bits_per_weight / 8.0
         return self.bits_per_weight / 8.0
+
+    @property
+    def attention_bytes_per_weight(self) -> float:
+        """Bytes per weight of the attention projections: 16-bit where the format leaves them so
+        (`attention_16bit`), else as the other weights outside the routed experts."""
+        return 2.0 if self.attention_16bit else self.dense_bytes_per_weight
 
     @property
     def embed_bytes_per_weight(self) -> float:
@@ -170,6 +184,10 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                      gemm_efficiency=0.85, weight_read_efficiency=0.8),
         WeightFormat(name="nvfp4", bits_per_weight=4.5, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
                      description="NVFP4: e2m1 + fp8 scale per 16 (Blackwell)"),
+        WeightFormat(name="nvfp4-mlp", bits_per_weight=4.5, compute="fp4", activation_bytes=2,
+                     quantizes_embeddings=False, attention_16bit=True,
+                     description="NVFP4 MLPs (routed and shared experts, dense layers), attention projections bf16 "
+                                 "(nvidia/DeepSeek-R1-FP4)"),
         WeightFormat(name="mxfp4", bits_per_weight=4.25, compute="fp4", activation_bytes=2, quantizes_embeddings=False,
                      description="MXFP4: e2m1 + e8m0 scale per 32 (OCP MX)", gemm_efficiency=0.5, mx_fp4=True),
         WeightFormat(name="mxfp4-moe", bits_per_weight=4.25, compute="fp4", activation_bytes=2,

@@ -48,6 +48,9 @@ WEIGHT_RISKS: dict[str, Rating] = {
                  "Llama-2 with careful (progressive, g128) quantization", "Lin et al. 2024, QServe (W4A8KV4)"),
     "nvfp4": Rating("medium", "NVFP4 post-training quantization: ~1% lower than FP8 on reasoning benchmarks "
                   "(DeepSeek-R1); smaller models lose more", "NVIDIA 2025, 'Introducing NVFP4' (technical blog)"),
+    "nvfp4-mlp": Rating("medium", "NVFP4 on the MLPs with attention kept in bf16, NVIDIA's DeepSeek-R1 FP4 recipe: "
+                      "~1% lower than FP8 on reasoning benchmarks",
+                      "NVIDIA 2025, 'Introducing NVFP4' (technical blog)"),
     "mxfp4": Rating("high", "direct-cast MXFP4 weights lose noticeably without quantization-aware training (scale "
                   "per 32 is coarse); low only for models trained for it (gpt-oss MoE weights)",
                   "Rouhani et al. 2023, 'Microscaling Data Formats for Deep Learning'; OCP MX spec v1.0"),

@@ -16,6 +16,7 @@
     bitsandbytes            load_in_4bit (bnb_4bit_use_double_quant)                  nf4 (nf4-dq)
                             load_in_8bit                                              int8
     modelopt (hf_quant)     quant_algo NVFP4 / FP8                                    nvfp4 / fp8
+                            NVFP4 with exclude_modules naming self_attn (DeepSeek-R1)  nvfp4-mlp
 
 Anything else is priced as 16-bit with a note naming the fields it saw; `--weights` names the format instead.
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 from flopwise.errors import ModelConfigError
 
-__all__ = ["checkpoint_format"]
+__all__ = ["checkpoint_format", "modelopt_keeps_attention"]
 
 
 def _compressed_tensors(qc: dict[str, Any]) -> tuple[str | None, str]:
@@ -55,6 +56,14 @@ def _compressed_tensors(qc: dict[str, Any]) -> tuple[str | None, str]:
 def _unread(what: str) -> tuple[None, str]:
     return None, (f"quantization_config ({what}) is not a format flopwise reads: priced as 16-bit; "
                   "pass --weights to name the checkpoint's format")
+
+
+def modelopt_keeps_attention(q: dict[str, Any]) -> bool:
+    """Whether a ModelOpt quantization config leaves the attention projections out of its format: its
+    `exclude_modules` (hf_quant_config.json's, or config.json's `ignore`) names `self_attn` modules, as
+    nvidia/DeepSeek-R1-FP4's does for every layer."""
+    skipped = q.get("exclude_modules") or q.get("ignore") or []
+    return isinstance(skipped, list) and any("self_attn" in str(m) for m in skipped)
 
 
 def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
@@ -105,6 +114,8 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
             return "int8", "quantization_config: bitsandbytes LLM.int8() (priced as int8 weight-only)"
     if method in ("modelopt", "nvfp4", "fp4"):
         algo = str(qc.get("quant_algo", method)).upper()
+        if "FP4" in algo and modelopt_keeps_attention(qc):
+            return "nvfp4-mlp", f"quantization_config: modelopt {algo}; attention projections excluded (bf16)"
         if "FP4" in algo:
             return "nvfp4", f"quantization_config: modelopt {algo}"
         if "FP8" in algo:
