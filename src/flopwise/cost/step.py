@@ -4,7 +4,8 @@ For each operator of each layer (per GPU of the tensor-parallel group):
 
     compute_s = FLOPs / (peak(dtype) * compute_eff(m))          m = GEMM rows (tokens)
                 (dtype: the weight format's math; a format that covers the routed experts alone, gpt-oss's MXFP4,
-                leaves the other GEMMs, projections, dense and shared MLPs, the LM head, in 16-bit: `Roofs.dense_rate`)
+                leaves the other GEMMs, projections, dense and shared MLPs, the LM head, in 16-bit: `Roofs.dense_rate`;
+                one that leaves the attention projections alone in 16-bit, nvfp4-mlp, those: `Roofs.proj_rate`)
     memory_s  = bytes / (bandwidth * bandwidth_eff(bytes))      weights + KV + activations
     time_s    = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_overhead_s
                 (roofline, Williams et al. 2009, with imperfect overlap p; see specs/hardware.py)
