@@ -190,22 +190,26 @@ def test_every_tp_degree_by_default_and_max_model_len_is_the_workload_cap():
 
 
 def test_checkpoint_format_is_planned_not_a_wider_one():
-    """gpt-oss ships MXFP4 experts (quantization_config): planned as MXFP4, even on Hopper (weight-only
-    kernels), so gpt-oss-120b fits one H100; DeepSeek-V3 ships FP8 and is never planned at bf16."""
+    """gpt-oss ships MXFP4 experts with bf16 attention (quantization_config's modules_to_not_convert): planned as
+    that checkpoint, mxfp4-moe, not as MXFP4 everywhere, even on Hopper (weight-only kernels), so gpt-oss-120b fits
+    one H100; DeepSeek-V3 ships block-scaled FP8 (weight_block_size 128 x 128): planned as fp8-block, which the
+    engines run with block-scaled kernels, not as per-tensor fp8, and never at bf16. The format is the one the model
+    spec read from the checkpoint (`ModelSpec.checkpoint_weights`): one reader of quantization_config."""
     gpt = get_model("gpt-oss-120b")
-    assert weight_formats(gpt, SearchSpace())[0] == ("mxfp4",)
+    assert weight_formats(gpt, SearchSpace())[0] == ("mxfp4-moe",) == (gpt.checkpoint_weights,)
     cands, _ = enumerate_candidates(gpt, [get_hardware("h100-sxm")], SearchSpace(gpus=("h100-sxm",), kvs=("bf16",)),
                                     8192)
-    assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4"}
+    assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4-moe"}
     formats, native = weight_formats(get_model("deepseek-v3"), SearchSpace())
-    assert native == "fp8" and formats == ("fp8", "int4-awq")
-    # on llama.cpp gpt-oss is planned as the GGUF it serves (experts MXFP4, the rest Q8_0); the checkpoint stays mxfp4
-    assert weight_formats(get_model("gpt-oss-20b"), SearchSpace(engine="llamacpp")) == (("mxfp4_moe",), "mxfp4")
+    assert native == "fp8-block" and formats == ("fp8-block", "int4-awq")
+    # on llama.cpp gpt-oss is planned as the GGUF it serves (experts MXFP4, the rest Q8_0); the checkpoint stays
+    assert weight_formats(get_model("gpt-oss-20b"), SearchSpace(engine="llamacpp")) == (("mxfp4_moe",), "mxfp4-moe")
     # llama.cpp loads GGUF files: a 16-bit checkpoint is planned at bf16, Q8_0 and Q4_K_M, an FP8 one from the Q8_0
     # GGUF a conversion makes of it and narrower (never as fp8 or AWQ, which it cannot load)
     assert weight_formats(get_model("llama-3.1-8b"), SearchSpace(engine="llamacpp")) == (
         ("bf16", "q8_0", "q4_k_m"), None)
-    assert weight_formats(get_model("deepseek-v3"), SearchSpace(engine="llamacpp")) == (("q8_0", "q4_k_m"), "fp8")
+    assert weight_formats(get_model("deepseek-v3"), SearchSpace(engine="llamacpp")) == (("q8_0", "q4_k_m"),
+                                                                                         "fp8-block")
 
 
 def test_plan_for_a_trace(tmp_path):

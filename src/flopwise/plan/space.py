@@ -8,8 +8,9 @@ DeepSeek-V3; `moe_layouts`), weight format, KV format, engine knobs (`max_num_se
 its stated acceptance). Replicas come later, from the target rate.
 
 Weight formats: by default 16-bit, fp8 and int4-awq, or, for a pre-quantized checkpoint (its config.json
-`quantization_config`: `specs/checkpoint.py`), the checkpoint's own format and the narrower defaults (never a
-wider one: gpt-oss is served as MXFP4, DeepSeek-V3 as FP8). Formats the hardware cannot run natively are
+`quantization_config`, read into `ModelSpec.checkpoint_weights` by `specs/hf/quantization.py`), the checkpoint's own
+format and the narrower defaults (never a wider one: gpt-oss is served as its MXFP4 experts with bf16 attention,
+mxfp4-moe, DeepSeek-V3 as block-scaled FP8, fp8-block). Formats the hardware cannot run natively are
 skipped (fp8 on Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), except
 the checkpoint's own format, which the engines serve with weight-only kernels where the math is missing. Every
 candidate must hold at least one sequence of `max_len` tokens (the workload's longest) in its KV cache.
@@ -24,7 +25,6 @@ from typing import Any
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
-from flopwise.specs.checkpoint import checkpoint_weights
 from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
 from flopwise.specs.deployment import (
     TRTLLM_MOE_FORMATS,
@@ -149,7 +149,7 @@ def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
 
 def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...], str | None]:
     """(formats to try, the checkpoint's own format or None). Given formats are kept as given."""
-    native = checkpoint_weights(model)
+    native = model.checkpoint_weights
     if space.weights is not None:
         return space.weights, native
     engine = space.engine_profile()
@@ -158,10 +158,7 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
         return steps, None
     bits = weight_format(native).bits_per_weight
     narrower = (w for w in steps if weight_format(w).bits_per_weight < bits - 1 and w != native)
-    # the checkpoint as the engine's own file holds it (llama.cpp: gpt-oss's GGUF, mxfp4_moe)
-    ckpt = model.checkpoint_weights
-    served = engine.file_format(ckpt) if ckpt else None
-    own = served if served not in (None, ckpt) else native
+    own = engine.file_format(native)  # the checkpoint as the engine's own file holds it (llama.cpp: mxfp4_moe)
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 
