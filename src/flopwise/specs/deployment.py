@@ -271,7 +271,7 @@ class Deployment:
     @property
     def context_len(self) -> int | None:
         """The context the server is started for: `max_model_len`, else the model's own (None where unknown)."""
-        return self.model.max_position_embeddings if self.max_model_len is None else self.max_model_len
+        return served_context(self.model, self.max_model_len)
 
     @property
     def gpus_per_node(self) -> int:
@@ -417,7 +417,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         check_pdl(eng, hardware)
         eng = replace(eng, kernels=replace(eng.kernels, pdl=True))
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
-                          context_len=model.max_position_embeddings if max_model_len is None else max_model_len,
+                          context_len=served_context(model, max_model_len),
                           tp=tp, pp=pp, dp=dp, speculative=method, linear_state=has_linear_state(model),
                           spans_nodes=group_spans_nodes(nodes, dp), features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
@@ -442,6 +442,11 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                       block_size=d.block_size if block_size is None else block_size,
                       gpu_memory_utilization=d.memory_fraction if gpu_memory_utilization is None
                       else gpu_memory_utilization, max_model_len=max_model_len)
+
+
+def served_context(model: ModelSpec, max_model_len: int | None) -> int | None:
+    """The context a server of `model` is started for: `max_model_len`, else the model's own (None where unknown)."""
+    return model.max_position_embeddings if max_model_len is None else max_model_len
 
 
 def _check_max_model_len(v: object) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from flopwise.errors import ModelConfigError
 
-__all__ = ["checkpoint_format", "modelopt_keeps_attention"]
+__all__ = ["checkpoint_format"]
 
 
 def _compressed_tensors(qc: dict[str, Any]) -> tuple[str | None, str]:
@@ -58,12 +58,11 @@ def _unread(what: str) -> tuple[None, str]:
                   "pass --weights to name the checkpoint's format")
 
 
-def modelopt_keeps_attention(q: dict[str, Any]) -> bool:
-    """Whether a ModelOpt quantization config leaves the attention projections out of its format: its
-    `exclude_modules` (hf_quant_config.json's, or config.json's `ignore`) names `self_attn` modules, as
-    nvidia/DeepSeek-R1-FP4's does for every layer."""
-    skipped = q.get("exclude_modules") or q.get("ignore") or []
-    return isinstance(skipped, list) and any("self_attn" in str(m) for m in skipped)
+def _skips_attention(skipped: object) -> bool:
+    """Whether a checkpoint's list of unquantized modules names attention ones: gpt-oss's mxfp4
+    `modules_to_not_convert`, the `exclude_modules` of nvidia/DeepSeek-R1-FP4's ModelOpt config (every layer's
+    `self_attn*`)."""
+    return isinstance(skipped, list) and any("attn" in str(m) for m in skipped)
 
 
 def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
@@ -85,8 +84,7 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
             return "fp8-block", f"quantization_config: fp8 {qc.get('fmt', 'e4m3')}, {block[0]}x{block[1]} block scales"
         return "fp8", f"quantization_config: fp8 {qc.get('activation_scheme', '')} scales".strip()
     if method == "mxfp4":
-        skipped = " ".join(qc.get("modules_to_not_convert") or [])
-        if "attn" in skipped:
+        if _skips_attention(qc.get("modules_to_not_convert")):
             return "mxfp4-moe", "quantization_config: mxfp4 experts; attention, router, embeddings and LM head bf16"
         return "mxfp4", "quantization_config: mxfp4"
     if method == "compressed-tensors":
@@ -114,7 +112,7 @@ def checkpoint_format(raw: dict[str, Any]) -> tuple[str | None, str]:
             return "int8", "quantization_config: bitsandbytes LLM.int8() (priced as int8 weight-only)"
     if method in ("modelopt", "nvfp4", "fp4"):
         algo = str(qc.get("quant_algo", method)).upper()
-        if "FP4" in algo and modelopt_keeps_attention(qc):
+        if "FP4" in algo and _skips_attention(qc.get("exclude_modules") or qc.get("ignore")):
             return "nvfp4-mlp", f"quantization_config: modelopt {algo}; attention projections excluded (bf16)"
         if "FP4" in algo:
             return "nvfp4", f"quantization_config: modelopt {algo}"
