@@ -436,6 +436,7 @@ def test_step_time_equals_breakdown_sum():
     ("qwen/qwen3-0.6b", "a100-sxm-80gb", {"engine": "vllm@0.10"}),  # piecewise graphs: every step's launch floor
     ("llama-3.1-8b", "h100-sxm", {"engine": "vllm@0.11"}),  # piecewise prefill only
     ("llama-3.1-8b", "h100-sxm", {"engine": "trtllm@0.21"}),  # eager context steps, a host floor
+    ("gemma-3-27b", "a100-sxm-80gb", {"engine": "sglang@0.5.6"}),  # two groups decoding on the CUDA cores
 ])
 def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
     """`step_time` looks its non-attention operators up by token count and logits; its total is `_run`'s, bit for
@@ -463,6 +464,7 @@ def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
     ("qwen3-next-80b-a3b", "h200", {"tp": 2}),  # linear-state layers: no context read, priced once per batch size
     ("llama-3.1-70b", "h200", {"tp": 4, "pp": 2, "num_gpus": 8}),
     ("llama-3.1-8b", "h200", {"engine": "sglang@0.4"}),  # batches above 160 run eagerly: the launch floor
+    ("mistralai/Mistral-7B-Instruct-v0.3", "a100-pcie-40gb", {"engine": "sglang@0.4.7"}),  # decode on CUDA cores
 ])
 def test_decode_step_time_is_step_time_of_the_decode_shape(model, gpu, kw):
     """The simulator's decode-run path (other operators once per batch size, attention per step) prices the
@@ -485,3 +487,47 @@ def test_narrow_expert_slices_reach_less_of_the_compute_roof():
         assert op.compute_s > op.memory_s  # compute-bound, where the slice width matters
         per_flop[tp] = op.compute_s / op.flops
     assert per_flop[4] / per_flop[1] == pytest.approx(0.8 / 0.5, rel=1e-9)
+
+
+def test_flashinfer_decode_on_cuda_cores_by_hand():
+    """SGLang 0.4.4 (FlashInfer, no tensor cores below a GQA group of 5) decodes Llama-3.1-8B (32 query heads over
+    8 KV heads: a group of 4) on an A100 at the FP32 rate: 8 sequences over 2,000 cached tokens each are 16,008
+    (query, key) pairs per layer of 4 x 32 x 128 FLOPs, computed at 19.5 TFLOP/s x decode_cuda_core_compute (0.3)
+    instead of the tensor cores' 312 x attention_compute_max (0.7) x 4 / (4 + compute_half_m); an FP8 cache (tensor
+    cores always) and vLLM (FlashAttention) keep the tensor-core rate, and the KV read is the same."""
+    dep = deployment("llama-3.1-8b", "a100-sxm-80gb", engine="sglang@0.4.4")
+    shape = decode_shape(8, 2000, layout(dep).windows)
+    att = next(o for o in step_cost(dep, shape).ops if o.name == "attention")
+    pairs = 8 * 2000 + 8
+    flops = pairs * 4 * 32 * 128
+    assert att.flops == pytest.approx(32 * flops, rel=1e-12)
+    assert att.compute_s == pytest.approx(32 * flops / (19.5e12 * 0.3), rel=1e-12)
+    for other in (deployment("llama-3.1-8b", "a100-sxm-80gb", engine="sglang@0.4.4", kv="fp8"),
+                  deployment("llama-3.1-8b", "a100-sxm-80gb", engine="vllm@0.8")):
+        o = next(o for o in step_cost(other, shape).ops if o.name == "attention")
+        per_flop = (4 + 2.0) / (4 * 312e12 * 0.70)
+        assert o.compute_s == pytest.approx(32 * flops * per_flop, rel=1e-12)
+    bf16 = next(o for o in step_cost(deployment("llama-3.1-8b", "a100-sxm-80gb", engine="vllm@0.8"), shape).ops
+                if o.name == "attention")
+    assert att.kv_bytes == bf16.kv_bytes and att.memory_s == bf16.memory_s
+    assert att.time_s > bf16.time_s
+
+
+@pytest.mark.parametrize("model,gpu,engine,cuda_cores", [
+    ("llama-3.1-8b", "h100-sxm", "sglang@0.4.5", True),  # FlashInfer everywhere before 0.4.6
+    ("llama-3.1-8b", "h100-sxm", "sglang@0.4.6", False),  # FA3 on Hopper for the listed architectures
+    ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.4.6", False),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.4.7", True),  # dropped from the list in 0.4.7
+    ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.5.8", False),  # FA3 for every family
+    ("qwen/qwen3-8b", "a100-sxm-80gb", "sglang@0.5.8", True),  # FlashInfer off Hopper and SM100
+    ("llama-3.1-8b", "b200", "sglang@0.5.6", True),
+    ("llama-3.1-8b", "b200", "sglang@0.5.7", False),  # trtllm_mha on SM100
+    ("qwen/qwen2.5-7b", "a100-sxm-80gb", "sglang@0.4.4", False),  # a group of 7: tensor cores
+    ("llama-3.1-8b", "mi300x", "sglang@0.4.4", False),  # ROCm: aiter / triton
+    ("llama-3.1-8b", "a100-sxm-80gb", "vllm@0.6.0", False),
+])
+def test_which_decode_runs_on_cuda_cores(model, gpu, engine, cuda_cores):
+    """The engine's backend rule by release, device class and model family (`KernelFactors.decode_cuda_cores`)."""
+    dep = deployment(model, gpu, engine=engine)
+    at = layout(dep).groups[0].attn
+    assert (roofs(dep).decode_cc_rate > 0 and min(at.q_per_kv, at.q_heads) <= roofs(dep).decode_cc_group) is cuda_cores

@@ -236,6 +236,9 @@ class Roofs:
     proj_rate: float  # dense_rate, or the 16-bit rate where the format leaves the attention projections 16-bit
     #                   (attention_16bit: NVIDIA's first DeepSeek-R1 NVFP4 checkpoint)
     attention_rate: float  # peak_attn * attention_compute_max
+    decode_cc_rate: float  # FP32 peak * decode_cuda_core_compute where decode attention runs on CUDA cores, else 0
+    decode_cc_group: int  # the largest GQA group (query heads per KV head per GPU) that does (0: none)
+    peak_cc: float  # the FP32 peak those decode FLOPs are shown against (the breakdown's peak_compute_s)
     peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
     index_rate: float  # peak_index * attention_compute_max
     bandwidth_rate: float  # bw * bandwidth_max
@@ -296,6 +299,9 @@ def roofs(dep: Deployment) -> Roofs:
     if kf.pdl:  # each kernel launches while the one before drains (programmatic dependent launch)
         kernel_s *= kf.pdl_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
+    peak_cc = hw.peak_tflops.get("fp32", 0.0) * 1e12
+    cc_group = kf.decode_cuda_core_group(hw.sm_class, dep.model.family, dep.kv.bytes_per_element)
+    cc_rate = peak_cc * kf.decode_cuda_core_compute if cc_group else 0.0
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     linear_rate = nominal * factor * e.compute_max * gemm_eff
     nominal_dense, dense_rate = nominal, linear_rate
@@ -320,22 +326,26 @@ def roofs(dep: Deployment) -> Roofs:
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
+                 decode_cc_rate=cc_rate, decode_cc_group=cc_group if cc_rate else 0, peak_cc=peak_cc,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s)
 
 
 def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
-                kernels: int, weight_eff: float = 1.0,
-                compute_eff: float = 1.0) -> tuple[float, float, float, float]:
+                kernels: int, weight_eff: float = 1.0, compute_eff: float = 1.0,
+                cc_flops: float = 0.0) -> tuple[float, float, float, float]:
     """(time, compute, memory, overhead) seconds of one operator: compute_s = FLOPs / (rate * compute_eff *
     m / (m + half_m)); memory_s = bytes / (bandwidth_rate * b / (b + half_bytes)) with weight bytes inflated by
     1 / (weight_read_eff * weight_eff) (EfficiencyProfile and the engine's kernel factors, written with folded
-    constants); time = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
+    constants), plus cc_flops / decode_cc_rate for decode attention on the CUDA cores (`_cc_rate`); time =
+    (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_s. `decode_step_time` repeats this
     formula inline for attention, with its constants hoisted per batch size, and `step_time` for attention by
     token count; a change here must go there too (tests/test_cost_model.py holds the first equal to 1e-12 and the
     second to the bit)."""
     compute_s = flops * (m + r.half_m) / (m * rate * compute_eff) if flops > 0 else 0.0
+    if cc_flops > 0:
+        compute_s += cc_flops / r.decode_cc_rate
     nbytes = weight_b + kv_b + act_b
     if nbytes > 0:
         streamed = weight_b / (r.weight_read_eff * weight_eff) + kv_b + act_b
@@ -362,25 +372,29 @@ class _Acc:
 
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
-            compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False, proj: bool = False) -> None:
+            compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False, proj: bool = False,
+            cc_flops: float = 0.0) -> None:
         """One operator (`_op_seconds`) `count` times; `gpu_kernels` more kernels cost their fixed GPU-side time
         but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels); `dense`: a
-        GEMM outside the routed experts (`Roofs.dense_rate`), `proj`: the attention projections (`proj_rate`)."""
+        GEMM outside the routed experts (`Roofs.dense_rate`), `proj`: the attention projections (`proj_rate`);
+        `cc_flops`: decode attention FLOPs run on the CUDA cores (`_cc_rate`), besides `flops`."""
         r = self.r
         self.kernels += count * kernels
         rate = (r.index_rate if index else r.attention_rate if attention else r.proj_rate if proj else
                 r.dense_rate if dense else r.linear_rate)
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
-                                                         kernels + gpu_kernels, weight_eff, compute_eff)
+                                                         kernels + gpu_kernels, weight_eff, compute_eff, cc_flops)
         self.total += count * t
         if self.terms is not None:
             self.terms.append(None if attention else count * t)
         if self.detail:
             peak = (r.peak_index if index else r.peak_attn if attention else r.nominal_peak_proj if proj else
                     r.nominal_peak_dense if dense else r.nominal_peak_linear)
-            self.ops.append(OpCost(name=name, count=count, flops=count * flops, weight_bytes=count * weight_b,
-                                   kv_bytes=count * kv_b, act_bytes=count * act_b, comm_bytes=0.0,
-                                   peak_compute_s=count * flops / peak,
+            self.ops.append(OpCost(name=name, count=count, flops=count * (flops + cc_flops),
+                                   weight_bytes=count * weight_b, kv_bytes=count * kv_b, act_bytes=count * act_b,
+                                   comm_bytes=0.0,
+                                   peak_compute_s=count * flops / peak + (count * cc_flops / r.peak_cc if cc_flops
+                                                                          else 0.0),
                                    peak_memory_s=count * (weight_b + kv_b + act_b) / r.bw,
                                    compute_s=count * compute_s, memory_s=count * memory_s, comm_s=0.0,
                                    overhead_s=count * overhead_s, time_s=count * t))
@@ -454,8 +468,9 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
                 proj=True)
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
-            flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a)
-            acc.add("attention", n, flops, m, 0.0, kv_b, act_b, at.attn_kernels, attention=True)
+            flops, cc_flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a,
+                                                            _cc_rate(acc.r, at) > 0)
+            acc.add("attention", n, flops, m, 0.0, kv_b, act_b, at.attn_kernels, attention=True, cc_flops=cc_flops)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
                 acc.add("indexer", n, share * (iw.prefill_pairs + iw.decode_pairs) * at.index_pair_flops,
@@ -538,13 +553,27 @@ def _moe_act_elems(tokens: float, rows: float, h: int, inter: float) -> float:
 
 
 def _attention_op(at: AttentionLayout, work: AttentionWork, share: float, T: float, S: float, T_all: float,
-                  a: int) -> tuple[float, float, float, float]:
+                  a: int, cuda_cores: bool = False) -> tuple[float, float, float, float, float]:
     """One layer's attention over `work` on one GPU of an attention group holding `share` of the batch (T of its
-    tokens, S sequences; T_all tokens in the whole batch write KV): (FLOPs, GEMM rows, KV bytes, activation
-    bytes)."""
-    pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
+    tokens, S sequences; T_all tokens in the whole batch write KV): (tensor-core FLOPs, CUDA-core FLOPs, GEMM
+    rows, KV bytes, activation bytes). The decode pairs' FLOPs are the CUDA cores' where `cuda_cores`
+    (`_cc_rate`), else the tensor cores' with the prompt pairs'."""
     kv_b = (work.prefill_kv_read + work.decode_kv_read + (T_all if at.writes_kv else 0)) * at.kv_bytes_per_token
-    return share * pairs_flops, T / S * at.q_per_kv, share * kv_b, T * at.q_out_elems * a
+    if cuda_cores:
+        return (share * (work.prefill_pairs * at.pair_flops_prefill),
+                share * (work.decode_pairs * at.pair_flops_decode), T / S * at.q_per_kv, share * kv_b,
+                T * at.q_out_elems * a)
+    pairs_flops = work.prefill_pairs * at.pair_flops_prefill + work.decode_pairs * at.pair_flops_decode
+    return share * pairs_flops, 0.0, T / S * at.q_per_kv, share * kv_b, T * at.q_out_elems * a
+
+
+def _cc_rate(r: Roofs, at: AttentionLayout) -> float:
+    """The FLOP rate of this layer's decode attention where it runs on the CUDA cores (the engine's
+    `KernelFactors.decode_cuda_cores`: a GQA group of at most `decode_cc_group` query heads per KV head on one
+    GPU, a 16-bit cache, a backend without tensor-core decode on this device), else 0 (tensor cores). One GPU's
+    group is min(q_per_kv, its query heads): a KV head replicated beyond tp > KV heads serves that GPU's heads alone
+    (SGLang's heads // tp over max(1, kv_heads // tp))."""
+    return r.decode_cc_rate if 0 < min(at.q_per_kv, at.q_heads) <= r.decode_cc_group else 0.0
 
 
 def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: float,
@@ -705,7 +734,7 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         if len(fast.by_tokens) < _MAX_LOOKUPS:
             fast.by_tokens[T] = found
     terms, kernels = found
-    groups, r, a = fast.groups, fast.roofs, fast.act_bytes
+    groups, ccs, r, a = fast.groups, fast.cc_rates, fast.roofs, fast.act_bytes
     rate, half_m, wre, half_bytes, bw_rate, p = (r.attention_rate, r.half_m, r.weight_read_eff, r.half_bytes,
                                                  r.bandwidth_rate, r.p)
     total = 0.0
@@ -714,12 +743,20 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1, whose
             count, at, _ = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
             prefill_pairs, prefill_kv_read, decode_pairs, decode_kv_read = works[i]  # operation (weight bytes
-            i += 1  # 0, efficiencies 1, share 1): the same float
-            flops = 1.0 * (prefill_pairs * at.pair_flops_prefill + decode_pairs * at.pair_flops_decode)
+            cc = ccs[i]  # 0, efficiencies 1, share 1): the same float
+            i += 1
+            if cc:  # decode on the CUDA cores (`_cc_rate`)
+                flops = 1.0 * (prefill_pairs * at.pair_flops_prefill)
+                cc_flops = 1.0 * (decode_pairs * at.pair_flops_decode)
+            else:
+                flops = 1.0 * (prefill_pairs * at.pair_flops_prefill + decode_pairs * at.pair_flops_decode)
+                cc_flops = 0.0
             m = T / S * at.q_per_kv
             kv_b = 1.0 * ((prefill_kv_read + decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token)
             act_b = T * at.q_out_elems * a
             compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
+            if cc_flops > 0:
+                compute_s += cc_flops / cc
             nbytes = 0.0 + kv_b + act_b
             if nbytes > 0:
                 memory_s = (0.0 / (wre * 1.0) + kv_b + act_b) * (nbytes + half_bytes) / (nbytes * bw_rate)
@@ -756,6 +793,7 @@ class _ByTokens:
     logit count (`_token_terms`, `_logit_terms`; dicts keyed by int: the simulator asks every step)."""
 
     groups: tuple[tuple[int, AttentionLayout, Span], ...]
+    cc_rates: tuple[float, ...]  # each group's `_cc_rate` (0: its decode runs on the tensor cores)
     roofs: Roofs
     act_bytes: int
     step_overhead_s: float
@@ -775,7 +813,9 @@ def _by_tokens(dep: Deployment) -> _ByTokens | None:
     lay = layout(dep)
     if dep.dp > 1 or dep.ep > 1 or any(not g.attn.has_pairs or g.attn.index_pair_flops for g in lay.groups):
         return None
-    return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups), roofs=roofs(dep),
+    r = roofs(dep)
+    return _ByTokens(groups=tuple((g.count, g.attn, g.window) for g in lay.groups),
+                     cc_rates=tuple(_cc_rate(r, g.attn) for g in lay.groups), roofs=r,
                      act_bytes=lay.act_bytes, step_overhead_s=dep.hardware.efficiency.step_overhead_s,
                      host=dep.engine.host, gpus=dep.gpus_per_replica, num_layers=lay.num_layers,
                      ubatch=dep.engine.kernels.ubatch_tokens)
@@ -806,8 +846,9 @@ class _DecodeBase:
     """A decode step of b rows apart from what reads the context sum C: the device seconds of every other
     operator plus the fixed per-step cost, the host seconds, and for each layer group with attention the
     constants of its `_attention_op` and `_op_seconds` (`terms`: count, FLOPs per pair, the compute-time factors
-    (m + half_m) and m * rate, the tokens that write KV, KV bytes per token, activation bytes, launch overhead,
-    the group's share of the batch), with the roofs' p, half_bytes and bandwidth rate: C enters
+    (m + half_m) and m * rate, or 1 and the CUDA cores' rate, the tokens that write KV, KV bytes per token,
+    activation bytes, launch overhead, the group's share of the batch), with the roofs' p, half_bytes and
+    bandwidth rate: C enters
     only through the pairs (C + b) and the KV read (C + writes), so `decode_step_time` is a few float operations
     per group, in the same order as the general path's (the same result to the last bit)."""
 
@@ -842,7 +883,9 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
             continue
         kernels += g.count * at.attn_kernels
         m = rows / rows * at.q_per_kv  # `_attention_op`'s GEMM rows, T / S * q_per_kv
-        terms.append((g.count, at.pair_flops_decode, m + r.half_m, m * r.attention_rate, b if at.writes_kv else 0,
+        cc = _cc_rate(r, at)  # on the CUDA cores: FLOPs * 1 / rate, as `_op_seconds`'s 0 + cc_flops / rate
+        mh, mr = (1.0, cc) if cc else (m + r.half_m, m * r.attention_rate)
+        terms.append((g.count, at.pair_flops_decode, mh, mr, b if at.writes_kv else 0,
                       at.kv_bytes_per_token, rows * at.q_out_elems * lay.act_bytes, at.attn_kernels * r.kernel_s,
                       share))
     overhead = dep.hardware.efficiency.step_overhead_s

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.specs.hardware import DEVICE_KINDS
+from flopwise.specs.hardware import DEVICE_KINDS, SM_CLASSES
 from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
 from flopwise.specs.speculative import METHODS as SPECULATIVE_METHODS
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
@@ -329,6 +329,18 @@ class KernelFactors:
         count rather than each expert's rows: every touched expert's rows are padded to c = min(T rounded up to 8,
         this) columns (llama.cpp's CUDA / HIP MMQ for MUL_MAT_ID picks mmq_x from ncols_max = the pass's tokens, at
         most mmq_x_max = 128, and runs each expert's tiles at that width); 0: no padding.
+    decode_cuda_cores: the engine's decode attention over a 16-bit KV cache runs on the CUDA cores, not the tensor
+        cores, where one GPU's query heads per KV head are at most this many (FlashInfer's batch decode kernel
+        without tensor cores: SGLang's should_use_tensor_core keeps them off for a GQA group of 4 or fewer, an FP8
+        cache always takes them); 0: tensor cores at any group;
+    decode_cuda_core_compute: share of the chip's FP32 (CUDA-core) peak that decode runs at where it runs there: each
+        thread converts its 16-bit K and V to FP32, multiplies them with the group's queries and sums the dot
+        products across lanes by shuffles, so FMAs are well under half of what it issues;
+    tensor_decode_on: NVIDIA classes (`HardwareSpec.sm_class`: "sm90", "sm100") where the engine's default attention
+        backend is another, tensor-core one and `decode_cuda_cores` does not apply (SGLang: FlashAttention 3 on
+        Hopper from 0.4.6, TensorRT-LLM's trtllm-gen MHA kernels on datacenter Blackwell from 0.5.7);
+    tensor_decode_families: the model families (Hugging Face model_type) that "sm90" in `tensor_decode_on` holds
+        for (SGLang's is_fa3_default_architecture before 0.5.8); empty: every family.
     """
 
     __pydantic_config__ = TABLE_CONFIG
@@ -364,6 +376,10 @@ class KernelFactors:
     ubatch_tokens: int = 0
     moe_pair_reads_below: int = 0
     moe_tile_cols: int = 0
+    decode_cuda_cores: int = 0
+    decode_cuda_core_compute: float = 0.0
+    tensor_decode_on: tuple[str, ...] = ()
+    tensor_decode_families: tuple[str, ...] = ()
 
     @property
     def has_pdl_switch(self) -> bool:
@@ -384,6 +400,15 @@ class KernelFactors:
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
+    def decode_cuda_core_group(self, sm_class: str, family: str, kv_bytes: float) -> int:
+        """The largest GQA group (query heads per KV head on one GPU) whose decode attention runs on the CUDA cores
+        on a part of `sm_class` for a model of `family` with a KV cache of `kv_bytes` per element; 0: none does
+        (an 8-bit cache, or the device's default backend is a tensor-core one)."""
+        if not self.decode_cuda_cores or kv_bytes != 2 or sm_class in self.tensor_decode_on and (
+                sm_class != "sm90" or not self.tensor_decode_families or family in self.tensor_decode_families):
+            return 0
+        return self.decode_cuda_cores
+
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
         `mmq_compute`): GGUF block types and the engine's `block_formats`, on any chip."""
@@ -395,6 +420,16 @@ class KernelFactors:
             raise SpecError(f"engine kernels: block_formats must be a list of weight formats, got "
                             f"{self.block_formats!r}")
         object.__setattr__(self, "block_formats", tuple(self.block_formats))  # a TOML list
+        for name in ("tensor_decode_on", "tensor_decode_families"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise SpecError(f"engine kernels: {name} must be a list, got {value!r}")
+            object.__setattr__(self, name, tuple(str(v) for v in value))
+        bad = [c for c in self.tensor_decode_on if c not in SM_CLASSES]
+        if bad:
+            raise SpecError(f"engine kernels: tensor_decode_on has unknown NVIDIA class(es) {bad}; known: "
+                            f"{', '.join(SM_CLASSES)}")
+        integer(self.decode_cuda_cores, "engine kernels: decode_cuda_cores", lo=0, hi=1024, error=SpecError)
         unknown = [f for f in self.block_formats if f not in WEIGHT_FORMATS]
         if unknown:
             raise SpecError(f"engine kernels: block_formats has unknown weight format(s) {unknown}; known: "
@@ -414,7 +449,7 @@ class KernelFactors:
         if self.quantized_gemm_dtype not in ("fp16", "int8"):
             raise SpecError("engine kernels: quantized_gemm_dtype must be fp16 or int8, got "
                             f"{self.quantized_gemm_dtype!r}")
-        for name in ("fp16_accumulate_compute", "marlin_weight_read", "block_weight_read"):
+        for name in ("fp16_accumulate_compute", "marlin_weight_read", "block_weight_read", "decode_cuda_core_compute"):
             if getattr(self, name) > 1:
                 raise SpecError(f"engine kernels: {name} must be in [0, 1], got {getattr(self, name)}")
         number(self.mmq_sm_ops_per_clock, "engine kernels: mmq_sm_ops_per_clock", lo=0, hi=1e5, error=SpecError)
@@ -1210,7 +1245,7 @@ def engine_families() -> tuple[str, ...]:
 def engine_releases(family: str) -> tuple[str, ...]:
     """The versions at which `family`'s profile changes ("0" stands for its base: anything older)."""
     fam = _families()[family]
-    return ("0", *(since for _, since, _ in fam.releases))
+    return ("0", *dict.fromkeys(since for _, since, _ in fam.releases))  # (a version several releases name: once)
 
 
 def parse_engine_text(text: str) -> tuple[str, str | None]:

@@ -44,7 +44,7 @@ from typing import Any
 from flopwise.errors import SpecError, UnknownHardwareError, suggest
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text, text
 
-__all__ = ["DEVICE_KINDS", "LOW_PRECISION_DTYPES", "MEMORY_KINDS", "EfficiencyProfile", "HardwareSpec",
+__all__ = ["DEVICE_KINDS", "LOW_PRECISION_DTYPES", "MEMORY_KINDS", "SM_CLASSES", "EfficiencyProfile", "HardwareSpec",
            "hardware_catalog", "get_hardware", "load_hardware_file"]
 
 GIB = 2**30
@@ -142,6 +142,7 @@ DEFAULT_EFFICIENCY = {
 
 
 DEVICE_KINDS = tuple(sorted(DEFAULT_EFFICIENCY))  # the kinds a hardware entry (and an engine's device rule) names
+SM_CLASSES = ("sm90", "sm100")  # HardwareSpec.sm_class's NVIDIA datacenter classes (an engine's backend rules)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +236,18 @@ class HardwareSpec:
         here: NVIDIA's datacenter Blackwell (SM100: FP4 tensor cores with HBM; not the SM120 GeForce and RTX PRO
         parts)."""
         return self.vendor == "nvidia" and self.memory_kind == "hbm" and self.peak_tflops.get("fp4", 0) > 0
+
+    @property
+    def sm_class(self) -> str:
+        """The NVIDIA datacenter class engines pick attention backends by: "sm90" (Hopper: FP8 tensor cores with HBM,
+        no FP4; H100, H200, H20, GH200), "sm100" (datacenter Blackwell, `has_trtllm_gen`), "" for any other part
+        (Ampere, the SM 8.9 / 12.x GeForce and RTX parts, other vendors)."""
+        if self.has_trtllm_gen:
+            return "sm100"
+        fp = self.peak_tflops
+        if self.vendor == "nvidia" and self.memory_kind == "hbm" and fp.get("fp8", 0) > 0 and not fp.get("fp4", 0):
+            return "sm90"
+        return ""
 
     @property
     def has_pdl(self) -> bool:
