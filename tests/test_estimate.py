@@ -178,3 +178,16 @@ def test_weights_past_metals_default_working_set_are_noted():
     assert any("exceed the ~75% of 64 GiB that macOS lets the GPU use by default" in n for n in big)
     small = flopwise.estimate("llama-3.1-8b", "apple-m1-max", engine="llamacpp", weights="q8_0").to_dict()["notes"]
     assert not any("macOS" in n for n in small)
+
+
+def test_decode_on_cuda_cores_is_noted_with_what_moves_it():
+    """SGLang 0.4.4 on an A100 decodes Llama-3.1-8B (a GQA group of 4) from a 16-bit cache on the CUDA cores: the
+    estimate says so and names the FP8 cache that takes the tensor cores; with that cache, or on an H100 under
+    0.5.6 (FlashAttention 3), the note is gone."""
+    def noted(**kw: object) -> bool:
+        return any("CUDA cores" in n for n in flopwise.estimate("llama-3.1-8b", **kw).to_dict()["notes"])
+
+    assert noted(gpu="a100-sxm-80gb", engine="sglang@0.4.4")
+    assert not noted(gpu="a100-sxm-80gb", engine="sglang@0.4.4", kv="fp8")
+    assert not noted(gpu="h100-sxm", engine="sglang@0.5.6")
+    assert not noted(gpu="a100-sxm-80gb", engine="vllm")

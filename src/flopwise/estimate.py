@@ -30,7 +30,7 @@ from flopwise.cost.batch import check_static_batch, decode_shape, prefill_shape
 from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import MemoryPlan, kv_bytes_for_sequences, max_sequences, memory_plan
-from flopwise.cost.step import StepCost, op_time_s, step_cost, step_time
+from flopwise.cost.step import StepCost, decode_on_cuda_cores, op_time_s, step_cost, step_time
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, weights_note
 from flopwise.specs.hardware import GIB
@@ -167,7 +167,8 @@ METAL_DEFAULT_WORKING_SET = 0.75
 
 def notes(dep: Deployment) -> list[str]:
     """What the numbers assume that the user should know: the model reader's notes, a weight format that is not
-    the checkpoint's, an engine's fallback (vLLM 0.8-0.10's V0), encoders left out of the memory plan."""
+    the checkpoint's, an engine's fallback (vLLM 0.8-0.10's V0), decode attention priced on the CUDA cores,
+    encoders left out of the memory plan."""
     out = list(dep.model.notes)
     out += [n for n in (weights_note(dep), dep.engine.fallback_note, dep.engine.version_note) if n]
     hw = dep.hardware
@@ -176,6 +177,11 @@ def notes(dep: Deployment) -> list[str]:
         out.append(f"the weights alone ({weights / GIB:.0f} GiB) exceed the ~{METAL_DEFAULT_WORKING_SET:.0%} of "
                    f"{hw.memory_gib:.0f} GiB that macOS lets the GPU use by default: raise it first (sudo sysctl "
                    "iogpu.wired_limit_mb=...)")
+    if decode_on_cuda_cores(dep):
+        out.append(f"{dep.engine.display}'s default attention backend here decodes this model's GQA groups (at most "
+                   f"{dep.engine.kernels.decode_cuda_cores} query heads per KV head per GPU) from a 16-bit KV cache on "
+                   "the CUDA cores in FP32 (FlashInfer without tensor cores), priced so: an FP8 KV cache (--kv fp8) "
+                   "runs it on the tensor cores")
     if dep.model.encoders:
         names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
         out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "

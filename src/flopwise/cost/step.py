@@ -95,7 +95,7 @@ from flopwise.specs.hardware import LOW_PRECISION_DTYPES
 from flopwise.specs.precision import default16
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "full_step_time", "decode_step_time",
-           "decode_step_timer", "host_s", "op_time_s"]
+           "decode_step_timer", "decode_on_cuda_cores", "host_s", "op_time_s"]
 
 # Routed MoE per layer (vLLM `fused_moe`): router GEMM, top-k, moe_align_block_size, two grouped GEMMs,
 # silu_and_mul and moe_sum (group-limited routing adds the engine's grouped_topk_kernels - 1).
@@ -574,6 +574,12 @@ def _cc_rate(r: Roofs, at: AttentionLayout) -> float:
     group is min(q_per_kv, its query heads): a KV head replicated beyond tp > KV heads serves that GPU's heads alone
     (SGLang's heads // tp over max(1, kv_heads // tp))."""
     return r.decode_cc_rate if 0 < min(at.q_per_kv, at.q_heads) <= r.decode_cc_group else 0.0
+
+
+def decode_on_cuda_cores(dep: Deployment) -> bool:
+    """Whether some attention layer of this deployment decodes on the CUDA cores (`_cc_rate`)."""
+    r = roofs(dep)
+    return any(_cc_rate(r, g.attn) > 0 for g in layout(dep).groups if g.attn.has_pairs)
 
 
 def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: float,
