@@ -1306,3 +1306,22 @@ def test_mxfp4_weights_multiply_what_each_engines_blackwell_kernels_take():
     told = {"engine": "vLLM", "engine_version": "0.13.0", "engine_knobs": {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"}}
     dep = case_deployment(told, "simulate", args)[0]
     assert dep.engine.kernels.mxfp4_activation == "fp8" and roofs(dep).peak_linear == pytest.approx(3375e12)
+
+
+def test_cuda_core_decode_factors_are_checked():
+    """The backend rule's data is validated where it is read: a class the hardware catalog does not define, a group
+    below 0, a share of the FP32 peak above 1, a family list given as one string."""
+    with pytest.raises(SpecError, match="tensor_decode_on has unknown NVIDIA class.*'sm80'.*sm90, sm100"):
+        KernelFactors(tensor_decode_on=["sm80"])
+    with pytest.raises(SpecError, match="decode_cuda_cores"):
+        KernelFactors(decode_cuda_cores=-1)
+    with pytest.raises(SpecError, match="decode_cuda_core_compute must be in"):
+        KernelFactors(decode_cuda_core_compute=1.5)
+    with pytest.raises(SpecError, match="tensor_decode_families must be a list"):
+        KernelFactors(tensor_decode_families="llama")
+    k = KernelFactors(decode_cuda_cores=4, decode_cuda_core_compute=0.3, tensor_decode_on=["sm90"],
+                      tensor_decode_families=["llama"])
+    assert k.decode_cuda_core_group("sm90", "llama", 2) == 0  # FA3 for a listed family on Hopper
+    assert k.decode_cuda_core_group("sm90", "mistral", 2) == 4
+    assert k.decode_cuda_core_group("", "llama", 2) == 4
+    assert k.decode_cuda_core_group("", "llama", 1) == 0  # an FP8 cache
