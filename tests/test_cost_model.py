@@ -519,9 +519,11 @@ def test_flashinfer_decode_on_cuda_cores_by_hand():
     ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.4.6", False),
     ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.4.7", True),  # dropped from the list in 0.4.7
     ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.5.8", False),  # FA3 for every family
-    ("qwen/qwen3-8b", "a100-sxm-80gb", "sglang@0.5.8", True),  # FlashInfer off Hopper and SM100
-    ("llama-3.1-8b", "b200", "sglang@0.5.6", True),
-    ("llama-3.1-8b", "b200", "sglang@0.5.7", False),  # trtllm_mha on SM100
+    ("qwen/qwen3-8b", "a100-sxm-80gb", "sglang@0.5.0", True),  # FlashInfer off Hopper and SM100
+    ("qwen/qwen3-8b", "a100-sxm-80gb", "sglang@0.5.1", False),  # tensor cores from a group of 4 on
+    ("gemma-3-27b", "a100-sxm-80gb", "sglang@0.5.8", True),  # a group of 2
+    ("gemma-3-27b", "b200", "sglang@0.5.6", True),
+    ("gemma-3-27b", "b200", "sglang@0.5.7", False),  # trtllm_mha on SM100
     ("qwen/qwen2.5-7b", "a100-sxm-80gb", "sglang@0.4.4", False),  # a group of 7: tensor cores
     ("llama-3.1-8b", "mi300x", "sglang@0.4.4", False),  # ROCm: aiter / triton
     ("llama-3.1-8b", "a100-sxm-80gb", "vllm@0.6.0", False),

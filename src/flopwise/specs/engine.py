@@ -331,8 +331,8 @@ class KernelFactors:
         most mmq_x_max = 128, and runs each expert's tiles at that width); 0: no padding.
     decode_cuda_cores: the engine's decode attention over a 16-bit KV cache runs on the CUDA cores, not the tensor
         cores, where one GPU's query heads per KV head are at most this many (FlashInfer's batch decode kernel
-        without tensor cores: SGLang's should_use_tensor_core keeps them off for a GQA group of 4 or fewer, an FP8
-        cache always takes them); 0: tensor cores at any group;
+        without tensor cores: SGLang's should_use_tensor_core keeps them off for a GQA group of 4 or fewer to
+        0.5.0, of 3 or fewer from 0.5.1; an FP8 cache always takes them); 0: tensor cores at any group;
     decode_cuda_core_compute: share of the chip's FP32 (CUDA-core) peak that decode runs at where it runs there: each
         thread converts its 16-bit K and V to FP32, multiplies them with the group's queries and sums the dot
         products across lanes by shuffles, so FMAs are well under half of what it issues;
