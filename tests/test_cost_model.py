@@ -514,6 +514,9 @@ def test_flashinfer_decode_on_cuda_cores_by_hand():
 
 
 @pytest.mark.parametrize("model,gpu,engine,cuda_cores", [
+    ("llama-3.1-70b", "h100-sxm", "sglang@0.4.0", True),  # FlashInfer 0.1.6's compiled groups: 8 at TP 4
+    ("llama-3.1-70b", "h100-sxm", "sglang@0.4.2.post2", False),  # FlashInfer 0.2: groups above 4 on tensor cores
+    ("qwen/qwen2.5-7b", "a100-sxm-80gb", "sglang@0.4.0", False),  # a group of 7: not compiled, tensor cores
     ("llama-3.1-8b", "h100-sxm", "sglang@0.4.5", True),  # FlashInfer everywhere before 0.4.6
     ("llama-3.1-8b", "h100-sxm", "sglang@0.4.6", False),  # FA3 on Hopper for the listed architectures
     ("mistralai/Mistral-7B-Instruct-v0.3", "h100-sxm", "sglang@0.4.6", False),
@@ -524,12 +527,12 @@ def test_flashinfer_decode_on_cuda_cores_by_hand():
     ("gemma-3-27b", "a100-sxm-80gb", "sglang@0.5.8", True),  # a group of 2
     ("gemma-3-27b", "b200", "sglang@0.5.6", True),
     ("gemma-3-27b", "b200", "sglang@0.5.7", False),  # trtllm_mha on SM100
-    ("qwen/qwen2.5-7b", "a100-sxm-80gb", "sglang@0.4.4", False),  # a group of 7: tensor cores
     ("llama-3.1-8b", "mi300x", "sglang@0.4.4", False),  # ROCm: aiter / triton
     ("llama-3.1-8b", "a100-sxm-80gb", "vllm@0.6.0", False),
 ])
 def test_which_decode_runs_on_cuda_cores(model, gpu, engine, cuda_cores):
-    """The engine's backend rule by release, device class and model family (`KernelFactors.decode_cuda_cores`)."""
-    dep = deployment(model, gpu, engine=engine)
+    """The engine's backend rule by release, device class and model family (`KernelFactors.decode_cuda_core_groups`)."""
+    dep = deployment(model, gpu, engine=engine, tp=4 if "70b" in model else 1)
     at = layout(dep).groups[0].attn
-    assert (roofs(dep).decode_cc_rate > 0 and min(at.q_per_kv, at.q_heads) <= roofs(dep).decode_cc_group) is cuda_cores
+    r = roofs(dep)
+    assert (r.decode_cc_rate > 0 and int(min(at.q_per_kv, at.q_heads)) in r.decode_cc_groups) is cuda_cores

@@ -1313,15 +1313,17 @@ def test_cuda_core_decode_factors_are_checked():
     below 0, a share of the FP32 peak above 1, a family list given as one string."""
     with pytest.raises(SpecError, match="tensor_decode_on has unknown NVIDIA class.*'sm80'.*sm90, sm100"):
         KernelFactors(tensor_decode_on=["sm80"])
-    with pytest.raises(SpecError, match="decode_cuda_cores"):
-        KernelFactors(decode_cuda_cores=-1)
+    with pytest.raises(SpecError, match="decode_cuda_core_groups"):
+        KernelFactors(decode_cuda_core_groups=[0])
+    with pytest.raises(SpecError, match="decode_cuda_core_groups must be a list"):
+        KernelFactors(decode_cuda_core_groups=4)
     with pytest.raises(SpecError, match="decode_cuda_core_compute must be in"):
         KernelFactors(decode_cuda_core_compute=1.5)
     with pytest.raises(SpecError, match="tensor_decode_families must be a list"):
         KernelFactors(tensor_decode_families="llama")
-    k = KernelFactors(decode_cuda_cores=4, decode_cuda_core_compute=0.3, tensor_decode_on=["sm90"],
+    k = KernelFactors(decode_cuda_core_groups=[1, 2, 3, 4], decode_cuda_core_compute=0.3, tensor_decode_on=["sm90"],
                       tensor_decode_families=["llama"])
-    assert k.decode_cuda_core_group("sm90", "llama", 2) == 0  # FA3 for a listed family on Hopper
-    assert k.decode_cuda_core_group("sm90", "mistral", 2) == 4
-    assert k.decode_cuda_core_group("", "llama", 2) == 4
-    assert k.decode_cuda_core_group("", "llama", 1) == 0  # an FP8 cache
+    assert k.decode_cuda_core_groups_on("sm90", "llama", 2) == ()  # FA3 for a listed family on Hopper
+    assert k.decode_cuda_core_groups_on("sm90", "mistral", 2) == (1, 2, 3, 4)
+    assert k.decode_cuda_core_groups_on("", "llama", 2) == (1, 2, 3, 4)
+    assert k.decode_cuda_core_groups_on("", "llama", 1) == ()  # an FP8 cache

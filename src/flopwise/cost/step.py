@@ -237,7 +237,7 @@ class Roofs:
     #                   (attention_16bit: NVIDIA's first DeepSeek-R1 NVFP4 checkpoint)
     attention_rate: float  # peak_attn * attention_compute_max
     decode_cc_rate: float  # FP32 peak * decode_cuda_core_compute where decode attention runs on CUDA cores, else 0
-    decode_cc_group: int  # the largest GQA group (query heads per KV head per GPU) that does (0: none)
+    decode_cc_groups: tuple[int, ...]  # the GQA group sizes (query heads // KV heads per GPU) that do (none: ())
     peak_cc: float  # the FP32 peak those decode FLOPs are shown against (the breakdown's peak_compute_s)
     peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
     index_rate: float  # peak_index * attention_compute_max
@@ -300,8 +300,8 @@ def roofs(dep: Deployment) -> Roofs:
         kernel_s *= kf.pdl_kernel_overhead_scale
     peak_attn = hw.peak_flops("bf16")
     peak_cc = hw.peak_tflops.get("fp32", 0.0) * 1e12
-    cc_group = kf.decode_cuda_core_group(hw.sm_class, dep.model.family, dep.kv.bytes_per_element)
-    cc_rate = peak_cc * kf.decode_cuda_core_compute if cc_group else 0.0
+    cc_groups = kf.decode_cuda_core_groups_on(hw.sm_class, dep.model.family, dep.kv.bytes_per_element)
+    cc_rate = peak_cc * kf.decode_cuda_core_compute if cc_groups else 0.0
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     linear_rate = nominal * factor * e.compute_max * gemm_eff
     nominal_dense, dense_rate = nominal, linear_rate
@@ -326,7 +326,7 @@ def roofs(dep: Deployment) -> Roofs:
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
-                 decode_cc_rate=cc_rate, decode_cc_group=cc_group if cc_rate else 0, peak_cc=peak_cc,
+                 decode_cc_rate=cc_rate, decode_cc_groups=cc_groups if cc_rate else (), peak_cc=peak_cc,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s)
@@ -569,11 +569,11 @@ def _attention_op(at: AttentionLayout, work: AttentionWork, share: float, T: flo
 
 def _cc_rate(r: Roofs, at: AttentionLayout) -> float:
     """The FLOP rate of this layer's decode attention where it runs on the CUDA cores (the engine's
-    `KernelFactors.decode_cuda_cores`: a GQA group of at most `decode_cc_group` query heads per KV head on one
-    GPU, a 16-bit cache, a backend without tensor-core decode on this device), else 0 (tensor cores). One GPU's
-    group is min(q_per_kv, its query heads): a KV head replicated beyond tp > KV heads serves that GPU's heads alone
-    (SGLang's heads // tp over max(1, kv_heads // tp))."""
-    return r.decode_cc_rate if 0 < min(at.q_per_kv, at.q_heads) <= r.decode_cc_group else 0.0
+    `KernelFactors.decode_cuda_core_groups`: a GQA group size among `decode_cc_groups`, a 16-bit cache, a backend
+    without tensor-core decode on this device), else 0 (tensor cores). One GPU's group is min(q_per_kv, its query
+    heads), floored: a KV head replicated beyond tp > KV heads serves that GPU's heads alone (SGLang's heads // tp
+    // max(1, kv_heads // tp))."""
+    return r.decode_cc_rate if int(min(at.q_per_kv, at.q_heads)) in r.decode_cc_groups else 0.0
 
 
 def decode_on_cuda_cores(dep: Deployment) -> bool:

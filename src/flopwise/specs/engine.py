@@ -329,15 +329,16 @@ class KernelFactors:
         count rather than each expert's rows: every touched expert's rows are padded to c = min(T rounded up to 8,
         this) columns (llama.cpp's CUDA / HIP MMQ for MUL_MAT_ID picks mmq_x from ncols_max = the pass's tokens, at
         most mmq_x_max = 128, and runs each expert's tiles at that width); 0: no padding.
-    decode_cuda_cores: the engine's decode attention over a 16-bit KV cache runs on the CUDA cores, not the tensor
-        cores, where one GPU's query heads per KV head are at most this many (FlashInfer's batch decode kernel
-        without tensor cores: SGLang's should_use_tensor_core keeps them off for a GQA group of 4 or fewer to
-        0.5.0, of 3 or fewer from 0.5.1; an FP8 cache always takes them); 0: tensor cores at any group;
+    decode_cuda_core_groups: the GQA group sizes (one GPU's query heads // its KV heads) whose decode attention over
+        a 16-bit KV cache runs on the CUDA cores, not the tensor cores (FlashInfer's batch decode kernel without
+        them): SGLang asked FlashInfer 0.1.6 for the sizes it had compiled, 1 / 2 / 4 / 8, and from FlashInfer 0.2
+        keeps them off for groups of 4 or fewer (3 or fewer from 0.5.1), an FP8 cache always on; empty: tensor
+        cores at any group;
     decode_cuda_core_compute: share of the chip's FP32 (CUDA-core) peak that decode runs at where it runs there: each
         thread converts its 16-bit K and V to FP32, multiplies them with the group's queries and sums the dot
         products across lanes by shuffles, so FMAs are well under half of what it issues;
     tensor_decode_on: NVIDIA classes (`HardwareSpec.sm_class`: "sm90", "sm100") where the engine's default attention
-        backend is another, tensor-core one and `decode_cuda_cores` does not apply (SGLang: FlashAttention 3 on
+        backend is another, tensor-core one and `decode_cuda_core_groups` does not apply (SGLang: FlashAttention 3 on
         Hopper from 0.4.6, TensorRT-LLM's trtllm-gen MHA kernels on datacenter Blackwell from 0.5.7);
     tensor_decode_families: the model families (Hugging Face model_type) that "sm90" in `tensor_decode_on` holds
         for (SGLang's is_fa3_default_architecture before 0.5.8); empty: every family.
@@ -376,7 +377,7 @@ class KernelFactors:
     ubatch_tokens: int = 0
     moe_pair_reads_below: int = 0
     moe_tile_cols: int = 0
-    decode_cuda_cores: int = 0
+    decode_cuda_core_groups: tuple[int, ...] = ()
     decode_cuda_core_compute: float = 0.0
     tensor_decode_on: tuple[str, ...] = ()
     tensor_decode_families: tuple[str, ...] = ()
@@ -400,14 +401,14 @@ class KernelFactors:
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
-    def decode_cuda_core_group(self, sm_class: str, family: str, kv_bytes: float) -> int:
-        """The largest GQA group (query heads per KV head on one GPU) whose decode attention runs on the CUDA cores
-        on a part of `sm_class` for a model of `family` with a KV cache of `kv_bytes` per element; 0: none does
-        (an 8-bit cache, or the device's default backend is a tensor-core one)."""
-        if not self.decode_cuda_cores or kv_bytes != 2 or sm_class in self.tensor_decode_on and (
+    def decode_cuda_core_groups_on(self, sm_class: str, family: str, kv_bytes: float) -> tuple[int, ...]:
+        """The GQA group sizes (query heads // KV heads on one GPU) whose decode attention runs on the CUDA cores on
+        a part of `sm_class` for a model of `family` with a KV cache of `kv_bytes` per element; empty: none (an
+        8-bit cache, or the device's default backend is a tensor-core one)."""
+        if kv_bytes != 2 or sm_class in self.tensor_decode_on and (
                 sm_class != "sm90" or not self.tensor_decode_families or family in self.tensor_decode_families):
-            return 0
-        return self.decode_cuda_cores
+            return ()
+        return self.decode_cuda_core_groups
 
     def quantized_path(self, weights: WeightFormat) -> bool:
         """Whether the engine multiplies `weights` on its quantized-matmul path (`quantized_gemm_dtype`,
@@ -420,16 +421,18 @@ class KernelFactors:
             raise SpecError(f"engine kernels: block_formats must be a list of weight formats, got "
                             f"{self.block_formats!r}")
         object.__setattr__(self, "block_formats", tuple(self.block_formats))  # a TOML list
-        for name in ("tensor_decode_on", "tensor_decode_families"):
+        for name in ("tensor_decode_on", "tensor_decode_families", "decode_cuda_core_groups"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, (list, tuple)):
                 raise SpecError(f"engine kernels: {name} must be a list, got {value!r}")
-            object.__setattr__(self, name, tuple(str(v) for v in value))
+            object.__setattr__(self, name, tuple(value) if name == "decode_cuda_core_groups"
+                               else tuple(str(v) for v in value))
+        for g in self.decode_cuda_core_groups:
+            integer(g, "engine kernels: decode_cuda_core_groups", lo=1, hi=1024, error=SpecError)
         bad = [c for c in self.tensor_decode_on if c not in SM_CLASSES]
         if bad:
             raise SpecError(f"engine kernels: tensor_decode_on has unknown NVIDIA class(es) {bad}; known: "
                             f"{', '.join(SM_CLASSES)}")
-        integer(self.decode_cuda_cores, "engine kernels: decode_cuda_cores", lo=0, hi=1024, error=SpecError)
         unknown = [f for f in self.block_formats if f not in WEIGHT_FORMATS]
         if unknown:
             raise SpecError(f"engine kernels: block_formats has unknown weight format(s) {unknown}; known: "
@@ -474,12 +477,15 @@ class DeviceKernels:
     __pydantic_config__ = TABLE_CONFIG
 
     vendor: str
-    kernels: tuple[tuple[str, str | bool | int | float], ...]
+    kernels: tuple[tuple[str, str | bool | int | float | tuple[str | int, ...]], ...]
     kind: str = ""
     source: str = ""
 
     def __post_init__(self) -> None:
         check_text(self.vendor, "engine device_kernels: vendor", error=SpecError)
+        # a TOML list (block_formats, decode_cuda_core_groups) held as a tuple, so the rule stays hashable
+        object.__setattr__(self, "kernels", tuple((k, tuple(v) if isinstance(v, list) else v)
+                                                  for k, v in self.kernels))
         if self.kind:  # a device kind as the hardware catalog has them (its efficiency profiles' keys)
             check_text(self.kind, f"engine device_kernels ({self.vendor}): kind", choices=DEVICE_KINDS, error=SpecError)
         names = {f.name for f in fields(KernelFactors)}
