@@ -751,18 +751,18 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
             prefill_pairs, prefill_kv_read, decode_pairs, decode_kv_read = works[i]  # operation (weight bytes
             cc = ccs[i]  # 0, efficiencies 1, share 1): the same float
             i += 1
-            if cc:  # decode on the CUDA cores (`_cc_rate`)
+            m = T / S * at.q_per_kv
+            if cc:  # decode on the CUDA cores (`_cc_rate`): the prompt pairs' FLOPs, then the decode pairs' at cc
                 flops = 1.0 * (prefill_pairs * at.pair_flops_prefill)
+                compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
                 cc_flops = 1.0 * (decode_pairs * at.pair_flops_decode)
+                if cc_flops > 0:
+                    compute_s += cc_flops / cc
             else:
                 flops = 1.0 * (prefill_pairs * at.pair_flops_prefill + decode_pairs * at.pair_flops_decode)
-                cc_flops = 0.0
-            m = T / S * at.q_per_kv
+                compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
             kv_b = 1.0 * ((prefill_kv_read + decode_kv_read + (T if at.writes_kv else 0)) * at.kv_bytes_per_token)
             act_b = T * at.q_out_elems * a
-            compute_s = flops * (m + half_m) / (m * rate * 1.0) if flops > 0 else 0.0
-            if cc_flops > 0:
-                compute_s += cc_flops / cc
             nbytes = 0.0 + kv_b + act_b
             if nbytes > 0:
                 memory_s = (0.0 / (wre * 1.0) + kv_b + act_b) * (nbytes + half_bytes) / (nbytes * bw_rate)

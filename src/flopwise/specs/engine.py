@@ -405,7 +405,9 @@ class KernelFactors:
         """The GQA group sizes (query heads // KV heads on one GPU) whose decode attention runs on the CUDA cores on
         a part of `sm_class` for a model of `family` with a KV cache of `kv_bytes` per element; empty: none (an
         8-bit cache, or the device's default backend is a tensor-core one)."""
-        if kv_bytes != 2 or sm_class in self.tensor_decode_on and (
+        if kv_bytes != 2:
+            return ()
+        if sm_class in self.tensor_decode_on and (
                 sm_class != "sm90" or not self.tensor_decode_families or family in self.tensor_decode_families):
             return ()
         return self.decode_cuda_core_groups

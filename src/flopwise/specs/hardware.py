@@ -255,9 +255,7 @@ class HardwareSpec:
         serialization: a kernel starts its prologue while the one before drains): NVIDIA SM 9.0 and newer, i.e.
         the Hopper and Blackwell datacenter parts (FP8 tensor cores with HBM: not Ampere, not the SM 8.9 Ada cards)
         and every part with FP4 tensor cores (Blackwell, the SM 12.x GeForce and RTX PRO parts included)."""
-        fp = self.peak_tflops
-        return self.vendor == "nvidia" and (fp.get("fp4", 0) > 0
-                                            or (self.memory_kind == "hbm" and fp.get("fp8", 0) > 0))
+        return bool(self.sm_class) or (self.vendor == "nvidia" and self.peak_tflops.get("fp4", 0) > 0)
 
     @property
     def device_text(self) -> str:
