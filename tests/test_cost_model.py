@@ -513,6 +513,26 @@ def test_flashinfer_decode_on_cuda_cores_by_hand():
     assert att.time_s > bf16.time_s
 
 
+def test_flashinfer_016_decodes_an_fp8_cache_on_cuda_cores_by_hand():
+    """SGLang 0.4.0 (FlashInfer 0.1.6: CUDA-core decode for the compiled group sizes whatever the cache's type)
+    runs Llama-3.1-70B at TP 4 (16 query heads over 2 KV heads per GPU: a group of 8) from an FP8 cache on an H100
+    at the FP32 rate: 16 sequences over 4,000 cached tokens are 64,016 (query, key) pairs per layer of
+    4 x 16 x 128 FLOPs (the GPU's 16 query heads), at 66.9 TFLOP/s x 0.3; the cache read is half the 16-bit
+    one's, and 0.4.2.post2 (FlashInfer 0.2) takes the tensor cores for the same FP8 cache."""
+    shape = decode_shape(16, 4000, layout(deployment("llama-3.1-70b", "h100-sxm", tp=4)).windows)
+
+    def attention(engine: str, kv: str):
+        dep = deployment("llama-3.1-70b", "h100-sxm", engine=engine, tp=4, kv=kv)
+        return next(o for o in step_cost(dep, shape).ops if o.name == "attention")
+
+    fp8, bf16 = attention("sglang@0.4.0", "fp8"), attention("sglang@0.4.0", "bf16")
+    flops = (16 * 4000 + 16) * 4 * 16 * 128
+    assert fp8.compute_s == pytest.approx(80 * flops / (66.9e12 * 0.3), rel=1e-12)
+    assert fp8.compute_s == pytest.approx(bf16.compute_s, rel=1e-12)
+    assert fp8.kv_bytes == pytest.approx(bf16.kv_bytes / 2, rel=1e-12)
+    assert attention("sglang@0.4.2.post2", "fp8").compute_s < fp8.compute_s / 10
+
+
 @pytest.mark.parametrize("model,gpu,engine,cuda_cores", [
     ("llama-3.1-70b", "h100-sxm", "sglang@0.4.0", True),  # FlashInfer 0.1.6's compiled groups: 8 at TP 4
     ("llama-3.1-70b", "h100-sxm", "sglang@0.4.2.post2", False),  # FlashInfer 0.2: groups above 4 on tensor cores
@@ -529,10 +549,16 @@ def test_flashinfer_decode_on_cuda_cores_by_hand():
     ("gemma-3-27b", "b200", "sglang@0.5.7", False),  # trtllm_mha on SM100
     ("llama-3.1-8b", "mi300x", "sglang@0.4.4", False),  # ROCm: aiter / triton
     ("llama-3.1-8b", "a100-sxm-80gb", "vllm@0.6.0", False),
+    ("llama-3.1-70b", "h100-sxm", "sglang@0.4.0/fp8", True),  # FlashInfer 0.1.6's test ignores the cache's type
+    ("llama-3.1-70b", "h100-sxm", "sglang@0.4.2.post1/fp8", True),
+    ("llama-3.1-8b", "a100-sxm-80gb", "sglang@0.4.2.post2/fp8", False),  # FlashInfer 0.2: an FP8 cache, tensor cores
+    ("llama-3.1-8b", "a100-sxm-80gb", "sglang@0.4.4/fp8", False),
 ])
 def test_which_decode_runs_on_cuda_cores(model, gpu, engine, cuda_cores):
-    """The engine's backend rule by release, device class and model family (`KernelFactors.decode_cuda_core_groups`)."""
-    dep = deployment(model, gpu, engine=engine, tp=4 if "70b" in model else 1)
+    """The engine's backend rule by release, device class, model family and cache type
+    (`KernelFactors.decode_cuda_core_groups`, `decode_cuda_core_fp8`); "/fp8": an FP8 KV cache."""
+    engine, _, kv = engine.partition("/")
+    dep = deployment(model, gpu, engine=engine, tp=4 if "70b" in model else 1, kv=kv or None)
     at = layout(dep).groups[0].attn
     r = roofs(dep)
     assert (r.decode_cc_rate > 0 and int(min(at.q_per_kv, at.q_heads)) in r.decode_cc_groups) is cuda_cores

@@ -1327,3 +1327,10 @@ def test_cuda_core_decode_factors_are_checked():
     assert k.decode_cuda_core_groups_on("sm90", "mistral", 2) == (1, 2, 3, 4)
     assert k.decode_cuda_core_groups_on("", "llama", 2) == (1, 2, 3, 4)
     assert k.decode_cuda_core_groups_on("", "llama", 1) == ()  # an FP8 cache
+    fp8_too = KernelFactors(decode_cuda_core_groups=[1, 2, 4, 8], decode_cuda_core_fp8=True)  # FlashInfer 0.1.6
+    assert fp8_too.decode_cuda_core_groups_on("", "llama", 1) == (1, 2, 4, 8)
+    assert fp8_too.decode_cuda_core_groups_on("", "llama", 0.5) == ()  # no 4-bit cache on that path
+    with pytest.raises(SpecError, match="decode_cuda_core_fp8 must be true or false, got 'true'"):
+        KernelFactors(decode_cuda_core_fp8="true")  # a TOML string, which would pass as truthy
+    with pytest.raises(SpecError, match="engine kernels: cuda_graphs must be true or false, got 'false'"):
+        KernelFactors(cuda_graphs="false")

@@ -191,3 +191,18 @@ def test_decode_on_cuda_cores_is_noted_with_what_moves_it():
     assert not noted(gpu="a100-sxm-80gb", engine="sglang@0.4.4", kv="fp8")
     assert not noted(gpu="h100-sxm", engine="sglang@0.5.6")
     assert not noted(gpu="a100-sxm-80gb", engine="vllm")
+
+
+def test_cuda_core_note_follows_the_releases_cache_rule():
+    """SGLang 0.4.0 (FlashInfer 0.1.6, which decides by group size alone) decodes Llama-3.1-8B on the CUDA cores
+    from an FP8 cache as from a 16-bit one: the note does not offer --kv fp8 as the way out there, and says which
+    cache it prices; 0.4.4 (FlashInfer 0.2) offers it."""
+    def note(**kw: object) -> str:
+        return next(n for n in flopwise.estimate("llama-3.1-8b", **kw).to_dict()["notes"] if "CUDA cores" in n)
+
+    assert note(gpu="h100-sxm", engine="sglang@0.4.0").endswith(
+        "priced so; an FP8 KV cache would too (this release decides by group alone)")
+    fp8 = note(gpu="h100-sxm", engine="sglang@0.4.0", kv="fp8")
+    assert "from an FP8 KV cache" in fp8 and fp8.endswith("priced so")
+    assert note(gpu="a100-sxm-80gb", engine="sglang@0.4.4").endswith(
+        ": an FP8 KV cache (--kv fp8) runs it on the tensor cores")

@@ -178,9 +178,16 @@ def notes(dep: Deployment) -> list[str]:
                    f"{hw.memory_gib:.0f} GiB that macOS lets the GPU use by default: raise it first (sudo sysctl "
                    "iogpu.wired_limit_mb=...)")
     if decode_on_cuda_cores(dep):
-        out.append(f"{dep.engine.display}'s default attention backend here decodes this model's GQA group from a "
-                   "16-bit KV cache on the CUDA cores in FP32 (FlashInfer without tensor cores at this group size), "
-                   "priced so: an FP8 KV cache (--kv fp8) runs it on the tensor cores")
+        fp8_cache = dep.kv.bytes_per_element == 1
+        if fp8_cache:
+            advice = ""
+        elif dep.engine.kernels.decode_cuda_core_groups_on(hw.sm_class, dep.model.family, 1):
+            advice = "; an FP8 KV cache would too (this release decides by group alone)"
+        else:
+            advice = ": an FP8 KV cache (--kv fp8) runs it on the tensor cores"
+        out.append(f"{dep.engine.display}'s default attention backend here decodes this model's GQA group from "
+                   f"{'an FP8' if fp8_cache else 'a 16-bit'} KV cache on the CUDA cores in FP32 (FlashInfer without "
+                   f"tensor cores at this group size), priced so{advice}")
     if dep.model.encoders:
         names = ", ".join(f"{e.name} ({e.params / 1e9:.2f}B)" for e in dep.model.encoders)
         out.append(f"encoders not in the memory plan or the step cost (text-only serving): {names}; "

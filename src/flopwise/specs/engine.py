@@ -76,10 +76,13 @@ _VERSION = re.compile(r"^[vb]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)?(?:\.?(?:rc
 
 
 def _check_nonneg(owner: str, obj: object) -> None:
-    """Every float field of `obj` a finite number >= 0 (bool and int fields are checked by their owner)."""
+    """Every float field of `obj` a finite number >= 0 and every bool field true or false (a TOML string such as
+    "false" would otherwise pass as true); int fields are checked by their owner."""
     for f in fields(obj):  # type: ignore[arg-type]
         if f.type in ("float", float):
             number(getattr(obj, f.name), f"engine {owner}: {f.name}", lo=0, error=SpecError)
+        elif f.type in ("bool", bool) and not isinstance(getattr(obj, f.name), bool):
+            raise SpecError(f"engine {owner}: {f.name} must be true or false, got {getattr(obj, f.name)!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -334,6 +337,9 @@ class KernelFactors:
         them): SGLang asked FlashInfer 0.1.6 for the sizes it had compiled, 1 / 2 / 4 / 8, and from FlashInfer 0.2
         keeps them off for groups of 4 or fewer (3 or fewer from 0.5.1), an FP8 cache always on; empty: tensor
         cores at any group;
+    decode_cuda_core_fp8: whether an 8-bit KV cache follows the same group rule (SGLang to 0.4.2.post1: FlashInfer
+        0.1.6's compiled-group test, which SGLang asks first, does not look at the cache's type, so Llama-3-70B at TP 4
+        decodes an FP8 cache on the CUDA cores too); false: an FP8 cache decodes on the tensor cores;
     decode_cuda_core_compute: share of the chip's FP32 (CUDA-core) peak that decode runs at where it runs there: each
         thread converts its 16-bit K and V to FP32, multiplies them with the group's queries and sums the dot
         products across lanes by shuffles, so FMAs are well under half of what it issues;
@@ -378,6 +384,7 @@ class KernelFactors:
     moe_pair_reads_below: int = 0
     moe_tile_cols: int = 0
     decode_cuda_core_groups: tuple[int, ...] = ()
+    decode_cuda_core_fp8: bool = False
     decode_cuda_core_compute: float = 0.0
     tensor_decode_on: tuple[str, ...] = ()
     tensor_decode_families: tuple[str, ...] = ()
@@ -404,8 +411,9 @@ class KernelFactors:
     def decode_cuda_core_groups_on(self, sm_class: str, family: str, kv_bytes: float) -> tuple[int, ...]:
         """The GQA group sizes (query heads // KV heads on one GPU) whose decode attention runs on the CUDA cores on
         a part of `sm_class` for a model of `family` with a KV cache of `kv_bytes` per element; empty: none (an
-        8-bit cache, or the device's default backend is a tensor-core one)."""
-        if kv_bytes != 2:
+        8-bit cache unless `decode_cuda_core_fp8`, any other cache, or the device's default backend is a tensor-core
+        one)."""
+        if kv_bytes != 2 and not (kv_bytes == 1 and self.decode_cuda_core_fp8):
             return ()
         if sm_class in self.tensor_decode_on and (
                 sm_class != "sm90" or not self.tensor_decode_families or family in self.tensor_decode_families):
