@@ -437,6 +437,7 @@ def test_step_time_equals_breakdown_sum():
     ("llama-3.1-8b", "h100-sxm", {"engine": "vllm@0.11"}),  # piecewise prefill only
     ("llama-3.1-8b", "h100-sxm", {"engine": "trtllm@0.21"}),  # eager context steps, a host floor
     ("gemma-3-27b", "a100-sxm-80gb", {"engine": "sglang@0.5.6"}),  # two groups decoding on the CUDA cores
+    ("llama-3.1-8b", "b200", {"engine": "vllm@0.10.1"}),  # CUDA-core decode above 256 sequences a step
 ])
 def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
     """`step_time` looks its non-attention operators up by token count and logits; its total is `_run`'s, bit for
@@ -533,6 +534,31 @@ def test_flashinfer_016_decodes_an_fp8_cache_on_cuda_cores_by_hand():
     assert attention("sglang@0.4.2.post2", "fp8").compute_s < fp8.compute_s / 10
 
 
+def test_vllm_010_decodes_small_steps_on_tensor_cores_by_hand():
+    """vLLM 0.10.1 on a B200 sends a decode step of at most 256 sequences over a 16-bit cache to TensorRT-LLM's
+    kernels (tensor cores) and a larger one to FlashInfer's decode without them: Llama-3.1-8B (a group of 4) at 257
+    sequences of 2,000 cached tokens computes its (query, key) pairs, 4 x 32 x 128 FLOPs each, at the FP32 peak
+    (75 TFLOP/s) x 0.3, at 256 at the tensor-core rate; an FP8 cache goes to FlashInfer at any batch. The simulator's
+    decode path and the step-time lookup price both sides of the edge as the full cost function does."""
+    dep = deployment("llama-3.1-8b", "b200", engine="vllm@0.10.1")
+    windows = layout(dep).windows
+
+    def attention(d, b: int):
+        return next(o for o in step_cost(d, decode_shape(b, 2000, windows)).ops if o.name == "attention")
+
+    big, small = attention(dep, 257), attention(dep, 256)
+    assert big.compute_s == pytest.approx(32 * (257 * 2001) * 4 * 32 * 128 / (75e12 * 0.3), rel=1e-12)
+    assert small.compute_s < small.flops / (75e12 * 0.3) / 10
+    fp8 = deployment("llama-3.1-8b", "b200", engine="vllm@0.10.1", kv="fp8")
+    assert attention(fp8, 64).compute_s == pytest.approx(32 * (64 * 2001) * 4 * 32 * 128 / (75e12 * 0.3), rel=1e-12)
+    builder = ShapeBuilder((None,))
+    for b in (256, 257):
+        shape = builder.decode(b, b * 2000)
+        full = _combine(dep, _device_s(dep, shape, _run(dep, shape, False)), host_s(dep, shape))
+        assert step_time(dep, shape) == full
+        assert decode_step_time(dep, b, b * 2000) == pytest.approx(full, rel=1e-12)
+
+
 @pytest.mark.parametrize("model,gpu,engine,cuda_cores", [
     ("llama-3.1-70b", "h100-sxm", "sglang@0.4.0", True),  # FlashInfer 0.1.6's compiled groups: 8 at TP 4
     ("llama-3.1-70b", "h100-sxm", "sglang@0.4.2.post2", False),  # FlashInfer 0.2: groups above 4 on tensor cores
@@ -553,6 +579,13 @@ def test_flashinfer_016_decodes_an_fp8_cache_on_cuda_cores_by_hand():
     ("llama-3.1-70b", "h100-sxm", "sglang@0.4.2.post1/fp8", True),
     ("llama-3.1-8b", "a100-sxm-80gb", "sglang@0.4.2.post2/fp8", False),  # FlashInfer 0.2: an FP8 cache, tensor cores
     ("llama-3.1-8b", "a100-sxm-80gb", "sglang@0.4.4/fp8", False),
+    ("llama-3.1-8b", "b200", "vllm@0.9.0", False),  # FlashInfer only when asked for
+    ("llama-3.1-8b", "b200", "vllm@0.9.1", True),  # V1's default on SM 10.0: groups of 4 or fewer on CUDA cores
+    ("llama-3.1-8b", "h100-sxm", "vllm@0.9.2", False),  # FlashAttention off SM 10.0
+    ("llama-3.1-8b", "b200", "vllm@0.9.2/fp8", True),  # no cache-type condition
+    ("llama-3.1-70b", "b200", "vllm@0.9.2", False),  # a group of 8 at TP 4: tensor cores
+    ("llama-3.1-8b", "b200", "vllm@0.10.1", True),  # above 256 sequences a step (below: TensorRT-LLM's kernels)
+    ("llama-3.1-8b", "b200", "vllm@0.10.2", False),  # use_tensor_cores=True
 ])
 def test_which_decode_runs_on_cuda_cores(model, gpu, engine, cuda_cores):
     """The engine's backend rule by release, device class, model family and cache type

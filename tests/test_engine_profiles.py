@@ -1334,3 +1334,10 @@ def test_cuda_core_decode_factors_are_checked():
         KernelFactors(decode_cuda_core_fp8="true")  # a TOML string, which would pass as truthy
     with pytest.raises(SpecError, match="engine kernels: cuda_graphs must be true or false, got 'false'"):
         KernelFactors(cuda_graphs="false")
+    sm100_only = KernelFactors(decode_cuda_core_groups=[1, 2, 3, 4], decode_cuda_core_on=["sm100"])  # vLLM 0.9.1
+    assert sm100_only.decode_cuda_core_groups_on("sm100", "llama", 2) == (1, 2, 3, 4)
+    assert sm100_only.decode_cuda_core_groups_on("", "llama", 2) == ()  # FlashAttention off SM 10.0
+    with pytest.raises(SpecError, match="decode_cuda_core_on has unknown NVIDIA class"):
+        KernelFactors(decode_cuda_core_on=["sm80"])
+    with pytest.raises(SpecError, match="tensor_decode_max_seqs"):
+        KernelFactors(tensor_decode_max_seqs=-1)

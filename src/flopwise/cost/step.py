@@ -238,6 +238,7 @@ class Roofs:
     attention_rate: float  # peak_attn * attention_compute_max
     decode_cc_rate: float  # FP32 peak * decode_cuda_core_compute where decode attention runs on CUDA cores, else 0
     decode_cc_groups: tuple[int, ...]  # the GQA group sizes (query heads // KV heads per GPU) that do (none: ())
+    decode_tensor_max_seqs: int  # a decode step of at most this many sequences takes the tensor cores anyway (0: none)
     peak_cc: float  # the FP32 peak those decode FLOPs are shown against (the breakdown's peak_compute_s)
     peak_index: float  # the DSA indexer's logits run in fp8 where the chip has it (DeepGEMM fp8 MQA logits)
     index_rate: float  # peak_index * attention_compute_max
@@ -327,6 +328,7 @@ def roofs(dep: Deployment) -> Roofs:
                  linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  decode_cc_rate=cc_rate, decode_cc_groups=cc_groups if cc_rate else (), peak_cc=peak_cc,
+                 decode_tensor_max_seqs=kf.tensor_decode_max_seqs if dep.kv.bytes_per_element == 2 else 0,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s)
@@ -469,7 +471,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         work = shape.attention[g.window] if attention and at.has_pairs else None
         if work is not None:
             flops, cc_flops, m, kv_b, act_b = _attention_op(at, work, share, T, S, kv_tokens, a,
-                                                            _cc_rate(acc.r, at) > 0)
+                                                            _cc_rate(acc.r, at, S) > 0)
             acc.add("attention", n, flops, m, 0.0, kv_b, act_b, at.attn_kernels, attention=True, cc_flops=cc_flops)
             if at.index_pair_flops:  # DSA indexer: every query scores every cached index key
                 iw = shape.attention[None]
@@ -567,12 +569,15 @@ def _attention_op(at: AttentionLayout, work: AttentionWork, share: float, T: flo
     return share * pairs_flops, 0.0, T / S * at.q_per_kv, share * kv_b, T * at.q_out_elems * a
 
 
-def _cc_rate(r: Roofs, at: AttentionLayout) -> float:
+def _cc_rate(r: Roofs, at: AttentionLayout, seqs: float | None = None) -> float:
     """The FLOP rate of this layer's decode attention where it runs on the CUDA cores (the engine's
-    `KernelFactors.decode_cuda_core_groups`: a GQA group size among `decode_cc_groups`, a 16-bit cache, a backend
-    without tensor-core decode on this device), else 0 (tensor cores). One GPU's group is min(q_per_kv, its query
-    heads), floored: a KV head replicated beyond tp > KV heads serves that GPU's heads alone (SGLang's heads // tp
-    // max(1, kv_heads // tp))."""
+    `KernelFactors.decode_cuda_core_groups`: a GQA group size among `decode_cc_groups`, a cache and a device whose
+    backend decodes without tensor cores), else 0 (tensor cores); a step of `seqs` sequences (one attention group's)
+    at most `decode_tensor_max_seqs` takes the tensor cores too (None: the rule alone, for any step). One GPU's group
+    is min(q_per_kv, its query heads), floored: a KV head replicated beyond tp > KV heads serves that GPU's heads
+    alone (SGLang's heads // tp // max(1, kv_heads // tp))."""
+    if seqs is not None and seqs <= r.decode_tensor_max_seqs:
+        return 0.0
     return r.decode_cc_rate if int(min(at.q_per_kv, at.q_heads)) in r.decode_cc_groups else 0.0
 
 
@@ -749,7 +754,7 @@ def _fast_device_s(dep: Deployment, fast: _ByTokens, T: int, S: int, L: int,
         if t is None:  # the next group's attention: `_run`'s acc.add("attention", ...) at dp 1, whose
             count, at, _ = groups[i]  # `_attention_op` and `_op_seconds` are inlined here, operation for
             prefill_pairs, prefill_kv_read, decode_pairs, decode_kv_read = works[i]  # operation (weight bytes
-            cc = ccs[i]  # 0, efficiencies 1, share 1): the same float
+            cc = ccs[i] if S > r.decode_tensor_max_seqs else 0.0  # 0, efficiencies 1, share 1): the same float
             i += 1
             m = T / S * at.q_per_kv
             if cc:  # decode on the CUDA cores (`_cc_rate`): the prompt pairs' FLOPs, then the decode pairs' at cc
@@ -889,7 +894,7 @@ def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
             continue
         kernels += g.count * at.attn_kernels
         m = rows / rows * at.q_per_kv  # `_attention_op`'s GEMM rows, T / S * q_per_kv
-        cc = _cc_rate(r, at)  # on the CUDA cores: FLOPs * 1 / rate, as `_op_seconds`'s 0 + cc_flops / rate
+        cc = _cc_rate(r, at, rows)  # on the CUDA cores: FLOPs * 1 / rate, as `_op_seconds`'s 0 + cc_flops / rate
         mh, mr = (1.0, cc) if cc else (m + r.half_m, m * r.attention_rate)
         terms.append((g.count, at.pair_flops_decode, mh, mr, b if at.writes_kv else 0,
                       at.kv_bytes_per_token, rows * at.q_out_elems * lay.act_bytes, at.attn_kernels * r.kernel_s,

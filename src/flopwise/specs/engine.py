@@ -335,11 +335,18 @@ class KernelFactors:
     decode_cuda_core_groups: the GQA group sizes (one GPU's query heads // its KV heads) whose decode attention over
         a 16-bit KV cache runs on the CUDA cores, not the tensor cores (FlashInfer's batch decode kernel without
         them): SGLang asked FlashInfer 0.1.6 for the sizes it had compiled, 1 / 2 / 4 / 8, and from FlashInfer 0.2
-        keeps them off for groups of 4 or fewer (3 or fewer from 0.5.1), an FP8 cache always on; empty: tensor
-        cores at any group;
+        keeps them off for groups of 4 or fewer (3 or fewer from 0.5.1), an FP8 cache always on; vLLM V1 0.9.1-0.10.1
+        keeps them off for groups of 4 or fewer where FlashInfer is its default (SM 10.0); empty: tensor cores at
+        any group;
     decode_cuda_core_fp8: whether an 8-bit KV cache follows the same group rule (SGLang to 0.4.2.post1: FlashInfer
         0.1.6's compiled-group test, which SGLang asks first, does not look at the cache's type, so Llama-3-70B at TP 4
-        decodes an FP8 cache on the CUDA cores too); false: an FP8 cache decodes on the tensor cores;
+        decodes an FP8 cache on the CUDA cores too; vLLM 0.9.1-0.10.1's `num_qo_heads // num_kv_heads > 4` neither);
+        false: an FP8 cache decodes on the tensor cores;
+    decode_cuda_core_on: the NVIDIA classes (`HardwareSpec.sm_class`) the group rule is limited to, where FlashInfer
+        is the engine's default there alone (vLLM 0.9.1-0.10.1: "sm100"); empty: every part outside `tensor_decode_on`;
+    tensor_decode_max_seqs: a decode step of at most this many sequences (one attention group's) over a 16-bit cache
+        takes tensor-core kernels instead (vLLM 0.10.0-0.10.1 send such steps to TensorRT-LLM's decode attention); 0:
+        none;
     decode_cuda_core_compute: share of the chip's FP32 (CUDA-core) peak that decode runs at where it runs there: each
         thread converts its 16-bit K and V to FP32, multiplies them with the group's queries and sums the dot
         products across lanes by shuffles, so FMAs are well under half of what it issues;
@@ -385,7 +392,10 @@ class KernelFactors:
     moe_tile_cols: int = 0
     decode_cuda_core_groups: tuple[int, ...] = ()
     decode_cuda_core_fp8: bool = False
-    decode_cuda_core_compute: float = 0.0
+    decode_cuda_core_on: tuple[str, ...] = ()
+    tensor_decode_max_seqs: int = 0
+    # FlashInfer's batch decode without tensor cores (any engine that runs it): fitted on SGLang's rows (sglang.toml)
+    decode_cuda_core_compute: float = 0.3
     tensor_decode_on: tuple[str, ...] = ()
     tensor_decode_families: tuple[str, ...] = ()
 
@@ -415,6 +425,8 @@ class KernelFactors:
         one)."""
         if kv_bytes != 2 and not (kv_bytes == 1 and self.decode_cuda_core_fp8):
             return ()
+        if self.decode_cuda_core_on and sm_class not in self.decode_cuda_core_on:
+            return ()
         if sm_class in self.tensor_decode_on and (
                 sm_class != "sm90" or not self.tensor_decode_families or family in self.tensor_decode_families):
             return ()
@@ -431,7 +443,7 @@ class KernelFactors:
             raise SpecError(f"engine kernels: block_formats must be a list of weight formats, got "
                             f"{self.block_formats!r}")
         object.__setattr__(self, "block_formats", tuple(self.block_formats))  # a TOML list
-        for name in ("tensor_decode_on", "tensor_decode_families", "decode_cuda_core_groups"):
+        for name in ("tensor_decode_on", "tensor_decode_families", "decode_cuda_core_groups", "decode_cuda_core_on"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, (list, tuple)):
                 raise SpecError(f"engine kernels: {name} must be a list, got {value!r}")
@@ -439,10 +451,12 @@ class KernelFactors:
                                else tuple(str(v) for v in value))
         for g in self.decode_cuda_core_groups:
             integer(g, "engine kernels: decode_cuda_core_groups", lo=1, hi=1024, error=SpecError)
-        bad = [c for c in self.tensor_decode_on if c not in SM_CLASSES]
-        if bad:
-            raise SpecError(f"engine kernels: tensor_decode_on has unknown NVIDIA class(es) {bad}; known: "
-                            f"{', '.join(SM_CLASSES)}")
+        for name in ("tensor_decode_on", "decode_cuda_core_on"):
+            bad = [c for c in getattr(self, name) if c not in SM_CLASSES]
+            if bad:
+                raise SpecError(f"engine kernels: {name} has unknown NVIDIA class(es) {bad}; known: "
+                                f"{', '.join(SM_CLASSES)}")
+        integer(self.tensor_decode_max_seqs, "engine kernels: tensor_decode_max_seqs", lo=0, error=SpecError)
         unknown = [f for f in self.block_formats if f not in WEIGHT_FORMATS]
         if unknown:
             raise SpecError(f"engine kernels: block_formats has unknown weight format(s) {unknown}; known: "
