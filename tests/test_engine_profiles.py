@@ -1308,6 +1308,33 @@ def test_mxfp4_weights_multiply_what_each_engines_blackwell_kernels_take():
     assert dep.engine.kernels.mxfp4_activation == "fp8" and roofs(dep).peak_linear == pytest.approx(3375e12)
 
 
+def test_a_named_attention_backend_decides_where_decode_runs():
+    """SGLang's --attention-backend / vLLM's VLLM_ATTENTION_BACKEND (a case's engine_knobs): FlashInfer decodes by
+    the release's group rule on any device, where the release defaults to another backend (SGLang 0.4.6's FA3 for
+    Llama on Hopper, vLLM 0.9.2's FlashAttention off SM 10.0: Llama-3.1-8B, a group of 4, on the CUDA cores); any
+    other backend decodes on the tensor cores (SGLang 0.4.7's FlashInfer default for Mistral on an H100); ROCm keeps
+    its own kernels (no FlashInfer there)."""
+    from flopwise.cost.step import decode_on_cuda_cores
+
+    def cuda_cores(engine: str, gpu: str, backend: str | None, model: str = "llama-3.1-8b") -> bool:
+        knobs = {"attention_backend": backend} if backend else {}
+        name, _, version = engine.partition("@")
+        case = {"engine": name, "engine_version": version, "engine_knobs": knobs}
+        return decode_on_cuda_cores(case_deployment(case, "simulate", {"model": model, "gpu": gpu, "tp": 1})[0])
+
+    assert not cuda_cores("sglang@0.4.6", "h200", None)  # FA3 by default
+    assert cuda_cores("sglang@0.4.6", "h200", "flashinfer")  # SGLang PR 6168's A/B runs
+    assert not cuda_cores("sglang@0.4.4", "a100-sxm-80gb", "triton")
+    mistral = "mistralai/Mistral-7B-Instruct-v0.3"
+    assert cuda_cores("sglang@0.4.7", "h100-sxm", None, mistral)
+    assert not cuda_cores("sglang@0.4.7", "h100-sxm", "fa3 (default)", mistral)  # the first word names it
+    assert cuda_cores("vLLM@0.9.2", "h100-sxm", "FLASHINFER")
+    assert not cuda_cores("vLLM@0.9.2", "h100-sxm", None)
+    assert not cuda_cores("sglang@0.4.4", "mi300x", "flashinfer")
+    told = get_engine("sglang@0.4.6").with_attention_backend("FlashInfer")
+    assert told.kernels.tensor_decode_on == () and told.kernels.decode_cuda_core_groups == (1, 2, 3, 4)
+
+
 def test_cuda_core_decode_factors_are_checked():
     """The backend rule's data is validated where it is read: a class the hardware catalog does not define, a group
     below 0, a share of the FP32 peak above 1, a family list given as one string."""

@@ -1127,6 +1127,17 @@ class EngineProfile:
                             "runtime) only")
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
+    def with_attention_backend(self, backend: str) -> EngineProfile:
+        """This engine told which attention backend to run (SGLang's --attention-backend, vLLM's
+        VLLM_ATTENTION_BACKEND): FlashInfer decodes by the release's group rule on every device, wherever the
+        release defaults to another backend (`KernelFactors.tensor_decode_on`, `decode_cuda_core_on`); any other
+        backend decodes on the tensor cores (FlashAttention, TensorRT-LLM's, Triton's, AITER's kernels)."""
+        k = self.kernels
+        if backend.strip().lower() == "flashinfer":
+            return replace(self, kernels=replace(k, tensor_decode_on=(), tensor_decode_families=(),
+                                                 decode_cuda_core_on=()))
+        return replace(self, kernels=replace(k, decode_cuda_core_groups=()))
+
     def with_api_servers(self, count: int) -> EngineProfile:
         """This engine with `count` API server processes in all (`API_SERVER_FLAGS`): they share the server's
         frontend work (`FrontendCosts.api_servers`); a count given replaces the per-engine default (`per_rank`

@@ -268,6 +268,9 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
     if family == "vllm" and _truthy(knobs_in.get("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8")):
         # FlashInfer's MXFP4 x MXFP8 MoE on Blackwell, not vLLM's default MXFP4 x BF16 (quantization/mxfp4.py)
         eng = replace(eng, kernels=replace(eng.kernels, mxfp4_activation="fp8"))
+    backend = str(knobs_in.get("attention_backend", knobs_in.get("VLLM_ATTENTION_BACKEND", ""))).strip()
+    if backend:  # the backend the run names ("fa3 (default)", "FLASH_ATTN (FA3)": its first word)
+        eng = eng.with_attention_backend(backend.split()[0])
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = eng.eager()
