@@ -1333,6 +1333,11 @@ def test_a_named_attention_backend_decides_where_decode_runs():
     assert not cuda_cores("sglang@0.4.4", "mi300x", "flashinfer")
     told = get_engine("sglang@0.4.6").with_attention_backend("FlashInfer")
     assert told.kernels.tensor_decode_on == () and told.kernels.decode_cuda_core_groups == (1, 2, 3, 4)
+    assert told.kernels.attention_backend == "flashinfer"  # the engine's spelling, for its launch command
+    with pytest.raises(SpecError, match=r"SGLang has no attention backend 'flashinfr'\. Did you mean: flashinfer"):
+        get_engine("sglang@0.4.6").with_attention_backend("flashinfr")
+    with pytest.raises(SpecError, match="TensorRT-LLM .* has no attention-backend switch"):
+        get_engine("trtllm").with_attention_backend("flashinfer")
 
 
 def test_cuda_core_decode_factors_are_checked():

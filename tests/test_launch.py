@@ -615,3 +615,33 @@ def test_dense_data_parallel_is_one_server_with_the_engines_dp_flag(rendered):
     for e in ("vllm@0.6", "trtllm", "llamacpp"):
         c = rendered[("8b dense dp2 one server", e)]
         assert c.command is None and "one engine per server" in c.reason, e
+
+
+def test_a_named_attention_backend_is_launched_as_priced():
+    """A deployment priced with the attention backend its engine was told (`EngineProfile.with_attention_backend`)
+    launches with it, in each engine's spelling: SGLang's --attention-backend, vLLM's VLLM_ATTENTION_BACKEND=NAME
+    before the command to 0.12 and --attention-backend from 0.13; TensorRT-LLM and llama.cpp, with no such switch,
+    say they run their own choice."""
+    from flopwise.launch.common import engine_profile
+
+    def rendered(spec: str, name: str):
+        dep = deployment("llama-3.1-8b", "h100-sxm", engine=get_engine(spec).with_attention_backend(name))
+        t = LaunchTarget(deployment=dep, model_id="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096,
+                         max_prompt_len=2048, prefix_caching=True, checkpoint_weights=None, async_scheduling=None,
+                         cuda_graph_max_bs=None)
+        return {f: render(t, engine_profile(f, dep.engine)) for f in ("sglang", "vllm", "trtllm", "llamacpp")}
+
+    sgl = rendered("sglang@0.4.6", "FlashInfer")
+    assert "--attention-backend flashinfer" in sgl["sglang"].command
+    assert "--attention-backend FLASHINFER" in sgl["vllm"].command  # vLLM's spelling at its default release
+    assert any("runs its own choice" in n for n in sgl["trtllm"].notes)
+    assert any("runs its own choice" in n for n in sgl["llamacpp"].notes)
+    old = rendered("vllm@0.10.1", "flashinfer")["vllm"].command
+    assert old.startswith("VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve ") and "--attention-backend" not in old
+    new = rendered("vllm@0.15", "TRITON_ATTN")["vllm"].command
+    assert "--attention-backend TRITON_ATTN" in new and "VLLM_ATTENTION_BACKEND" not in new
+    plain = deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.4.6")
+    t = LaunchTarget(deployment=plain, model_id="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096,
+                     max_prompt_len=2048, prefix_caching=True, checkpoint_weights=None, async_scheduling=None,
+                     cuda_graph_max_bs=None)
+    assert "--attention-backend" not in render(t).command  # the release's own choice: nothing written

@@ -226,6 +226,27 @@ def stream_interval(dep: Deployment, engine: EngineProfile, line: CommandLine, n
                      f"planned interval of {planned} tokens is not rendered, and its API server does more work")
 
 
+def attention_backend(dep: Deployment, engine: EngineProfile, notes: list[str]) -> tuple[str | None, str | None]:
+    """How `engine` is told the attention backend the deployment was priced with (`KernelFactors.attention_backend`,
+    in `engine`'s spelling): (SGLang's --attention-backend or vLLM's from 0.13, the name), or (None, vLLM's
+    VLLM_ATTENTION_BACKEND=NAME word before the command, to 0.14); (None, None) where none was named, or with a note
+    where `engine` cannot be told it (no such backend, no switch)."""
+    named = dep.engine.kernels.attention_backend
+    if not named:
+        return None, None
+    la = engine.launch
+    spelled = {str(n).lower(): str(n) for n in la.get("attention_backends", ())}.get(named.lower())
+    if spelled is not None:  # (the same backend under another engine's spelling: vLLM's FLASHINFER, SGLang's)
+        flag = la.table("flags").get("attention_backend")
+        if flag:
+            return flag, spelled
+        if la.get("attention_backend_env"):
+            return None, f"{la['attention_backend_env']}={spelled}"
+    notes.append(f"the plan priced the {named} attention backend; {engine.display} {engine.version} runs its own "
+                 "choice here")
+    return None, None
+
+
 def engine_profile(family: str, like: EngineProfile) -> EngineProfile:
     """`family`'s profile at its default version (`like` itself when it is that family), without CUDA graphs
     where `like` runs without them and `family` has an eager mode to price (llama.cpp has none: as it is)."""

@@ -20,6 +20,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     api_servers,
+    attention_backend,
     model_source,
     stream_interval,
 )
@@ -39,6 +40,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     if src is None:
         return LaunchCommand(engine=engine.name, command=None, reason="no GGUF file or recipe is known")
     notes = [src.note] if src.note else []
+    attention_backend(dep, engine, notes)  # no switch: a note where the plan named one
     if src.file:
         line = CommandLine(la["command"]).flag(la["model_flag"], src.model).flag(la["hf_file_flag"], src.file)
     else:

@@ -22,6 +22,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     api_servers,
+    attention_backend,
     budget_flag,
     engine_memory_fraction,
     model_source,
@@ -70,6 +71,8 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
     if not engine.kernels.cuda_graphs:
         line.flag(flags["enforce_eager"])
+    backend_flag, backend = attention_backend(dep, engine, notes)
+    line.flag(backend_flag, backend)
     sw = switches(target, engine)
     if sw.async_scheduling is False:
         line.flag(flags["async_scheduling_off"])

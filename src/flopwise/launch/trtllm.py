@@ -23,6 +23,7 @@ from flopwise.launch.common import (
     LaunchTarget,
     Switches,
     api_servers,
+    attention_backend,
     budget_flag,
     engine_memory_fraction,
     model_source,
@@ -112,6 +113,7 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or ModelOpt recipe for TensorRT-LLM is known")
     notes = [src.note] if src.note else []
+    attention_backend(dep, engine, notes)  # no switch: a note where the plan named one
     if not engine.at_least(la["pytorch_profile_since"]):
         notes.append(f"TensorRT-LLM {engine.version} is priced as its C++ TensorRT-engine flow (the C++ executor); "
                      f"this command starts trtllm-serve's PyTorch backend, whose Python executor runs differently "

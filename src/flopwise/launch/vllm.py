@@ -28,6 +28,7 @@ from flopwise.launch.common import (
     LaunchCommand,
     LaunchTarget,
     api_servers,
+    attention_backend,
     budget_flag,
     engine_memory_fraction,
     model_source,
@@ -87,9 +88,12 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
             prepare = " && ".join(p for p in (f"pip install {la['gguf_loader']}", prepare) if p)
             notes.append(f"vLLM {engine.version} loads GGUF through {la['gguf_loader']}, out of tree")
     by_flag = bool(la["model_flag"]) and launcher is None  # releases before the `vllm` script: --model
-    line = CommandLine(*(launcher or (la["command"],)), *(() if by_flag else (model,)))
+    backend_flag, backend = attention_backend(dep, engine, notes)
+    env = (backend,) if backend and not backend_flag else ()  # VLLM_ATTENTION_BACKEND=NAME before the command
+    line = CommandLine(*env, *(launcher or (la["command"],)), *(() if by_flag else (model,)))
     if by_flag:
         line.flag(la["model_flag"], model)
+    line.flag(backend_flag, backend)
     if engine.fell_back:  # the release picks its fallback engine by itself: nothing to launch differently
         notes.append(engine.fallback_note)
     if gguf:

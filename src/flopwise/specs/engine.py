@@ -394,6 +394,7 @@ class KernelFactors:
     decode_cuda_core_fp8: bool = False
     decode_cuda_core_on: tuple[str, ...] = ()
     tensor_decode_max_seqs: int = 0
+    attention_backend: str = ""  # the backend the engine is told to run (`EngineProfile.with_attention_backend`)
     # FlashInfer's batch decode without tensor cores (any engine that runs it): fitted on SGLang's rows (sglang.toml)
     decode_cuda_core_compute: float = 0.3
     tensor_decode_on: tuple[str, ...] = ()
@@ -1129,11 +1130,23 @@ class EngineProfile:
 
     def with_attention_backend(self, backend: str) -> EngineProfile:
         """This engine told which attention backend to run (SGLang's --attention-backend, vLLM's
-        VLLM_ATTENTION_BACKEND): FlashInfer decodes by the release's group rule on every device, wherever the
-        release defaults to another backend (`KernelFactors.tensor_decode_on`, `decode_cuda_core_on`); any other
-        backend decodes on the tensor cores (FlashAttention, TensorRT-LLM's, Triton's, AITER's kernels)."""
-        k = self.kernels
-        if backend.strip().lower() == "flashinfer":
+        VLLM_ATTENTION_BACKEND, --attention-backend from 0.13), one of the names its launch table lists
+        (`attention_backends`, any case): FlashInfer decodes by the release's group rule on every device, wherever
+        the release defaults to another backend (`KernelFactors.tensor_decode_on`, `decode_cuda_core_on`); any
+        other backend decodes on the tensor cores (FlashAttention, TensorRT-LLM's, Triton's, AITER's kernels). The
+        launch commands name it (`KernelFactors.attention_backend`). A SpecError for an engine without the switch
+        or a name it does not know."""
+        la = self.launch
+        if not (la.table("flags").get("attention_backend") or la.get("attention_backend_env")):
+            raise SpecError(f"{self.display} {self.version} has no attention-backend switch flopwise prices; drop "
+                            "the attention backend or pick another engine")
+        known = {str(n).lower(): str(n) for n in la.get("attention_backends", ())}
+        name = known.get(str(backend).strip().lower())
+        if name is None:
+            raise SpecError(f"{self.display} has no attention backend {backend!r}."
+                            f"{suggest(str(backend), known.values())}")
+        k = replace(self.kernels, attention_backend=name)
+        if name.lower() == "flashinfer":
             return replace(self, kernels=replace(k, tensor_decode_on=(), tensor_decode_families=(),
                                                  decode_cuda_core_on=()))
         return replace(self, kernels=replace(k, decode_cuda_core_groups=()))

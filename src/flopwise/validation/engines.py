@@ -270,7 +270,10 @@ def case_engine(raw: dict[str, Any], command: str) -> CaseEngine:
         eng = replace(eng, kernels=replace(eng.kernels, mxfp4_activation="fp8"))
     backend = str(knobs_in.get("attention_backend", knobs_in.get("VLLM_ATTENTION_BACKEND", ""))).strip()
     if backend:  # the backend the run names ("fa3 (default)", "FLASH_ATTN (FA3)": its first word)
-        eng = eng.with_attention_backend(backend.split()[0])
+        try:
+            eng = eng.with_attention_backend(backend.split()[0])
+        except SpecError:  # a description, not a name the release's switch takes ("FlashAttention-3"): its default
+            pass
     if _truthy(knobs_in.get("disable_cuda_graph")) or _truthy(knobs_in.get("enforce_eager")):
         # no CUDA graphs: every step launches eagerly (refused where the profile prices no eager launch)
         eng = eng.eager()
