@@ -320,3 +320,27 @@ def test_numpy_scalars_are_the_numbers_they_stand_for():
     est = flopwise.estimate("llama-3.1-8b", "h100-sxm", batch=np.int64(8), input_len=np.int64(512))
     assert json.loads(json.dumps(est.to_dict()))["batch"] == 8
     assert json.dumps(flopwise.explain("llama-3.1-8b", "h100-sxm", batch=np.int64(8)).to_dict())
+
+
+def test_attention_backend_prices_and_launches_through_every_entry_point():
+    """--attention-backend / attention_backend=: SGLang 0.4.6 on an H200 runs Llama-3.1-8B on FA3 by default; told
+    FlashInfer it decodes the group of 4 on the CUDA cores, so the estimate's decode is slower and says so, the
+    CLI gives the API's numbers, `plan` prices every candidate with it and its launch command sets it; an unknown
+    name or an engine without the switch is one line before any work."""
+    args = dict(gpu="h200", engine="sglang@0.4.6", batch=64, input_len=4000, output_len=500)
+    default = flopwise.estimate("llama-3.1-8b", **args)
+    told = flopwise.estimate("llama-3.1-8b", **args, attention_backend="flashinfer")
+    assert told.tpot_ms > default.tpot_ms
+    assert any("(flashinfer, as told)" in n for n in told.to_dict()["notes"])
+    same(told.to_dict(), cli_json(["estimate", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "sglang@0.4.6",
+                                   "--batch", "64", "--input-len", "4000", "--output-len", "500",
+                                   "--attention-backend", "flashinfer"]))
+    assert flopwise.deployment("llama-3.1-8b", "h200", engine="sglang@0.4.6",
+                               attention_backend="FlashInfer").engine.kernels.attention_backend == "flashinfer"
+    plan = flopwise.plan("llama-3.1-8b", gpus="h200", tp="1", weights="bf16", kv="bf16", num_requests=40,
+                         workload="chat", engine="sglang@0.4.6", attention_backend="flashinfer").summary
+    assert "--attention-backend flashinfer" in plan["launch"]["sglang"]
+    with pytest.raises(FlopwiseError, match="no attention backend 'flashinfr'. Did you mean: flashinfer"):
+        flopwise.estimate("llama-3.1-8b", **args, attention_backend="flashinfr")
+    with pytest.raises(FlopwiseError, match="no attention-backend switch"):
+        flopwise.plan("llama-3.1-8b", engine="trtllm", attention_backend="flashinfer")

@@ -260,6 +260,11 @@ CASES = [
     ("nonsense", "bench --predict --cuda-graph-max-bs -1",
      lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--model-config",
                 "llama-3.1-8b", "--cuda-graph-max-bs", "-1", "--out", str(t / "b")], "cuda_graph_max_bs"),
+    ("new", "estimate --attention-backend flashinfr",
+     lambda t: ["estimate", "--model", "llama-3.1-8b", "--engine", "sglang@0.4.6", "--attention-backend", "flashinfr"],
+     "Did you mean: flashinfer"),
+    ("nonsense", "plan --attention-backend on an engine without the switch",
+     lambda t: ["plan", "--engine", "trtllm", "--attention-backend", "flashinfer"], "no attention-backend switch"),
     ("substitution", "bench --moe-backend without --predict",
      lambda t: ["bench", "--url", "http://127.0.0.1:9", "--moe-backend", "trtllm", "--out", str(t / "b")],
      "add --predict"),
@@ -431,8 +436,8 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 56, "substitution": 35, "misleading": 13, "parser": 2,
-                      "new": 20}
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 57, "substitution": 35, "misleading": 13, "parser": 2,
+                      "new": 21}
 
 
 def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():

@@ -247,7 +247,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                enforce_eager: bool = False, async_scheduling: bool | None = None,
                cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
                api_servers: int | None = None, stream_interval: int | None = None,
-               max_model_len: int | None = None) -> Deployment:
+               max_model_len: int | None = None, attention_backend: str | None = None) -> Deployment:
     """A Deployment from a model (catalog id, alias, config path, or ModelSpec) and a GPU (id or spec), served
     by `engine` ("vllm", "sglang@0.4", "trtllm@0.17", "llamacpp", or a profile) behind its HTTP server
     (`frontend="http"`) or offline ("none"). Knobs left None take the engine's defaults. `speculative`: a
@@ -264,7 +264,8 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
                             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                             async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
                             moe_backend=moe_backend, pdl=pdl, api_servers=api_servers,
-                            stream_interval=stream_interval, max_model_len=max_model_len)
+                            stream_interval=stream_interval, max_model_len=max_model_len,
+                            attention_backend=attention_backend)
 
 
 # ------------------------------------------------------------------------------------------------ estimate
@@ -282,7 +283,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_ESTIMATE,
              endpoint: str = DEFAULT_ENDPOINT, engine_file: PathLike | None = None,
              enforce_eager: bool = False, async_scheduling: bool | None = None,
-             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False) -> Estimate:
+             cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
+             attention_backend: str | None = None) -> Estimate:
     """Static-batch estimate (`flopwise estimate`) of `batch` requests of `input_len` prompt and `output_len`
     generated tokens, as `engine`'s offline benchmark sees it (`frontend="http"` adds its API server). Times in
     ms (`ttft_ms`, `tpot_ms`, `e2e_ms`), throughput in tokens/s, memory in GiB; `to_dict()` is the `--json`.
@@ -295,7 +297,8 @@ def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            gpu_memory_utilization=gpu_memory_utilization,
                            family=family, engine=engine, frontend=frontend, endpoint=endpoint, engine_file=engine_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl)
+                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                           attention_backend=attention_backend)
     result = estimate_deployment(dep, batch=batch, input_len=input_len, output_len=output_len)
     require_batch_fit(dep, batch, input_len + output_len)
     return result
@@ -354,6 +357,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
              block_size: int | None = None, enforce_eager: bool = False, async_scheduling: bool | None = None,
              cuda_graph_max_bs: int | None = None, moe_backend: str | None = None, pdl: bool = False,
+             attention_backend: str | None = None,
              api_servers: int | None = None, stream_interval: int | None = None,
              speculative: str | SpeculativeSpec | None = None,
              enable_prefix_caching: bool | None = None, enable_chunked_prefill: bool | None = None,
@@ -410,7 +414,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                            engine_file=engine_file, family=family, hardware_file=hardware_file,
                            enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                            cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                           api_servers=api_servers, stream_interval=stream_interval)
+                           attention_backend=attention_backend, api_servers=api_servers,
+                           stream_interval=stream_interval)
     knobs = SglangKnobs(chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
                         max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                         schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk,
@@ -456,7 +461,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                                     engine_file=engine_file, family=family, hardware_file=hardware_file,
                                     enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                                     cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                                    api_servers=api_servers, stream_interval=stream_interval)
+                                    attention_backend=attention_backend, api_servers=api_servers,
+                                    stream_interval=stream_interval)
             return replace(one, replicas=count)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else None),
@@ -578,7 +584,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
          serving: str | Sequence[str] = "aggregated", moe_layouts: str | Sequence[str] = "tp,dep",
          enforce_eager: bool = False, async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None,
          moe_backend: str | None = None, pdl: bool = False, api_servers: str | Sequence[int] | None = None,
-         stream_intervals: str | Sequence[int] | None = None,
+         stream_intervals: str | Sequence[int] | None = None, attention_backend: str | None = None,
          progress: Callable[[int, int], None] | None = None) -> Plan:
     """The SLA-driven deployment search (`flopwise plan`): the deployments that serve `workload` within `sla` (None:
     the workload's default) with the most goodput per GPU (or throughput, dollar, or per-user speed at one load:
@@ -586,7 +592,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
     the Pareto frontier, trade-offs and launch commands. Every value is checked before the search starts.
     With `serving` "aggregated,disaggregated" it also compares fleets of `max_gpus` GPUs of the first GPU type:
     aggregated replicas against prefill/decode pools, each at its highest rate meeting the SLA ("serving" block).
-    `enforce_eager`, `async_scheduling`, `cuda_graph_max_bs`, `moe_backend`, `pdl`: engine switches every candidate
+    `enforce_eager`, `async_scheduling`, `cuda_graph_max_bs`, `moe_backend`, `pdl`, `attention_backend`: engine
+    switches every candidate
     runs with, as `simulate` takes them (None / False: the engine's defaults), set in the launch commands too.
     `api_servers`: the server's API-process counts to try, e.g. "1,4" (vLLM --api-server-count, SGLang
     --tokenizer-worker-num; None: the engine's default), in the launch commands too; `stream_intervals`: the
@@ -648,6 +655,7 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                         speculative=tuple(parse_speculative(t) for t in specs) if specs else (None,),
                         moe_layouts=layouts, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                         cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                        attention_backend=attention_backend,
                         api_servers=_int_list(api_servers, "--api-servers") or (None,),
                         stream_intervals=_int_list(stream_intervals, "--stream-intervals") or (1,))
     if "disaggregated" in modes:  # the fleets run on the first GPU type: a switch it cannot run is named now
@@ -666,7 +674,8 @@ def plan(model: str = DEFAULT_MODEL, *, gpus: str | Sequence[str] = PLAN_GPUS, m
                                    engine, hardware_file, weight_names, kv_names,
                                    (launch_model_id(model, result.model.name), result.max_len, result.max_prompt_len),
                                    {"enforce_eager": enforce_eager, "async_scheduling": async_scheduling,
-                                    "cuda_graph_max_bs": cuda_graph_max_bs, "moe_backend": moe_backend, "pdl": pdl})
+                                    "cuda_graph_max_bs": cuda_graph_max_bs, "moe_backend": moe_backend, "pdl": pdl,
+                                    "attention_backend": attention_backend})
         if any(n is not None for n in space.api_servers) or space.stream_intervals != (1,):
             d["serving"]["note"] = ("--api-servers and --stream-intervals are searched for the aggregated replicas "
                                     "above only; these fleets run each engine's default API servers and stream "

@@ -187,7 +187,9 @@ def notes(dep: Deployment) -> list[str]:
             advice = ": an FP8 KV cache (--kv fp8) runs it on the tensor cores"
         small = dep.engine.kernels.tensor_decode_max_seqs if not fp8_cache else 0
         steps = f" when a step decodes more than {small} sequences (tensor-core kernels below that)" if small else ""
-        out.append(f"{dep.engine.display}'s default attention backend here decodes this model's GQA group from "
+        told = dep.engine.kernels.attention_backend
+        which = f"attention backend ({told}, as told)" if told else "default attention backend"
+        out.append(f"{dep.engine.display}'s {which} here decodes this model's GQA group from "
                    f"{'an FP8' if fp8_cache else 'a 16-bit'} KV cache on the CUDA cores in FP32 (FlashInfer without "
                    f"tensor cores at this group size){steps}, priced so{advice}")
     if dep.model.encoders:

@@ -71,6 +71,12 @@ HELP: dict[str, str] = {
                    "weights) or trtllm, TensorRT-LLM's fused trtllm-gen kernels on datacenter Blackwell (SGLang "
                    "--moe-runner-backend flashinfer_trtllm, TensorRT-LLM moe_config backend TRTLLM), which pay no "
                    "extra per-kernel cost at small batch.",
+    "attention_backend": "The attention kernels the engine is told to run (SGLang --attention-backend, vLLM "
+                         "VLLM_ATTENTION_BACKEND / --attention-backend), one of the names the engine takes "
+                         "(flashinfer, fa3, triton, ...; FLASHINFER, FLASH_ATTN, ...): flashinfer decodes the GQA "
+                         "groups its release keeps off the tensor cores on the CUDA cores on any GPU, any other "
+                         "backend on the tensor cores; the launch commands name it. Default: the release's own "
+                         "choice per GPU.",
     "pdl": "Launch kernels with programmatic dependent launch (TensorRT-LLM's TRTLLM_ENABLE_PDL=1, off by default; "
            "NVIDIA Hopper and Blackwell): each kernel starts while the one before drains, so the fixed cost per "
            "kernel that decode at small batch pays shrinks. Refused for engines without the switch and on older "

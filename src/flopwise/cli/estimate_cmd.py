@@ -10,6 +10,7 @@ from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import (
     AsyncScheduling,
+    AttentionBackend,
     CudaGraphMaxBs,
     Dp,
     Endpoint,
@@ -71,6 +72,7 @@ def estimate_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
+    attention_backend: AttentionBackend = None,
     frontend: Annotated[str, typer.Option(
         help="none: the engine's offline benchmark (default); http: add its OpenAI API server.")] = FRONTEND_ESTIMATE,
     endpoint: Endpoint = DEFAULT_ENDPOINT,
@@ -90,7 +92,7 @@ def estimate_cmd(
                       hardware_file=hardware_file, engine=engine, frontend=frontend, endpoint=endpoint,
                       engine_file=engine_file, family=family, enforce_eager=enforce_eager,
                       async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                      moe_backend=moe_backend, pdl=pdl)
+                      moe_backend=moe_backend, pdl=pdl, attention_backend=attention_backend)
     warn_model_notes(result.deployment)
     if json_out:
         print_json(result.to_dict())

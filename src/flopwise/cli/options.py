@@ -39,6 +39,8 @@ CudaGraphMaxBs = Annotated[int | None, typer.Option("--cuda-graph-max-bs", help=
                                                     show_default="the engine's")]
 MoeBackend = Annotated[str | None, typer.Option("--moe-backend", help=HELP["moe_backend"], show_default="auto")]
 Pdl = Annotated[bool, typer.Option("--pdl", help=HELP["pdl"])]
+AttentionBackend = Annotated[str | None, typer.Option("--attention-backend", help=HELP["attention_backend"],
+                                                      show_default="the engine's")]
 Weights = Annotated[str | None, typer.Option(help=HELP["weights"])]
 Kv = Annotated[str | None, typer.Option(help=HELP["kv"])]
 Engine = Annotated[str, typer.Option(help=HELP["engine"])]

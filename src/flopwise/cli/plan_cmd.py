@@ -10,7 +10,15 @@ import typer
 from rich.progress import Progress
 
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, EnforceEager, Json, MoeBackend, Pdl
+from flopwise.cli.options import (
+    AsyncScheduling,
+    AttentionBackend,
+    CudaGraphMaxBs,
+    EnforceEager,
+    Json,
+    MoeBackend,
+    Pdl,
+)
 from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
@@ -75,6 +83,7 @@ def plan_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
+    attention_backend: AttentionBackend = None,
     api_servers: Annotated[str | None, typer.Option("--api-servers", help=HELP["plan_api_servers"])] = None,
     stream_intervals: Annotated[str | None, typer.Option("--stream-intervals",
                                                          help=HELP["plan_stream_intervals"])] = None,
@@ -94,7 +103,7 @@ def plan_cmd(
                               serving=serving, moe_layouts=moe_layouts, enforce_eager=enforce_eager,
                               async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
                               moe_backend=moe_backend, pdl=pdl, api_servers=api_servers,
-                              stream_intervals=stream_intervals)
+                              stream_intervals=stream_intervals, attention_backend=attention_backend)
     if err_console.is_terminal and not json_out:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("planning", total=None)

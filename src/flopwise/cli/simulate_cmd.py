@@ -13,6 +13,7 @@ from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import (
     AsyncScheduling,
+    AttentionBackend,
     CudaGraphMaxBs,
     Dp,
     Endpoint,
@@ -78,6 +79,7 @@ def simulate_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
+    attention_backend: AttentionBackend = None,
     speculative: Annotated[str | None, typer.Option("--speculative", help=HELP["speculative"])] = None,
     enable_prefix_caching: Annotated[bool | None, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
                                                                help=HELP["enable_prefix_caching"])] = None,
@@ -157,7 +159,8 @@ def simulate_cmd(
                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                           block_size=block_size, enforce_eager=enforce_eager, async_scheduling=async_scheduling,
                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                          api_servers=api_servers, stream_interval=stream_interval, speculative=speculative,
+                          attention_backend=attention_backend, api_servers=api_servers,
+                          stream_interval=stream_interval, speculative=speculative,
                           enable_prefix_caching=enable_prefix_caching,
                           enable_chunked_prefill=enable_chunked_prefill, scheduler=scheduler,
                           chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,

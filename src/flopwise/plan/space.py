@@ -79,6 +79,7 @@ class SearchSpace:
     cuda_graph_max_bs: int | None = None
     moe_backend: str | None = None
     pdl: bool = False
+    attention_backend: str | None = None  # the attention kernels the engine is told to run (None: its own choice)
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -112,8 +113,11 @@ class SearchSpace:
             check_pdl(eng, None)  # the engine now; the chip per candidate (`make_deployment`)
 
     def engine_profile(self) -> EngineProfile:
-        """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`)."""
+        """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`, `with_attention_backend`
+        with `attention_backend`)."""
         eng = get_engine(self.engine, frontend=self.frontend)
+        if self.attention_backend is not None and self.attention_backend != "auto":
+            eng = eng.with_attention_backend(self.attention_backend)
         return eng.eager() if self.enforce_eager else eng
 
     def engine_switches(self) -> dict[str, Any]:

@@ -43,13 +43,15 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
                      block_size: int | None = None, gpu_memory_utilization: float | None = None,
                      enforce_eager: bool = False, cuda_graph_max_bs: int | None = None,
                      async_scheduling: bool | None = None, moe_backend: str | None = None,
-                     pdl: bool = False, api_servers: int | None = None,
+                     attention_backend: str | None = None, pdl: bool = False, api_servers: int | None = None,
                      stream_interval: int | None = None, max_model_len: int | None = None) -> Deployment:
     """See the module docstring and `flopwise.deployment`. `enforce_eager`: the engine without CUDA graphs
     (`EngineProfile.eager`); `cuda_graph_max_bs`: the largest decode batch captured in a graph (SGLang
     --cuda-graph-max-bs, vLLM --max-cudagraph-capture-size; None: the engine's default for the device);
     `async_scheduling`: host work overlapping the device (vLLM --async-scheduling; None: the engine's default);
     `moe_backend`: "trtllm" for TensorRT-LLM's fused MoE kernels (SGLang --moe-runner-backend flashinfer_trtllm);
+    `attention_backend`: the attention kernels the engine is told to run (`EngineProfile.with_attention_backend`;
+    None or "auto": the release's own choice);
     `pdl`: programmatic dependent launch on (TensorRT-LLM's TRTLLM_ENABLE_PDL=1); `replicas_per_server`: that many
     of the num_gpus / (tp*dp*pp) replicas run as data-parallel engines behind one server; `api_servers`: that
     server's API processes (vLLM --api-server-count; None: the engine's default); `stream_interval`: output tokens
@@ -61,6 +63,8 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     if dp is None:  # expert parallelism wider than the TP group implies that many data-parallel attention groups
         dp = ep // tp if isinstance(tp, int) and isinstance(ep, int) and 0 < tp < ep and ep % tp == 0 else 1
     eng = engine_profile(engine, frontend, endpoint, engine_file)
+    if attention_backend is not None and attention_backend != "auto":
+        eng = eng.with_attention_backend(attention_backend)
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew, two_batch_overlap=two_batch_overlap,
                            num_gpus=num_gpus, replicas_per_server=replicas_per_server, speculative=spec,
