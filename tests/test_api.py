@@ -337,6 +337,9 @@ def test_attention_backend_prices_and_launches_through_every_entry_point():
                                    "--attention-backend", "flashinfer"]))
     assert flopwise.deployment("llama-3.1-8b", "h200", engine="sglang@0.4.6",
                                attention_backend="FlashInfer").engine.kernels.attention_backend == "flashinfer"
+    sim = flopwise.simulate("llama-3.1-8b", "h200", engine="sglang@0.4.6", attention_backend="flashinfer",
+                            num_requests=20, request_rate=2.0)
+    assert sim.to_dict()["setup"]["attention_backend"] == "flashinfer"
     plan = flopwise.plan("llama-3.1-8b", gpus="h200", tp="1", weights="bf16", kv="bf16", num_requests=40,
                          workload="chat", engine="sglang@0.4.6", attention_backend="flashinfer").summary
     assert "--attention-backend flashinfer" in plan["launch"]["sglang"]

@@ -158,6 +158,7 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "enable_chunked_prefill": config.enable_chunked_prefill,
         "async_scheduling": d.engine.host.async_scheduling, "cuda_graph_max_bs": d.engine.kernels.cuda_graph_max_bs,
         "moe_backend": "trtllm" if d.engine.kernels.trtllm_moe else "auto", "pdl": d.engine.kernels.pdl,
+        "attention_backend": d.engine.kernels.attention_backend or "auto",
         "adp_balance": config.adp_balance,
         "num_kv_blocks": plan.num_blocks,
         "kv_capacity_tokens": plan.kv_capacity_tokens,
