@@ -265,6 +265,12 @@ CASES = [
      "Did you mean: flashinfer"),
     ("nonsense", "plan --attention-backend on an engine without the switch",
      lambda t: ["plan", "--engine", "trtllm", "--attention-backend", "flashinfer"], "no attention-backend switch"),
+    ("substitution", "bench --attention-backend without --predict",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--attention-backend", "flashinfer", "--out", str(t / "b")],
+     "add --predict"),
+    ("nonsense", "bench --predict --attention-backend the engine does not take, model asked of the server",
+     lambda t: ["bench", "--url", "http://127.0.0.1:9", "--predict", "--gpu", "h100-sxm", "--engine", "sglang",
+                "--attention-backend", "flash", "--out", str(t / "b")], "no attention backend 'flash'"),
     ("substitution", "bench --moe-backend without --predict",
      lambda t: ["bench", "--url", "http://127.0.0.1:9", "--moe-backend", "trtllm", "--out", str(t / "b")],
      "add --predict"),
@@ -436,7 +442,7 @@ def test_cases_by_class():
     counts: dict[str, int] = {}
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
-    assert counts == {"traceback": 32, "hang": 5, "nonsense": 57, "substitution": 35, "misleading": 13, "parser": 2,
+    assert counts == {"traceback": 32, "hang": 5, "nonsense": 58, "substitution": 36, "misleading": 13, "parser": 2,
                       "new": 21}
 
 

@@ -233,6 +233,12 @@ def test_predict_uses_the_calibration_replay(tmp_path):
     runs = [predict_run(rep, model="qwen3-30b-a3b", gpu="b200", **kw) for kw in ({}, {"moe_backend": "trtllm"})]
     fused = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in runs]
     assert fused[1] < fused[0]
+    # an SGLang 0.4.6 server told --attention-backend flashinfer decodes Llama-3.1-8B's group of 4 on the CUDA
+    # cores (FA3 by default on an H100), so its predicted decode is slower
+    backends = [predict_run(rep, model="llama-3.1-8b", gpu="h100-sxm", engine="sglang@0.4.6", **kw)
+                for kw in ({}, {"attention_backend": "flashinfer"})]
+    told = [dict((m, b) for m, _, b, _ in c.rows)["tpot_ms.mean"] for c in backends]
+    assert told[1] > told[0]
     # a server streaming every 4 tokens (--stream-interval 4): its 8-token answers reach the client as events after
     # tokens 0, 4 and 7, so the predicted ITL is per event (7 token gaps over 2 events), TPOT per token as before
     chunked = dict((m, b) for m, _, b, _ in predict_run(rep, model="llama-3.2-1b", gpu="h100-sxm",

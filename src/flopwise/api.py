@@ -802,7 +802,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
           kv: str | None = None, model_config: str | None = None, enforce_eager: bool = False,
           async_scheduling: bool | None = None, cuda_graph_max_bs: int | None = None, moe_backend: str | None = None,
           pdl: bool = False, stream_interval: int | None = None, hardware_file: PathLike | None = None,
-          parquet: bool = False, progress: Callable[[Any], None] | None = None,
+          attention_backend: str | None = None, parquet: bool = False, progress: Callable[[Any], None] | None = None,
           on_level: Callable[[Any], None] | None = None) -> BenchRun:
     """Load-test a real OpenAI-compatible server (`flopwise bench`): open loop at `request_rate` (requests/s) or
     closed loop at `concurrency`; several values sweep; `sweep=True` searches the highest rate meeting `sla`. Runs
@@ -839,13 +839,14 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
         raise WorkloadError("--predict needs --gpu (a hardware id; see `flopwise hardware`)")
     if not predict and (gpu or model_config or weights or kv or tp != 1 or engine != DEFAULT_ENGINE or enforce_eager
                         or async_scheduling is not None or cuda_graph_max_bs is not None or moe_backend is not None
-                        or pdl or stream_interval is not None):
+                        or pdl or stream_interval is not None or attention_backend is not None):
         raise WorkloadError("--gpu, --tp, --engine, --enforce-eager, --async-scheduling, --cuda-graph-max-bs, "
-                            "--moe-backend, --pdl, --stream-interval, --weights, --kv and --model-config describe "
-                            "the deployment --predict simulates; add --predict or drop them")
+                            "--moe-backend, --pdl, --attention-backend, --stream-interval, --weights, --kv and "
+                            "--model-config describe the deployment --predict simulates; add --predict or drop them")
     knobs: dict[str, Any] = {"engine": engine, "weights": weights, "kv": kv, "enforce_eager": enforce_eager,
                              "async_scheduling": async_scheduling, "cuda_graph_max_bs": cuda_graph_max_bs,
-                             "moe_backend": moe_backend, "pdl": pdl, "stream_interval": stream_interval}
+                             "moe_backend": moe_backend, "pdl": pdl, "stream_interval": stream_interval,
+                             "attention_backend": attention_backend}
     if predict:  # a bad deployment is an error before the run, not after it
         assert gpu is not None
         if model_config is not None or model is not None:
@@ -863,6 +864,8 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
                 check_pdl(eng, hw)
             if stream_interval is not None:
                 eng.with_stream_interval(stream_interval)  # refused in one line where the server has none
+            if attention_backend is not None and attention_backend != "auto":
+                eng.with_attention_backend(attention_backend)  # a name the engine does not take: one line, now
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():
             raise WorkloadError(f"--ca-bundle {ca_bundle}: no such file")

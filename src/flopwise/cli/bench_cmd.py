@@ -25,7 +25,7 @@ from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_co
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
-from flopwise.cli.options import AsyncScheduling, CudaGraphMaxBs, Json, MoeBackend, Parquet, Pdl
+from flopwise.cli.options import AsyncScheduling, AttentionBackend, CudaGraphMaxBs, Json, MoeBackend, Parquet, Pdl
 from flopwise.errors import FlopwiseWarning
 from flopwise.metrics.summary import summarize
 from flopwise.results import BenchRun
@@ -129,6 +129,7 @@ def bench_cmd(
     cuda_graph_max_bs: CudaGraphMaxBs = None,
     moe_backend: MoeBackend = None,
     pdl: Pdl = False,
+    attention_backend: AttentionBackend = None,
     stream_interval: Annotated[int | None, typer.Option(
         "--stream-interval", help="Tokens per streamed event the server sends after the first (vLLM / SGLang "
                                   "--stream-interval), for --predict.")] = None,
@@ -177,8 +178,8 @@ def bench_cmd(
                              scrape=scrape, seed=seed, predict=predict, gpu=gpu, tp=tp, engine=engine, weights=weights,
                              kv=kv, model_config=model_config, enforce_eager=enforce_eager,
                              async_scheduling=async_scheduling, cuda_graph_max_bs=cuda_graph_max_bs,
-                             moe_backend=moe_backend, pdl=pdl, stream_interval=stream_interval,
-                             hardware_file=hardware_file, parquet=parquet,
+                             moe_backend=moe_backend, pdl=pdl, attention_backend=attention_backend,
+                             stream_interval=stream_interval, hardware_file=hardware_file, parquet=parquet,
                              progress=progress,
                              on_level=on_level)
             finally:
