@@ -347,3 +347,12 @@ def test_attention_backend_prices_and_launches_through_every_entry_point():
         flopwise.estimate("llama-3.1-8b", **args, attention_backend="flashinfr")
     with pytest.raises(FlopwiseError, match="no attention-backend switch"):
         flopwise.plan("llama-3.1-8b", engine="trtllm", attention_backend="flashinfer")
+    with pytest.raises(FlopwiseError, match="the flashinfer attention backend runs on NVIDIA GPUs only"):
+        flopwise.estimate("llama-3.1-8b", gpu="mi300x", engine="sglang", attention_backend="flashinfer")
+    with pytest.raises(FlopwiseError, match="the aiter attention backend runs on AMD GPUs only"):
+        flopwise.estimate("llama-3.1-8b", gpu="h100-sxm", engine="sglang", attention_backend="aiter")
+    assert flopwise.estimate("llama-3.1-8b", gpu="mi300x", engine="sglang", attention_backend="aiter").tpot_ms > 0
+    mixed = flopwise.plan("llama-3.1-8b", gpus="h100-sxm,mi300x", tp="1", weights="bf16", kv="bf16",
+                          num_requests=40, workload="chat", engine="sglang@0.4.6", attention_backend="flashinfer")
+    assert [r["gpu"] for r in mixed.summary["ranked"]] == ["h100-sxm"]  # the MI300X is skipped, with that reason
+    assert any("runs on NVIDIA GPUs only" in why for why in mixed.summary["not_fitting"])

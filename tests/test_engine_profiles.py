@@ -1312,8 +1312,8 @@ def test_a_named_attention_backend_decides_where_decode_runs():
     """SGLang's --attention-backend / vLLM's VLLM_ATTENTION_BACKEND (a case's engine_knobs): FlashInfer decodes by
     the release's group rule on any device, where the release defaults to another backend (SGLang 0.4.6's FA3 for
     Llama on Hopper, vLLM 0.9.2's FlashAttention off SM 10.0: Llama-3.1-8B, a group of 4, on the CUDA cores); any
-    other backend decodes on the tensor cores (SGLang 0.4.7's FlashInfer default for Mistral on an H100); ROCm keeps
-    its own kernels (no FlashInfer there)."""
+    other backend decodes on the tensor cores (SGLang 0.4.7's FlashInfer default for Mistral on an H100); FlashInfer
+    on ROCm is refused (CUDA-only kernels)."""
     from flopwise.cost.step import decode_on_cuda_cores
 
     def cuda_cores(engine: str, gpu: str, backend: str | None, model: str = "llama-3.1-8b") -> bool:
@@ -1330,7 +1330,8 @@ def test_a_named_attention_backend_decides_where_decode_runs():
     assert not cuda_cores("sglang@0.4.7", "h100-sxm", "fa3 (default)", mistral)  # the first word names it
     assert cuda_cores("vLLM@0.9.2", "h100-sxm", "FLASHINFER")
     assert not cuda_cores("vLLM@0.9.2", "h100-sxm", None)
-    assert not cuda_cores("sglang@0.4.4", "mi300x", "flashinfer")
+    with pytest.raises(SpecError, match="runs on NVIDIA GPUs only"):  # no FlashInfer on ROCm
+        cuda_cores("sglang@0.4.4", "mi300x", "flashinfer")
     told = get_engine("sglang@0.4.6").with_attention_backend("FlashInfer")
     assert told.kernels.tensor_decode_on == () and told.kernels.decode_cuda_core_groups == (1, 2, 3, 4)
     assert told.kernels.attention_backend == "flashinfer"  # the engine's spelling, for its launch command

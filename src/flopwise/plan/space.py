@@ -170,7 +170,8 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
              max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
     DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits. Also the largest layout that
-    was built (for fit suggestions) and why a layout could not be built at all (the last SpecError)."""
+    was built (for fit suggestions) and why a layout could not be built at all (the first SpecError: the one of
+    TP alone, which names a refusal of the chip itself before the pipeline layouts' own)."""
     tps = sorted(t for t in (space.tps or DEFAULT_TPS) if t <= space.max_gpus)
     last: Deployment | None = None
     why = ""
@@ -184,7 +185,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
                                           **space.engine_switches())
                 except SpecError as e:
-                    why = str(e)
+                    why = why or str(e)
                     continue
                 last = dep
                 if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:

@@ -301,6 +301,18 @@ MOE_BACKENDS = ("auto", "trtllm")  # the engine's default MoE kernels; TensorRT-
 TRTLLM_MOE_FORMATS = ("fp8", "fp8-block", "nvfp4", "nvfp4-mlp")
 
 
+def _attention_backend_vendor(name: str) -> str | None:
+    """The vendor whose GPUs alone run a named attention backend: FlashInfer's kernels (SGLang's flashinfer, vLLM's
+    FLASHINFER / FLASHINFER_MLA) are CUDA-only, AITER's and the ROCm backends (aiter, wave, ROCM_*) AMD's; None for
+    a backend with builds for several (Triton, FlashAttention) or none named."""
+    low = name.lower()
+    if low.startswith("flashinfer"):
+        return "nvidia"
+    if low.startswith("rocm") or low in ("aiter", "wave"):
+        return "amd"
+    return None
+
+
 def check_moe_backend(moe_backend: str | None, hardware: HardwareSpec | None) -> bool:
     """Whether `moe_backend` asks for TensorRT-LLM's fused trtllm-gen MoE kernels (`KernelFactors.trtllm_moe`); a
     SpecError for a name not in MOE_BACKENDS, or for trtllm on a chip without those kernels (None: the name only)."""
@@ -407,6 +419,10 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                         "Pick another --engine (llamacpp runs everywhere) or --gpu")
     if (why := weights_refusal(eng, hardware, model, wf)) is not None:
         raise PrecisionError(why)
+    told = eng.kernels.attention_backend
+    if (vendor := _attention_backend_vendor(told)) and vendor != hardware.vendor:
+        raise SpecError(f"the {told} attention backend runs on {vendor.upper() if vendor == 'amd' else 'NVIDIA'} "
+                        f"GPUs only; {hardware.name} is not one: drop --attention-backend or pick another --gpu")
     if check_moe_backend(moe_backend, hardware):
         if model.moe is None:
             raise SpecError(f"--moe-backend trtllm picks the kernels of MoE layers; {model.name} has none")
