@@ -1335,10 +1335,35 @@ def test_a_named_attention_backend_decides_where_decode_runs():
     told = get_engine("sglang@0.4.6").with_attention_backend("FlashInfer")
     assert told.kernels.tensor_decode_on == () and told.kernels.decode_cuda_core_groups == (1, 2, 3, 4)
     assert told.kernels.attention_backend == "flashinfer"  # the engine's spelling, for its launch command
-    with pytest.raises(SpecError, match=r"SGLang has no attention backend 'flashinfr'\. Did you mean: flashinfer"):
+    with pytest.raises(SpecError,
+                       match=r"SGLang 0\.4\.6 has no attention backend 'flashinfr'\. Did you mean: flashinfer"):
         get_engine("sglang@0.4.6").with_attention_backend("flashinfr")
     with pytest.raises(SpecError, match="TensorRT-LLM .* has no attention-backend switch"):
         get_engine("trtllm").with_attention_backend("flashinfer")
+    for spec in ("trtllm", "sglang@0.4.6", "vllm@0.15"):  # "auto": the release's own choice, on any engine
+        assert get_engine(spec).with_attention_backend(" Auto") == get_engine(spec)
+
+
+def test_attention_backend_names_are_those_of_the_release():
+    """Each release takes the names its own wheel lists (SGLang's --attention-backend choices, vLLM's backend enum):
+    a name from a later release is refused in one line, not rendered into a command that fails at start."""
+    takes = {("sglang@0.4.5", "fa3"): False, ("sglang@0.4.6", "fa3"): True, ("sglang@0.4.9", "trtllm_mla"): False,
+             ("sglang@0.5.0", "trtllm_mla"): True, ("sglang@0.5.2", "fa4"): False, ("sglang@0.5.3", "fa4"): True,
+             ("vllm@0.7.3", "FLASHMLA"): False, ("vllm@0.8.0", "FLASHMLA"): True,
+             ("vllm@0.10.0", "CUTLASS_MLA"): False, ("vllm@0.10.1", "CUTLASS_MLA"): True,
+             ("vllm@0.11.0", "XFORMERS"): True, ("vllm@0.12.0", "XFORMERS"): False,
+             ("vllm@0.11.0", "ROCM_AITER_UNIFIED_ATTN"): False, ("vllm@0.12.0", "ROCM_AITER_UNIFIED_ATTN"): True,
+             ("vllm@0.14.0", "FLASH_ATTN_DIFFKV"): False, ("vllm@0.15.0", "FLASH_ATTN_DIFFKV"): True}
+    for (spec, name), ok in takes.items():
+        eng = get_engine(spec)
+        if ok:
+            assert eng.with_attention_backend(name.lower()).kernels.attention_backend == name, (spec, name)
+        else:
+            with pytest.raises(SpecError, match=f"{eng.version} has no attention backend '{name.lower()}'"):
+                eng.with_attention_backend(name.lower())
+    with pytest.raises(SpecError, match=r"SGLang 0\.4\.5 has no attention backend 'fa3'\. It takes: flashinfer, "
+                       r"triton, torch_native$"):
+        get_engine("sglang@0.4.5").with_attention_backend("fa3")
 
 
 def test_cuda_core_decode_factors_are_checked():

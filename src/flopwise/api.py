@@ -864,7 +864,7 @@ def bench(url: str | None = None, model: str | None = None, *, endpoint: str = D
                 check_pdl(eng, hw)
             if stream_interval is not None:
                 eng.with_stream_interval(stream_interval)  # refused in one line where the server has none
-            if attention_backend is not None and attention_backend != "auto":
+            if attention_backend is not None:
                 eng.with_attention_backend(attention_backend)  # a name the engine does not take: one line, now
     if ca_bundle is not None:
         if not Path(ca_bundle).is_file():

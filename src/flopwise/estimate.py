@@ -30,7 +30,7 @@ from flopwise.cost.batch import check_static_batch, decode_shape, prefill_shape
 from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import MemoryPlan, kv_bytes_for_sequences, max_sequences, memory_plan
-from flopwise.cost.step import StepCost, decode_on_cuda_cores, op_time_s, step_cost, step_time
+from flopwise.cost.step import StepCost, decode_on_cuda_cores, op_time_s, roofs, step_cost, step_time
 from flopwise.specs.defaults import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from flopwise.specs.deployment import Deployment, weights_note
 from flopwise.specs.hardware import GIB
@@ -185,7 +185,7 @@ def notes(dep: Deployment) -> list[str]:
             advice = "; an FP8 KV cache would too (this release decides by group alone)"
         else:
             advice = ": an FP8 KV cache (--kv fp8) runs it on the tensor cores"
-        small = dep.engine.kernels.tensor_decode_max_seqs if not fp8_cache else 0
+        small = roofs(dep).decode_tensor_max_seqs
         steps = f" when a step decodes more than {small} sequences (tensor-core kernels below that)" if small else ""
         told = dep.engine.kernels.attention_backend
         which = f"attention backend ({told}, as told)" if told else "default attention backend"

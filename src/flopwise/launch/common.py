@@ -235,7 +235,7 @@ def attention_backend(dep: Deployment, engine: EngineProfile, notes: list[str]) 
     if not named:
         return None, None
     la = engine.launch
-    spelled = {str(n).lower(): str(n) for n in la.get("attention_backends", ())}.get(named.lower())
+    spelled = engine.attention_backend_spelling(named)
     if spelled is not None:  # (the same backend under another engine's spelling: vLLM's FLASHINFER, SGLang's)
         flag = la.table("flags").get("attention_backend")
         if flag:

@@ -116,7 +116,7 @@ class SearchSpace:
         """The engine every candidate runs on (`EngineProfile.eager` with `enforce_eager`, `with_attention_backend`
         with `attention_backend`)."""
         eng = get_engine(self.engine, frontend=self.frontend)
-        if self.attention_backend is not None and self.attention_backend != "auto":
+        if self.attention_backend is not None:
             eng = eng.with_attention_backend(self.attention_backend)
         return eng.eager() if self.enforce_eager else eng
 

@@ -63,7 +63,7 @@ def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | Hardware
     if dp is None:  # expert parallelism wider than the TP group implies that many data-parallel attention groups
         dp = ep // tp if isinstance(tp, int) and isinstance(ep, int) and 0 < tp < ep and ep % tp == 0 else 1
     eng = engine_profile(engine, frontend, endpoint, engine_file)
-    if attention_backend is not None and attention_backend != "auto":
+    if attention_backend is not None:
         eng = eng.with_attention_backend(attention_backend)
     return make_deployment(m, hw, weights=weights, kv=kv, tp=tp, pp=pp, dp=dp, ep=ep, nodes=nodes,
                            expert_skew=expert_skew, two_batch_overlap=two_batch_overlap,

@@ -1128,23 +1128,31 @@ class EngineProfile:
                             "runtime) only")
         return replace(self, kernels=replace(k, cuda_graphs=False))
 
+    def attention_backend_spelling(self, backend: str) -> str | None:
+        """`backend` as this release's launch table spells it (`attention_backends`, matched in any case), or None
+        where the release has no such backend."""
+        known = {str(n).lower(): str(n) for n in self.launch.get("attention_backends", ())}
+        return known.get(str(backend).strip().lower())
+
     def with_attention_backend(self, backend: str) -> EngineProfile:
         """This engine told which attention backend to run (SGLang's --attention-backend, vLLM's
         VLLM_ATTENTION_BACKEND, --attention-backend from 0.13), one of the names its launch table lists
         (`attention_backends`, any case): FlashInfer decodes by the release's group rule on every device, wherever
         the release defaults to another backend (`KernelFactors.tensor_decode_on`, `decode_cuda_core_on`); any
         other backend decodes on the tensor cores (FlashAttention, TensorRT-LLM's, Triton's, AITER's kernels). The
-        launch commands name it (`KernelFactors.attention_backend`). A SpecError for an engine without the switch
-        or a name it does not know."""
+        launch commands name it (`KernelFactors.attention_backend`). "auto" is the engine's own choice (this profile).
+        A SpecError for an engine without the switch or a name this release does not know."""
+        if str(backend).strip().lower() == "auto":
+            return self
         la = self.launch
         if not (la.table("flags").get("attention_backend") or la.get("attention_backend_env")):
             raise SpecError(f"{self.display} {self.version} has no attention-backend switch flopwise prices; drop "
                             "the attention backend or pick another engine")
-        known = {str(n).lower(): str(n) for n in la.get("attention_backends", ())}
-        name = known.get(str(backend).strip().lower())
+        name = self.attention_backend_spelling(backend)
         if name is None:
-            raise SpecError(f"{self.display} has no attention backend {backend!r}."
-                            f"{suggest(str(backend), known.values())}")
+            known = [str(n) for n in la.get("attention_backends", ())]
+            raise SpecError(f"{self.display} {self.version} has no attention backend {backend!r}."
+                            f"{suggest(str(backend), known) or ' It takes: ' + ', '.join(known)}")
         k = replace(self.kernels, attention_backend=name)
         if name.lower() == "flashinfer":
             return replace(self, kernels=replace(k, tensor_decode_on=(), tensor_decode_families=(),
