@@ -1,6 +1,6 @@
 """Score flopwise against published measurements: error by regime, source and metric, and what it cannot model.
 
-    python benchmarks/accuracy.py [--rows] [--cases 'benchmarks/data/cases-*.jsonl']
+    python benchmarks/accuracy.py [--rows] [--by-release] [--cases 'benchmarks/data/cases-*.jsonl']
 
 Every row is predicted with the engine, version, frontend and knobs its source states (`validation/engines.py`).
 All of these rows are in-sample: the default efficiency profile (`fit_defaults.py`) and the engine catalog's
@@ -11,6 +11,10 @@ online TTFT (online_rate and online_concurrency rows of ttft_ms) median |error| 
 A second summary scores the rows from the engine releases and GPUs the issue names for its out-of-sample judgement
 (vLLM 0.9+, SGLang 0.5+, TensorRT-LLM 0.20+, llama.cpp; H100, H200, A100, B200, GeForce, Apple): the same in-sample
 figures, on the part of the set most like the rows that judge the project.
+
+`--by-release` adds where the two open targets miss: the maximum-load rows and the online TTFT rows by engine
+release and frontend (the release a row is priced as, "http" through an API server, "offline" without one), with
+each group's median |error|, median signed error and how many rows are within the target.
 """
 
 from __future__ import annotations
@@ -75,10 +79,33 @@ def regime_table(title: str, scored: list[Outcome]) -> Table:
     return t
 
 
+def release_of(case: Case) -> str:
+    """The engine release a row is priced as, and whether through an API server: 'vllm@0.15.0 http'."""
+    engine = case_engine(case.raw or {}, case.command).engine
+    return f"{engine.family}@{engine.version} {'http' if engine.frontend is not None else 'offline'}"
+
+
+def release_table(title: str, outcomes: list[Outcome], target: float) -> Table:
+    """`outcomes` by engine release (`release_of`), most rows outside `target` first."""
+    by = defaultdict(list)
+    for o in outcomes:
+        by[release_of(o.case)].append(o)
+    t = Table(title=title)
+    for c in ("release", "rows", "median |err|", "median signed", f"within {target:.0%}"):
+        t.add_column(c)
+    for release, os_ in sorted(by.items(), key=lambda kv: (-sum(abs(o.error) > target for o in kv[1]), kv[0])):
+        t.add_row(release, str(len(os_)), f"{median_abs_error(os_):.1%}",
+                  f"{statistics.median(o.error for o in os_):+.1%}",
+                  f"{sum(abs(o.error) <= target for o in os_)}/{len(os_)}")
+    return t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", default=str(HERE / "data" / "cases-*.jsonl"), help="file or glob of case files")
     ap.add_argument("--rows", action="store_true", help="print every scored row")
+    ap.add_argument("--by-release", action="store_true",
+                    help="the maximum-load and online TTFT rows by engine release and frontend")
     args = ap.parse_args()
     outcomes = [o for path in sorted(glob.glob(args.cases)) for o in score_cases(load_cases(path))]
     con = Console(width=160)
@@ -109,6 +136,13 @@ def main() -> None:
     con.print(regime_table("Summary by regime (targets: median |err| <= 10%, median signed within +-5%)", scored))
     con.print(regime_table("Current releases and GPUs (vLLM 0.9+, SGLang 0.5+, TensorRT-LLM 0.20+, llama.cpp; "
                            "H100 / H200 / A100 / B200 / GeForce / Apple)", [o for o in scored if is_current(o.case)]))
+    if args.by_release:
+        max_load = [o for o in scored if o.case.regime == "max_load"]
+        online_ttft = [o for o in scored if o.case.regime.startswith("online") and o.case.metric_key == "ttft_ms"]
+        for title, os_, target in (("Maximum load by engine release (target: median |err| <= 10%)", max_load, 0.10),
+                                   ("Online TTFT by engine release (target: median |err| <= 12%)", online_ttft, 0.12)):
+            if os_:
+                con.print(release_table(title, os_, target))
 
     t = Table(title="Summary by metric group")
     for c in ("group", "rows", "median |err|", "within 20%"):
