@@ -482,6 +482,18 @@ def test_a_version_past_the_catalog_or_a_pre_release_says_what_it_is_priced_as(c
     assert "TGI 3.3.0 is newer than any release" in out.err and "priced as 3.0.0" in json.loads(out.out)["notes"][-1]
 
 
+def test_a_version_before_the_family_s_first_release_is_refused(capsys):
+    with pytest.raises(SpecError, match=r"SGLang 0.0.1 predates SGLang's first release \(0.1.3\)"):
+        get_engine("sglang@0.0.1")
+    with pytest.raises(SpecError, match=r"predates TensorRT-LLM's first release \(0.5.0\)"):
+        get_engine("trtllm@0.4.9")
+    assert get_engine("sglang@0.1.3").version == "0.1.3" and get_engine("trtllm@0.5.0").version == "0.5.0"
+    assert get_engine("vllm@0.2.7").version_note == ""  # the V0 base prices it
+    assert run(["estimate", "--engine", "sglang@0.0.1", "--model", "qwen3-0.6b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "predates SGLang's first release" in err[0]
+
+
 def test_vllm_v0_chunks_long_contexts_by_itself():
     """vLLM V0 from 0.5.3 turns chunked prefill on for max_model_len > 32K (EngineArgs.create_engine_config) with a
     512-token budget (2048 from 0.6.5), unless a sliding window, speculative decoding, a CPU backend, encoders (from

@@ -1250,9 +1250,10 @@ class _Family:
     releases: tuple[tuple[tuple[int, int, int, int], str, dict[str, Any]], ...]  # (key, since text, table)
     default_version: str
     launch: dict[str, Any] = field(default_factory=dict)  # [launch], its `release` list included
+    first_release: str | None = None  # the family's earliest published release (None: not stated)
 
 
-_FAMILY_KEYS = {"name", "aliases", "default_version", "base", "release", "launch"}
+_FAMILY_KEYS = {"name", "aliases", "default_version", "first_release", "base", "release", "launch"}
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
@@ -1281,7 +1282,8 @@ def _families() -> dict[str, _Family]:
             releases.append((_version_key(rel["since"]), rel["since"], rel))
         releases.sort(key=lambda r: r[0])
         fam = _Family(name=data["name"], aliases=tuple(data.get("aliases", ())), base=data["base"],
-                      releases=tuple(releases), default_version=data["default_version"], launch=data.get("launch", {}))
+                      releases=tuple(releases), default_version=data["default_version"], launch=data.get("launch", {}),
+                      first_release=data.get("first_release"))
         for key in (fam.name, *fam.aliases):
             out[key.lower()] = fam
     return out
@@ -1478,6 +1480,10 @@ def get_engine(text: str = DEFAULT_ENGINE, *, frontend: str = "http", endpoint: 
             raise SpecError(f"engine file '{engine_file}' overrides '{fam_name}', not '{fam.name}'; use --engine "
                             f"{fam_name}")
         override = tuple(table.items())
+    if version and fam.first_release and _version_key(version) < _version_key(fam.first_release):
+        display = fam.base.get("display", fam.name)
+        raise SpecError(f"{display} {version} predates {display}'s first release ({fam.first_release}); name a release "
+                        f"from {fam.first_release} on (e.g. {fam.name}@{fam.default_version})")
     prof = _build(fam, version or fam.default_version, override)
     if frontend == "none":
         return prof.offline()
