@@ -10,8 +10,8 @@ from flopwise.api import deployment
 from flopwise.errors import InfeasibleError
 from flopwise.metrics.summary import RequestRecord
 from flopwise.sim import SimConfig, simulate
-from flopwise.sim.max_rate import capacity_bounds, find_max_rate
-from flopwise.sim.steady import ProbeSize, SteadyRule, _backlog_slope, _row_stat
+from flopwise.sim.max_rate import _widen, capacity_bounds, find_max_rate
+from flopwise.sim.steady import ProbeSize, SteadyRule, _backlog_slope, _row_stat, load_cv2
 from flopwise.specs.sla import parse_sla
 from flopwise.workload import build_workload
 
@@ -52,6 +52,30 @@ def test_backlog_slope_by_hand():
                           token_times=[]) for i in range(40)]
     slope, se = _backlog_slope(recs, recs, 10)
     assert slope == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
+
+
+def test_load_cv2_by_hand():
+    # arrivals 0, 1, 3, 4 s: gaps 1, 2, 1 (mean 4/3, variance 2/9 -> CV^2 1/8); tokens 10+2, 20+4, 10+2, 20+4 =
+    # 12, 24, 12, 24 (mean 18, variance 36 -> CV^2 1/9)
+    recs = [RequestRecord(request_id=i, arrival_at=t, input_tokens=n, output_tokens=n // 5)
+            for i, (t, n) in enumerate(((0.0, 10), (1.0, 20), (3.0, 10), (4.0, 20)))]
+    assert load_cv2(recs) == pytest.approx(1 / 8 + 1 / 9)
+    # evenly spaced, equal requests: no load variance; one request: none measurable
+    assert load_cv2(_records([0.5] * 10)) == 0.0 and load_cv2(recs[:1]) == 0.0
+
+
+def test_the_interval_widens_by_the_windows_load_in_quadrature():
+    """z * r * sqrt(load_cv2 / n) on each side, in quadrature with the bootstrap's part; capped at the ceiling."""
+    class Lo:  # the two fields `_widen` reads of a Probe
+        rate, num_window_requests, load_cv2 = 40.0, 400, 1.0
+    rule = SteadyRule()  # 90%: z = 1.6449
+    load = rule.z * 40.0 * math.sqrt(1.0 / 400)  # 3.29 req/s
+    lo, hi = _widen(Lo(), rule, 100.0, 37.0, 44.0)  # type: ignore[arg-type]
+    assert lo == pytest.approx(40.0 - math.hypot(3.0, load)) and hi == pytest.approx(40.0 + math.hypot(4.0, load))
+    assert lo == pytest.approx(35.548, abs=1e-3) and hi == pytest.approx(45.179, abs=1e-3)
+    assert _widen(Lo(), rule, 42.0, 37.0, 41.0)[1] == 42.0  # never above the ceiling
+    Lo.load_cv2 = 0.0
+    assert _widen(Lo(), rule, 100.0, 37.0, 44.0) == (37.0, 44.0)  # a load without variance adds nothing
 
 
 def test_row_percentile_matches_numpy_and_skips_nan():

@@ -15,7 +15,8 @@ Search (on the probe's score s(r) = max(SLA ratio, backlog score), which passes 
    of the two bracketing probes (the same batch indices for both: `steady.py`) gives the level of log s at
    the bracket's middle; divided by the local slope d log s / dr (least squares over the probes near the
    bracket) it is a crossing rate; the interval is the replicates' central `confidence` range, widened to
-   contain lo and never above the ceiling.
+   contain lo, then on each side by z * lo * sqrt(load_cv2 / n) in quadrature (the window's own load, which the
+   bootstrap cannot see: `steady.py`), never above the ceiling.
 Without a TTFT or E2E objective (an offline job: `--sla none`, or TPOT bounds only) queueing costs nothing, so
 the sustained rate is the engine's saturated service rate: all requests are sent at once (the engine runs at
 its largest batch) and the rate is the completions per second over a window of completions after the first
@@ -274,13 +275,22 @@ def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
     tail = (1 - rule.confidence) / 2 * 100
     if hi is None:
         logs = np.log(lo.score_samples())
-        return (float(min(lo.rate, lo.rate * math.exp(min(0.0, -np.percentile(logs, 100 - tail))))), lo.rate)
+        return _widen(lo, rule, ceiling,
+                      float(min(lo.rate, lo.rate * math.exp(min(0.0, -np.percentile(logs, 100 - tail))))), lo.rate)
     slope = _slope(trail or (lo, hi), lo, hi)
     if not slope > 0:
-        return (lo.rate, hi.rate)
+        return _widen(lo, rule, ceiling, lo.rate, hi.rate)
     # each replicate b: the level of log(score) at the bracket's middle, from both ends, crossed at that slope
     level = (np.log(lo.score_samples()) + np.log(hi.score_samples())) / 2
     mid = (lo.rate + hi.rate) / 2
     cross = np.clip(mid - level / slope, lo.rate / 2, min(ceiling, 2 * hi.rate))
     q_lo, q_hi = np.percentile(cross, [tail, 100 - tail])
-    return (float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
+    return _widen(lo, rule, ceiling, float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
+
+
+def _widen(lo: Probe, rule: SteadyRule, ceiling: float, a: float, b: float) -> tuple[float, float]:
+    """The interval [a, b] around lo's rate r widened on each side, in quadrature, by the load term
+    z * r * sqrt(load_cv2 / n) (module docstring), the top never above the ceiling."""
+    r = lo.rate
+    load = rule.z * r * math.sqrt(lo.load_cv2 / max(1, lo.num_window_requests))
+    return (r - math.hypot(r - a, load), min(ceiling, r + math.hypot(b - r, load)))

@@ -45,6 +45,12 @@ queue, so single requests are not independent, batches nearly are) and resampled
 `num_bootstrap` times (a block bootstrap): each resample gives the objectives' percentiles, hence a ratio.
 The draws are seeded by the rule's `seed` alone, so two deployments probed on the same request stream are
 resampled with the same batch indices (common random numbers down to the bootstrap).
+What the batches cannot show is the stream's own load: the queue and the running batch integrate every arrival
+and every token, so a window whose requests came denser or larger than the rate's average raises the level of
+all its batches together. Over the window's n requests the offered work's relative variance is
+(CV_gap^2 + CV_work^2) / n (a compound renewal process: CV_gap of its inter-arrival gaps, CV_work of the requests'
+input + output tokens), `Probe.load_cv2` / n; a stream whose load runs a fraction e above its rate crosses an SLA
+at a rate e lower, so `find_max_rate` widens its interval by that much (`max_rate._interval`).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.sim.simulate import RunResult
 from flopwise.specs.sla import SLA, Objective
 
-__all__ = ["SteadyRule", "ProbeSize", "Probe", "measure"]
+__all__ = ["SteadyRule", "ProbeSize", "Probe", "load_cv2", "measure"]
 
 _FLOOR = 1e-3  # scores below this are "far from any limit" (log-interpolation needs a positive number)
 
@@ -160,6 +166,8 @@ class Probe:
     z: float
     ratio_samples: np.ndarray = field(repr=False, compare=False)
     summary: RunSummary = field(repr=False, compare=False)  # the window's requests (metrics.summarize)
+    # CV^2 of the window's inter-arrival gaps + CV^2 of its requests' input + output tokens (module docstring)
+    load_cv2: float = 0.0
     result: RunResult = field(repr=False, compare=False)
 
     @property
@@ -222,6 +230,23 @@ def _backlog_slope(records: list[RequestRecord], window: list[RequestRecord],
     slope = float((dt * (n - n.mean())).sum() / denom)
     resid = n - n.mean() - slope * dt
     return slope, float(np.sqrt((resid * resid).sum() / (num_batches - 2) / denom))
+
+
+def _cv2(x: np.ndarray) -> float:
+    """Squared coefficient of variation (population variance / mean^2; 0 for fewer than two values or a zero
+    mean)."""
+    if len(x) < 2:
+        return 0.0
+    m = float(x.mean())
+    return float(x.var()) / (m * m) if m > 0 else 0.0
+
+
+def load_cv2(window: list[RequestRecord]) -> float:
+    """The window's CV_gap^2 + CV_work^2 (module docstring): its arrivals' gaps (in send order) and each request's
+    input + output tokens."""
+    arrivals = np.fromiter((r.arrival_at for r in window), float, len(window))
+    work = np.fromiter((r.input_tokens + r.output_tokens for r in window), float, len(window))
+    return _cv2(np.diff(arrivals)) + _cv2(work)
 
 
 def _per_request(window: list[RequestRecord], metric: str) -> np.ndarray:
@@ -297,6 +322,7 @@ def measure(result: RunResult, sla: SLA, rate: float, size: ProbeSize, rule: Ste
     summary = summarize(window, sla)
     slope, se = _backlog_slope(records, window, rule.num_batches)
     return Probe(rate=rate, num_requests=len(records), window_s=(window[0].arrival_at, window[-1].arrival_at),
+                 load_cv2=load_cv2(window),
                  num_window_requests=len(window), ratio=ratio, values=values, backlog_growth_per_s=slope,
                  backlog_growth_se=se, backlog_tolerance=rule.backlog_tolerance, z=rule.z, ratio_samples=samples,
                  summary=summary, result=result)
