@@ -133,7 +133,13 @@ def test_no_latency_bound_is_the_saturated_rate():
     found = find_max_rate(dep, stream, parse_sla("none"), SimConfig())
     assert found.probes == ((math.inf, True),)
     lo, hi = found.interval
-    assert 0 < lo <= found.rate <= hi <= found.upper_bound
+    assert 0 < lo < found.rate < hi <= found.upper_bound  # both sides: another stream may run faster or slower
+    assert not found.capped and found.probe.load_cv2 == 0.0  # fixed lengths, all at once: no load variance
+    chat = find_max_rate(dep, lambda r, n: build_workload(num_requests=n, workload="chat", request_rate=r, seed=0),
+                         parse_sla("none"), SimConfig())
+    assert chat.probes == ((math.inf, True),) and chat.probe.load_cv2 > 0.5  # lognormal lengths (capped)
+    lo, hi = chat.interval  # here the saturated rate reaches the ceiling: the top stays there
+    assert chat.capped and lo < chat.rate == hi == chat.upper_bound
 
 
 def test_capacity_estimate_splits_into_prefill_and_decode_shares():

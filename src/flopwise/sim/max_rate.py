@@ -40,7 +40,7 @@ from flopwise.errors import InfeasibleError
 from flopwise.metrics.summary import summarize
 from flopwise.sim.config import SimConfig
 from flopwise.sim.simulate import RunResult, simulate
-from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, measure
+from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, load_cv2, measure
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
@@ -242,15 +242,15 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
         return None
     rate = min(mu, ceiling)
     tail = (1 - rule.confidence) / 2 * 100
-    lo, hi = (min(float(v), rate) for v in np.percentile(boot, [tail, 100 - tail]))
+    lo, hi = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
     probe = Probe(rate=rate, num_requests=n, window_s=(float(starts[0]), float(ends[-1])),
-                  num_window_requests=len(done), ratio=ratio,
+                  num_window_requests=len(done), ratio=ratio, load_cv2=load_cv2(done),
                   values={str(o): summary.latency(o.metric).get(o.stat) for o in sla.objectives},
                   backlog_growth_per_s=0.0, backlog_growth_se=0.0, backlog_tolerance=rule.backlog_tolerance,
                   z=rule.z, ratio_samples=np.full(rule.num_bootstrap, ratio), summary=summary, result=res)
     return MaxRate(rate=rate, result=res, upper_bound=ceiling, probes=((math.inf, True),),
-                   interval=(lo, max(hi, rate) if mu < ceiling else rate), capped=mu >= ceiling, probe=probe,
-                   trail=(probe,))
+                   interval=_widen(probe, rule, ceiling, min(lo, rate), max(hi, rate)), capped=mu >= ceiling,
+                   probe=probe, trail=(probe,))
 
 
 def _slope(trail: tuple[Probe, ...] | list[Probe], lo: Probe, hi: Probe) -> float:
