@@ -256,9 +256,12 @@ def test_cli_plan_json_keys_and_header(tmp_path):
     for key in ("vllm", "sglang", "trtllm", "trtllm_extra_llm_api_options", "commands"):
         assert key in d["launch"]
     row = d["best"]
-    for key in ("goodput_per_gpu", "goodput_per_gpu_interval", "max_rate_interval", "rank", "tied_with_first",
+    for key in ("goodput_per_gpu", "goodput_per_gpu_interval", "max_rate_interval", "max_rate_paired_interval",
+                "rank", "tied_with_first",
                 "output_tokens_per_s_per_gpu", "cost_per_1m_tokens", "p95_ttft_ms", "binds", "replicas", "dp", "ep"):
         assert key in row
+    (lo, hi), (plo, phi) = row["max_rate_interval"], row["max_rate_paired_interval"]
+    assert 0 < lo < plo <= row["max_rate_per_replica"] <= phi <= hi  # the reported one adds the window's load
     text = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights",
                                "fp8", "--kv", "fp8", "--num-requests", "100"]).output
     assert "(chat workload default)" in text and "SLA p95_ttft<=300ms,p95_tpot<=50ms" in text

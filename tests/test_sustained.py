@@ -65,17 +65,23 @@ def test_load_cv2_by_hand():
 
 
 def test_the_interval_widens_by_the_windows_load_in_quadrature():
-    """z * r * sqrt(load_cv2 / n) on each side, in quadrature with the bootstrap's part; capped at the ceiling."""
-    class Lo:  # the two fields `_widen` reads of a Probe
+    """In log space: each side's log ratio in quadrature with e = z * sqrt(load_cv2 / n); capped at the ceiling,
+    never at or below 0."""
+    class Lo:  # the fields `_widen` reads of a Probe
         rate, num_window_requests, load_cv2 = 40.0, 400, 1.0
     rule = SteadyRule()  # 90%: z = 1.6449
-    load = rule.z * 40.0 * math.sqrt(1.0 / 400)  # 3.29 req/s
+    e = rule.z * math.sqrt(1.0 / 400)  # 0.0822
     lo, hi = _widen(Lo(), rule, 100.0, 37.0, 44.0)  # type: ignore[arg-type]
-    assert lo == pytest.approx(40.0 - math.hypot(3.0, load)) and hi == pytest.approx(40.0 + math.hypot(4.0, load))
-    assert lo == pytest.approx(35.548, abs=1e-3) and hi == pytest.approx(45.179, abs=1e-3)
+    assert lo == pytest.approx(40.0 * math.exp(-math.hypot(math.log(40 / 37), e)))
+    assert hi == pytest.approx(40.0 * math.exp(math.hypot(math.log(44 / 40), e)))
+    assert lo == pytest.approx(35.715, abs=1e-3) and hi == pytest.approx(45.366, abs=1e-3)
     assert _widen(Lo(), rule, 42.0, 37.0, 41.0)[1] == 42.0  # never above the ceiling
     Lo.load_cv2 = 0.0
-    assert _widen(Lo(), rule, 100.0, 37.0, 44.0) == (37.0, 44.0)  # a load without variance adds nothing
+    lo, hi = _widen(Lo(), rule, 100.0, 37.0, 44.0)  # type: ignore[arg-type]
+    assert (lo, hi) == pytest.approx((37.0, 44.0))  # a load without variance adds nothing
+    Lo.num_window_requests, Lo.load_cv2 = 20, 5.0  # a tiny, very bursty window: wide, still above 0
+    lo, hi = _widen(Lo(), rule, 1e9, 40.0, 40.0)  # type: ignore[arg-type]
+    assert lo == pytest.approx(40.0 * math.exp(-rule.z * 0.5)) and 0 < lo < 40.0 < hi
 
 
 def test_row_percentile_matches_numpy_and_skips_nan():
@@ -110,6 +116,13 @@ def test_short_burst_above_capacity_passes_the_sla_but_not_the_rule():
     assert not p.ok and not p.sla_ok and not p.backlog_ok
     lo, hi = found.interval
     assert lo <= found.rate <= hi <= found.upper_bound
+    # the reported interval is the bootstrap's widened by the window's load (Poisson gaps: CV^2 about 1)
+    pr, n = found.probe, found.probe.num_window_requests
+    assert 0.8 < pr.load_cv2 < 1.2
+    e = rule.z * math.sqrt(pr.load_cv2 / n)
+    a, b = found.paired_interval
+    assert lo <= min(a, found.rate * math.exp(-e)) + 1e-9 and hi >= min(found.upper_bound, found.rate * math.exp(e))
+    assert lo < a and (hi > b or hi == found.upper_bound)
 
 
 def test_never_above_the_ceiling():
@@ -140,6 +153,8 @@ def test_no_latency_bound_is_the_saturated_rate():
     assert chat.probes == ((math.inf, True),) and chat.probe.load_cv2 > 0.5  # lognormal lengths (capped)
     lo, hi = chat.interval  # here the saturated rate reaches the ceiling: the top stays there
     assert chat.capped and lo < chat.rate == hi == chat.upper_bound
+    e = SteadyRule().z * math.sqrt(chat.probe.load_cv2 / chat.probe.num_window_requests)
+    assert lo <= chat.rate * math.exp(-e) + 1e-9 and lo < chat.paired_interval[0]  # widened by the window's load
 
 
 def test_capacity_estimate_splits_into_prefill_and_decode_shares():
@@ -187,15 +202,15 @@ def test_capacity_ceiling_sums_the_replicas_and_bounds_the_estimate():
 
 
 def test_fleet_contenders_are_the_leader_and_what_reaches_it():
-    """Round 2 refines the leader and each layout whose interval's top, or the failing probe above its answer (in
-    tokens/s per GPU), reaches the leader's interval bottom; a layout with no rate never is."""
+    """Round 2 refines the leader and each layout whose paired interval's top, or the failing probe above its answer
+    (in tokens/s per GPU), reaches the leader's paired interval bottom; a layout with no rate never is."""
     from flopwise.plan.fleet import FleetCandidate, _contenders
 
     def cand(rate, lo, hi, gpus=8, failed=math.inf):
         return FleetCandidate(serving="aggregated", layout=f"{rate}", num_gpus=gpus, max_rate=rate,
                               output_tokens_per_s_per_gpu=rate * 100 / gpus, tokens_per_s_per_user=None,
-                              p95_ttft_ms=None, p95_tpot_ms=None, binding="", rate_interval=(lo, hi),
-                              failed_above=failed)
+                              p95_ttft_ms=None, p95_tpot_ms=None, binding="", paired_interval=(lo, hi),
+                              rate_interval=(lo / 2, hi * 2), failed_above=failed)  # reported: the wider one
 
     found = {0: cand(100, 95, 104), 1: cand(90, 85, 96), 2: cand(90, 85, 94), 3: cand(0, 0, 0), 4: cand(50, 40, 200),
              5: cand(90, 85, 94, failed=97.0), 6: cand(45, 40, 48, gpus=4)}

@@ -4,7 +4,9 @@ what binds.
     max_rate            the highest request rate per replica that the sustained-rate rule accepts
                         (`flopwise.sim.find_max_rate`: steady state after a warm-up, no growing backlog, never
                         above the closed-form ceiling), with `rate_interval` (a block bootstrap over the
-                        measured window, `sim/steady.py`)
+                        measured window widened by its own load, `sim/steady.py`) and `paired_rate_interval` (the
+                        bootstrap's part: candidates probed on one stream share its load, so they are compared on
+                        this one)
     goodput_per_gpu     max_rate * SLA attainment over the window / GPUs of the replica: requests per second that
                         meet every per-request bound, at the offered load
     output tok/s / GPU  max_rate * mean output tokens / GPUs
@@ -82,6 +84,7 @@ class Evaluation:
     run: SimSummary  # the whole run at max_rate: engine state, preemptions, where the time went
     mean_output_tokens: float
     rate_interval: tuple[float, float] = (0.0, 0.0)
+    paired_rate_interval: tuple[float, float] = (0.0, 0.0)  # the bootstrap's part (`MaxRate.paired_interval`)
     effort: float = 1.0
     capped: bool = False  # the rule still held at the closed-form ceiling
     num_probes: int = 0
@@ -140,16 +143,17 @@ class Evaluation:
             return self.mean_output_tokens * 3600.0 / (price * self.gpus) if price else 0.0
         raise ValueError(objective)
 
-    def value(self, objective: str) -> tuple[float, float, float]:
+    def value(self, objective: str, *, paired: bool = False) -> tuple[float, float, float]:
         """(point, low, high) on the objective's axis, higher is better: goodput per GPU (req/s), output tok/s
-        per GPU, output tokens per dollar, or tokens/s per user at the stated load (latency)."""
+        per GPU, output tokens per dollar, or tokens/s per user at the stated load (latency). `paired`: the
+        interval that compares candidates probed on the same stream (`paired_rate_interval`)."""
         if objective == "latency":
             if self.at_load is None:
                 return (0.0, 0.0, 0.0)
             lo, hi = self.at_load.interval
             return (self.at_load.tokens_per_s_per_user, lo, hi)
         k = self._per_rate(objective)
-        lo, hi = self.rate_interval
+        lo, hi = self.paired_rate_interval if paired else self.rate_interval
         return (self.max_rate * k, lo * k, hi * k)
 
     @property
@@ -189,7 +193,8 @@ def evaluate(cand: Candidate, workload_at: WorkloadAt, sla: SLA, *, rule: Steady
     window = mr.probe.summary if mr.probe is not None else run.run
     return Evaluation(candidate=cand, max_rate=mr.rate, upper_bound_rate=mr.upper_bound, window=window, run=run,
                       mean_output_tokens=sum(r.output_tokens for r in reqs) / len(reqs), rate_interval=mr.interval,
-                      effort=rule.effort, capped=mr.capped, num_probes=len(mr.trail),
+                      paired_rate_interval=mr.paired_interval, effort=rule.effort, capped=mr.capped,
+                      num_probes=len(mr.trail),
                       num_simulated_requests=sum(p.num_requests for p in mr.trail),
                       trail=tuple(latency_point(p.rate, p.summary, p.ok) for p in mr.trail))
 

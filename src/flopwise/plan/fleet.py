@@ -66,6 +66,8 @@ class FleetCandidate:
     p95_tpot_ms: float | None
     binding: str  # the SLA objective that fails first above max_rate ("ceiling": it passed there; "infeasible")
     rate_interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
+    # the bootstrap's part of it: layouts probed on one stream share its load, so `_contenders` compares on this
+    paired_interval: tuple[float, float] = (0.0, 0.0)
     effort: float = 0.0  # the window multiple of its last search (SCREEN_EFFORT: screened out in round 1)
     num_simulated_requests: int = 0  # over every probe of both rounds
     failed_above: float = math.inf  # the lowest probed rate above max_rate that failed (inf: none did)
@@ -186,7 +188,8 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
     return FleetCandidate(serving=mode, layout=text, num_gpus=spec.num_gpus, max_rate=found.rate,
                           output_tokens_per_s_per_gpu=found.rate * ctx.mean_out / spec.num_gpus,
                           tokens_per_s_per_user=1e3 / tpot if tpot else None, p95_ttft_ms=s.ttft_ms.p95,
-                          p95_tpot_ms=s.tpot_ms.p95, binding=binding, rate_interval=found.interval, effort=effort,
+                          p95_tpot_ms=s.tpot_ms.p95, binding=binding, rate_interval=found.interval,
+                          paired_interval=found.paired_interval, effort=effort,
                           num_simulated_requests=spent + sum(p.num_requests for p in found.trail),
                           failed_above=first.rate if first is not None else math.inf)
 
@@ -194,7 +197,7 @@ def _search_job(item: tuple[int, float, float | None, int]) -> FleetCandidate:
 def _contenders(found: dict[int, FleetCandidate]) -> list[int]:
     """The leader (highest output tokens/s per GPU) and every layout that could pass it: whose rate interval's top,
     or the failing probe above its answer (the bracket it was screened to), reaches the leader's interval bottom,
-    in output tokens/s per GPU."""
+    in output tokens/s per GPU (the paired intervals: every layout sees the same stream)."""
     def per_gpu(c: FleetCandidate, rate: float) -> float:
         return rate * c.output_tokens_per_s_per_gpu / c.max_rate if c.max_rate > 0 else 0.0
 
@@ -202,9 +205,9 @@ def _contenders(found: dict[int, FleetCandidate]) -> list[int]:
     if not live:
         return []
     lead = max(live.values(), key=lambda c: c.output_tokens_per_s_per_gpu)
-    floor = per_gpu(lead, min(lead.rate_interval[0], lead.max_rate))
+    floor = per_gpu(lead, min(lead.paired_interval[0], lead.max_rate))
     def top(c: FleetCandidate) -> float:  # where its crossing could still lie
-        return max(c.rate_interval[1], c.max_rate, c.failed_above if math.isfinite(c.failed_above) else 0.0)
+        return max(c.paired_interval[1], c.max_rate, c.failed_above if math.isfinite(c.failed_above) else 0.0)
 
     return [i for i, c in live.items() if c is lead or per_gpu(c, top(c)) >= floor]
 

@@ -218,8 +218,8 @@ def _rank(evaluated: list[Evaluation], objective: str,
     ranks: dict[str, int] = {}
     first: list[Evaluation] = []
     while rest:
-        head = rest[0].value(objective)
-        group = [e for e in rest if _overlap(e.value(objective), head)]
+        head = rest[0].value(objective, paired=True)
+        group = [e for e in rest if _overlap(e.value(objective, paired=True), head)]
         group.sort(key=lambda e: _tie_key(e, ceiling_axis))
         rank = len(ranked) + 1
         for e in group:
@@ -503,7 +503,7 @@ def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: 
     if not evaluated:
         return queue
     leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
-    floor = leader.value(objective)[1]
+    floor = leader.value(objective, paired=True)[1]
     kept = []
     for c in queue:
         if ceil_axis[c.label] < floor:
@@ -525,8 +525,8 @@ def _refine(runner: Runner, ctx: _Context, evaluated: dict[str, Evaluation], obj
     while effort * 2 <= max_effort + 1e-9:
         effort *= 2
         leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
-        lv = leader.value(objective)
-        close = [e for e in evaluated.values() if e is leader or _overlap(e.value(objective), lv)]
+        lv = leader.value(objective, paired=True)
+        close = [e for e in evaluated.values() if e is leader or _overlap(e.value(objective, paired=True), lv)]
         group = {e.candidate.label for e in close}
         if len(close) < 2 or group == last:  # nothing overlaps, or the last doubling separated nothing
             break
@@ -544,7 +544,7 @@ def _refine(runner: Runner, ctx: _Context, evaluated: dict[str, Evaluation], obj
     if not evaluated:
         return
     leader = max(evaluated.values(), key=lambda e: e.value(objective)[0])
-    floor = leader.value(objective)[1]
+    floor = leader.value(objective, paired=True)[1]
     revive = [c for c, why in pruned if why.startswith("bound") and ceil_axis[c.label] >= floor]
     if revive:
         pruned[:] = [(c, why) for c, why in pruned if c not in revive]
@@ -601,6 +601,8 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "stream_interval": d.engine.stream_interval,  # tokens per streamed event after the first
             "speculative": d.speculative.text() if d.speculative else None,
             "max_rate_per_replica": e.max_rate, "max_rate_interval": [lo, hi],
+            # the bootstrap's part alone: what ties and pruning compare (every candidate sees the same stream)
+            "max_rate_paired_interval": list(e.paired_rate_interval),
             "ceiling_rate_per_replica": e.upper_bound_rate, "capped_by_ceiling": e.capped,
             "goodput_per_gpu": e.goodput_per_gpu, "goodput_per_gpu_interval": _interval(e.value("goodput")),
             "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,

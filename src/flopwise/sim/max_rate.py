@@ -15,12 +15,14 @@ Search (on the probe's score s(r) = max(SLA ratio, backlog score), which passes 
    of the two bracketing probes (the same batch indices for both: `steady.py`) gives the level of log s at
    the bracket's middle; divided by the local slope d log s / dr (least squares over the probes near the
    bracket) it is a crossing rate; the interval is the replicates' central `confidence` range, widened to
-   contain lo, then on each side by z * lo * sqrt(load_cv2 / n) in quadrature (the window's own load, which the
-   bootstrap cannot see: `steady.py`), never above the ceiling.
+   contain lo, then on each side by the window's own load, which the bootstrap cannot see (`steady.py`): in log
+   space, in quadrature with z * sqrt(load_cv2 / n), never above the ceiling. The bootstrap's part alone is kept
+   as `paired_interval`: candidates probed on one stream share that load, so the planner compares them on it.
 Without a TTFT or E2E objective (an offline job: `--sla none`, or TPOT bounds only) queueing costs nothing, so
 the sustained rate is the engine's saturated service rate: all requests are sent at once (the engine runs at
 its largest batch) and the rate is the completions per second over a window of completions after the first
-batch-full, with batch-means bootstrap replicates for its interval (`saturated_rate`). If a TPOT objective
+batch-full, with batch-means bootstrap replicates for its interval, widened by the window's load as above
+(`saturated_rate`). If a TPOT objective
 fails there, the rate search above runs instead (a smaller batch may meet it).
 Every probe sees the same request stream at a different rate (`workload_at(rate, n)` with one seed: lengths
 and unit-rate arrival gaps are common random numbers), so s(r) is close to monotone.
@@ -62,6 +64,8 @@ class MaxRate:
     upper_bound: float  # the closed-form capacity ceiling (requests/s)
     probes: tuple[tuple[float, bool], ...]  # (rate, passed) in probe order
     interval: tuple[float, float] = (0.0, 0.0)  # the rate's confidence interval (requests/s)
+    # the bootstrap's part of it alone: what separates candidates probed on the same stream (module docstring)
+    paired_interval: tuple[float, float] = (0.0, 0.0)
     capped: bool = False  # the rule still held at the ceiling: the answer is the ceiling
     probe: Probe | None = field(default=None, repr=False)  # the accepted probe (window statistics)
     trail: tuple[Probe, ...] = field(default=(), repr=False)  # every probe, in order
@@ -167,8 +171,10 @@ def find_max_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: Si
         return p
 
     def done(lo: Probe, hi: Probe | None, capped: bool) -> MaxRate:
+        paired = _interval(lo, hi, ceiling, rule, trail)
         return MaxRate(rate=lo.rate, result=lo.result, upper_bound=ceiling, probes=tuple((p.rate, p.ok) for p in trail),
-                       interval=_interval(lo, hi, ceiling, rule, trail), capped=capped, probe=lo, trail=tuple(trail))
+                       interval=_widen(lo, rule, ceiling, *paired), paired_interval=paired, capped=capped, probe=lo,
+                       trail=tuple(trail))
 
     first = probe(min(start if start is not None else default_start, ceiling))
     lo: Probe | None = first if first.ok else None
@@ -243,13 +249,14 @@ def saturated_rate(dep: Deployment, workload_at: WorkloadAt, sla: SLA, config: S
     rate = min(mu, ceiling)
     tail = (1 - rule.confidence) / 2 * 100
     lo, hi = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    paired = (min(lo, rate), min(ceiling, max(hi, rate)))
     probe = Probe(rate=rate, num_requests=n, window_s=(float(starts[0]), float(ends[-1])),
                   num_window_requests=len(done), ratio=ratio, load_cv2=load_cv2(done),
                   values={str(o): summary.latency(o.metric).get(o.stat) for o in sla.objectives},
                   backlog_growth_per_s=0.0, backlog_growth_se=0.0, backlog_tolerance=rule.backlog_tolerance,
                   z=rule.z, ratio_samples=np.full(rule.num_bootstrap, ratio), summary=summary, result=res)
     return MaxRate(rate=rate, result=res, upper_bound=ceiling, probes=((math.inf, True),),
-                   interval=_widen(probe, rule, ceiling, min(lo, rate), max(hi, rate)), capped=mu >= ceiling,
+                   interval=_widen(probe, rule, ceiling, *paired), paired_interval=paired, capped=mu >= ceiling,
                    probe=probe, trail=(probe,))
 
 
@@ -269,28 +276,32 @@ def _slope(trail: tuple[Probe, ...] | list[Probe], lo: Probe, hi: Probe) -> floa
 
 def _interval(lo: Probe, hi: Probe | None, ceiling: float, rule: SteadyRule,
               trail: tuple[Probe, ...] | list[Probe] = ()) -> tuple[float, float]:
-    """The rate's confidence interval: the bootstrap spread of log(score) at the bracketing probes, turned into
-    rates by the local slope of log(score) over rate (a delta method). Capped at the ceiling, the interval
-    reaches below it only as far as the share of replicates that fail there says."""
+    """The bootstrap's part of the rate's confidence interval: the spread of log(score) at the bracketing probes,
+    turned into rates by the local slope of log(score) over rate (a delta method). Capped at the ceiling, the
+    interval reaches below it only as far as the share of replicates that fail there says. (`_widen` adds the
+    window's load.)"""
     tail = (1 - rule.confidence) / 2 * 100
     if hi is None:
         logs = np.log(lo.score_samples())
-        return _widen(lo, rule, ceiling,
-                      float(min(lo.rate, lo.rate * math.exp(min(0.0, -np.percentile(logs, 100 - tail))))), lo.rate)
+        return (float(min(lo.rate, lo.rate * math.exp(min(0.0, -np.percentile(logs, 100 - tail))))), lo.rate)
     slope = _slope(trail or (lo, hi), lo, hi)
     if not slope > 0:
-        return _widen(lo, rule, ceiling, lo.rate, hi.rate)
+        return (lo.rate, hi.rate)
     # each replicate b: the level of log(score) at the bracket's middle, from both ends, crossed at that slope
     level = (np.log(lo.score_samples()) + np.log(hi.score_samples())) / 2
     mid = (lo.rate + hi.rate) / 2
     cross = np.clip(mid - level / slope, lo.rate / 2, min(ceiling, 2 * hi.rate))
     q_lo, q_hi = np.percentile(cross, [tail, 100 - tail])
-    return _widen(lo, rule, ceiling, float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
+    return (float(min(q_lo, lo.rate)), float(min(max(q_hi, lo.rate), ceiling)))
 
 
 def _widen(lo: Probe, rule: SteadyRule, ceiling: float, a: float, b: float) -> tuple[float, float]:
-    """The interval [a, b] around lo's rate r widened on each side, in quadrature, by the load term
-    z * r * sqrt(load_cv2 / n) (module docstring), the top never above the ceiling."""
+    """The interval [a, b] around lo's rate r (a <= r <= b, a > 0) widened by the window's load: in log space,
+    each side's log(r / a) or log(b / r) in quadrature with e = z * sqrt(load_cv2 / n) (a stream whose load ran
+    a fraction e denser crosses the SLA that much lower: `steady.py`), so the bottom stays above 0; the top never
+    above the ceiling."""
     r = lo.rate
-    load = rule.z * r * math.sqrt(lo.load_cv2 / max(1, lo.num_window_requests))
-    return (r - math.hypot(r - a, load), min(ceiling, r + math.hypot(b - r, load)))
+    e = rule.z * math.sqrt(lo.load_cv2 / max(1, lo.num_window_requests))
+    down = math.log(r / a) if 0 < a < r else 0.0
+    up = math.log(b / r) if b > r else 0.0
+    return (r * math.exp(-math.hypot(down, e)), min(ceiling, r * math.exp(math.hypot(up, e))))

@@ -50,7 +50,8 @@ and every token, so a window whose requests came denser or larger than the rate'
 all its batches together. Over the window's n requests the offered work's relative variance is
 (CV_gap^2 + CV_work^2) / n (a compound renewal process: CV_gap of its inter-arrival gaps, CV_work of the requests'
 input + output tokens), `Probe.load_cv2` / n; a stream whose load runs a fraction e above its rate crosses an SLA
-at a rate e lower, so `find_max_rate` widens its interval by that much (`max_rate._interval`).
+at a rate e lower, so `find_max_rate` widens its interval by that much (`max_rate._widen`, for the rate search
+and the saturated rate alike).
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ class Probe:
     ratio_samples: np.ndarray = field(repr=False, compare=False)
     summary: RunSummary = field(repr=False, compare=False)  # the window's requests (metrics.summarize)
     # CV^2 of the window's inter-arrival gaps + CV^2 of its requests' input + output tokens (module docstring)
-    load_cv2: float = 0.0
+    load_cv2: float
     result: RunResult = field(repr=False, compare=False)
 
     @property
@@ -207,7 +208,7 @@ class Probe:
                 "num_requests": self.num_requests, "num_window_requests": self.num_window_requests,
                 "window_s": list(self.window_s), "sla_ratio": self.ratio,
                 "backlog_growth_per_s": self.backlog_growth_per_s, "backlog_growth_se": self.backlog_growth_se,
-                "backlog_ok": self.backlog_ok, "objectives_ms": self.values}
+                "backlog_ok": self.backlog_ok, "objectives_ms": self.values, "load_cv2": self.load_cv2}
 
 
 def _backlog_slope(records: list[RequestRecord], window: list[RequestRecord],
@@ -242,9 +243,9 @@ def _cv2(x: np.ndarray) -> float:
 
 
 def load_cv2(window: list[RequestRecord]) -> float:
-    """The window's CV_gap^2 + CV_work^2 (module docstring): its arrivals' gaps (in send order) and each request's
-    input + output tokens."""
-    arrivals = np.fromiter((r.arrival_at for r in window), float, len(window))
+    """The window's CV_gap^2 + CV_work^2 (module docstring): the gaps between its arrivals (in time order, whatever
+    the records' order) and each request's input + output tokens."""
+    arrivals = np.sort(np.fromiter((r.arrival_at for r in window), float, len(window)))
     work = np.fromiter((r.input_tokens + r.output_tokens for r in window), float, len(window))
     return _cv2(np.diff(arrivals)) + _cv2(work)
 
