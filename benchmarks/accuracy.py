@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -80,9 +81,11 @@ def regime_table(title: str, scored: list[Outcome]) -> Table:
 
 
 def release_of(case: Case) -> str:
-    """The engine release a row is priced as, and whether through an API server: 'vllm@0.15.0 http'."""
+    """The engine release a row is priced as, and whether through an API server: 'vllm@0.15 http'. A zero patch
+    is dropped (rows that write 1.2.0 and 1.2 are one release)."""
     engine = case_engine(case.raw or {}, case.command).engine
-    return f"{engine.family}@{engine.version} {'http' if engine.frontend is not None else 'offline'}"
+    version = re.sub(r"^(\d+\.\d+)\.0(?=$|\.post|rc)", r"\1", engine.version)
+    return f"{engine.family}@{version} {'http' if engine.frontend is not None else 'offline'}"
 
 
 def release_table(title: str, outcomes: list[Outcome], target: float) -> Table:
