@@ -53,7 +53,7 @@ def _compare(best: Evaluation, alt: Evaluation, objective: str, tied: bool) -> T
     (bp, bl, bh), (ap, al, ah) = best.value(objective), alt.value(objective)
     note = (f"{name}: {_fmt(bp, dg)} [{_fmt(bl, dg)}, {_fmt(bh, dg)}] vs {_fmt(ap, dg)} [{_fmt(al, dg)}, "
             f"{_fmt(ah, dg)}] {unit}")
-    note += (" - tied (the intervals overlap): chosen by the closed-form capacity estimate, then fewer GPUs and "
+    note += (" - tied (the paired intervals overlap): chosen by the closed-form capacity estimate, then fewer GPUs and "
              "lower accuracy risk" if tied else "")
     g = _pct(best.goodput_per_gpu, alt.goodput_per_gpu)
     if abs(g) >= 1 and not (tied and objective == "goodput"):

@@ -52,7 +52,8 @@ def _header(console: Console, d: dict[str, Any]) -> None:
                   f"in {d['wall_s']:.1f} s. Each rate is judged on {st.get('window_requests', 0):,} requests after a "
                   f"warm-up of {st.get('warmup_requests', 0):,} (no growing backlog, never above the capacity "
                   "ceiling); "
-                  f"\\[brackets]: {st.get('confidence', 0.9):.0%} intervals, seed {st.get('seed', 0)}")
+                  f"\\[brackets]: {st.get('confidence', 0.9):.0%} intervals, seed {st.get('seed', 0)} (ties are judged "
+                  "without the stream's own load, which every candidate shares)")
     if d.get("checkpoint_weights"):
         console.print(f"the checkpoint ships {d['checkpoint_weights']} weights (its quantization_config): planned in "
                       "that format (as the engine's own file holds it) or narrower")
@@ -104,9 +105,9 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     console.print(t)
     console.print("* on the Pareto frontier of goodput per GPU vs tokens/s per user")
     if len(d.get("ties", [])) > 1:
-        console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): the intervals overlap, so the "
-                      "first choice is the one the closed-form capacity estimate favours, then fewer GPUs per replica "
-                      "and lower accuracy risk; simulate more (--max-effort, --num-requests) to separate them")
+        console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): their paired intervals overlap, "
+                      "so the first choice is the one the closed-form capacity estimate favours, then fewer GPUs per "
+                      "replica and lower accuracy risk; simulate more (--max-effort, --num-requests) to separate them")
     if d["tradeoffs"]:
         console.print("[bold]What the first choice protects and gives up[/]")
         for tr in d["tradeoffs"]:
