@@ -159,9 +159,9 @@ def plan_html(r: PlanResult, d: dict[str, Any] | None = None) -> str:
         + "".join(f"<li class='bad'>gives up {html.escape(g)}</li>" for g in t["gives_up"]) + "</ul>"
         for t in d["tradeoffs"])
     st = d.get("steady_state") or {}
-    ties = (f"<p class='tie'>Statistical tie for first: {html.escape(', '.join(d['ties']))} (overlapping intervals); "
-            "the first choice is the one the closed-form capacity estimate favours, then fewer GPUs, lower accuracy "
-            "risk.</p>"
+    ties = (f"<p class='tie'>Statistical tie for first: {html.escape(', '.join(d['ties']))} (overlapping paired "
+            "intervals: judged without the stream's own load, which every candidate shares); the first choice is "
+            "the one the closed-form capacity estimate favours, then fewer GPUs, lower accuracy risk.</p>"
             if len(d.get("ties", [])) > 1 else "")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>flopwise plan: {html.escape(d['model'])}</title>
