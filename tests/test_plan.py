@@ -122,6 +122,9 @@ def test_latency_objective_compares_at_the_same_load():
                                                          replicas=1)
     assert own["a100-sxm-80gb"] > 2 * own["h200"]
     assert same["h200"].interval[0] > same["a100-sxm-80gb"].interval[1] and same["a100-sxm-80gb"].sustained
+    for pt in same.values():  # the reported interval adds the window's load (chat: Poisson, lognormal lengths)
+        (lo, hi), (plo, phi) = pt.interval, pt.paired_interval
+        assert 0 < lo < plo <= pt.tokens_per_s_per_user <= phi < hi
     # without --rate: a stated load, half the goodput leader's sustained rate per GPU
     d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", sla=sla, space=space, **SMALL)))
     assert d["best"]["gpu"] == "h200"

@@ -34,13 +34,15 @@ from flopwise.errors import InfeasibleError
 from flopwise.metrics.summary import RunSummary
 from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
-from flopwise.sim.max_rate import find_max_rate, probe_rate
+from flopwise.sim.max_rate import find_max_rate, probe_rate, widen_log
 from flopwise.sim.simulate import SimSummary
-from flopwise.sim.steady import ProbeSize, SteadyRule
+from flopwise.sim.steady import Probe, ProbeSize, SteadyRule
 from flopwise.specs.defaults import KV_FULL
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
+
+AT_LOAD_STEP = 1.1  # the latency objective's second probe, x the stated load: the speed's local elasticity to it
 
 __all__ = ["Evaluation", "evaluate", "Infeasible", "LoadPoint", "measure_at_load", "latency_point", "OBJECTIVES"]
 
@@ -63,7 +65,9 @@ class LoadPoint:
     rate_per_replica: float
     replicas: int
     tokens_per_s_per_user: float
-    interval: tuple[float, float]  # of tokens_per_s_per_user
+    interval: tuple[float, float]  # of tokens_per_s_per_user (`measure_at_load`)
+    # the bootstrap's part of it: candidates measured on one stream share its load, so they are compared on this
+    paired_interval: tuple[float, float]
     p95_ttft_ms: float | None
     p95_tpot_ms: float | None
     sustained: bool  # the rule accepted the load (else the replica cannot carry it)
@@ -71,7 +75,8 @@ class LoadPoint:
     def to_dict(self) -> dict[str, Any]:
         return {"request_rate_per_replica": self.rate_per_replica, "replicas": self.replicas,
                 "tokens_per_s_per_user": self.tokens_per_s_per_user,
-                "tokens_per_s_per_user_interval": list(self.interval), "p95_ttft_ms": self.p95_ttft_ms,
+                "tokens_per_s_per_user_interval": list(self.interval),
+                "tokens_per_s_per_user_paired_interval": list(self.paired_interval), "p95_ttft_ms": self.p95_ttft_ms,
                 "p95_tpot_ms": self.p95_tpot_ms, "sustained": self.sustained}
 
 
@@ -150,7 +155,7 @@ class Evaluation:
         if objective == "latency":
             if self.at_load is None:
                 return (0.0, 0.0, 0.0)
-            lo, hi = self.at_load.interval
+            lo, hi = self.at_load.paired_interval if paired else self.at_load.interval
             return (self.at_load.tokens_per_s_per_user, lo, hi)
         k = self._per_rate(objective)
         lo, hi = self.paired_rate_interval if paired else self.rate_interval
@@ -209,15 +214,20 @@ def latency_point(rate: float, s: RunSummary, sustained: bool) -> dict[str, Any]
 def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
                     rate_per_replica: float, replicas: int, seed: int = 0) -> LoadPoint:
     """Tokens/s per user (1000 / mean TPOT over the window) at one offered load per replica, with a block
-    bootstrap interval of the mean TPOT."""
+    bootstrap interval of the mean TPOT (`paired_interval`) widened by the window's own load as the rate
+    search's is (`sim/steady.py`): the speed moves with the load by its elasticity eta = -dlog(speed) / dlog(load),
+    measured by a second probe at `AT_LOAD_STEP` x the load on the same stream, so the widening is
+    z * eta * sqrt(load_cv2 / n) in log space."""
     cand = e.candidate
     config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     p = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica, size)
+    point = _per_user(p, size)
+    if point is None:
+        return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
+                         interval=(0.0, 0.0), paired_interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None,
+                         sustained=p.ok)
     window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
     tpots = [t for r in window if r.ok and (t := r.tpot_ms) is not None]
-    if not tpots:
-        return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
-                         interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None, sustained=p.ok)
     k = min(rule.num_batches, max(1, len(tpots) // 2))
     parts = np.array_split(np.asarray(tpots), k)
     sums, counts = np.array([x.sum() for x in parts]), np.array([len(x) for x in parts], float)
@@ -225,8 +235,19 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     boot = 1e3 * counts[picks].sum(axis=1) / sums[picks].sum(axis=1)
     tail = (1 - rule.confidence) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
-    point = 1e3 * counts.sum() / sums.sum()
-    return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=float(point),
-                     interval=(float(min(lo, point)), float(max(hi, point))),
+    paired = (float(min(lo, point)), float(max(hi, point)))
+    stepped = _per_user(probe_rate(cand.deployment, workload_at, sla, config, rule,
+                                   rate_per_replica * AT_LOAD_STEP, size), size)
+    eta = max(0.0, math.log(point / stepped) / math.log(AT_LOAD_STEP)) if stepped else 0.0
+    widened = widen_log(point, *paired, rule.z * eta * math.sqrt(p.load_cv2 / max(1, p.num_window_requests)))
+    return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=point,
+                     interval=widened, paired_interval=paired,
                      p95_ttft_ms=p.summary.ttft_ms.p95, p95_tpot_ms=p.summary.tpot_ms.p95,
                      sustained=p.ok)
+
+
+def _per_user(p: Probe, size: ProbeSize) -> float | None:
+    """1000 / mean TPOT (ms) over the probe's window (None where no request of it has a TPOT)."""
+    window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
+    tpots = [t for r in window if r.ok and (t := r.tpot_ms) is not None]
+    return 1e3 * len(tpots) / sum(tpots) if tpots else None

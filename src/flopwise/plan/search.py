@@ -464,7 +464,7 @@ def _latency_pass(runner: Runner, ctx: _Context, live: list[tuple[Candidate, Bou
                 infeasible.append(r)
         if scored:
             best = max(scored.values(), key=lambda e: e.value("latency")[0])
-            floor = best.value("latency")[1]
+            floor = best.value("latency", paired=True)[1]
             kept = []
             for c in queue:
                 if user_ceiling[c.label] < floor:

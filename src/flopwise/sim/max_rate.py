@@ -300,8 +300,12 @@ def _widen(lo: Probe, rule: SteadyRule, ceiling: float, a: float, b: float) -> t
     each side's log(r / a) or log(b / r) in quadrature with e = z * sqrt(load_cv2 / n) (a stream whose load ran
     a fraction e denser crosses the SLA that much lower: `steady.py`), so the bottom stays above 0; the top never
     above the ceiling."""
-    r = lo.rate
-    e = rule.z * math.sqrt(lo.load_cv2 / max(1, lo.num_window_requests))
-    down = math.log(r / a) if 0 < a < r else 0.0
-    up = math.log(b / r) if b > r else 0.0
-    return (r * math.exp(-math.hypot(down, e)), min(ceiling, r * math.exp(math.hypot(up, e))))
+    return widen_log(lo.rate, a, b, rule.z * math.sqrt(lo.load_cv2 / max(1, lo.num_window_requests)), ceiling)
+
+
+def widen_log(point: float, a: float, b: float, e: float, top: float = math.inf) -> tuple[float, float]:
+    """[a, b] around `point` (a <= point <= b) widened in log space: each side's log ratio in quadrature with `e`
+    (a relative error the interval did not count), the top never above `top`."""
+    down = math.log(point / a) if 0 < a < point else 0.0
+    up = math.log(b / point) if b > point else 0.0
+    return (point * math.exp(-math.hypot(down, e)), min(top, point * math.exp(math.hypot(up, e))))
