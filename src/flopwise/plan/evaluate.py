@@ -221,13 +221,12 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     cand = e.candidate
     config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     p = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica, size)
-    point = _per_user(p, size)
-    if point is None:
+    tpots = _window_tpots(p, size)
+    if not tpots:
         return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
                          interval=(0.0, 0.0), paired_interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None,
                          sustained=p.ok)
-    window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
-    tpots = [t for r in window if r.ok and (t := r.tpot_ms) is not None]
+    point = _per_user(tpots)
     k = min(rule.num_batches, max(1, len(tpots) // 2))
     parts = np.array_split(np.asarray(tpots), k)
     sums, counts = np.array([x.sum() for x in parts]), np.array([len(x) for x in parts], float)
@@ -236,9 +235,9 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     tail = (1 - rule.confidence) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
     paired = (float(min(lo, point)), float(max(hi, point)))
-    stepped = _per_user(probe_rate(cand.deployment, workload_at, sla, config, rule,
-                                   rate_per_replica * AT_LOAD_STEP, size), size)
-    eta = max(0.0, math.log(point / stepped) / math.log(AT_LOAD_STEP)) if stepped else 0.0
+    stepped = _window_tpots(probe_rate(cand.deployment, workload_at, sla, config, rule,
+                                       rate_per_replica * AT_LOAD_STEP, size), size)
+    eta = max(0.0, math.log(point / _per_user(stepped)) / math.log(AT_LOAD_STEP)) if stepped else 0.0
     widened = widen_log(point, *paired, rule.z * eta * math.sqrt(p.load_cv2 / max(1, p.num_window_requests)))
     return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=point,
                      interval=widened, paired_interval=paired,
@@ -246,8 +245,12 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
                      sustained=p.ok)
 
 
-def _per_user(p: Probe, size: ProbeSize) -> float | None:
-    """1000 / mean TPOT (ms) over the probe's window (None where no request of it has a TPOT)."""
+def _window_tpots(p: Probe, size: ProbeSize) -> list[float]:
+    """The TPOT (ms) of each completed request of the probe's window that has one."""
     window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
-    tpots = [t for r in window if r.ok and (t := r.tpot_ms) is not None]
-    return 1e3 * len(tpots) / sum(tpots) if tpots else None
+    return [t for r in window if r.ok and (t := r.tpot_ms) is not None]
+
+
+def _per_user(tpots: list[float]) -> float:
+    """Tokens/s per user: 1000 / the mean of these TPOTs (ms; at least one)."""
+    return 1e3 * len(tpots) / sum(tpots)
