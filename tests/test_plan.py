@@ -103,6 +103,10 @@ def test_latency_objective_compares_at_the_same_load():
     d = plan_to_dict(r)
     assert d["best"]["gpu"] == "h200"
     assert d["best"]["at_load"]["replicas"] == 1 and d["best"]["at_load"]["request_rate_per_replica"] == 6.0
+    # the requests simulated count the rate search's probes and both probes at the load
+    best = r.ranked[0]
+    assert best.at_load is not None and d["best"]["at_load"]["num_simulated_requests"] > 0
+    assert d["best"]["num_simulated_requests"] == best.num_simulated_requests > best.at_load.num_simulated_requests
     a100_rows = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
     assert a100_rows or any(p["config"].startswith("a100") and "per-user ceiling" in p["reason"] for p in d["pruned"])
     # the flip, measured directly under chat's SLA (TTFT-bound on the A100: it can only take a light load):
@@ -125,6 +129,7 @@ def test_latency_objective_compares_at_the_same_load():
     for pt in same.values():  # the reported interval adds the window's load (chat: Poisson, lognormal lengths)
         (lo, hi), (plo, phi) = pt.interval, pt.paired_interval
         assert 0 < lo < plo <= pt.tokens_per_s_per_user <= phi < hi
+        assert pt.num_simulated_requests >= 2 * size.num_requests  # the load and 1.1x it, one probe each
     # without --rate: a stated load, half the goodput leader's sustained rate per GPU
     d = plan_to_dict(plan(PlanRequest(model="llama-3.1-8b", objective="latency", sla=sla, space=space, **SMALL)))
     assert d["best"]["gpu"] == "h200"

@@ -71,13 +71,15 @@ class LoadPoint:
     p95_ttft_ms: float | None
     p95_tpot_ms: float | None
     sustained: bool  # the rule accepted the load (else the replica cannot carry it)
+    num_simulated_requests: int = 0  # over both probes (the load and AT_LOAD_STEP x it)
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_rate_per_replica": self.rate_per_replica, "replicas": self.replicas,
                 "tokens_per_s_per_user": self.tokens_per_s_per_user,
                 "tokens_per_s_per_user_interval": list(self.interval),
                 "tokens_per_s_per_user_paired_interval": list(self.paired_interval), "p95_ttft_ms": self.p95_ttft_ms,
-                "p95_tpot_ms": self.p95_tpot_ms, "sustained": self.sustained}
+                "p95_tpot_ms": self.p95_tpot_ms, "sustained": self.sustained,
+                "num_simulated_requests": self.num_simulated_requests}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,7 +227,7 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     if not tpots:
         return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
                          interval=(0.0, 0.0), paired_interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None,
-                         sustained=p.ok)
+                         sustained=p.ok, num_simulated_requests=p.num_requests)
     point = _per_user(tpots)
     k = min(rule.num_batches, max(1, len(tpots) // 2))
     parts = np.array_split(np.asarray(tpots), k)
@@ -235,14 +237,14 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     tail = (1 - rule.confidence) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
     paired = (float(min(lo, point)), float(max(hi, point)))
-    stepped = _window_tpots(probe_rate(cand.deployment, workload_at, sla, config, rule,
-                                       rate_per_replica * AT_LOAD_STEP, size), size)
+    step = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica * AT_LOAD_STEP, size)
+    stepped = _window_tpots(step, size)
     eta = max(0.0, math.log(point / _per_user(stepped)) / math.log(AT_LOAD_STEP)) if stepped else 0.0
     widened = widen_log(point, *paired, rule.z * eta * math.sqrt(p.load_cv2 / max(1, p.num_window_requests)))
     return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=point,
                      interval=widened, paired_interval=paired,
                      p95_ttft_ms=p.summary.ttft_ms.p95, p95_tpot_ms=p.summary.tpot_ms.p95,
-                     sustained=p.ok)
+                     sustained=p.ok, num_simulated_requests=p.num_requests + step.num_requests)
 
 
 def _window_tpots(p: Probe, size: ProbeSize) -> list[float]:

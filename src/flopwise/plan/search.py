@@ -494,7 +494,8 @@ def _latency_job(ctx: _Context, item: tuple[Candidate, Evaluation | None, float,
         assert rate is not None  # the job is given a per-GPU load or a target rate
         reps = e.replicas_for(rate)
         load = rate / reps
-    return replace(e, at_load=_load_job(ctx, (e, load, reps)))
+    point = _load_job(ctx, (e, load, reps))
+    return replace(e, at_load=point, num_simulated_requests=e.num_simulated_requests + point.num_simulated_requests)
 
 
 def _prune(queue: list[Candidate], evaluated: dict[str, Evaluation], objective: str, ceil_axis: dict[str, float],
