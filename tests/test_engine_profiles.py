@@ -925,7 +925,8 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     take less); an MI300X stays eager on both, 226 x 40 us + 0.05 ms = 9.09 ms; speculative decoding or DP attention
     on 0.5.10 falls back to the eager launches (speculative decoding also turns the overlap scheduler off, so the
     step's host work, 1.5 ms + 43 us for its one sequence, adds: 15.305 + 1.543 = 16.848 ms), and a decode batch above
-    the graph cap still launches eagerly."""
+    the graph cap still launches eagerly. An MLA model (DeepSeek-V3) is priced eagerly on 0.5.10 as on 0.5.9
+    (`piecewise_mla` false: measured no faster), at TP 8 as with DP attention."""
     def prompt_ms(gpu: str, engine: str, **kw: object) -> float:
         dep = deployment("qwen3-0.6b", gpu, engine=engine, **kw)
         return step_time(dep, prefill_shape(1, 32, layout(dep).windows)) * 1e3
@@ -939,7 +940,12 @@ def test_sglang_0_5_10_replays_its_prompt_steps_as_piecewise_graphs():
     dp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=1, dp=8, ep=8, weights="fp8"))
     tp = roofs(deployment("deepseek-v3", "h200", engine="sglang@0.5.10", tp=8, weights="fp8"))
     assert (dp.piecewise_prefill, dp.piecewise_layer_s, dp.eager_kernel_s) == (False, 0.0, 6.75e-5)
-    assert (tp.piecewise_prefill, tp.piecewise_layer_s, tp.eager_kernel_s) == (True, 7.5e-5, 6.75e-5)
+    assert (tp.piecewise_prefill, tp.piecewise_layer_s, tp.eager_kernel_s) == (False, 0.0, 6.75e-5)
+    mla = {v: deployment("deepseek-v3", "h200", engine=f"sglang@{v}", tp=8, weights="fp8") for v in ("0.5.9", "0.5.10")}
+    prompt = prefill_shape(1, 1024, layout(mla["0.5.9"]).windows)
+    assert step_time(mla["0.5.10"], prompt) == pytest.approx(step_time(mla["0.5.9"], prompt), rel=1e-12)
+    # its 1,327 modelled kernels' eager launches + the fixed 0.05 ms, not 2 ms + 61 layers x 75 us
+    assert step_time(mla["0.5.10"], prompt) == pytest.approx(1327 * 6.75e-5 + 0.05e-3)
     # a decode batch of 257 above the H100's graph cap of 256: eager launches, 226 x 67.5 us (no collectives at tp 1)
     dep = deployment("qwen3-0.6b", "h100-sxm", engine="sglang@0.5.10")
     assert dep.engine.kernels.cuda_graph_max_bs == 256

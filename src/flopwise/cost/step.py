@@ -254,7 +254,8 @@ class Roofs:
 def roofs(dep: Deployment) -> Roofs:
     hw, wf = dep.hardware, dep.weights
     kf = dep.engine.kernels
-    kf = kf.for_deployment(dp_attention=dep.dp > 1, speculative=dep.speculative is not None)
+    kf = kf.for_deployment(dp_attention=dep.dp > 1, speculative=dep.speculative is not None,
+                           mla=dep.model.mla is not None)
     compute = wf.compute
     block = kf.quantized_path(wf)
     native_mx = wf.mx_fp4 and hw.has_trtllm_gen and not block

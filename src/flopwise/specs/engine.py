@@ -264,6 +264,8 @@ class KernelFactors:
         `eager_prefill_kernel_s` (SGLang 0.5.10+); DP attention or speculative decoding turns it off there
         (`for_deployment`, which `cost/step.py` applies); vLLM V1, whose uncaptured steps all run piecewise, prices
         no eager prefill instead;
+    piecewise_mla: whether a model with multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) runs its prompt steps
+        piecewise too where `piecewise_prefill` is on; false: they launch eagerly (`for_deployment`);
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -370,6 +372,7 @@ class KernelFactors:
     piecewise_step_s: float = 0.0
     piecewise_decode: bool = False
     piecewise_prefill: bool = False
+    piecewise_mla: bool = True
     trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
@@ -411,11 +414,12 @@ class KernelFactors:
         where the engine prices its eager steps, else `eager_kernel_s`; 0 where it prices neither."""
         return self.eager_prefill_kernel_s or self.eager_kernel_s
 
-    def for_deployment(self, *, dp_attention: bool, speculative: bool) -> KernelFactors:
+    def for_deployment(self, *, dp_attention: bool, speculative: bool, mla: bool = False) -> KernelFactors:
         """These factors as a deployment with these features runs them: DP attention or speculative decoding turn
-        `piecewise_prefill` off (SGLang's `server_args._handle_piecewise_cuda_graph`), so its prompt steps launch
-        eagerly, with no piecewise floor. Unchanged otherwise."""
-        if not (self.piecewise_prefill and (dp_attention or speculative)):
+        `piecewise_prefill` off (SGLang's `server_args._handle_piecewise_cuda_graph`), and so does a model with
+        multi-head latent attention where `piecewise_mla` is false, so its prompt steps launch eagerly, with no
+        piecewise floor. Unchanged otherwise."""
+        if not (self.piecewise_prefill and (dp_attention or speculative or (mla and not self.piecewise_mla))):
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
