@@ -280,11 +280,12 @@ def test_an_engine_without_cuda_graphs_launches_every_decode_step_eagerly():
         KernelFactors(cuda_graphs=False)
 
 
-def test_vllm_v1_enforce_eager_launches_every_step_at_the_v0_eager_cost():
+def test_vllm_v1_enforce_eager_launches_every_step_at_its_eager_cost():
     """vLLM V1 never runs a step eagerly with graphs on (piecewise prefill, graphed decode: eager_prefill_kernel_s
-    0), so --enforce-eager (cases: engine_knobs.enforce_eager) prices its launches at eager_kernel_s, V0's fitted
-    1.11e-4 s per modelled kernel: a batch-1 decode of Llama-3.1-8B on an H200 takes kernels x 1.11e-4 s (+ the fixed
-    step cost); with graphs on, the same profile's decode has no eager floor."""
+    0), so --enforce-eager (cases: engine_knobs.enforce_eager) prices its launches at eager_kernel_s, 6.0e-5 s per
+    modelled kernel (fitted on the only V1 rows that run eagerly; V0's prefill takes 1.11e-4): a batch-1 decode of
+    Llama-3.1-8B on an H200 takes kernels x 6.0e-5 s (+ the fixed step cost); with graphs on, the same profile's
+    decode has no eager floor."""
     dep = deployment("llama-3.1-8b", "h200", engine="vllm@0.20")
     assert roofs(dep).eager_kernel_s == 0.0
     raw = {"engine": "vLLM", "engine_version": "0.20", "args": {"gpu": "h200"},
@@ -294,7 +295,7 @@ def test_vllm_v1_enforce_eager_launches_every_step_at_the_v0_eager_cost():
     eager = replace(dep, engine=replace(dep.engine, kernels=eng.kernels))
     shape = batch_shape([[1, 600]], layout(dep).windows)
     kernels = round(sum(o.overhead_s for o in step_cost(eager, shape).ops) / roofs(eager).kernel_s)
-    floor = kernels * 1.11e-4 + eager.hardware.efficiency.step_overhead_s
+    floor = kernels * 6.0e-5 + eager.hardware.efficiency.step_overhead_s
     assert step_time(eager, shape) == pytest.approx(floor, rel=1e-9)
     assert step_time(dep, shape) < 0.5 * floor
 
@@ -1152,7 +1153,7 @@ def test_llamacpp_serves_gpt_oss_from_its_gguf_with_q8_0_outside_the_experts():
 
 def test_enforce_eager_flag_prices_every_step_eagerly_and_says_so(capsys):
     """`--enforce-eager` (API enforce_eager): the engine runs without CUDA graphs (`EngineProfile.eager`), so the CLI's
-    batch-1 decode of Llama-3.1-8B on an H200 under vLLM 0.20 is its kernels x 1.11e-4 s (+ the fixed step cost), as
+    batch-1 decode of Llama-3.1-8B on an H200 under vLLM 0.20 is its kernels x 6.0e-5 s (+ the fixed step cost), as
     the case knob gives it; the engine is named "(eager)" in the estimate; llama.cpp, which prices no eager launch,
     is refused with one line and exit code 2."""
     flag = estimate("llama-3.1-8b", "h200", engine="vllm@0.20", enforce_eager=True)
@@ -1162,7 +1163,7 @@ def test_enforce_eager_flag_prices_every_step_eagerly_and_says_so(capsys):
     kernels = round(sum(o.overhead_s for o in step_cost(eager, shape).ops) / roofs(eager).kernel_s)
     assert flag.deployment.engine == replace(dep.engine.eager(), frontend=None)
     assert decode_step_time(flag.deployment, 1, 600) == pytest.approx(
-        kernels * 1.11e-4 + dep.hardware.efficiency.step_overhead_s, rel=1e-9)
+        kernels * 6.0e-5 + dep.hardware.efficiency.step_overhead_s, rel=1e-9)
     assert flag.to_dict()["engine"] == "vllm@0.20 (offline) (eager)"
     assert run(["estimate", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "vllm@0.20",
                 "--enforce-eager"]) == 0
