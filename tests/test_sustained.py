@@ -62,6 +62,30 @@ def test_load_cv2_by_hand():
     assert load_cv2(recs) == pytest.approx(1 / 8 + 1 / 9)
     # evenly spaced, equal requests: no load variance; one request: none measurable
     assert load_cv2(_records([0.5] * 10)) == 0.0 and load_cv2(recs[:1]) == 0.0
+    # where a waiting time binds, the work is the prompt squared (Pollaczek-Khinchine): 100, 400, 100, 400 (mean 250,
+    # variance 22,500 -> CV^2 0.36)
+    assert load_cv2(recs, waiting=True) == pytest.approx(1 / 8 + 0.36)
+
+
+def test_probe_takes_the_prompts_squares_where_ttft_binds():
+    """A probe's load variance follows its binding objective: with a TTFT bound only, the window's prompts squared;
+    with a TPOT bound only, its input + output tokens (chat's lognormal lengths: the squares vary far more)."""
+    from flopwise.sim.max_rate import probe_rate
+
+    dep = deployment("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8")
+    size = ProbeSize(warmup_requests=50, window_requests=200, tail_requests=20)
+
+    def chat(rate, n):
+        return build_workload(num_requests=n, workload="chat", request_rate=rate, seed=0)
+
+    got = {}
+    for bound in ("p95_ttft<=2000ms", "p95_tpot<=100ms"):
+        p = probe_rate(dep, chat, parse_sla(bound), SimConfig(), SteadyRule(), 5.0, size)
+        window = p.result.records[50:250]
+        got[bound] = (p.load_cv2, load_cv2(window, waiting=True), load_cv2(window))
+    ttft, tpot = got["p95_ttft<=2000ms"], got["p95_tpot<=100ms"]
+    assert ttft[0] == pytest.approx(ttft[1]) and tpot[0] == pytest.approx(tpot[2])
+    assert ttft[0] > 2 * tpot[0]
 
 
 def test_the_interval_widens_by_the_windows_load_in_quadrature():

@@ -36,7 +36,7 @@ from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
 from flopwise.sim.max_rate import find_max_rate, probe_rate, widen_log
 from flopwise.sim.simulate import SimSummary
-from flopwise.sim.steady import Probe, ProbeSize, SteadyRule
+from flopwise.sim.steady import Probe, ProbeSize, SteadyRule, load_cv2
 from flopwise.specs.defaults import KV_FULL
 from flopwise.specs.hardware import GIB
 from flopwise.specs.sla import SLA
@@ -240,7 +240,9 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     step = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica * AT_LOAD_STEP, size)
     stepped = _window_tpots(step, size)
     eta = max(0.0, math.log(point / _per_user(stepped)) / math.log(AT_LOAD_STEP)) if stepped else 0.0
-    widened = widen_log(point, *paired, rule.z * eta * math.sqrt(p.load_cv2 / max(1, p.num_window_requests)))
+    # the speed follows the decode batch, so the window's load in tokens (not the prompts' squares a TTFT bound uses)
+    cv2 = load_cv2(p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests])
+    widened = widen_log(point, *paired, rule.z * eta * math.sqrt(cv2 / max(1, p.num_window_requests)))
     return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=point,
                      interval=widened, paired_interval=paired,
                      p95_ttft_ms=p.summary.ttft_ms.p95, p95_tpot_ms=p.summary.tpot_ms.p95,

@@ -51,7 +51,11 @@ all its batches together. Over the window's n requests the offered work's relati
 (CV_gap^2 + CV_work^2) / n (a compound renewal process: CV_gap of its inter-arrival gaps, CV_work of the requests'
 input + output tokens), `Probe.load_cv2` / n; a stream whose load runs a fraction e above its rate crosses an SLA
 at a rate e lower, so `find_max_rate` widens its interval by that much (`max_rate._widen`, for the rate search
-and the saturated rate alike).
+and the saturated rate alike). Where a TTFT objective binds the probe, the work is each request's prompt tokens
+squared instead: a wait grows with lambda E[S^2] (Pollaczek-Khinchine), S a request's prefill time, so a window
+with a few more long prompts queues the others longer than its token count says (40 seeds of the chat workload at
+a 1,600-request window: the answer correlates -0.83 with the window's squared prompt tokens per second, -0.73 with
+its tokens per second; benchmarks/interval_coverage.py).
 """
 
 from __future__ import annotations
@@ -242,11 +246,16 @@ def _cv2(x: np.ndarray) -> float:
     return float(x.var()) / (m * m) if m > 0 else 0.0
 
 
-def load_cv2(window: list[RequestRecord]) -> float:
+def load_cv2(window: list[RequestRecord], waiting: bool = False) -> float:
     """The window's CV_gap^2 + CV_work^2 (module docstring): the gaps between its arrivals (in time order, whatever
-    the records' order) and each request's input + output tokens."""
+    the records' order) and each request's work, its input + output tokens, or, where a waiting time binds
+    (`waiting`: a TTFT objective), its prompt tokens squared (Pollaczek-Khinchine: the mean wait grows with
+    lambda E[S^2], S a request's prefill time, about proportional to its prompt)."""
     arrivals = np.sort(np.fromiter((r.arrival_at for r in window), float, len(window)))
-    work = np.fromiter((r.input_tokens + r.output_tokens for r in window), float, len(window))
+    if waiting:
+        work = np.fromiter((float(r.input_tokens) ** 2 for r in window), float, len(window))
+    else:
+        work = np.fromiter((r.input_tokens + r.output_tokens for r in window), float, len(window))
     return _cv2(np.diff(arrivals)) + _cv2(work)
 
 
@@ -311,19 +320,21 @@ def measure(result: RunResult, sla: SLA, rate: float, size: ProbeSize, rule: Ste
                             f"{size.warmup_requests} and a measured window; give a longer stream (or trace)")
     k = min(rule.num_batches, max(1, len(window) // 2))
     picks = np.random.default_rng(rule.seed).integers(k, size=(rule.num_bootstrap, k))
-    ratio, values = 0.0, {}
+    ratio, values, binding = 0.0, {}, None
     samples = np.zeros(rule.num_bootstrap)
     for o in sla.objectives:
         point, boot = _objective(window, o, picks)
         values[str(o)] = point
         if point is None:
             continue
+        if binding is None or point / o.limit_ms > ratio:
+            binding = o
         ratio = max(ratio, point / o.limit_ms)
         samples = np.maximum(samples, boot / o.limit_ms)
     summary = summarize(window, sla)
     slope, se = _backlog_slope(records, window, rule.num_batches)
     return Probe(rate=rate, num_requests=len(records), window_s=(window[0].arrival_at, window[-1].arrival_at),
-                 load_cv2=load_cv2(window),
+                 load_cv2=load_cv2(window, waiting=binding is not None and binding.metric == "ttft"),
                  num_window_requests=len(window), ratio=ratio, values=values, backlog_growth_per_s=slope,
                  backlog_growth_se=se, backlog_tolerance=rule.backlog_tolerance, z=rule.z, ratio_samples=samples,
                  summary=summary, result=result)
