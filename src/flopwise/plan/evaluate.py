@@ -216,8 +216,9 @@ def latency_point(rate: float, s: RunSummary, sustained: bool) -> dict[str, Any]
 def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: SteadyRule, size: ProbeSize,
                     rate_per_replica: float, replicas: int, seed: int = 0) -> LoadPoint:
     """Tokens/s per user (1000 / mean TPOT over the window) at one offered load per replica, with a block
-    bootstrap interval of the mean TPOT (`paired_interval`) widened by the window's own load as the rate
-    search's is (`sim/steady.py`): the speed moves with the load by its elasticity eta = -dlog(speed) / dlog(load),
+    bootstrap interval of the mean TPOT (`paired_interval`) widened by the window's own load in tokens (the speed
+    follows the decode batch; `sim/steady.py`): the speed moves with the load by its elasticity
+    eta = -dlog(speed) / dlog(load),
     measured by a second probe at `AT_LOAD_STEP` x the load on the same stream, so the widening is
     z * eta * sqrt(load_cv2 / n) in log space."""
     cand = e.candidate
