@@ -86,6 +86,10 @@ def test_probe_takes_the_prompts_squares_where_ttft_binds():
     ttft, tpot = got["p95_ttft<=2000ms"], got["p95_tpot<=100ms"]
     assert ttft[0] == pytest.approx(ttft[1]) and tpot[0] == pytest.approx(tpot[2])
     assert ttft[0] > 2 * tpot[0]
+    # with both bounds, the one nearer its limit decides: a tight TTFT bound, then a tight TPOT bound
+    for bound, waiting in (("p95_ttft<=1ms,p95_tpot<=100000ms", True), ("p95_ttft<=100000ms,p95_tpot<=1ms", False)):
+        p = probe_rate(dep, chat, parse_sla(bound), SimConfig(), SteadyRule(), 5.0, size)
+        assert p.load_cv2 == pytest.approx(load_cv2(p.result.records[50:250], waiting=waiting))
 
 
 def test_the_interval_widens_by_the_windows_load_in_quadrature():
