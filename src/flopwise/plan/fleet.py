@@ -11,8 +11,9 @@ backlog, `sim/steady.py`), from the pools' closed-form capacity estimate (`capac
 the replicas' summed ceilings (`capacity_ceiling`), to within `rate_tolerance`. Two rounds, as the
 single-replica planner's adaptive effort:
 1. every layout at `SCREEN_EFFORT` (the rule's window halved; warm-up and tail as at full effort);
-2. the leader and every layout whose rate interval reaches the leader's (a bootstrap over the window's batches,
-   `MaxRate.interval`) again at full effort, starting from its first answer.
+2. the leader and every layout whose rate interval reaches the leader's (the bootstrap over the window's batches
+   alone, `MaxRate.paired_interval`: every layout sees the same stream) again at full effort, starting from its
+   first answer.
 A layout screened out keeps its first-round rate and interval (`effort` says which).
 Candidates are ranked by output tokens/s per GPU at their rate (rate x mean output tokens / GPUs, as the
 single-replica planner's goodput). Which constraint binds is read off the first probe above the answer that
