@@ -31,7 +31,7 @@ import numpy as np
 
 from flopwise.cost.memory import memory_plan
 from flopwise.errors import InfeasibleError
-from flopwise.metrics.summary import RunSummary
+from flopwise.metrics.summary import RequestRecord, RunSummary
 from flopwise.plan.space import Candidate
 from flopwise.sim.config import SimConfig
 from flopwise.sim.max_rate import find_max_rate, probe_rate, widen_log
@@ -224,7 +224,8 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     cand = e.candidate
     config = SimConfig(enable_prefix_caching=cand.prefix_caching, seed=seed)
     p = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica, size)
-    tpots = _window_tpots(p, size)
+    window = _window(p, size)
+    tpots = _tpots(window)
     if not tpots:
         return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=0.0,
                          interval=(0.0, 0.0), paired_interval=(0.0, 0.0), p95_ttft_ms=None, p95_tpot_ms=None,
@@ -239,20 +240,23 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
     lo, hi = np.percentile(boot, [tail, 100 - tail])
     paired = (float(min(lo, point)), float(max(hi, point)))
     step = probe_rate(cand.deployment, workload_at, sla, config, rule, rate_per_replica * AT_LOAD_STEP, size)
-    stepped = _window_tpots(step, size)
+    stepped = _tpots(_window(step, size))
     eta = max(0.0, math.log(point / _per_user(stepped)) / math.log(AT_LOAD_STEP)) if stepped else 0.0
     # the speed follows the decode batch, so the window's load in tokens (not the prompts' squares a TTFT bound uses)
-    cv2 = load_cv2(p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests])
-    widened = widen_log(point, *paired, rule.z * eta * math.sqrt(cv2 / max(1, p.num_window_requests)))
+    widened = widen_log(point, *paired, rule.z * eta * math.sqrt(load_cv2(window) / max(1, len(window))))
     return LoadPoint(rate_per_replica=rate_per_replica, replicas=replicas, tokens_per_s_per_user=point,
                      interval=widened, paired_interval=paired,
                      p95_ttft_ms=p.summary.ttft_ms.p95, p95_tpot_ms=p.summary.tpot_ms.p95,
                      sustained=p.ok, num_simulated_requests=p.num_requests + step.num_requests)
 
 
-def _window_tpots(p: Probe, size: ProbeSize) -> list[float]:
-    """The TPOT (ms) of each completed request of the probe's window that has one."""
-    window = p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
+def _window(p: Probe, size: ProbeSize) -> list[RequestRecord]:
+    """The probe's measured window (the records `steady.measure` judged)."""
+    return p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
+
+
+def _tpots(window: list[RequestRecord]) -> list[float]:
+    """The TPOT (ms) of each completed request of the window that has one."""
     return [t for r in window if r.ok and (t := r.tpot_ms) is not None]
 
 
