@@ -13,7 +13,17 @@ from flopwise.cost.batch import BatchShape, causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
 from flopwise.cost.parallel import allreduce_time
-from flopwise.cost.step import _combine, _device_s, _run, decode_step_time, full_step_time, host_s, roofs
+from flopwise.cost.step import (
+    _combine,
+    _device_s,
+    _microbatches,
+    _round_shape,
+    _run,
+    decode_step_time,
+    full_step_time,
+    host_s,
+    roofs,
+)
 from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
 from flopwise.specs.engine import get_engine
@@ -426,7 +436,7 @@ def test_step_time_equals_breakdown_sum():
 
 @pytest.mark.parametrize("model,gpu,kw", [
     ("llama-3.1-8b", "h100-sxm", {}),
-    ("llama-3.1-70b", "h200", {"tp": 4, "pp": 2, "num_gpus": 8}),
+    ("llama-3.1-70b", "h200", {"tp": 4, "pp": 2, "num_gpus": 8}),  # a round of two micro-batches (vLLM V1)
     ("qwen3-30b-a3b", "h100-sxm", {"tp": 2}),
     ("gemma-3-27b", "h100-sxm", {}),  # sliding-window groups
     ("deepseek-v3", "h200", {"tp": 8, "weights": "fp8"}),  # MLA, block-FP8 activation quantization launches
@@ -441,7 +451,8 @@ def test_step_time_equals_breakdown_sum():
 ])
 def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
     """`step_time` looks its non-attention operators up by token count and logits; its total is `_run`'s, bit for
-    bit, on prefill, mixed and decode steps."""
+    bit, on prefill, mixed and decode steps (a pipelined replica's: `_run`'s of one micro-batch, the engine core's
+    work once per micro-batch)."""
     dep = deployment(model, gpu, **kw)
     windows = layout(dep).windows
     rnd = random.Random(0)
@@ -452,7 +463,9 @@ def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
             continue
         logits = len(rows) - rnd.choice((0, 0, 1)) if len(rows) > 1 else 1
         shape = BatchShape(sum(n for n, _ in rows), len(rows), logits, {w: span_work(rows, w) for w in windows})
-        full = _combine(dep, _device_s(dep, shape, _run(dep, shape, False)), host_s(dep, shape))
+        m = _microbatches(dep, shape.num_seqs)
+        part = _round_shape(shape, m) if m > 1 else shape
+        full = _combine(dep, _device_s(dep, part, _run(dep, part, False)), m * host_s(dep, part))
         assert step_time(dep, shape) == full
 
 

@@ -699,11 +699,42 @@ def _passes_step_s(dep: Deployment, shape: BatchShape, n: int) -> float:
     return _combine(dep, device, host_s(dep, shape))
 
 
+def _microbatches(dep: Deployment, num_seqs: int) -> int:
+    """Micro-batches a step of `num_seqs` sequences runs as on a pipelined replica (`Deployment.pipeline_batches`):
+    min(pp, num_seqs), else 1. A sequence is in one micro-batch at a time (it needs its last token to go on)."""
+    k = dep.pipeline_batches
+    return min(k, num_seqs) if k > 1 and num_seqs > 1 else 1
+
+
+def _round_shape(shape: BatchShape, m: int) -> BatchShape:
+    """One of `m` even micro-batches of `shape`: ceil(x / m) of its tokens, sequences, logits and each span's
+    attention sums."""
+    def part(v: int) -> int:
+        return -(-v // m)
+    work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
+                             part(a.decode_kv_read)) for w, a in shape.attention.items()}
+    return BatchShape(part(shape.num_tokens), part(shape.num_seqs), part(shape.num_logits), work)
+
+
+def _round_s(dep: Deployment, shape: BatchShape, m: int) -> float:
+    """A step of a pipelined replica (`_microbatches` m > 1) as one round of m even micro-batches: each goes through
+    every stage (the device seconds of the whole model at its share, p2p sends included) while the others fill the
+    stages it is not in, so the round takes one micro-batch's pass; the engine core prepares each micro-batch in
+    turn (m times the host work of one). Micro-batches are taken even: a prompt chunk larger than its share holds
+    its own micro-batch longer, which this does not price."""
+    part = _round_shape(shape, m)
+    return _combine(dep, _pass_device_s(dep, part), m * host_s(dep, part))
+
+
 def step_time(dep: Deployment, shape: BatchShape) -> float:
     """Seconds for one engine step (fast path: no breakdown). Where every operator but attention depends on the
     step's tokens or logits alone (`_token_terms`), those are looked up per token count and only attention is
     priced: the same operators added in the same order, so the same float as `_run`'s total. A step of more tokens
-    than the engine computes at once runs as several passes (`_passes`)."""
+    than the engine computes at once runs as several passes (`_passes`); a pipelined replica's as one round of its
+    micro-batches (`_round_s`)."""
+    m = _microbatches(dep, shape.num_seqs)
+    if m > 1:
+        return _round_s(dep, shape, m)
     T = shape.num_tokens
     n = _passes(dep, T)
     if n > 1:  # (a deployment with passes has one attention group: `Deployment` refuses them with dp > 1)
@@ -723,7 +754,8 @@ def full_step_time(dep: Deployment, num_tokens: int, num_seqs: int, num_logits: 
     attention layers all attend every token, without building the shape (the simulator prices every step that
     is not a plain decode run this way)."""
     fast = _by_tokens(dep)
-    if fast is None or not num_tokens or 0 < fast.ubatch < num_tokens:  # (`_passes` > 1: the general path)
+    if fast is None or not num_tokens or 0 < fast.ubatch < num_tokens or _microbatches(dep, num_seqs) > 1:
+        # (`_passes` > 1, a round of micro-batches: the general path)
         return step_time(dep, BatchShape(num_tokens, num_seqs, num_logits, {None: AttentionWork(*work)}))
     return _fast_step_s(dep, fast, num_tokens, num_seqs, num_logits, [work] * len(fast.groups))
 
@@ -876,10 +908,10 @@ class _DecodeBase:
 
 @lru_cache(maxsize=8192)
 def _decode_base(dep: Deployment, b: int) -> _DecodeBase | None:
-    """None where attention is not the only operator that reads the context (a DSA indexer), or where two-batch
-    overlap ties the collectives' hidden share to it."""
+    """None where attention is not the only operator that reads the context (a DSA indexer), where two-batch
+    overlap ties the collectives' hidden share to it, or where the step is a round of micro-batches."""
     lay = layout(dep)
-    if any(g.attn.index_pair_flops for g in lay.groups) or _passes(dep, b) > 1 or (
+    if any(g.attn.index_pair_flops for g in lay.groups) or _passes(dep, b) > 1 or _microbatches(dep, b) > 1 or (
             dep.two_batch_overlap and (dep.dp > 1 or dep.ep > 1) and any(g.is_moe for g in lay.groups)):
         return None
     shape = BatchShape(b, b, b, {None: AttentionWork(0, 0, b, 0)})
@@ -967,7 +999,13 @@ def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Seconds for one engine step with its per-operator breakdown. `step_overhead_s` is everything outside
     the operators: the hardware's fixed per-step cost, eager launches and the engine core's CPU time that the
-    device does not hide."""
+    device does not hide. A pipelined replica's step (`_round_s`): one micro-batch's operators, the round's time."""
+    m = _microbatches(dep, shape.num_seqs)
+    if m > 1:
+        part = _round_shape(shape, m)
+        acc = _run(dep, part, True)
+        total = _combine(dep, _device_s(dep, part, acc), m * host_s(dep, part))
+        return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)
     n = _passes(dep, shape.num_tokens)
     if n > 1:  # several passes (`_passes`): their operators summed
         first, last = _pass_shapes(shape, n)

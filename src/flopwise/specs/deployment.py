@@ -198,15 +198,24 @@ class Deployment:
 
     @property
     def running_limit(self) -> int:
-        """Sequences the replica runs at once: max_num_seqs per attention group."""
-        return self.max_num_seqs * self.dp
+        """Sequences the replica runs at once: max_num_seqs per attention group, and per pipeline micro-batch where
+        each has its own (`EngineProfile.pp_microbatches` "each")."""
+        each = self.pipeline_batches if self.engine.pp_microbatches == "each" else 1
+        return self.max_num_seqs * self.dp * each
 
     @property
     def token_budget(self) -> int:
         """Tokens the replica schedules per step: max_num_batched_tokens per attention group, or its share of it
         where the engine divides the budget among data-parallel attention ranks (`EngineProfile.dp_attention_chunk`:
-        SGLang's chunked_prefill_size // dp_size)."""
-        return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp
+        SGLang's chunked_prefill_size // dp_size); a pipelined replica's step is a round of its micro-batches, each
+        scheduled within the budget (`pipeline_batches`)."""
+        return self.engine.rank_tokens(self.max_num_batched_tokens, self.dp) * self.dp * self.pipeline_batches
+
+    @property
+    def pipeline_batches(self) -> int:
+        """Batches in flight in the replica's pipeline: pp where the engine keeps a micro-batch in each stage
+        (`EngineProfile.pp_microbatches`), else 1 (one batch through the stages in turn)."""
+        return self.pp if self.pp > 1 and self.engine.pp_microbatches != "none" else 1
 
     @property
     def batch_from_workload(self) -> bool:

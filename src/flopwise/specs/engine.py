@@ -66,6 +66,7 @@ DP_FRONTENDS = ("none", "shared", "per_rank")  # FrontendCosts.data_parallel
 DP_ATTENTION_CHUNKS = ("whole", "split", "halved")  # EngineProfile.dp_attention_chunk
 SYNC_KINDS = ("pp", "speculative", "linear_state", "multinode")  # HostCosts.sync_with
 SPEC_SCORINGS = ("batched", "expand", "expand_with_graphs")  # EngineProfile.spec_scoring
+PP_MICROBATCHES = ("none", "each", "shared")  # EngineProfile.pp_microbatches
 # the engines' flags for a server's API-process count (the catalog's launch flag `api_servers`), for messages
 API_SERVER_FLAGS = "vLLM --api-server-count from 0.9.1, SGLang --tokenizer-worker-num from 0.5.2"
 # 0.11.2, v0.9, 0.10.1.1 (vLLM's hotfix releases), 0.5.6.post1, 0.11.0rc2, 0.20.0.dev1, llama.cpp build b4000; a
@@ -859,6 +860,13 @@ class EngineProfile:
     # reading its own context: vLLM V0's batch-expansion scorer), "expand_with_graphs" (expand where the engine
     # captures CUDA graphs, batched where it runs eagerly: vLLM 0.6.3-0.7's MQA scorer, eager only)
     spec_scoring: str = "batched"
+    # what a replica of pp > 1 pipeline stages keeps in flight: "none" (one batch, its stages in turn: llama.cpp's
+    # layer split), "each" (pp micro-batches, each with the engine's batch limits: TensorRT-LLM's numMicroBatches =
+    # pp with a capacity of max_batch_size x pp, vLLM V0's pp virtual engines each with its own scheduler and
+    # max_num_seqs), "shared" (pp batches under one running limit: vLLM V1's batch queue of max_concurrent_batches =
+    # pp, SGLang's micro-batches of max_running_requests // pp_size). `cost/step.py` prices a step of such an engine
+    # as one round of its micro-batches (`pipeline_rounds`)
+    pp_microbatches: str = "none"
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
@@ -938,6 +946,8 @@ class EngineProfile:
         check_text(self.dp_attention_chunk, f"engine {self.family}: dp_attention_chunk",
                    choices=DP_ATTENTION_CHUNKS, error=SpecError)
         check_text(self.spec_scoring, f"engine {self.family}: spec_scoring", choices=SPEC_SCORINGS, error=SpecError)
+        check_text(self.pp_microbatches, f"engine {self.family}: pp_microbatches", choices=PP_MICROBATCHES,
+                   error=SpecError)
         number(self.dp_attention_conservativeness, f"engine {self.family}: dp_attention_conservativeness", lo=0,
                lo_open=True, error=SpecError)
         if self.adp_balance_iters:
@@ -1261,7 +1271,7 @@ _FAMILY_KEYS = {"name", "aliases", "default_version", "first_release", "base", "
 _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "kernels", "batch_defaults",
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
-                 "dp_attention_chunk", "dp_attention_conservativeness", "spec_scoring",
+                 "dp_attention_chunk", "dp_attention_conservativeness", "spec_scoring", "pp_microbatches",
                  "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
                  "gguf_lacks", "fallback", "fallback_label", "sources", "since", "source"}
 
@@ -1412,6 +1422,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             dp_attention_chunk=str(table.get("dp_attention_chunk", "whole")),
             dp_attention_conservativeness=float(table.get("dp_attention_conservativeness", 1.0)),
             spec_scoring=str(table.get("spec_scoring", "batched")),
+            pp_microbatches=str(table.get("pp_microbatches", "none")),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
             bench_batch=BenchBatch(**table["bench_batch"]) if table.get("bench_batch") else None,
