@@ -17,8 +17,8 @@ from flopwise.cost.step import (
     _combine,
     _device_s,
     _microbatches,
-    _round_shape,
     _run,
+    _share,
     decode_step_time,
     full_step_time,
     host_s,
@@ -311,7 +311,9 @@ def test_nvfp4_mlp_keeps_the_attention_projections_16_bit():
     hw = get_hardware("b200")
     r = roofs(mlp)
     assert r.proj_rate == pytest.approx(hw.peak_tflops["bf16"] * 1e12 * hw.efficiency.compute_max)
-    assert r.linear_rate == roofs(fp4).linear_rate and r.dense_rate == r.linear_rate  # the MLPs: NVFP4's rate
+    assert r.linear_rate == roofs(fp4).linear_rate  # the routed experts: NVFP4's rate
+    # the dense and shared MLPs: NVFP4's standalone linear layers (`fp4_linear_factor`, 0.72 on B200)
+    assert r.dense_rate == pytest.approx(r.linear_rate * hw.efficiency.fp4_linear_factor, rel=1e-12)
     shape = prefill_shape(1, 4096, lm.windows)
     ops = [o for o in step_cost(mlp, shape).ops if o.name == "qkv_o_proj"]
     m, half = 4096, hw.efficiency.compute_half_m
@@ -464,7 +466,7 @@ def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
         logits = len(rows) - rnd.choice((0, 0, 1)) if len(rows) > 1 else 1
         shape = BatchShape(sum(n for n, _ in rows), len(rows), logits, {w: span_work(rows, w) for w in windows})
         m = _microbatches(dep, shape.num_seqs)
-        part = _round_shape(shape, m) if m > 1 else shape
+        part = _share(shape, m) if m > 1 else shape
         full = _combine(dep, _device_s(dep, part, _run(dep, part, False)), m * host_s(dep, part))
         assert step_time(dep, shape) == full
 

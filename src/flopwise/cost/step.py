@@ -230,9 +230,10 @@ class Roofs:
     moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
-    dense_rate: float  # linear_rate, or, where the format covers the routed experts alone (experts_only: gpt-oss's
-    #                    MXFP4 checkpoints), the 16-bit rate the other GEMMs (projections, dense and shared MLPs, the
-    #                    LM head) run at: their weights and activations are 16-bit, no dequantization
+    dense_rate: float  # linear_rate (times the device's `fp4_linear_factor` in FP4 math), or, where the format
+    #                    covers the routed experts alone (experts_only: gpt-oss's MXFP4 checkpoints), the 16-bit rate
+    #                    the other GEMMs (projections, dense and shared MLPs, the LM head) run at: their weights and
+    #                    activations are 16-bit, no dequantization
     proj_rate: float  # dense_rate, or the 16-bit rate where the format leaves the attention projections 16-bit
     #                   (attention_16bit: NVIDIA's first DeepSeek-R1 NVFP4 checkpoint)
     attention_rate: float  # peak_attn * attention_compute_max
@@ -306,7 +307,9 @@ def roofs(dep: Deployment) -> Roofs:
     cc_rate = peak_cc * kf.decode_cuda_core_compute if cc_groups else 0.0
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     linear_rate = nominal * factor * e.compute_max * gemm_eff
-    nominal_dense, dense_rate = nominal, linear_rate
+    # FP4 math in standalone linear layers, each behind its activations' quantization (`fp4_linear_factor`)
+    quant = e.fp4_linear_factor if linear_dtype == "fp4" and compute == linear_dtype and not block else 1.0
+    nominal_dense, dense_rate = nominal, linear_rate * quant
     peak16 = hw.peak_flops(default16(hw))
     if wf.experts_only and not block:  # (a GGUF file's other matrices are Q8_0, run by the same quantized matmuls)
         nominal_dense, dense_rate = peak16, peak16 * e.compute_max
@@ -669,17 +672,23 @@ def _passes(dep: Deployment, num_tokens: int) -> int:
     return -(-num_tokens // u) if u and num_tokens > u else 1
 
 
+def _share(shape: BatchShape, n: int) -> BatchShape:
+    """One of `n` even parts of `shape`: ceil(x / n) of its tokens, sequences (at least one), logits and each span's
+    attention sums."""
+    def part(v: int) -> int:
+        return -(-v // n)
+    work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
+                             part(a.decode_kv_read)) for w, a in shape.attention.items()}
+    return BatchShape(part(shape.num_tokens), max(1, part(shape.num_seqs)), part(shape.num_logits), work)
+
+
 def _pass_shapes(shape: BatchShape, n: int) -> tuple[BatchShape, BatchShape]:
     """A step run as `n` passes (llama.cpp's ubatches), as two shapes: each of the first n - 1 passes, and the last.
     Every pass takes ceil(x / n) of the step's tokens, sequences and each span's attention sums x (one prompt's
     causal pairs grow from pass to pass; their sum is the step's); the logits are all in the last pass (a prompt's
     output row is its last token, and a pass without outputs skips the LM head)."""
-    def part(v: int) -> int:
-        return -(-v // n)
-    work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
-                             part(a.decode_kv_read)) for w, a in shape.attention.items()}
-    tokens, seqs = part(shape.num_tokens), max(1, part(shape.num_seqs))
-    return BatchShape(tokens, seqs, 0, work), BatchShape(tokens, seqs, shape.num_logits, work)
+    each = _share(shape, n)
+    return replace(each, num_logits=0), replace(each, num_logits=shape.num_logits)
 
 
 def _pass_device_s(dep: Deployment, shape: BatchShape) -> float:
@@ -706,23 +715,13 @@ def _microbatches(dep: Deployment, num_seqs: int) -> int:
     return min(k, num_seqs) if k > 1 and num_seqs > 1 else 1
 
 
-def _round_shape(shape: BatchShape, m: int) -> BatchShape:
-    """One of `m` even micro-batches of `shape`: ceil(x / m) of its tokens, sequences, logits and each span's
-    attention sums."""
-    def part(v: int) -> int:
-        return -(-v // m)
-    work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
-                             part(a.decode_kv_read)) for w, a in shape.attention.items()}
-    return BatchShape(part(shape.num_tokens), part(shape.num_seqs), part(shape.num_logits), work)
-
-
 def _round_s(dep: Deployment, shape: BatchShape, m: int) -> float:
     """A step of a pipelined replica (`_microbatches` m > 1) as one round of m even micro-batches: each goes through
     every stage (the device seconds of the whole model at its share, p2p sends included) while the others fill the
     stages it is not in, so the round takes one micro-batch's pass; the engine core prepares each micro-batch in
     turn (m times the host work of one). Micro-batches are taken even: a prompt chunk larger than its share holds
     its own micro-batch longer, which this does not price."""
-    part = _round_shape(shape, m)
+    part = _share(shape, m)
     return _combine(dep, _pass_device_s(dep, part), m * host_s(dep, part))
 
 
@@ -1002,7 +1001,7 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     device does not hide. A pipelined replica's step (`_round_s`): one micro-batch's operators, the round's time."""
     m = _microbatches(dep, shape.num_seqs)
     if m > 1:
-        part = _round_shape(shape, m)
+        part = _share(shape, m)
         acc = _run(dep, part, True)
         total = _combine(dep, _device_s(dep, part, acc), m * host_s(dep, part))
         return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)

@@ -81,6 +81,10 @@ class EfficiencyProfile:
     compute_max: float = 0.75
     compute_half_m: float = 2.0
     low_precision_compute_factor: float = 0.75
+    # the share of the FP4 roof a standalone NVFP4 linear layer reaches here behind the kernel that quantizes its
+    # activations (bf16 -> e2m1 with an e4m3 scale per 16) before each GEMM; routed experts, whose fused MoE kernels
+    # quantize each token once, keep the roof (`cost/step.py` Roofs.dense_rate)
+    fp4_linear_factor: float = 1.0
     attention_compute_max: float = 0.70
     overlap_exponent: float = 1.5
     bandwidth_max: float = 0.85
@@ -94,7 +98,8 @@ class EfficiencyProfile:
     source: str = "default GPU profile fitted to benchmarks/data/measured-dev.csv by benchmarks/fit_defaults.py"
 
     def __post_init__(self) -> None:
-        for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor"):
+        for name in ("compute_max", "attention_compute_max", "bandwidth_max", "low_precision_compute_factor",
+                     "fp4_linear_factor"):
             number(getattr(self, name), f"efficiency {name}", lo=0, hi=1, lo_open=True, error=SpecError)
         number(self.overlap_exponent, "efficiency overlap_exponent", lo=1, error=SpecError)
         number(self.moe_kernel_overhead_scale, "efficiency moe_kernel_overhead_scale", lo=0, lo_open=True,
