@@ -4,11 +4,13 @@ batch limits per round and a step priced as one round of micro-batches (`cost/st
 from dataclasses import replace
 
 import pytest
+from rich.console import Console
 
 from flopwise.api import deployment
 from flopwise.cost import decode_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.step import _combine, _device_s, _run, host_s
+from flopwise.report.simulate_report import render_simulation
 from flopwise.sim import simulate
 from flopwise.workload import build_workload
 
@@ -76,3 +78,18 @@ def test_max_load_throughput_of_a_pipelined_replica():
     piped = simulate(dep, wl).metrics().output_tokens_per_s
     flat = simulate(_none(dep), wl).metrics().output_tokens_per_s
     assert 1.5 < piped / flat < 4.0
+
+
+def test_the_report_names_the_stages_and_their_micro_batches():
+    dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, pp=2, num_gpus=8, engine="trtllm@1.0", weights="fp8")
+    wl = build_workload(num_requests=20, input_len=128, output_len=16, request_rate=float("inf"))
+    summary = simulate(dep, wl).summary()
+    assert summary["setup"]["pp"] == 2 and summary["setup"]["pipeline_batches"] == 2
+    console = Console(record=True, width=200)
+    render_simulation(console, summary)
+    assert "tp=4, pp=2, 2 micro-batches in flight" in console.export_text()
+    flat = simulate(_none(dep), wl).summary()
+    assert flat["setup"]["pipeline_batches"] == 1
+    console = Console(record=True, width=200)
+    render_simulation(console, flat)
+    assert "tp=4, pp=2, replicas=1" in console.export_text()

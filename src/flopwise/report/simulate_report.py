@@ -17,8 +17,11 @@ def _fmt(v: float | None, unit: str = "") -> str:
 
 
 def _ep(st: dict[str, Any]) -> str:
-    """Expert parallelism, data-parallel attention and nodes where used (older summaries have no such keys)."""
-    parts = [f"{k}={st[k]:g}" for k in ("dp", "ep", "expert_skew", "nodes") if st.get(k, 1) != 1]
+    """Pipeline stages (and the micro-batches the engine keeps in them), expert parallelism, data-parallel attention
+    and nodes where used (older summaries have no such keys)."""
+    parts = [f"{k}={st[k]:g}" for k in ("pp", "dp", "ep", "expert_skew", "nodes") if st.get(k, 1) != 1]
+    if (mb := st.get("pipeline_batches", 1)) > 1:
+        parts.append(f"{mb} micro-batches in flight")
     return ", " + ", ".join(parts) if parts else ""
 
 

@@ -140,6 +140,8 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
     plan = memory_plan(d)
     setup: dict[str, Any] = {
         "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "dp": d.dp,
+        # micro-batches a step runs as at most (pp where the engine keeps one in every stage: a round of them)
+        "pipeline_batches": d.pipeline_batches,
         "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes,
         "replicas": d.replicas, "replicas_per_server": d.replicas_per_server, "weights": d.weights.name,
         "kv": d.kv.name, "workload": workload.name,
