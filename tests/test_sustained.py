@@ -83,6 +83,8 @@ def test_probe_takes_the_prompts_squares_where_ttft_binds():
         p = probe_rate(dep, chat, parse_sla(bound), SimConfig(), SteadyRule(), 5.0, size)
         window = p.result.records[50:250]
         got[bound] = (p.load_cv2, load_cv2(window, waiting=True), load_cv2(window))
+        # the probe's JSON says which work it measured
+        assert p.to_dict()["load_work"] == ("prompt_tokens_squared" if "ttft" in bound else "tokens")
     ttft, tpot = got["p95_ttft<=2000ms"], got["p95_tpot<=100ms"]
     assert ttft[0] == pytest.approx(ttft[1]) and tpot[0] == pytest.approx(tpot[2])
     assert ttft[0] > 2 * tpot[0]

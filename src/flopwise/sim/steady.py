@@ -72,7 +72,9 @@ from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.sim.simulate import RunResult
 from flopwise.specs.sla import SLA, Objective
 
-__all__ = ["SteadyRule", "ProbeSize", "Probe", "load_cv2", "measure"]
+__all__ = ["SteadyRule", "ProbeSize", "Probe", "LOAD_WORKS", "load_cv2", "measure"]
+
+LOAD_WORKS = ("tokens", "prompt_tokens_squared")  # `load_cv2`'s work per request, indexed by `waiting`
 
 _FLOOR = 1e-3  # scores below this are "far from any limit" (log-interpolation needs a positive number)
 
@@ -174,6 +176,7 @@ class Probe:
     # CV^2 of the window's inter-arrival gaps + CV^2 of its requests' input + output tokens, or of their prompt
     # tokens squared where a TTFT objective binds the probe (module docstring, `load_cv2`)
     load_cv2: float
+    load_work: str = "tokens"  # the work load_cv2 measured: "tokens" or "prompt_tokens_squared" (LOAD_WORKS)
     result: RunResult = field(repr=False, compare=False)
 
     @property
@@ -213,7 +216,8 @@ class Probe:
                 "num_requests": self.num_requests, "num_window_requests": self.num_window_requests,
                 "window_s": list(self.window_s), "sla_ratio": self.ratio,
                 "backlog_growth_per_s": self.backlog_growth_per_s, "backlog_growth_se": self.backlog_growth_se,
-                "backlog_ok": self.backlog_ok, "objectives_ms": self.values, "load_cv2": self.load_cv2}
+                "backlog_ok": self.backlog_ok, "objectives_ms": self.values, "load_cv2": self.load_cv2,
+                "load_work": self.load_work}
 
 
 def _backlog_slope(records: list[RequestRecord], window: list[RequestRecord],
@@ -337,8 +341,9 @@ def measure(result: RunResult, sla: SLA, rate: float, size: ProbeSize, rule: Ste
         samples = np.maximum(samples, boot / o.limit_ms)
     summary = summarize(window, sla)
     slope, se = _backlog_slope(records, window, rule.num_batches)
+    waiting = binding is not None and binding.metric == "ttft"
     return Probe(rate=rate, num_requests=len(records), window_s=(window[0].arrival_at, window[-1].arrival_at),
-                 load_cv2=load_cv2(window, waiting=binding is not None and binding.metric == "ttft"),
+                 load_cv2=load_cv2(window, waiting=waiting), load_work=LOAD_WORKS[waiting],
                  num_window_requests=len(window), ratio=ratio, values=values, backlog_growth_per_s=slope,
                  backlog_growth_se=se, backlog_tolerance=rule.backlog_tolerance, z=rule.z, ratio_samples=samples,
                  summary=summary, result=result)
