@@ -17,12 +17,14 @@ from flopwise.cost.step import (
     _combine,
     _device_s,
     _microbatches,
+    _prompt_part,
     _run,
     _share,
     decode_step_time,
     full_step_time,
     host_s,
     roofs,
+    round_host_s,
 )
 from flopwise.errors import SpecError
 from flopwise.sim.shape import ShapeBuilder
@@ -466,9 +468,9 @@ def test_step_time_by_token_count_is_the_full_cost_to_the_bit(model, gpu, kw):
         logits = len(rows) - rnd.choice((0, 0, 1)) if len(rows) > 1 else 1
         shape = BatchShape(sum(n for n, _ in rows), len(rows), logits, {w: span_work(rows, w) for w in windows})
         m = _microbatches(dep, shape.num_seqs)
-        part = _share(shape, m) if m > 1 else shape
-        full = _combine(dep, _device_s(dep, part, _run(dep, part, False)), m * host_s(dep, part))
-        assert step_time(dep, shape) == full
+        parts = [_share(shape, m), _prompt_part(shape, m)] if m > 1 else [shape]
+        device = max(_device_s(dep, p, _run(dep, p, False)) for p in parts if p is not None)
+        assert step_time(dep, shape) == _combine(dep, device, round_host_s(dep, shape))
 
 
 @pytest.mark.parametrize("model,gpu,kw", [

@@ -7,11 +7,15 @@ import pytest
 from rich.console import Console
 
 from flopwise.api import deployment
-from flopwise.cost import decode_shape, step_time
+from flopwise.cost import batch_shape, decode_shape, step_cost, step_time
 from flopwise.cost.layout import layout
 from flopwise.cost.step import _combine, _device_s, _run, host_s
+from flopwise.launch import LaunchTarget, render
 from flopwise.report.simulate_report import render_simulation
 from flopwise.sim import simulate
+from flopwise.sim.config import SimConfig
+from flopwise.sim.sglang_scheduler import sglang_settings
+from flopwise.specs.engine import get_engine
 from flopwise.workload import build_workload
 
 
@@ -93,3 +97,50 @@ def test_the_report_names_the_stages_and_their_micro_batches():
     console = Console(record=True, width=200)
     render_simulation(console, flat)
     assert "tp=4, pp=2, replicas=1" in console.export_text()
+
+
+@pytest.mark.parametrize("engine,flag", [
+    ("vllm@0.15", "--max-num-batched-tokens 8192"),
+    ("sglang@0.5.6", "--chunked-prefill-size 8192"),
+])
+def test_a_pipelined_launch_keeps_the_budget_per_micro_batch(engine, flag):
+    """The round holds a budget per micro-batch (`token_budget` doubles at pp 2), but the flag the engine takes is
+    the budget of one micro-batch: the launch command renders that, not the round's."""
+    dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, pp=2, num_gpus=8, engine=engine, max_num_batched_tokens=8192)
+    assert dep.token_budget == 16384
+    t = LaunchTarget(deployment=dep, model_id="meta-llama/Llama-3.1-70B", max_model_len=4096, max_prompt_len=2048)
+    cmd = render(t, get_engine(engine)).command
+    assert flag in cmd and "16384" not in cmd
+
+
+def test_a_prompt_chunk_stays_whole_in_its_micro_batch():
+    """An 8,192-token prompt alone runs its stages in turn; with one decode row beside it the round is two
+    micro-batches, but the prompt's is the whole chunk: the round is no faster than the prompt alone (a share of
+    the chunk per micro-batch would have halved it)."""
+    for engine in ("trtllm@1.0", "vllm@0.15"):
+        dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, pp=2, num_gpus=8, engine=engine, weights="fp8")
+        w = layout(dep).windows
+        alone = batch_shape([(8192, 0)], w)
+        beside = batch_shape([(8192, 0), (1, 1000)], w)
+        assert step_time(dep, beside) >= step_time(dep, alone)
+        # many prompts spread over the micro-batches: eight 1,024-token prompts run as two micro-batches of four
+        eight = batch_shape([(1024, 0)] * 8, w)
+        assert step_time(dep, eight) < 0.75 * step_time(_none(dep), eight)
+
+
+def test_a_rounds_breakdown_counts_every_micro_batchs_work():
+    """`step_cost` of a round: the FLOPs of the whole step (its micro-batches' together, as the stages-in-turn
+    breakdown counts them), the round's time, and an overhead of what the round takes beyond a GPU's share."""
+    dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, pp=2, num_gpus=8, engine="trtllm@1.0", weights="fp8")
+    shape = decode_shape(128, 2048, layout(dep).windows)
+    piped, flat = step_cost(dep, shape), step_cost(_none(dep), shape)
+    assert piped.flops == pytest.approx(flat.flops, rel=1e-9)
+    assert piped.time_s == pytest.approx(step_time(dep, shape), rel=1e-12)
+    assert piped.step_overhead_s == pytest.approx(piped.time_s - sum(o.time_s for o in piped.ops) / 2, rel=1e-9)
+
+
+def test_sglangs_chunk_is_per_micro_batch():
+    dep = deployment("llama-3.1-70b", "h100-sxm", tp=4, pp=2, num_gpus=8, engine="sglang@0.5.6")
+    one = deployment("llama-3.1-70b", "h100-sxm", tp=4, num_gpus=4, engine="sglang@0.5.6")
+    chunk = sglang_settings(dep, SimConfig())["chunked_prefill_size"]
+    assert chunk == 2 * sglang_settings(one, SimConfig())["chunked_prefill_size"]

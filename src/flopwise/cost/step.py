@@ -18,6 +18,12 @@ hides behind it:
     step_s = device_s + host_s                  (synchronous loop)
     step_s = max(device_s, host_s)              (async scheduling: the next step is prepared during this one)
 
+A pipelined replica whose engine keeps a micro-batch in every stage (`EngineProfile.pp_microbatches`) runs a step
+of S sequences as a round of m = min(pp, S) micro-batches, each through every stage while the others fill the rest:
+
+    device_s = max(device_s(S / m), device_s(its prompt chunks, whole, over min(chunks, m) micro-batches))
+    host_s   = m * host_s(S / m)                (the engine core prepares each micro-batch in turn)
+
 Engine kernel factors (`KernelFactors`): fused-MoE expert weights stream at `moe_bandwidth` of the dense
 rate and their grouped GEMMs compute at `moe_compute` of the dense GEMM rate, times w / (w + w_half) for an expert
 sliced w wide on each GPU (intermediate / moe_tp; `EfficiencyProfile.moe_compute_half_width`); AWQ / GPTQ weights
@@ -674,12 +680,13 @@ def _passes(dep: Deployment, num_tokens: int) -> int:
 
 def _share(shape: BatchShape, n: int) -> BatchShape:
     """One of `n` even parts of `shape`: ceil(x / n) of its tokens, sequences (at least one), logits and each span's
-    attention sums."""
+    attention sums (and of its busiest attention group's, where data-parallel attention groups are uneven)."""
     def part(v: int) -> int:
         return -(-v // n)
     work = {w: AttentionWork(part(a.prefill_pairs), part(a.prefill_kv_read), part(a.decode_pairs),
                              part(a.decode_kv_read)) for w, a in shape.attention.items()}
-    return BatchShape(part(shape.num_tokens), max(1, part(shape.num_seqs)), part(shape.num_logits), work)
+    busiest = _share(shape.busiest, n) if shape.busiest is not None else None
+    return BatchShape(part(shape.num_tokens), max(1, part(shape.num_seqs)), part(shape.num_logits), work, busiest)
 
 
 def _pass_shapes(shape: BatchShape, n: int) -> tuple[BatchShape, BatchShape]:
@@ -715,14 +722,42 @@ def _microbatches(dep: Deployment, num_seqs: int) -> int:
     return min(k, num_seqs) if k > 1 and num_seqs > 1 else 1
 
 
+def _prompt_part(shape: BatchShape, m: int) -> BatchShape | None:
+    """The heaviest micro-batch the step's prompt chunks make where a chunk stays whole (a sequence is in one
+    micro-batch): its n_p chunks over min(n_p, m) micro-batches, each ceil(1 / min(n_p, m)) of the chunks' tokens,
+    logits and prefill sums. The decode rows D are what a full-attention span's decode sums tell apart (pairs - KV
+    read: c + 1 against c per row), so n_p = S - D chunks hold T - D tokens; None without prompt tokens or without a
+    full-attention span to count by."""
+    full = shape.attention.get(None)
+    if full is None:
+        return None
+    d = full.decode_pairs - full.decode_kv_read
+    chunks = shape.num_seqs - d
+    if chunks < 1 or shape.num_tokens <= d:
+        return None
+    work = {w: AttentionWork(a.prefill_pairs, a.prefill_kv_read, 0, 0) for w, a in shape.attention.items()}
+    prompts = BatchShape(shape.num_tokens - d, chunks, max(0, shape.num_logits - d), work)
+    return _share(prompts, min(chunks, m))
+
+
+def round_host_s(dep: Deployment, shape: BatchShape) -> float:
+    """The engine core's CPU seconds for a step of `shape`: `host_s`, or on a pipelined replica (`_microbatches`
+    m > 1) the round's, its work for each of the m micro-batches in turn: m x host_s(one micro-batch)."""
+    m = _microbatches(dep, shape.num_seqs)
+    return m * host_s(dep, _share(shape, m)) if m > 1 else host_s(dep, shape)
+
+
 def _round_s(dep: Deployment, shape: BatchShape, m: int) -> float:
-    """A step of a pipelined replica (`_microbatches` m > 1) as one round of m even micro-batches: each goes through
+    """A step of a pipelined replica (`_microbatches` m > 1) as one round of m micro-batches: each goes through
     every stage (the device seconds of the whole model at its share, p2p sends included) while the others fill the
-    stages it is not in, so the round takes one micro-batch's pass; the engine core prepares each micro-batch in
-    turn (m times the host work of one). Micro-batches are taken even: a prompt chunk larger than its share holds
-    its own micro-batch longer, which this does not price."""
-    part = _share(shape, m)
-    return _combine(dep, _pass_device_s(dep, part), m * host_s(dep, part))
+    stages it is not in, so the round takes its heaviest micro-batch's pass: max(an even share, the heaviest the
+    prompt chunks make kept whole, `_prompt_part`); the engine core prepares each micro-batch in turn
+    (`round_host_s`). Pipeline fill (the first micro-batch waiting for the stages before it) is not priced."""
+    device = _pass_device_s(dep, _share(shape, m))
+    prompts = _prompt_part(shape, m)
+    if prompts is not None:
+        device = max(device, _pass_device_s(dep, prompts))
+    return _combine(dep, device, round_host_s(dep, shape))
 
 
 def step_time(dep: Deployment, shape: BatchShape) -> float:
@@ -998,13 +1033,16 @@ def decode_step_timer(dep: Deployment, num_seqs: int) -> Callable[[int], float]:
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Seconds for one engine step with its per-operator breakdown. `step_overhead_s` is everything outside
     the operators: the hardware's fixed per-step cost, eager launches and the engine core's CPU time that the
-    device does not hide. A pipelined replica's step (`_round_s`): one micro-batch's operators, the round's time."""
+    device does not hide. A pipelined replica's step (`_round_s`): the round's time and the operators of its m
+    micro-batches (an even share's, m times: the stages' work together, as a pass through the stages in turn
+    reports it), each GPU doing 1/pp of them; its overhead is what the round takes beyond a GPU's share
+    (pipeline bubbles and a prompt chunk's longer pass included)."""
     m = _microbatches(dep, shape.num_seqs)
     if m > 1:
-        part = _share(shape, m)
-        acc = _run(dep, part, True)
-        total = _combine(dep, _device_s(dep, part, acc), m * host_s(dep, part))
-        return StepCost(time_s=total, ops=tuple(acc.ops), step_overhead_s=total - acc.total)
+        acc = _run(dep, _share(shape, m), True)
+        total = _round_s(dep, shape, m)
+        ops = tuple(replace(o, **{a: m * getattr(o, a) for a in _OP_SUMS}) for o in acc.ops)
+        return StepCost(time_s=total, ops=ops, step_overhead_s=total - m * acc.total / dep.pp)
     n = _passes(dep, shape.num_tokens)
     if n > 1:  # several passes (`_passes`): their operators summed
         first, last = _pass_shapes(shape, n)

@@ -189,10 +189,11 @@ def switches(target: LaunchTarget, engine: EngineProfile) -> Switches:
 
 
 def budget_flag(dep: Deployment, engine: EngineProfile) -> int:
-    """The token-budget flag that gives `engine` the planned prefill budget per attention rank
-    (`Deployment.token_budget` / dp): under data-parallel attention SGLang divides its flag among the ranks
-    (`EngineProfile.dp_attention_chunk`), vLLM and TensorRT-LLM give each rank the whole of theirs."""
-    per_rank = dep.token_budget // dep.dp
+    """The token-budget flag that gives `engine` the planned prefill budget per attention rank and micro-batch
+    (`Deployment.token_budget` / dp / pipeline_batches: a pipelined replica's round holds a budget per micro-batch):
+    under data-parallel attention SGLang divides its flag among the ranks (`EngineProfile.dp_attention_chunk`),
+    vLLM and TensorRT-LLM give each rank the whole of theirs."""
+    per_rank = dep.token_budget // (dep.dp * dep.pipeline_batches)
     if dep.dp == 1 or engine.dp_attention_chunk == "whole":
         return per_rank
     return per_rank * (dep.dp if engine.dp_attention_chunk == "split" else 2)

@@ -42,10 +42,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from itertools import accumulate
 
+from flopwise.cost.batch import BatchShape
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_counter, memory_plan
 from flopwise.cost.speculative import proposer_deployment, round_time_s
-from flopwise.cost.step import full_step_time, host_s, step_time
+from flopwise.cost.step import full_step_time, round_host_s, step_time
 from flopwise.errors import WorkloadError
 from flopwise.sim.acceptance import Acceptance
 from flopwise.sim.adp_balance import AdpBalance
@@ -351,7 +352,7 @@ class Replica:
             self._run_k, self._run_durations, self._run_j, self._run_batch = k, durations, 0, batch
             self._run_cut = sched.admission_open()
             if self.shared_cpu:  # each step waits for the API server's queued work: one event per step
-                self._run_host = dep.engine.host.seconds(batch, dep.gpus_per_replica)
+                self._run_host = round_host_s(dep, BatchShape(batch, batch, batch, {}))
                 self._phase = _SHARED_RUN
                 self._start_run_step(now)
                 return
@@ -387,7 +388,7 @@ class Replica:
                                     f"decoding; use --scheduler {' or '.join(SPECULATIVE_SCHEDULERS)}, or drop "
                                     "--speculative")
             if self.shared_cpu:
-                now = fe.claim_for_step(now, host_s(dep, shape))  # type: ignore[union-attr]
+                now = fe.claim_for_step(now, round_host_s(dep, shape))  # type: ignore[union-attr]
         step_ends = tl.step_end_at
         self._step = len(step_ends)
         self._step_start = now

@@ -475,8 +475,9 @@ def sglang_settings(dep: Deployment, config: SimConfig) -> SglangSettings:
         own = dep.engine.family == "sglang"
         flag = knobs.chunked_prefill_size or (dep.max_num_batched_tokens if own
                                               else sglang_chunked_prefill_size(dep.hardware))
-        # every attention rank's chunk, summed, as SGLang splits its flag
-        chunk = (dep.engine if own else get_engine("sglang")).rank_tokens(flag, dep.dp) * dep.dp
+        # every attention rank's chunk, summed, as SGLang splits its flag; a pipelined replica's round, one chunk per
+        # micro-batch (`Deployment.pipeline_batches`)
+        chunk = (dep.engine if own else get_engine("sglang")).rank_tokens(flag, dep.dp) * dep.dp * dep.pipeline_batches
     max_running = knobs.max_running_requests or sglang_max_running_requests(
         memory_plan(dep).kv_capacity_tokens, dep.context_len)
     return {"max_running_requests": max_running, "chunked_prefill_size": chunk,

@@ -865,7 +865,7 @@ class EngineProfile:
     # pp with a capacity of max_batch_size x pp, vLLM V0's pp virtual engines each with its own scheduler and
     # max_num_seqs), "shared" (pp batches under one running limit: vLLM V1's batch queue of max_concurrent_batches =
     # pp, SGLang's micro-batches of max_running_requests // pp_size). `cost/step.py` prices a step of such an engine
-    # as one round of its micro-batches (`pipeline_rounds`)
+    # as one round of its micro-batches (`_round_s`)
     pp_microbatches: str = "none"
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
