@@ -31,3 +31,18 @@ def test_fused_moe_experts_and_other_math_keep_the_roof():
     assert rtx.dense_rate == rtx.linear_rate  # sm120: not set
     hopper = roofs(deployment("llama-3.1-8b", "h100-sxm", weights="nvfp4"))
     assert hopper.dense_rate == hopper.linear_rate  # no FP4 math: a weight-only kernel in 16-bit
+
+
+@pytest.mark.parametrize("weights", ["fp8", "nvfp4", "int4-awq"])
+def test_the_lm_head_multiplies_in_16_bit(weights):
+    """Checkpoints keep the LM head unquantized (ModelOpt's exclude_modules, vLLM's ParallelLMHead): a 4,096-row
+    prefill's head runs at the 16-bit rate whatever the format, its weights read at 2 bytes a parameter."""
+    from flopwise.cost import prefill_shape, step_cost
+    from flopwise.cost.layout import layout
+
+    dep = deployment(LLAMA_70B, "b200", weights=weights, engine="vllm@0.15")
+    r = roofs(dep)
+    hw = get_hardware("b200")
+    assert r.head_rate == pytest.approx(hw.peak_tflops["bf16"] * 1e12 * hw.efficiency.compute_max)
+    head = next(o for o in step_cost(dep, prefill_shape(1, 4096, layout(dep).windows)).ops if o.name == "lm_head")
+    assert head.peak_compute_s == pytest.approx(head.flops / (hw.peak_tflops["bf16"] * 1e12))

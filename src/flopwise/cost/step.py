@@ -5,7 +5,8 @@ For each operator of each layer (per GPU of the tensor-parallel group):
     compute_s = FLOPs / (peak(dtype) * compute_eff(m))          m = GEMM rows (tokens)
                 (dtype: the weight format's math; a format that covers the routed experts alone, gpt-oss's MXFP4,
                 leaves the other GEMMs, projections, dense and shared MLPs, the LM head, in 16-bit: `Roofs.dense_rate`;
-                one that leaves the attention projections alone in 16-bit, nvfp4-mlp, those: `Roofs.proj_rate`)
+                one that leaves the attention projections alone in 16-bit, nvfp4-mlp, those: `Roofs.proj_rate`;
+                the LM head in 16-bit unless the format quantizes it, as GGUF does: `Roofs.head_rate`)
     memory_s  = bytes / (bandwidth * bandwidth_eff(bytes))      weights + KV + activations
     time_s    = (compute_s^p + memory_s^p)^(1/p) + kernels * kernel_overhead_s
                 (roofline, Williams et al. 2009, with imperfect overlap p; see specs/hardware.py)
@@ -213,6 +214,7 @@ class Roofs:
     nominal_peak_linear: float
     nominal_peak_dense: float  # the GEMM peak of the weights outside the routed experts (see dense_rate)
     nominal_peak_proj: float  # and of the attention projections (see proj_rate)
+    nominal_peak_head: float  # and of the LM head (see head_rate)
     peak_attn: float
     gemm_eff: float
     weight_read_eff: float
@@ -240,6 +242,8 @@ class Roofs:
     #                    covers the routed experts alone (experts_only: gpt-oss's MXFP4 checkpoints), the 16-bit rate
     #                    the other GEMMs (projections, dense and shared MLPs, the LM head) run at: their weights and
     #                    activations are 16-bit, no dequantization
+    head_rate: float  # the 16-bit rate where the format leaves the LM head 16-bit (every GPU format: checkpoints
+    #                   keep it unquantized), dense_rate where it quantizes it too (GGUF's output tensor)
     proj_rate: float  # dense_rate, or the 16-bit rate where the format leaves the attention projections 16-bit
     #                   (attention_16bit: NVIDIA's first DeepSeek-R1 NVFP4 checkpoint)
     attention_rate: float  # peak_attn * attention_compute_max
@@ -320,9 +324,11 @@ def roofs(dep: Deployment) -> Roofs:
     if wf.experts_only and not block:  # (a GGUF file's other matrices are Q8_0, run by the same quantized matmuls)
         nominal_dense, dense_rate = peak16, peak16 * e.compute_max
     nominal_proj, proj_rate = (peak16, peak16 * e.compute_max) if wf.attention_16bit else (nominal_dense, dense_rate)
+    unquantized_head = (peak16, peak16 * e.compute_max)
+    nominal_head, head_rate = (nominal_dense, dense_rate) if wf.quantizes_embeddings else unquantized_head
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  nominal_peak_dense=nominal_dense, dense_rate=dense_rate, nominal_peak_proj=nominal_proj,
-                 proj_rate=proj_rate,
+                 proj_rate=proj_rate, nominal_peak_head=nominal_head, head_rate=head_rate,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
                  p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
@@ -385,15 +391,16 @@ class _Acc:
     def add(self, name: str, count: int, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
             kernels: int, attention: bool = False, index: bool = False, weight_eff: float = 1.0,
             compute_eff: float = 1.0, gpu_kernels: int = 0, dense: bool = False, proj: bool = False,
-            cc_flops: float = 0.0) -> None:
+            head: bool = False, cc_flops: float = 0.0) -> None:
         """One operator (`_op_seconds`) `count` times; `gpu_kernels` more kernels cost their fixed GPU-side time
         but are not counted as eager launches (they stand for single PyTorch ops, not modelled kernels); `dense`: a
-        GEMM outside the routed experts (`Roofs.dense_rate`), `proj`: the attention projections (`proj_rate`);
+        GEMM outside the routed experts (`Roofs.dense_rate`), `proj`: the attention projections (`proj_rate`),
+        `head`: the LM head (`head_rate`);
         `cc_flops`: decode attention FLOPs run on the CUDA cores (`_cc_rate`), besides `flops`."""
         r = self.r
         self.kernels += count * kernels
         rate = (r.index_rate if index else r.attention_rate if attention else r.proj_rate if proj else
-                r.dense_rate if dense else r.linear_rate)
+                r.head_rate if head else r.dense_rate if dense else r.linear_rate)
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff, cc_flops)
         self.total += count * t
@@ -401,7 +408,7 @@ class _Acc:
             self.terms.append(None if attention else count * t)
         if self.detail:
             peak = (r.peak_index if index else r.peak_attn if attention else r.nominal_peak_proj if proj else
-                    r.nominal_peak_dense if dense else r.nominal_peak_linear)
+                    r.nominal_peak_head if head else r.nominal_peak_dense if dense else r.nominal_peak_linear)
             self.ops.append(OpCost(name=name, count=count, flops=count * (flops + cc_flops),
                                    weight_bytes=count * weight_b, kv_bytes=count * kv_b, act_bytes=count * act_b,
                                    comm_bytes=0.0,
@@ -545,7 +552,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
             acc.add_comm("pp_send", dep.pp - 1 - crossing, p2p_time(hw, T_all * h * a), T_all * h * a)
     if L:
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
-                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff, dense=True)
+                L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff, head=True)
         s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
         acc.add_comm("logits_gather", 1, s, sent)
     return acc
