@@ -166,7 +166,13 @@ def test_a_pipelined_steps_table_says_it_sums_the_stages():
                                    "--batch", "8"])
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "One step of each phase (the 2 pipeline stages it passes through, together: a GPU does 1/2 of it)" in text
+    assert ("One step of each phase (the 2 pipeline stages' work together, as a round of up to 2 micro-batches in "
+            "flight: a GPU does 1/2 of it)") in text  # vLLM V1 keeps a micro-batch in every stage
+    flat = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--pp", "2",
+                                    "--batch", "2", "--engine", "llamacpp"])
+    assert flat.exit_code == 0, flat.output
+    assert ("One step of each phase (the 2 pipeline stages' work together: a GPU does 1/2 of it)"
+            in " ".join(flat.output.split()))
     one = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"])
     assert "One step of each phase (per GPU)" in " ".join(one.output.split())
 

@@ -42,9 +42,11 @@ def render_estimate(console: Console, r: Estimate) -> None:
     for note in d["notes"]:
         console.print(f"note: {note}", markup=False)
 
-    stages = r.deployment.pp  # a step passes every pipeline stage in turn: its figures are the stages' sum
-    pt = Table(title=f"One step of each phase (the {stages} pipeline stages it passes through, together: a GPU does "
-                     f"1/{stages} of it)" if stages > 1 else "One step of each phase (per GPU)")
+    stages = r.deployment.pp  # a step passes every pipeline stage: its figures are the stages' sum
+    rounds = r.deployment.pipeline_batches > 1  # a round of micro-batches in flight (step time: the round's)
+    pt = Table(title=f"One step of each phase (the {stages} pipeline stages' work together"
+                     + (f", as a round of up to {stages} micro-batches in flight" if rounds else "")
+                     + f": a GPU does 1/{stages} of it)" if stages > 1 else "One step of each phase (per GPU)")
     pt.add_column("")
     pt.add_column("prefill (whole batch)", justify="right")
     pt.add_column("decode (mean context)", justify="right")
