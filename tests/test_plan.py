@@ -366,3 +366,21 @@ def test_speculative_candidates_take_the_engines_memory_default_with_the_propose
     by_spec = {c.deployment.speculative is not None: c.deployment.gpu_memory_utilization for c in cands}
     assert by_spec[True] == deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.5.6", speculative=spec
                                        ).gpu_memory_utilization < by_spec[False]
+
+
+def test_pcie_parts_also_try_pipelines_their_engine_keeps_full():
+    """On GPUs whose peers talk over PCIe the space holds the tp x pp layouts an engine that keeps a micro-batch in
+    every stage serves (a TP all-reduce crosses PCIe twice a layer, a pipeline one activation per stage boundary);
+    over NVLink, or on an engine that runs its stages in turn, pipelines stay for models no TP degree fits."""
+    model = get_model("meta-llama/Llama-3.3-70B-Instruct")
+
+    def layouts(gpu, engine, weights):
+        space = SearchSpace(gpus=(gpu,), weights=(weights,), kvs=("fp8",), engine=engine)
+        cands, _ = enumerate_candidates(model, [get_hardware(gpu)], space, 4096)
+        return {(c.deployment.tp, c.deployment.pp) for c in cands}
+
+    rtx = layouts("rtx-pro-6000-blackwell", "trtllm@1.0", "nvfp4")
+    assert {(1, 1), (2, 1), (1, 2), (1, 4), (1, 8), (2, 2), (2, 4), (4, 2)} <= rtx
+    assert all(tp * pp <= 8 for tp, pp in rtx)
+    assert all(pp == 1 for _, pp in layouts("h100-sxm", "trtllm@1.0", "fp8"))  # NVLink: TP alone fits
+    assert all(pp == 1 for _, pp in layouts("rtx-pro-6000-blackwell", "llamacpp", "q4_k_m"))  # stages in turn

@@ -1,7 +1,9 @@
 """The space of deployments the planner searches, and its enumeration.
 
 A candidate is one model replica: GPU type, TP degree (every degree up to `max_gpus` that divides the heads;
-PP only where the model fits no TP degree), for MoE models also each group of 2+ GPUs as data-parallel attention
+PP only where the model fits no TP degree, or, on GPUs whose peers talk over PCIe, wherever the engine keeps a
+micro-batch in every stage: there a TP all-reduce crosses PCIe every layer, a pipeline sends one activation per
+stage), for MoE models also each group of 2+ GPUs as data-parallel attention
 with the experts spread over it ("dep": tp 1, dp = ep = the group, as SGLang, vLLM and TensorRT-LLM serve
 DeepSeek-V3; `moe_layouts`), weight format, KV format, engine knobs (`max_num_seqs`,
 `max_num_batched_tokens`, prefix caching) and speculative decoding (none, or each `SpeculativeSpec` given, with
@@ -169,9 +171,10 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
              max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
-    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits. Also the largest layout that
-    was built (for fit suggestions) and why a layout could not be built at all (the first SpecError: the one of
-    TP alone, which names a refusal of the chip itself before the pipeline layouts' own)."""
+    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits, or, on a PCIe part, those the
+    engine pipelines as well (`_pcie_pipelines`). Also the largest layout that was built (for fit suggestions) and
+    why a layout could not be built at all (the first SpecError: the one of TP alone, which names a refusal of the
+    chip itself before the pipeline layouts' own)."""
     tps = sorted(t for t in (space.tps or DEFAULT_TPS) if t <= space.max_gpus)
     last: Deployment | None = None
     why = ""
@@ -194,8 +197,33 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
         if found:
             moe = any(lay.mlp.is_moe for lay in model.layers)
             tp_layouts = found if "tp" in space.moe_layouts or not moe or found[0].pp > 1 else []
+            if found[0].pp == 1 and tp_layouts:
+                tp_layouts += _pcie_pipelines(model, hw, weights, kv, space, max_len, tps)
             return tp_layouts + _dep_layouts(model, hw, weights, kv, space, max_len, tps), last, why
     return [], last, why
+
+
+def _pcie_pipelines(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace, max_len: int,
+                    tps: list[int]) -> list[Deployment]:
+    """On a GPU whose peers talk over PCIe, every tp x pp layout (pp 2, 4, 8 within `max_gpus`) whose engine keeps
+    a micro-batch in every stage (`Deployment.pipeline_batches`) and that fits: a pipeline's stages send one
+    activation per stage boundary where TP all-reduces twice a layer, so on PCIe it can serve more per GPU
+    (TensorRT-LLM's perf overview runs Llama-3.3-70B on RTX PRO 6000 cards as TP1 x PP2-8)."""
+    if not hw.interconnect.lower().startswith("pcie"):
+        return []
+    out = []
+    for tp in tps:
+        for pp in (2, 4, 8):
+            if tp * pp > space.max_gpus:
+                continue
+            try:
+                dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
+                                      **space.engine_switches())
+            except SpecError:
+                continue
+            if dep.pipeline_batches > 1 and memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                out.append(dep)
+    return out
 
 
 def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace, max_len: int,
