@@ -148,6 +148,15 @@ def test_cli_catalogs():
     assert "meta-llama/Llama-3.1-405B" in ids and "openai/gpt-oss-120b" in ids
     res = runner.invoke(app, ["hardware", "--json"])
     assert {h["id"] for h in json.loads(res.stdout)["hardware"]} >= set(REQUIRED_GPUS)
+    # the engine catalog: every family's base row (served at its first published release), then each release's
+    res = runner.invoke(app, ["engines", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["engines"]
+    assert {r["engine"] for r in rows if r["since"] == "(base)"} == {"llamacpp", "pytorch", "sglang", "tgi",
+                                                                      "trtllm", "vllm"}
+    assert any(r["engine"] == "sglang" and r["since"] == "0.4.7" for r in rows)
+    res = runner.invoke(app, ["engines"])
+    assert res.exit_code == 0 and "engine catalog" in res.stdout
 
 
 def test_cli_errors_are_one_line(capfd):

@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from flopwise.errors import SpecError
-from flopwise.specs.engine import engine_families, engine_releases, get_engine
+from flopwise.specs.engine import engine_base_version, engine_families, engine_releases, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model_catalog import get_model, model_catalog
 
@@ -77,8 +77,9 @@ def engine_rows() -> list[dict[str, Any]]:
     rows = []
     for fam in engine_families():
         for since in engine_releases(fam):
-            e = get_engine(f"{fam}@{since}", frontend="none")
-            fe = get_engine(f"{fam}@{since}").frontend if _has_frontend(fam, since) else None
+            at = since if since != "0" else engine_base_version(fam)  # the base: the family's first release
+            e = get_engine(f"{fam}@{at}", frontend="none")
+            fe = get_engine(f"{fam}@{at}").frontend if _has_frontend(fam, at) else None
             rows.append({
                 "engine": fam, "since": since if since != "0" else "(base)", "scheduler": e.scheduler,
                 "memory_policy": e.memory_policy, "memory_fraction": e.memory_fraction,

@@ -1326,6 +1326,12 @@ def engine_releases(family: str) -> tuple[str, ...]:
     return ("0", *dict.fromkeys(since for _, since, _ in fam.releases))  # (a version several releases name: once)
 
 
+def engine_base_version(family: str) -> str:
+    """A version `family`'s base profile is served at: its first published release (`first_release`; an older
+    version is refused), "0" where the catalog states none."""
+    return _families()[family].first_release or "0"
+
+
 def parse_engine_text(text: str) -> tuple[str, str | None]:
     """'vllm@0.11' -> ('vllm', '0.11'); 'sglang' -> ('sglang', None)."""
     text = text.strip()
