@@ -252,7 +252,7 @@ def measure_at_load(e: Evaluation, workload_at: WorkloadAt, sla: SLA, *, rule: S
 
 def _window(p: Probe, size: ProbeSize) -> list[RequestRecord]:
     """The probe's measured window (the records `steady.measure` judged)."""
-    return p.result.records[size.warmup_requests:size.warmup_requests + size.window_requests]
+    return size.window(p.result.records)
 
 
 def _tpots(window: list[RequestRecord]) -> list[float]:

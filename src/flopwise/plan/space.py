@@ -168,6 +168,11 @@ def weight_formats(model: ModelSpec, space: SearchSpace) -> tuple[tuple[str, ...
     return (own, *narrower), native  # "narrower": a bit or more (not a 4-bit format re-quantized to 4 bits)
 
 
+def _holds(dep: Deployment, max_len: int) -> bool:
+    """The deployment fits its devices with room for at least one sequence of `max_len` tokens."""
+    return memory_plan(dep).fits and max_sequences(dep, max_len) >= 1
+
+
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
              max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
@@ -191,7 +196,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     why = why or str(e)
                     continue
                 last = dep
-                if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                if _holds(dep, max_len):
                     found.append(dep)
                     break  # the fewest stages that fit at this TP
         if found:
@@ -221,7 +226,7 @@ def _pcie_pipelines(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, s
                                       **space.engine_switches())
             except SpecError:
                 continue
-            if dep.pipeline_batches > 1 and memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+            if dep.pipeline_batches > 1 and _holds(dep, max_len):
                 out.append(dep)
     return out
 
@@ -240,7 +245,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
                                   **space.engine_switches())
         except SpecError:
             continue
-        if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+        if _holds(dep, max_len):
             out.append(dep)
     return out
 
@@ -293,7 +298,7 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                               max_num_seqs=default_seqs(b.engine, b.max_num_seqs, tokens) if seqs is None else seqs,
                               max_num_batched_tokens=b.max_num_batched_tokens if tokens is None else tokens,
                               engine=eng.with_stream_interval(si))
-                if memory_plan(dep).fits and max_sequences(dep, max_len) >= 1:
+                if _holds(dep, max_len):
                     out.append(Candidate(dep, pc))
         if not layouts and last is not None:
             if memory_plan(last).fits:  # the weights fit; a whole sequence's KV does not

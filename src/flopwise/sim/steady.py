@@ -144,6 +144,10 @@ class ProbeSize:
     def num_requests(self) -> int:
         return self.warmup_requests + self.window_requests + self.tail_requests
 
+    def window(self, records: list[RequestRecord]) -> list[RequestRecord]:
+        """The measured window of a probe's records (in request-id order): those after the warm-up."""
+        return records[self.warmup_requests:self.warmup_requests + self.window_requests]
+
     def scaled(self, effort: float) -> ProbeSize:
         """The same warm-up and tail with the window scaled by `effort`."""
         return replace(self, window_requests=max(2, math.ceil(self.window_requests * effort)))
@@ -322,7 +326,7 @@ def _objective(window: list[RequestRecord], o: Objective, picks: np.ndarray) -> 
 def measure(result: RunResult, sla: SLA, rate: float, size: ProbeSize, rule: SteadyRule) -> Probe:
     """Judge one simulated probe by the rule (module docstring)."""
     records = result.records  # in request-id order: the stream's send order
-    window = records[size.warmup_requests:size.warmup_requests + size.window_requests]
+    window = size.window(records)
     if len(window) < 2:
         raise WorkloadError(f"a probe at {rate:.3g} req/s has {len(records)} requests, too few for a warm-up of "
                             f"{size.warmup_requests} and a measured window; give a longer stream (or trace)")
