@@ -81,12 +81,17 @@ def test_fit_recovers_kernel_parameters_from_microbenchmarks():
         assert res.profile.get(name) == pytest.approx(getattr(true, name), rel=1e-2), name
 
 
+def _mlp(dep, T: int = 64):
+    """cost.step's MLP operator of a T-token prefill step, and the layout it was priced on."""
+    lay = layout(dep)
+    cost = step_cost(dep, prefill_shape(1, T, lay.windows))
+    return next(o for o in cost.ops if o.name == "mlp"), lay
+
+
 def test_kernel_time_is_the_cost_models_operator_formula(dep):
     """One MLP operator priced by calibrate.kernel_time equals cost.step's own breakdown for it."""
-    lay = layout(dep)
     T = 64
-    cost = step_cost(dep, prefill_shape(1, T, lay.windows))
-    mlp = next(o for o in cost.ops if o.name == "mlp")
+    mlp, lay = _mlp(dep, T)
     h = lay.hidden
     a = lay.act_bytes
     p = gemm_point(T, 1, 1, "bf16", 1.0)
@@ -94,6 +99,22 @@ def test_kernel_time_is_the_cost_models_operator_formula(dep):
     p = replace(p, flops=2 * T * g.dense_mlp_params, m=T, weight_bytes=g.dense_mlp_params * 2,
                 act_bytes=T * a * (2 * h + 3 * g.dense_inter), kernels=2)
     assert kernel_time(dep.hardware.efficiency, dep.hardware, p) == pytest.approx(mlp.time_s / mlp.count, rel=1e-12)
+
+
+def test_kernel_time_applies_the_fp4_linear_factor_as_the_cost_model_does():
+    """An NVFP4 MLP on B200 (fp4_linear_factor 0.72) timed as an FP4 GEMM: kernel_time and cost.step agree, and
+    the factor is what slows a compute-bound one (a 4096-token prefill: between 1.25x and 1 / 0.72 the roof's)."""
+    dep = deployment(model="meta-llama/Llama-3.1-8B", gpu="b200", weights="nvfp4")
+    hw = dep.hardware
+    assert hw.efficiency.fp4_linear_factor == 0.72
+    for T in (64, 4096):
+        mlp, lay = _mlp(dep, T)
+        n = mlp.count
+        p = replace(gemm_point(T, 1, 1, "bf16", 1.0), dtype="fp4", flops=mlp.flops / n, m=T,
+                    weight_bytes=mlp.weight_bytes / n, act_bytes=mlp.act_bytes / n, kernels=2)
+        assert kernel_time(hw.efficiency, hw, p) == pytest.approx(mlp.time_s / n, rel=1e-12)
+    plain = kernel_time(replace(hw.efficiency, fp4_linear_factor=1.0), hw, p)
+    assert 1.25 < kernel_time(hw.efficiency, hw, p) / plain < 1 / 0.72
 
 
 def test_refuses_compute_max_when_every_point_is_memory_bound():
