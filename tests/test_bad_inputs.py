@@ -302,7 +302,7 @@ CASES = [
      "no fp8 math"),
     ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
     ("nonsense", "estimate a batch the KV pool cannot hold", lambda t: ["estimate", "--batch", "1000000"],
-     "holds at most 356 sequences of 1,280 tokens"),
+     "holds at most 387 sequences of 1,280 tokens"),
     ("misleading", "explain a batch the KV pool cannot hold", lambda t: ["explain", "--batch", "1000"],
      "batch 1000 does not fit"),
     ("nonsense", "plan --objective cost on a GPU without a price", lambda t: ["plan", "--gpus", "h100-sxm,h20",
@@ -319,8 +319,8 @@ CASES = [
     ("substitution", "a hardware id given twice", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(
         t, "hw.toml", GPU.format(mem="80", bw="3000") + GPU.format(mem="40", bw="1500"))], "twice"),
     ("misleading", "a draft that does not fit, left out of the sum", lambda t: [
-        "simulate", *FAST, "--model", "llama-3.3-70b", "--gpu", "h100-sxm", "--tp", "2", "--num-gpus", "2",
-        "--speculative", "draft:llama-3.1-8b,k=4,alpha=0.7"], "draft 7.5"),
+        "simulate", *FAST, "--engine", "vllm@0.32", "--model", "llama-3.3-70b", "--gpu", "h100-sxm", "--tp", "2",
+        "--num-gpus", "2", "--speculative", "draft:llama-3.1-8b,k=4,alpha=0.7"], "draft 7.5"),
     ("nonsense", "a draft with another vocabulary", lambda t: ["compare", "--model", "mistral-7b", "--try",
                                                                "spec=draft:llama-3.2-1b,k=4,alpha=0.7"],
      "share the target's tokenizer"),

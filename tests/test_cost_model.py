@@ -401,7 +401,7 @@ def test_allreduce_takes_the_faster_of_one_shot_and_ring_by_hand():
 
 
 def test_memory_plan_by_hand():
-    dep = deployment("llama-3.1-8b", "h100-sxm")  # vLLM 0.32: 0.92 of the device, 1024 seqs / 8192 tokens
+    dep = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.32")  # 0.92 of the device, 1024 seqs / 8192 tokens
     plan = memory_plan(dep)
     assert plan.weight_bytes == pytest.approx(8.030e9 * 2, rel=1e-3)
     budget = 79.6 * GIB * 0.92
@@ -425,7 +425,7 @@ def test_fp8_kv_doubles_capacity():
 
 
 def test_sliding_window_caps_blocks():
-    dep = deployment("mistral-7b", "h100-sxm")
+    dep = deployment("mistral-7b", "h100-sxm", engine="vllm@0.32")  # 16-token blocks (64 from 0.34)
     assert blocks_per_sequence(dep, 2048) == 128
     assert blocks_per_sequence(dep, 100_000) == 4096 // 16 + 1
 

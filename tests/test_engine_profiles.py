@@ -42,7 +42,7 @@ def test_versions_merge_the_releases_at_or_below():
     assert not old.enable_chunked_prefill and v1.enable_chunked_prefill and v1.enable_prefix_caching
     assert not v1.host.async_scheduling and asyn.host.async_scheduling
     assert (asyn.memory_fraction, now.memory_fraction) == (0.9, 0.92)  # PR #38284, v0.21
-    assert get_engine("vllm").version == "0.32" and get_engine("vllm@0.1").host == old.host  # below the oldest: base
+    assert get_engine("vllm").version == "0.34" and get_engine("vllm@0.1").host == old.host  # below the oldest: base
     assert get_engine("vllm", frontend="none").frontend is None
     assert get_engine("vllm", endpoint="chat").frontend.endpoint == "chat"
 
@@ -78,7 +78,9 @@ def test_bad_engine_text_is_one_clear_error():
 
 def test_default_knobs_follow_each_engine():
     k = _knobs("vllm", "h100-sxm")
-    assert (k.max_num_seqs, k.max_num_batched_tokens, k.block_size, k.memory_fraction) == (1024, 8192, 16, 0.92)
+    assert (k.max_num_seqs, k.max_num_batched_tokens, k.block_size, k.memory_fraction) == (1024, 8192, 64, 1.0)
+    k = _knobs("vllm@0.33", "h100-sxm")
+    assert (k.block_size, k.memory_fraction) == (16, 0.92)
     assert (_knobs("vllm", "a100-sxm-80gb").max_num_seqs,
             _knobs("vllm", "a100-sxm-80gb").max_num_batched_tokens) == (256, 2048)
     assert _knobs("vllm", "b200").max_num_batched_tokens == 16384
@@ -341,8 +343,11 @@ def test_memory_policies_by_hand():
     assert sgl.kv_pool_bytes == pytest.approx(0.85 * dev - sgl.weight_bytes)  # weights + KV = f x device
     trt = memory_plan(deployment("llama-3.1-8b", "h100-sxm", engine="trtllm", gpu_memory_utilization=0.9))
     assert trt.kv_pool_bytes == pytest.approx(0.9 * (dev - trt.weight_bytes - trt.activation_bytes - trt.runtime_bytes))
-    assert vllm.kv_pool_bytes == pytest.approx(
-        0.92 * dev - vllm.weight_bytes - vllm.activation_bytes - vllm.runtime_bytes)
+    assert vllm.kv_pool_bytes == pytest.approx(  # vLLM 0.34: the device less a 1 GiB margin (tests/test_kv_margin.py)
+        dev - GIB - vllm.weight_bytes - vllm.activation_bytes - vllm.runtime_bytes)
+    v032 = memory_plan(deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.32"))
+    assert v032.kv_pool_bytes == pytest.approx(0.92 * dev - v032.weight_bytes - v032.activation_bytes
+                                               - v032.runtime_bytes)
 
 
 def test_host_cost_adds_to_the_device_or_hides_behind_it():
@@ -409,7 +414,7 @@ def test_offline_runs_have_no_frontend_stage():
     dep = deployment("llama-3.1-8b", "h100-sxm", frontend="none")
     s = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=128, output_tokens=8),))).summary()
     assert s["time_breakdown_ms"]["frontend_ms"] == 0.0 and s["frontend_utilization"] is None
-    assert s["setup"]["engine"] == "vllm@0.32 (offline)" and s["setup"]["frontend"] == "none"
+    assert s["setup"]["engine"] == "vllm@0.34 (offline)" and s["setup"]["frontend"] == "none"
 
 
 @pytest.mark.parametrize("raw, command, name, offline", [
@@ -474,7 +479,7 @@ def test_speculative_methods_a_release_does_not_serve_are_refused():
 
 def test_a_version_past_the_catalog_or_a_pre_release_says_what_it_is_priced_as(capsys):
     assert get_engine("vllm@99").version_note == ("vLLM 99 is newer than any release flopwise's catalog knows "
-                                                  "(0.32): priced as 0.32")
+                                                  "(0.34): priced as 0.34")
     assert get_engine("trtllm@1.2.0rc1").version_note.endswith("is a pre-release: priced as the release it precedes")
     assert get_engine("vllm@0.32").version_note == get_engine("sglang@0.5.6.post1").version_note == ""
     assert get_engine("llamacpp@b7000").version_note == ""  # a llama.cpp build number, not a beta

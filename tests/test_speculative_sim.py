@@ -28,6 +28,7 @@ from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.sim_throughput import SimWorkload
 from flopwise.workload import build_workload
 
+V032 = "vllm@0.32"  # the hand counts below: 16-token blocks, Medusa served, n-gram scheduled in step
 DRAFT = "draft:llama-3.2-1b,k=4,alpha=0.7"
 runner = CliRunner()
 
@@ -56,15 +57,16 @@ def test_parse_speculative_forms_and_errors():
                      ("draft,k=3,alpha=0.5", "draft:<model>")):
         with pytest.raises(SpecError, match=msg):
             parse_speculative(bad)
-    with pytest.raises(SpecError, match="max_num_batched_tokens"):
+    with pytest.raises(SpecError, match="max_num_batched_tokens"):  # (vLLM 0.33 dropped Medusa)
         deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=64",
-                   max_num_batched_tokens=32, frontend="none")
+                   max_num_batched_tokens=32, frontend="none", engine="vllm@0.32")
 
 
 # ---- memory -----------------------------------------------------------------------------------------------
 def test_memory_plan_holds_the_draft_and_its_kv():
-    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none"))
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT, frontend="none")
+    """On vLLM 0.32 (16-token blocks)."""
+    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none", engine=V032))
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative=DRAFT, frontend="none", engine=V032)
     draft = proposer_deployment(dep, dep.speculative)
     lay = layout(draft)
     plan = memory_plan(dep)
@@ -78,20 +80,25 @@ def test_memory_plan_holds_the_draft_and_its_kv():
     assert plan.lookahead_tokens == 4
     assert plan.needed_bytes == plain.needed_bytes + 2_471_628_800 + 16 * 16 * 2_048
     assert max_sequences(dep, 1020) == plan.num_blocks // 64  # 1020 + 4 look-ahead slots = 64 blocks
-    assert max_sequences(dep, 1020) < max_sequences(deployment("llama-3.1-8b", "h100-sxm", frontend="none"), 1020)
+    assert max_sequences(dep, 1020) < max_sequences(plain_dep := deployment("llama-3.1-8b", "h100-sxm",
+                                                                            frontend="none", engine=V032), 1020)
+    assert memory_plan(plain_dep) == plain
 
 
 def test_memory_plan_of_heads_and_ngram():
-    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none"))
-    ngram = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5", frontend="none"))
+    """On vLLM 0.32 (16-token blocks; Medusa, gone from 0.33)."""
+    plain = memory_plan(deployment("llama-3.1-8b", "h100-sxm", frontend="none", engine=V032))
+    ngram = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.5", frontend="none",
+                                   engine=V032))
     assert (ngram.kv_pool_bytes, ngram.block_bytes) == (plain.kv_pool_bytes, plain.block_bytes)
     assert ngram.lookahead_tokens == 4
-    eagle = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6", frontend="none"))
+    eagle = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,accepted=2.6", frontend="none",
+                                   engine=V032))
     # one Llama-3.1-8B decoder layer: 4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 14336 + 2 x 4096 = 218,112,000
     assert eagle.proposer_weight_bytes == 2 * 218_112_000
     assert eagle.block_bytes == plain.block_bytes + 16 * 4_096  # the head's one layer
     medusa = memory_plan(deployment("llama-3.1-8b", "h100-sxm", speculative="medusa,k=5,accepted=2.5,tree=26",
-                                    frontend="none"))
+                                    frontend="none", engine=V032))
     assert medusa.block_bytes == plain.block_bytes and medusa.lookahead_tokens == 25
 
 
@@ -113,7 +120,7 @@ def test_long_run_emits_expected_tokens_per_step():
     """300 requests of 1000 output tokens, 64 at a time: 108,169 verified decodes. The mean emitted tokens
     per verified decode is E[tokens] = (1 - 0.7^5) / 0.3 = 2.7731 within its sampling error (s.d. 1.6 / sqrt(N)
     = 0.005), minus a little for each request's last round, cut at its 1000th token."""
-    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.7", frontend="none")
+    dep = deployment("llama-3.1-8b", "h100-sxm", speculative="ngram,k=4,alpha=0.7", frontend="none", engine=V032)
     wl = build_workload(num_requests=300, input_len="64", output_len="1000", concurrency=64, seed=0)
     s = simulate(dep, wl).summary()
     sp = s["speculative"]

@@ -1,9 +1,11 @@
 """Parse `vllm serve` argument lists with vLLM's own parser (run by vLLM's Python, .venv-vllm).
 
 stdin: a JSON list of argument lists (what follows `vllm serve`). stdout: a JSON list of {"ok": bool, "error": str}
-per list. Beyond argparse (names, types, choices), the values argparse leaves free are checked against vLLM's
-own tables: --quantization against QUANTIZATION_METHODS, the speculative config against SpeculativeConfig's
-method literal, and AsyncEngineArgs.from_cli_args builds the engine arguments."""
+per list; `--dump` prints the parser's option names, switches and choices instead (tests/data/vllm_options.json is
+made this way, from a release newer than the CPU build: see that file's note). Beyond argparse (names, types,
+choices), the values argparse leaves free are checked against vLLM's own tables: --quantization against
+QUANTIZATION_METHODS, the speculative config against SpeculativeConfig's method literal, and
+AsyncEngineArgs.from_cli_args builds the engine arguments."""
 
 import contextlib
 import io
@@ -11,11 +13,16 @@ import json
 import sys
 from typing import get_args
 
+import vllm
 from vllm.config.speculative import SpeculativeMethod
 from vllm.engine.arg_utils import AsyncEngineArgs
-from vllm.entrypoints.launchers.cli_args import make_arg_parser
 from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
 from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+try:  # v0.33.0 moved it (no re-export at the old path)
+    from vllm.entrypoints.common.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
 
 
 def _methods(tp) -> set[str]:
@@ -43,5 +50,24 @@ def check(argv: list[str]) -> dict[str, object]:
     return {"ok": True, "error": ""}
 
 
+def dump() -> dict[str, object]:
+    """The parser's option names, switches (no value) and choices, with the quantization and speculative methods
+    `check` reads from vLLM's tables."""
+    options, switches, choices = [], [], {}
+    for a in make_arg_parser(FlexibleArgumentParser())._actions:
+        for s in a.option_strings:
+            options.append(s)
+            if a.nargs == 0:
+                switches.append(s)
+            if a.choices is not None:
+                choices[s] = sorted(map(str, a.choices))
+    return {"version": vllm.__version__, "options": sorted(options), "switches": sorted(switches),
+            "choices": choices, "quantization_methods": sorted(QUANTIZATION_METHODS),
+            "speculative_methods": sorted(_methods(SpeculativeMethod))}
+
+
 if __name__ == "__main__":
-    print(json.dumps([check(a) for a in json.load(sys.stdin)]))
+    if "--dump" in sys.argv:
+        print(json.dumps(dump(), indent=1, sort_keys=True))
+    else:
+        print(json.dumps([check(a) for a in json.load(sys.stdin)]))

@@ -2,7 +2,10 @@
 
 With f the engine's memory fraction (`dep.gpu_memory_utilization`):
     share_of_device (vLLM)   kv_pool = f * device - weights - peak activations - runtime - graph reserve
-                             (`gpu_worker.determine_available_memory`: everything inside f x total memory)
+                             (`gpu_worker.determine_available_memory`: everything inside f x total memory);
+                             from vLLM 0.34 (`EngineProfile.kv_margin`, the extensible KV cache) the budget is
+                             min(f * device, device - margin), margin = max(1 GiB, 0.75 x peak), and the peak
+                             counts the graph reserve a second time (peak = activations + graph estimate)
     static_share (SGLang)    kv_pool = f * device - weights
                              (--mem-fraction-static = (weights + KV pool) / device; activations outside)
     share_of_free (TRT-LLM)  kv_pool = f * (device - weights - peak activations - runtime)
@@ -152,6 +155,10 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     elif eng.memory_policy == "share_of_free":
         budget = device
         pool = f * (device - weights - act - runtime)
+    elif eng.kv_margin is not None:  # measured after warmup: the transient peak holds the graph estimate again
+        act += eng.activation_reserve_gib * GIB
+        budget = min(device * f, device - eng.kv_margin.bytes(act))
+        pool = budget - weights - act - runtime
     else:
         budget = device * f
         pool = budget - weights - act - runtime
@@ -181,15 +188,18 @@ def _proposer_memory(dep: Deployment) -> tuple[float, float, int]:
 
 def max_sequences(dep: Deployment, length: int) -> int:
     """How many sequences of `length` tokens fit in the KV pool at once (paged, no fragmentation
-    beyond each sequence's last partial block), with their speculative look-ahead slots."""
+    beyond each sequence's last partial block), with their speculative look-ahead slots; with data-parallel
+    attention, each group's pool holds whole sequences of its own."""
     plan = memory_plan(dep)
-    return plan.num_blocks // blocks_per_sequence(dep, length + plan.lookahead_tokens)
+    per_group = plan.num_blocks // plan.kv_groups  # each attention group holds its own requests in its own pool
+    return plan.kv_groups * (per_group // blocks_per_sequence(dep, length + plan.lookahead_tokens))
 
 
 def memory_fraction_for_pool(dep: Deployment, kv_pool_bytes: float) -> float:
     """The memory fraction `dep`'s engine needs for a KV pool of `kv_pool_bytes`: the policies of
     `memory_plan` solved for f (weights include a speculative proposer's):
-        share_of_device   f = (weights + activations + runtime + pool) / device
+        share_of_device   f = (weights + activations + runtime + pool) / device (1 where an engine that sizes
+                          from measured memory, `kv_margin`, gives that pool by its own margin)
         static_share      f = (weights + pool) / device
         share_of_free     f = pool / (device - weights - activations - runtime)
     Launch commands use it to give each engine the pool the plan sized, in the engine's own terms."""
@@ -201,4 +211,8 @@ def memory_fraction_for_pool(dep: Deployment, kv_pool_bytes: float) -> float:
     if policy == "share_of_free":
         free = p.device_bytes - weights - p.activation_bytes - p.runtime_bytes
         return kv_pool_bytes / free if free > 0 else 1.0
-    return (weights + p.activation_bytes + p.runtime_bytes + kv_pool_bytes) / p.device_bytes
+    need = weights + p.activation_bytes + p.runtime_bytes + kv_pool_bytes
+    margin = dep.engine.kv_margin
+    if margin is not None and need >= p.device_bytes - margin.bytes(p.activation_bytes) - 1.0:
+        return 1.0  # the measured sizing's own budget (device - margin): every fraction above it gives that
+    return need / p.device_bytes

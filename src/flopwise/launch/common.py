@@ -119,10 +119,11 @@ def on_engine(dep: Deployment, engine: EngineProfile) -> Deployment:
 
 def engine_memory_fraction(dep: Deployment, engine: EngineProfile) -> float:
     """The memory fraction that gives `engine` the KV pool the plan sized for `dep`, in what that engine means by
-    it (`cost.memory.memory_fraction_for_pool`), rounded down to 3 decimals and kept within (0, 0.99]."""
+    it (`cost.memory.memory_fraction_for_pool`), rounded down to 3 decimals and kept within (0, 0.99], or 1 where
+    the engine sizes its pool from measured memory and keeps its own margin (vLLM >= 0.34)."""
     pool = memory_plan(dep).kv_pool_bytes
     f = memory_fraction_for_pool(on_engine(dep, engine), pool)
-    return min(0.99, max(0.05, math.floor(f * 1000) / 1000))
+    return min(1.0 if engine.kv_margin is not None else 0.99, max(0.05, math.floor(f * 1000) / 1000))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

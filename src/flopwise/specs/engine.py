@@ -47,14 +47,14 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import SpecError, suggest
-from flopwise.specs.hardware import DEVICE_KINDS, SM_CLASSES
+from flopwise.specs.hardware import DEVICE_KINDS, GIB, SM_CLASSES
 from flopwise.specs.precision import KV_FORMATS, WEIGHT_FORMATS, WeightFormat, gguf_counterpart, weight_format
 from flopwise.specs.speculative import METHODS as SPECULATIVE_METHODS
 from flopwise.validate import TABLE_CONFIG, from_table, integer, number, read_text
 from flopwise.validate import text as check_text
 
 __all__ = ["FrontendCosts", "HostCosts", "KernelFactors", "DeviceKernels", "BatchDefault", "CHUNKED_FEATURES",
-           "EngineProfile", "LaunchTable", "MEMORY_POLICIES",
+           "EngineProfile", "LaunchTable", "MEMORY_POLICIES", "KvMargin",
            "ENDPOINTS", "EngineKnobs", "MemoryReserve", "engine_families", "engine_releases", "load_engine_file",
            "write_engine_file", "get_engine", "parse_engine_text", "DEFAULT_ENGINE", "SCHEDULERS", "DEVICE_KINDS"]
 
@@ -634,6 +634,28 @@ class BatchDefault:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KvMargin:
+    """A KV cache sized from the memory measured free after warmup and CUDA-graph capture (vLLM >= 0.34's extensible
+    KV cache, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes), not from a share of the device alone:
+        peak   = profiled activations + the CUDA-graph estimate (`EngineProfile.activation_reserve_gib`), a transient
+                 the pool leaves room for on top of the graphs it already holds
+        margin = max(floor_gib, peak_share * peak), kept free below the device's whole memory
+        pool   = min(f * device, device - margin) - weights - runtime (graphs included) - peak"""
+
+    __pydantic_config__ = TABLE_CONFIG
+
+    floor_gib: float
+    peak_share: float
+
+    def __post_init__(self) -> None:
+        number(self.floor_gib, "engine kv_margin: floor_gib", lo=0, error=SpecError)
+        number(self.peak_share, "engine kv_margin: peak_share", lo=0, hi=1, error=SpecError)
+
+    def bytes(self, peak_bytes: float) -> float:
+        return max(self.floor_gib * GIB, self.peak_share * peak_bytes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryReserve:
     """SGLang's default --mem-fraction-static (PR #10975): (device - reserve) / device with
         reserve_mb = fixed_mb + per_chunk_token_mb * max(chunk, 2048) + per_graph_batch_mb * graph_batches
@@ -870,6 +892,7 @@ class EngineProfile:
     # (min tp, fraction), first match (SGLang to 0.5.2 where no by-device rule sets one)
     memory_fraction_by_tp: tuple[tuple[int, float], ...] = ()
     memory_reserve: MemoryReserve | None = None  # SGLang >= 0.5.3: the fraction from a reserve formula
+    kv_margin: KvMargin | None = None  # vLLM >= 0.34: the pool sized from measured memory (share_of_device only)
     # the batch knobs the engine's offline benchmark derives from the workload (trtllm-bench); None: its defaults
     bench_batch: BenchBatch | None = None
     device_kernels: tuple[DeviceKernels, ...] = ()  # per-vendor backends' kernel factors (first match)
@@ -937,6 +960,9 @@ class EngineProfile:
             raise SpecError(f"engine {self.family}: checkpoint_formats names unknown weight format(s) {unknown}")
         integer(self.block_size, f"engine {self.family}: block_size", lo=1, error=SpecError)
         number(self.activation_reserve_gib, f"engine {self.family}: activation_reserve_gib", lo=0, error=SpecError)
+        if self.kv_margin is not None and self.memory_policy != "share_of_device":
+            raise SpecError(f"engine {self.family}: kv_margin sizes a share_of_device pool (vLLM's), not "
+                            f"{self.memory_policy}")
         for min_tp, f in self.memory_fraction_by_tp:
             integer(min_tp, f"engine {self.family}: memory_fraction_by_tp tp", lo=1, error=SpecError)
             number(f, f"engine {self.family}: memory_fraction_by_tp fraction", lo=0, hi=1, lo_open=True,
@@ -1272,7 +1298,7 @@ _PROFILE_KEYS = {"display", "scheduler", "memory_policy", "frontend", "host", "k
                  "memory_fraction", "block_size", "enable_chunked_prefill", "enable_prefix_caching",
                  "activation_reserve_gib", "reserve_max_tokens", "adp_balance_iters", "memory_fraction_by_tp",
                  "dp_attention_chunk", "dp_attention_conservativeness", "spec_scoring", "pp_microbatches",
-                 "memory_reserve", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
+                 "memory_reserve", "kv_margin", "bench_batch", "device_kernels", "devices", "parallelism", "loads_gguf",
                  "gguf_lacks", "fallback", "fallback_label", "sources", "since", "source"}
 
 
@@ -1431,6 +1457,7 @@ def _build(fam: _Family, version: str, override: tuple[tuple[str, Any], ...] = (
             pp_microbatches=str(table.get("pp_microbatches", "none")),
             memory_fraction_by_tp=tuple((int(t), float(f)) for t, f in table.get("memory_fraction_by_tp", ())),
             memory_reserve=MemoryReserve(**table["memory_reserve"]) if table.get("memory_reserve") else None,
+            kv_margin=KvMargin(**table["kv_margin"]) if table.get("kv_margin") else None,
             bench_batch=BenchBatch(**table["bench_batch"]) if table.get("bench_batch") else None,
             device_kernels=tuple(DeviceKernels(vendor=r["vendor"], kernels=tuple(r["kernels"].items()),
                                                kind=r.get("kind", ""), source=r.get("source", ""))
@@ -1452,7 +1479,7 @@ def _validated(fam: _Family, version: str, table: dict[str, Any], sources: tuple
     """A profile whose table a user's engine file changed: every value checked against EngineProfile's own
     annotations (`validate.from_table`) and ranges (its `__post_init__`s)."""
     where = f"engine file for {fam.name}@{version}"
-    for key in ("frontend", "host", "kernels", "memory_reserve", "bench_batch"):
+    for key in ("frontend", "host", "kernels", "memory_reserve", "kv_margin", "bench_batch"):
         if table.get(key) is not None and not isinstance(table[key], dict):
             raise SpecError(f"{where}: {key} must be a table, got {table[key]!r}")
     rules = table.get("batch_defaults")
