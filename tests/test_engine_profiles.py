@@ -180,7 +180,8 @@ def test_sglang_cuda_graph_cap_by_version_memory_and_tp():
     assert _knobs("sglang@0.4", "rtx-4090", tp=4).cuda_graph_max_bs == 80
     assert [_knobs("sglang", "h100-sxm", tp=t).cuda_graph_max_bs for t in (1, 2, 4, 8)] == [256, 256, 512, 512]
     assert _knobs("sglang", "b200").cuda_graph_max_bs == 512
-    assert _knobs("sglang", "l40s").cuda_graph_max_bs == 32 and _knobs("sglang", "l4").cuda_graph_max_bs == 24
+    assert _knobs("sglang", "l40s").cuda_graph_max_bs == 32 and _knobs("sglang@0.5.19", "l4").cuda_graph_max_bs == 24
+    assert _knobs("sglang", "l4").cuda_graph_max_bs == 48  # 0.5.20's 20-35 GiB tier
     assert _knobs("vllm", "h100-sxm").cuda_graph_max_bs == 512 and _knobs("trtllm", "h100-sxm").cuda_graph_max_bs == 0
     # the reserve counts 2 MB per captured batch: TP8 on H200 adds 2 * (512 - 256) MB to TP1's
     h200 = get_hardware("h200")

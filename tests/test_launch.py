@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = Path(os.environ.get("FLOPWISE_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 SGLANG_PY = Path(os.environ.get("FLOPWISE_SGLANG_PYTHON", ROOT / ".venv-sglang" / "bin" / "python"))
 DATA = Path(__file__).parent / "data"
-ENGINES = ("vllm", "vllm@0.32", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.4", "trtllm", "trtllm@1.1", "llamacpp")
+ENGINES = ("vllm", "vllm@0.32", "vllm@0.9", "vllm@0.6", "sglang", "sglang@0.5.6", "sglang@0.4", "trtllm", "trtllm@1.1",
+           "llamacpp")
 
 
 def _t(model, gpu, model_id, max_len=10240, prompt=8192, pc=True, native=None, async_scheduling=None,
@@ -180,8 +181,8 @@ def _check_by_data(argv: list[str], data: dict) -> str | None:
 
 
 def test_sglang_commands_match_its_option_names(rendered):
-    """Against SGLang 0.5.6's option names, switches and choices (tests/data/sglang_options.json, dumped from its
-    parser by tests/parsers/sglang_args.py --dump)."""
+    """Against the default SGLang's (0.5.23) option names, switches and choices (tests/data/sglang_options.json,
+    dumped from its parser as tests/parsers/sglang_args.py --dump does): --cuda-graph-max-bs is gone from 0.5.20."""
     data = json.loads((DATA / "sglang_options.json").read_text())
     for k, c in rendered.items():
         if k[1] == "sglang" and c.command:
@@ -193,7 +194,7 @@ def test_sglang_commands_match_its_option_names(rendered):
 @pytest.mark.skipif(not SGLANG_PY.exists(), reason=f"SGLang parser env not installed ({SGLANG_PY}; "
                     "scripts/install_sglang_args.sh)")
 def test_sglang_commands_parse_with_sglang(rendered):
-    cmds = [(k, c) for k, c in rendered.items() if k[1] == "sglang" and c.command]
+    cmds = [(k, c) for k, c in rendered.items() if k[1] == "sglang@0.5.6" and c.command]  # the env's release
     for (k, c), r in zip(cmds, _parse(SGLANG_PY, "sglang_args.py", [c.argv()[3:] for _, c in cmds]), strict=True):
         assert r["ok"], f"{k}: {r['error']}\n{c.command}"
 
@@ -597,7 +598,9 @@ def test_engine_switches_reach_every_dialect(rendered):
     assert doc["disable_overlap_scheduler"] is True and doc["moe_config"] == {"backend": "TRTLLM"}
     assert doc["cuda_graph_config"] == {"max_batch_size": 64}
     argv = sg.argv()
-    assert "--disable-overlap-schedule" in argv and argv[argv.index("--cuda-graph-max-bs") + 1] == "64"
+    assert "--disable-overlap-schedule" in argv and argv[argv.index("--cuda-graph-max-bs-decode") + 1] == "64"
+    old = rendered[("qwen3 moe b200 switches", "sglang@0.5.6")].argv()  # the flag's name before 0.5.14
+    assert old[old.index("--cuda-graph-max-bs") + 1] == "64"
     assert argv[argv.index("--moe-runner-backend") + 1] == "flashinfer_trtllm"
     assert argv.count("--quantization") == 1 and argv[argv.index("--quantization") + 1] == "fp8"  # the runner asks
     assert any("programmatic dependent launch" in n for n in sg.notes)

@@ -285,7 +285,7 @@ def test_defaults_follow_sglang_server_args(dep):
     assert sglang_chunked_prefill_size(get_hardware("h100-sxm")) == 8192
     assert sglang_chunked_prefill_size(get_hardware("h200")) == 8192
     assert sglang_chunked_prefill_size(get_hardware("l40s")) == 4096
-    assert sglang_chunked_prefill_size(get_hardware("a10g")) == 2048
+    assert sglang_chunked_prefill_size(get_hardware("a10g")) == 4096  # 2048 to 0.5.19 (the default is 0.5.23)
     assert sglang_chunked_prefill_size(get_hardware("b200")) == 16384
     # 442,496 KV tokens / 131,072 context x 512 = 1728 -> clamped up to 2048
     assert sglang_max_running_requests(442_496, 131_072) == 2048

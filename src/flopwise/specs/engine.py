@@ -262,11 +262,13 @@ class KernelFactors:
     piecewise_decode: whether decode-only steps run piecewise too (else they replay one full graph);
     piecewise_prefill: whether steps with prompt tokens replay piecewise CUDA graphs (the piecewise floor above)
         while the engine's other uncaptured steps (decode batches above `cuda_graph_max_bs`) still launch eagerly at
-        `eager_prefill_kernel_s` (SGLang 0.5.10+); DP attention or speculative decoding turns it off there
-        (`for_deployment`, which `cost/step.py` applies); vLLM V1, whose uncaptured steps all run piecewise, prices
-        no eager prefill instead;
+        `eager_prefill_kernel_s` (SGLang 0.5.10+); DP attention or speculative decoding turns it off there unless
+        `piecewise_dp_attention` / `piecewise_speculative` (`for_deployment`, which `cost/step.py` applies); vLLM V1,
+        whose uncaptured steps all run piecewise, prices no eager prefill instead;
     piecewise_mla: whether a model with multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) runs its prompt steps
         piecewise too where `piecewise_prefill` is on; false: they launch eagerly (`for_deployment`);
+    piecewise_speculative, piecewise_dp_attention: whether a deployment with speculative decoding, or with
+        data-parallel attention, keeps the piecewise prompt graphs (SGLang from 0.5.11 / 0.5.17);
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -374,6 +376,8 @@ class KernelFactors:
     piecewise_decode: bool = False
     piecewise_prefill: bool = False
     piecewise_mla: bool = True
+    piecewise_speculative: bool = False
+    piecewise_dp_attention: bool = False
     trtllm_moe: bool = False
     cuda_graph_max_bs: int = 0
     cuda_graphs: bool = True
@@ -417,10 +421,13 @@ class KernelFactors:
 
     def for_deployment(self, *, dp_attention: bool, speculative: bool, mla: bool = False) -> KernelFactors:
         """These factors as a deployment with these features runs them: DP attention or speculative decoding turn
-        `piecewise_prefill` off (SGLang's `server_args._handle_piecewise_cuda_graph`), and so does a model with
+        `piecewise_prefill` off where the release does not keep them (`piecewise_dp_attention`,
+        `piecewise_speculative`; SGLang's `server_args._handle_piecewise_cuda_graph`), and so does a model with
         multi-head latent attention where `piecewise_mla` is false, so its prompt steps launch eagerly, with no
         piecewise floor. Unchanged otherwise."""
-        if not (self.piecewise_prefill and (dp_attention or speculative or (mla and not self.piecewise_mla))):
+        off = ((dp_attention and not self.piecewise_dp_attention) or (speculative and not self.piecewise_speculative)
+               or (mla and not self.piecewise_mla))
+        if not (self.piecewise_prefill and off):
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
