@@ -312,8 +312,8 @@ CASES = [
     ("nonsense", "llama.cpp with expert parallelism", lambda t: ["estimate", "--engine", "llamacpp", "--model",
                                                                  "qwen3-30b-a3b", "--tp", "2", "--ep", "2",
                                                                  "--weights", "q4_k_m"], "has no EP"),
-    ("nonsense", "engine file without tp", lambda t: ["estimate", "--engine-file", file(
-        t, "e.toml", 'name = "vllm"\n[override]\nparallelism = ["pp"]\n')], "parallelism must list tp"),
+    ("nonsense", "engine file with an unknown parallelism", lambda t: ["estimate", "--engine-file", file(
+        t, "e.toml", 'name = "vllm"\n[override]\nparallelism = ["tp", "cp"]\n')], "parallelism must list some of"),
     ("nonsense", "engine file device without a kind", lambda t: ["estimate", "--engine-file", file(
         t, "e.toml", 'name = "vllm"\n[override]\ndevices = ["nvidia"]\n')], "VENDOR:KIND"),
     ("substitution", "a hardware id given twice", lambda t: ["estimate", "--gpu", "myg", "--hardware-file", file(

@@ -1089,11 +1089,11 @@ def test_mxfp4_experts_upcast_on_chips_without_fp4_math():
     assert step_time(dep, decode) == pytest.approx(step_time(at85, decode), rel=0.01)
 
 
-def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from_b7536():
+def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from_b7532():
     """llama.cpp multiplies GGML_TYPE_MXFP4 like any GGUF block type: MMQ int8 tiles on CUDA (an RTX 5090's 838
     TOPS int8 roof x mmq 0.45, as q4_0), not its 1676 TFLOP/s FP4 tensor cores (nor does vLLM, whose SM120 path is
     Marlin's: 16-bit weight-only, the 209.5 TFLOP/s bf16 roof);
-    from b7536 (PR #17906) Blackwell's 4-bit MMA runs it 1.26x faster than that int8 path, a chip without FP4 math
+    from b7532 (PR #17906) Blackwell's 4-bit MMA runs it 1.26x faster than that int8 path, a chip without FP4 math
     (RTX 4090) keeps int8. A V100 (no FP4, no bf16) runs it through llama.cpp and is refused by vLLM."""
     def dep(gpu, engine, weights="mxfp4"):
         return deployment("openai/gpt-oss-20b", gpu, weights=weights, engine=engine)
@@ -1102,9 +1102,10 @@ def test_llamacpp_runs_mxfp4_on_its_int8_mmq_path_and_natively_on_blackwell_from
     assert mx.nominal_peak_linear == pytest.approx(838e12)
     assert (mx.gemm_eff, mx.linear_rate) == pytest.approx((0.45, q4.linear_rate))
     assert roofs(dep("rtx-5090", "vllm@0.11")).nominal_peak_linear == pytest.approx(209.5e12)
-    native = roofs(dep("rtx-5090", "llamacpp@b7536"))
+    native = roofs(dep("rtx-5090", "llamacpp@b7532"))
     assert native.linear_rate == pytest.approx(1.26 * mx.linear_rate)
-    assert roofs(dep("rtx-4090", "llamacpp@b7536")).gemm_eff == pytest.approx(0.45)  # no fp4 math: int8 MMQ
+    assert roofs(dep("rtx-5090", "llamacpp@b7531")).linear_rate == pytest.approx(mx.linear_rate)
+    assert roofs(dep("rtx-4090", "llamacpp@b7532")).gemm_eff == pytest.approx(0.45)  # no fp4 math: int8 MMQ
     assert roofs(dep("v100-pcie-32gb", "llamacpp@b7000")).gemm_eff == pytest.approx(0.45)
     v100_gguf = deployment("openai/gpt-oss-20b", "v100-pcie-32gb", engine="llamacpp@b7000")  # its default: the GGUF
     assert v100_gguf.weights.name == "mxfp4_moe" and roofs(v100_gguf).gemm_eff == pytest.approx(0.45)
@@ -1426,3 +1427,13 @@ def test_cuda_core_decode_factors_are_checked():
         KernelFactors(decode_cuda_core_on=["sm80"])
     with pytest.raises(SpecError, match="tensor_decode_max_seqs"):
         KernelFactors(tensor_decode_max_seqs=-1)
+
+
+def test_llamacpp_splits_tensors_over_gpus_only_before_b9890():
+    """PR #24216 (b9890) removed --split-mode row on CUDA and HIP: from there llama.cpp splits layers only (pp), and a
+    tensor-parallel deployment is refused with the engine's own words."""
+    assert get_engine("llamacpp@b9889").parallelism == ("tp", "pp")
+    assert get_engine("llamacpp@b9890").parallelism == ("pp",)
+    deployment("llama-3.1-70b", "h100-sxm", engine="llamacpp@b9890", pp=2, weights="q4_k_m")
+    with pytest.raises(SpecError, match=r"llama.cpp b9890 has no TP \(tp=2\); it implements PP"):
+        deployment("llama-3.1-70b", "h100-sxm", engine="llamacpp@b9890", tp=2, weights="q4_k_m")

@@ -992,8 +992,8 @@ class EngineProfile:
         if self.fallback and not self.fallback_label:
             raise SpecError(f"engine {self.family}: fallback = '{self.fallback}' needs a fallback_label (the engine's "
                             "name, e.g. V0)")
-        if "tp" not in self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:
-            raise SpecError(f"engine {self.family}: parallelism must list tp and any of pp, dp, ep, got "
+        if not self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:  # one GPU per stage: no tp
+            raise SpecError(f"engine {self.family}: parallelism must list some of tp, pp, dp, ep, got "
                             f"{list(self.parallelism)}")
         for d in self.devices:
             vendor, _, kind = d.partition(":")
