@@ -224,8 +224,16 @@ def test_trtllm_commands_and_yaml_match_its_names(rendered):
 def test_context_and_memory_fraction_per_engine():
     """--max-model-len and its peers are the target's; each memory fraction reproduces the planned KV pool in
     what its engine means by it: vLLM the whole device, SGLang weights + KV only, TensorRT-LLM a share of what
-    is free after weights and activations."""
-    t = TARGETS["8b fp8 base"]
+    is free after weights and activations; but never more than that engine's own default, which keeps the room its
+    activations and graphs need (vLLM 0.34's default pool, the device less a 1 GiB margin, would leave SGLang
+    3 GiB of an H100)."""
+    full = TARGETS["8b fp8 base"]
+    cmd = {e: render(full, get_engine(e)) for e in ("vllm", "sglang", "trtllm")}
+    assert f"--gpu-memory-utilization {full.deployment.gpu_memory_utilization:g}" in cmd["vllm"].command  # its own
+    own = full.deployment.engine_defaults(get_engine("sglang")).memory_fraction
+    assert f"--mem-fraction-static {own:g}" in cmd["sglang"].command
+    assert any("takes at most its own default memory fraction" in n for n in cmd["sglang"].notes)
+    t = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", weights="fp8", kv="fp8", gpu_memory_utilization=0.8)
     dep = t.deployment
     pool = memory_plan(dep).kv_pool_bytes
     cmd = {e: render(t, get_engine(e)).command for e in ("vllm", "sglang", "trtllm")}

@@ -24,6 +24,7 @@ from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
 from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
+from flopwise.specs.hardware import GIB
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
@@ -117,13 +118,25 @@ def on_engine(dep: Deployment, engine: EngineProfile) -> Deployment:
     return dep if dep.engine == engine else replace(dep, engine=engine)
 
 
-def engine_memory_fraction(dep: Deployment, engine: EngineProfile) -> float:
+def engine_memory_fraction(dep: Deployment, engine: EngineProfile, notes: list[str] | None = None) -> float:
     """The memory fraction that gives `engine` the KV pool the plan sized for `dep`, in what that engine means by
     it (`cost.memory.memory_fraction_for_pool`), rounded down to 3 decimals and kept within (0, 0.99], or 1 where
-    the engine sizes its pool from measured memory and keeps its own margin (vLLM >= 0.34)."""
+    the engine sizes its pool from measured memory and keeps its own margin (vLLM >= 0.34). A plan made on another
+    engine asks at most this engine's own default for the deployment, which leaves the room its activations and
+    CUDA graphs need (a pool the other engine's sizing allows can exceed it: vLLM 0.34 keeps only a 1 GiB margin
+    beyond its measured peak); `notes` then says the pool is smaller than planned."""
     pool = memory_plan(dep).kv_pool_bytes
     f = memory_fraction_for_pool(on_engine(dep, engine), pool)
-    return min(1.0 if engine.kv_margin is not None else 0.99, max(0.05, math.floor(f * 1000) / 1000))
+    f = min(1.0 if engine.kv_margin is not None else 0.99, max(0.05, math.floor(f * 1000) / 1000))
+    own = dep.engine_defaults(engine).memory_fraction
+    if engine.family != dep.engine.family and f > own:
+        if notes is not None:
+            got = memory_plan(replace(on_engine(dep, engine), gpu_memory_utilization=own)).kv_pool_bytes
+            notes.append(f"{engine.display} {engine.version} takes at most its own default memory fraction ({own:g}) "
+                         f"here, for its activations and CUDA graphs: a KV pool of {got / GIB:.1f} GiB, not the "
+                         f"{pool / GIB:.1f} GiB planned on {dep.engine.name}")
+        return own
+    return f
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

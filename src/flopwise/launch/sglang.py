@@ -68,7 +68,7 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
-    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine))
+    line.flag(flags["memory_fraction"], engine_memory_fraction(dep, engine, notes))
     if not engine.kernels.cuda_graphs:
         line.flag(flags["enforce_eager"])
     backend_flag, backend = attention_backend(dep, engine, notes)

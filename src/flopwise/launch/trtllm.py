@@ -135,7 +135,7 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)
-    fraction = engine_memory_fraction(dep, engine)
+    fraction = engine_memory_fraction(dep, engine, notes)
     line.flag(flags["memory_fraction"], fraction)
     name = options_file or la["extra_options_file"]
     line.flag(flags["extra_options"], name)
