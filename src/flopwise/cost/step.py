@@ -236,6 +236,8 @@ class Roofs:
     moe_kernels: int  # modelled kernels of one routed-MoE layer (MOE_KERNELS, TRTLLM_MOE_KERNELS)
     moe_pair_reads_below: int  # fewer tokens: each token-expert pair reads its expert (KernelFactors, same name)
     moe_tile_cols: int  # a grouped MoE matmul's widest token tile, sized from the pass (KernelFactors, same name)
+    fused_norm_tokens: int  # steps of at most this many tokens fuse the norms after the all-reduces (0: none;
+    #                         KernelFactors.fuses_allreduce, allreduce_fusion_tokens)
     # folded constants of the hot path (see _Acc.add)
     linear_rate: float  # peak_linear * compute_max * gemm_eff
     dense_rate: float  # linear_rate (times the device's `fp4_linear_factor` in FP4 math), or, where the format
@@ -341,6 +343,9 @@ def roofs(dep: Deployment) -> Roofs:
                  grouped_topk_kernels=kf.grouped_topk_kernels,
                  moe_kernels=TRTLLM_MOE_KERNELS if kf.trtllm_moe else MOE_KERNELS,
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
+                 fused_norm_tokens=kf.allreduce_fusion_tokens if kf.fuses_allreduce(
+                     sm_class=hw.sm_class, device_text=hw.device_text, family=dep.model.family, tp=dep.tp, dp=dep.dp,
+                     ep=dep.ep, nodes=dep.nodes) else 0,
                  linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,
                  decode_cc_rate=cc_rate, decode_cc_groups=cc_groups if cc_rate else (), peak_cc=peak_cc,
@@ -532,7 +537,10 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         if g.extra_params:
             acc.add("layer_extras", n, 2 * T * g.extra_params, T, g.extra_params * dbpp, 0.0, 2 * T * h * a, 2,
                     dense=True)
-        acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * g.norms, g.norms)
+        # the residual add and RMSNorm after each of the layer's two all-reduces ride in the all-reduce kernel
+        norms = g.norms - 2 if T_all <= acc.r.fused_norm_tokens and moe_comm is None else g.norms
+        if norms > 0:
+            acc.add("norms_residual", n, 0.0, T, 0.0, 0.0, T * h * a * 2 * norms, norms)
         if acc.r.act_quant:  # one quantization launch per GEMM input: projections, the (routed or dense) MLP's
             acc.kernels += n * (at.proj_gemms + 2 + 2 * bool(g.shared_params))  # two, a shared expert's two
         if g.is_moe and moe_comm is not None:

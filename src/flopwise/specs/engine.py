@@ -269,6 +269,12 @@ class KernelFactors:
         piecewise too where `piecewise_prefill` is on; false: they launch eagerly (`for_deployment`);
     piecewise_speculative, piecewise_dp_attention: whether a deployment with speculative decoding, or with
         data-parallel attention, keeps the piecewise prompt graphs (SGLang from 0.5.11 / 0.5.17);
+    allreduce_fusion_on, allreduce_fusion_families, allreduce_fusion_exclude, allreduce_fusion_tokens: the NVIDIA
+        classes and model families where each layer's two tensor-parallel all-reduces carry the residual add and
+        RMSNorm after them in one kernel (FlashInfer's TensorRT-LLM all-reduce fusion, SGLang's default for some
+        architectures), on steps of at most `allreduce_fusion_tokens` tokens, in one node, without DP attention or
+        expert parallelism, on no device whose id or name holds one of `allreduce_fusion_exclude`: those two
+        norms cost no launch and no pass over the hidden states of their own;
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
         weights always do: the hardware's `moe_kernel_overhead_scale` (the Triton / DeepGEMM MoE path and its
@@ -407,6 +413,10 @@ class KernelFactors:
     decode_cuda_core_compute: float = 0.3
     tensor_decode_on: tuple[str, ...] = ()
     tensor_decode_families: tuple[str, ...] = ()
+    allreduce_fusion_on: tuple[str, ...] = ()
+    allreduce_fusion_families: tuple[str, ...] = ()
+    allreduce_fusion_exclude: tuple[str, ...] = ()
+    allreduce_fusion_tokens: int = 2048
 
     @property
     def has_pdl_switch(self) -> bool:
@@ -430,6 +440,14 @@ class KernelFactors:
         if not (self.piecewise_prefill and off):
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
+
+    def fuses_allreduce(self, *, sm_class: str, device_text: str, family: str, tp: int, dp: int, ep: int,
+                        nodes: int) -> bool:
+        """Whether each layer's tensor-parallel all-reduces carry the residual add and RMSNorm after them for this
+        device and model (`allreduce_fusion_on` and its peers; the step's token count is the caller's test)."""
+        return (sm_class in self.allreduce_fusion_on and family in self.allreduce_fusion_families and tp > 1
+                and dp == 1 and ep == 1 and nodes == 1
+                and not any(x in device_text for x in self.allreduce_fusion_exclude))
 
     def decode_cuda_core_groups_on(self, sm_class: str, family: str, kv_bytes: float) -> tuple[int, ...]:
         """The GQA group sizes (query heads // KV heads on one GPU) whose decode attention runs on the CUDA cores on
@@ -456,7 +474,8 @@ class KernelFactors:
             raise SpecError(f"engine kernels: block_formats must be a list of weight formats, got "
                             f"{self.block_formats!r}")
         object.__setattr__(self, "block_formats", tuple(self.block_formats))  # a TOML list
-        for name in ("tensor_decode_on", "tensor_decode_families", "decode_cuda_core_groups", "decode_cuda_core_on"):
+        for name in ("tensor_decode_on", "tensor_decode_families", "decode_cuda_core_groups", "decode_cuda_core_on",
+                     "allreduce_fusion_on", "allreduce_fusion_families", "allreduce_fusion_exclude"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, (list, tuple)):
                 raise SpecError(f"engine kernels: {name} must be a list, got {value!r}")
@@ -464,7 +483,7 @@ class KernelFactors:
                                else tuple(str(v) for v in value))
         for g in self.decode_cuda_core_groups:
             integer(g, "engine kernels: decode_cuda_core_groups", lo=1, hi=1024, error=SpecError)
-        for name in ("tensor_decode_on", "decode_cuda_core_on"):
+        for name in ("tensor_decode_on", "decode_cuda_core_on", "allreduce_fusion_on"):
             bad = [c for c in getattr(self, name) if c not in SM_CLASSES]
             if bad:
                 raise SpecError(f"engine kernels: {name} has unknown NVIDIA class(es) {bad}; known: "
@@ -483,6 +502,7 @@ class KernelFactors:
         integer(self.ubatch_tokens, "engine kernels: ubatch_tokens", lo=0, error=SpecError)
         integer(self.moe_pair_reads_below, "engine kernels: moe_pair_reads_below", lo=0, error=SpecError)
         integer(self.moe_tile_cols, "engine kernels: moe_tile_cols", lo=0, error=SpecError)
+        integer(self.allreduce_fusion_tokens, "engine kernels: allreduce_fusion_tokens", lo=1, error=SpecError)
         integer(self.grouped_topk_kernels, "engine kernels: grouped_topk_kernels", lo=1, hi=1000, error=SpecError)
         if self.mxfp4_activation not in ("fp4", "fp8", "bf16"):
             raise SpecError(f"engine kernels: mxfp4_activation must be fp4, fp8 or bf16, got {self.mxfp4_activation!r}")
