@@ -41,7 +41,9 @@ def test_fused_norms_leave_the_step_by_hand():
     ("sglang@0.5.7", "h20", "decode", {}, False),        # H20 excluded to 0.5.12
     ("sglang@0.5.13", "h20", "decode", {}, True),
     ("sglang@0.5.12", "b200", "decode", {}, False),      # priced on Hopper only (see sglang.toml)
-    ("sglang@0.5.12", "h200", "decode", {"tp": 1, "dp": 8, "ep": 8}, False),  # DP attention
+    ("sglang@0.5.12", "h200", "decode", {"tp": 2, "dp": 4, "ep": 8}, False),  # DP attention (TP 2 groups)
+    ("sglang@0.5.12", "h200", "decode", {"tp": 8, "ep": 8}, False),           # expert parallelism
+    ("sglang@0.5.12", "h200", "decode", {"tp": 16, "nodes": 2}, False),       # across nodes
     ("vllm@0.34", "h200", "decode", {}, False),
 ])
 def test_where_the_fusion_applies(engine, gpu, shape, kw, fused):

@@ -17,7 +17,8 @@ GRAPHS = 0.25 * GIB  # vllm.toml's activation_reserve_gib (0.21+): the CUDA-grap
 def test_the_release_entries():
     old, new = get_engine("vllm@0.33"), get_engine("vllm@0.34")
     assert (old.memory_fraction, old.block_size, old.kv_margin) == (0.92, 16, None)
-    assert (new.memory_fraction, new.block_size, new.kv_margin) == (1.0, 64, KvMargin(floor_gib=1.0, peak_share=0.75))
+    assert (new.memory_fraction, new.block_size) == (1.0, 64)
+    assert new.kv_margin == KvMargin(floor_gib=1.0, peak_share=0.75, devices=("nvidia:gpu", "nvidia:soc", "amd:gpu"))
     assert get_engine("vllm").version == "0.34"
 
 
@@ -70,3 +71,27 @@ def test_only_a_share_of_device_engine_takes_a_margin():
                                           "kv_margin": KvMargin(floor_gib=1.0, peak_share=0.75)})
     with pytest.raises(SpecError, match="peak_share"):
         KvMargin(floor_gib=1.0, peak_share=1.5)
+
+
+def test_the_cpu_backend_keeps_the_estimate():
+    """The extensible KV cache is on by default on CUDA and ROCm only: vLLM 0.34 on a CPU sizes at 0.92, as 0.33."""
+    old = memory_plan(deployment("qwen2.5-0.5b", "cpu-xeon-spr-56c", engine="vllm@0.33"))
+    new = deployment("qwen2.5-0.5b", "cpu-xeon-spr-56c", engine="vllm@0.34")
+    assert new.gpu_memory_utilization == 0.92 and memory_plan(new).budget_bytes == old.budget_bytes
+
+
+def test_enforce_eager_holds_no_graph_memory():
+    """--enforce-eager captures no CUDA graphs: neither the resident graphs nor their estimate in the peak."""
+    graphs = deployment("meta-llama/Llama-3.1-8B", "h100-sxm", engine="vllm@0.34")
+    eager = deployment("meta-llama/Llama-3.1-8B", "h100-sxm", engine="vllm@0.34", enforce_eager=True)
+    assert memory_plan(eager).kv_pool_bytes - memory_plan(graphs).kv_pool_bytes == pytest.approx(2 * GRAPHS)
+
+
+def test_a_plan_on_sglang_launched_on_vllm_0_34_says_its_pool_is_smaller():
+    """SGLang keeps activations outside its static share, vLLM 0.34 inside its budget with a 1 GiB margin: the
+    SGLang plan's pool for Gemma-3-27B on an H100 is more than vLLM can hold even at 1.0, and the command says so."""
+    dep = deployment("google/gemma-3-27b-it", "h100-sxm", engine="sglang")
+    notes: list[str] = []
+    assert engine_memory_fraction(dep, get_engine("vllm@0.34"), notes) == 1.0
+    assert len(notes) == 1 and "vLLM 0.34 keeps more memory outside its KV cache" in notes[0]
+    assert "planned on sglang@0.5.23" in notes[0]

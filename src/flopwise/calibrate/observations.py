@@ -43,8 +43,8 @@ def kernel_time(prof: EfficiencyProfile, hw: HardwareSpec, p: KernelPoint) -> fl
         else:
             dtype = hw.compute_dtype(p.dtype)
             factor = prof.low_precision_compute_factor if dtype in LOW_PRECISION_DTYPES else 1.0
-            if p.kind == "gemm" and dtype == "fp4":  # a standalone FP4 linear layer (`cost.step` Roofs.dense_rate)
-                factor *= prof.fp4_linear_factor
+            if p.kind == "gemm":  # a standalone linear layer (`cost.step` Roofs.dense_rate)
+                factor *= prof.linear_factor(dtype)
             compute_s = p.flops / (hw.peak_tflops[dtype] * 1e12 * factor * prof.compute_eff(p.m))
     else:
         compute_s = 0.0

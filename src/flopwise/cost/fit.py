@@ -26,10 +26,16 @@ def _at_tp(dep: Deployment, tp: int) -> Deployment:
 
 
 def fit_suggestions(dep: Deployment) -> list[str]:
-    """Cheapest changes that make the weights fit: a larger TP degree, or a smaller weight format."""
+    """Cheapest changes that make the weights fit: a larger TP degree (more pipeline stages where the engine splits
+    layers only), or a smaller weight format."""
     out: list[str] = []
     one_device = dep.hardware.kind in _ONE_DEVICE
-    for tp in () if one_device else (2, 4, 8, 16, 32):
+    if "tp" not in dep.engine.parallelism and not one_device:  # an engine that splits layers only (llama.cpp b9890+)
+        for pp in (2, 4, 8):
+            if pp > dep.pp and memory_plan(replace(dep, pp=pp)).fits:
+                out.append(f"--pp {pp}")
+                break
+    for tp in () if one_device or "tp" not in dep.engine.parallelism else (2, 4, 8, 16, 32):
         if tp <= dep.tp or (dep.model.mla is None and dep.model.num_heads % tp):
             continue
         if memory_plan(_at_tp(dep, tp)).fits:
@@ -44,7 +50,7 @@ def fit_suggestions(dep: Deployment) -> list[str]:
                 and memory_plan(replace(dep, weights=wf)).fits:
             out.append(f"--weights {name}")
             break
-    if not out and dep.pp == 1 and not one_device:
+    if not out and dep.pp == 1 and not one_device and "tp" in dep.engine.parallelism:
         for pp in (2, 4, 8):
             if memory_plan(replace(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
                 out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")

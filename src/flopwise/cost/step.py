@@ -320,7 +320,7 @@ def roofs(dep: Deployment) -> Roofs:
     peak_index = hw.peak_flops("fp8", weight_only_fallback=True)
     linear_rate = nominal * factor * e.compute_max * gemm_eff
     # FP4 math in standalone linear layers, each behind its activations' quantization (`fp4_linear_factor`)
-    quant = e.fp4_linear_factor if linear_dtype == "fp4" and compute == linear_dtype and not block else 1.0
+    quant = e.linear_factor(linear_dtype) if compute == linear_dtype and not block else 1.0
     nominal_dense, dense_rate = nominal, linear_rate * quant
     peak16 = hw.peak_flops(default16(hw))
     if wf.experts_only and not block:  # (a GGUF file's other matrices are Q8_0, run by the same quantized matmuls)
@@ -344,7 +344,7 @@ def roofs(dep: Deployment) -> Roofs:
                  moe_kernels=TRTLLM_MOE_KERNELS if kf.trtllm_moe else MOE_KERNELS,
                  moe_pair_reads_below=kf.moe_pair_reads_below, moe_tile_cols=kf.moe_tile_cols,
                  fused_norm_tokens=kf.allreduce_fusion_tokens if kf.fuses_allreduce(
-                     sm_class=hw.sm_class, device_text=hw.device_text, family=dep.model.family, tp=dep.tp, dp=dep.dp,
+                     sm_class=hw.sm_class, hw_id=hw.id, family=dep.model.family, tp=dep.tp, dp=dep.dp,
                      ep=dep.ep, nodes=dep.nodes) else 0,
                  linear_rate=linear_rate,
                  attention_rate=peak_attn * e.attention_compute_max, peak_index=peak_index,

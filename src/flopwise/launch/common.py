@@ -124,18 +124,22 @@ def engine_memory_fraction(dep: Deployment, engine: EngineProfile, notes: list[s
     the engine sizes its pool from measured memory and keeps its own margin (vLLM >= 0.34). A plan made on another
     engine asks at most this engine's own default for the deployment, which leaves the room its activations and
     CUDA graphs need (a pool the other engine's sizing allows can exceed it: vLLM 0.34 keeps only a 1 GiB margin
-    beyond its measured peak); `notes` then says the pool is smaller than planned."""
+    beyond its measured peak); `notes` says where the pool this engine gets is smaller than planned, capped or not
+    (a plan on SGLang whose pool vLLM 0.34's margin cannot give)."""
     pool = memory_plan(dep).kv_pool_bytes
-    f = memory_fraction_for_pool(on_engine(dep, engine), pool)
-    f = min(1.0 if engine.kv_margin is not None else 0.99, max(0.05, math.floor(f * 1000) / 1000))
+    here = on_engine(dep, engine)
+    f = memory_fraction_for_pool(here, pool)
+    measured = engine.kv_margin is not None and engine.kv_margin.on(dep.hardware.vendor, dep.hardware.kind)
+    f = min(1.0 if measured else 0.99, max(0.05, math.floor(f * 1000) / 1000))
     own = dep.engine_defaults(engine).memory_fraction
-    if engine.family != dep.engine.family and f > own:
-        if notes is not None:
-            got = memory_plan(replace(on_engine(dep, engine), gpu_memory_utilization=own)).kv_pool_bytes
-            notes.append(f"{engine.display} {engine.version} takes at most its own default memory fraction ({own:g}) "
-                         f"here, for its activations and CUDA graphs: a KV pool of {got / GIB:.1f} GiB, not the "
-                         f"{pool / GIB:.1f} GiB planned on {dep.engine.name}")
-        return own
+    capped = (engine.family, engine.version) != (dep.engine.family, dep.engine.version) and f > own
+    f = own if capped else f
+    got = memory_plan(replace(here, gpu_memory_utilization=f)).kv_pool_bytes
+    if notes is not None and got < pool * 0.99:  # rounding aside, this engine holds less than the plan sized
+        why = (f"takes at most its own default memory fraction ({own:g}) here, for its activations and CUDA graphs"
+               if capped else f"keeps more memory outside its KV cache, at a memory fraction of {f:g}")
+        notes.append(f"{engine.display} {engine.version} {why}: a KV pool of {got / GIB:.1f} GiB, not the "
+                     f"{pool / GIB:.1f} GiB planned on {dep.engine.name}")
     return f
 
 

@@ -68,7 +68,7 @@ def _memory(r: PlanResult) -> go.Figure:
     assert r.best is not None
     p = memory_plan(r.best.candidate.deployment)
     parts = {"weights": p.weight_bytes, "activations": p.activation_bytes, "runtime": p.runtime_bytes,
-             "KV cache pool": p.kv_pool_bytes, "reserve (1 - utilization)": p.device_bytes - p.budget_bytes}
+             "KV cache pool": p.kv_pool_bytes, "kept free (memory fraction, margin)": p.device_bytes - p.budget_bytes}
     if p.proposer_weight_bytes:
         parts = {"weights": p.weight_bytes, "speculative proposer": p.proposer_weight_bytes, **parts}
     fig = go.Figure(go.Bar(x=list(parts), y=[v / GIB for v in parts.values()]))

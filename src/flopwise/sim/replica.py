@@ -172,7 +172,7 @@ class Replica:
             raise WorkloadError(
                 f"a request of {held} tokens needs more KV cache than the pool holds "
                 f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
-                "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization")
+                "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization where it is below 1")
         dep.model.check_context(longest + 1, "shorten --input-len / --output-len or the trace's requests")
         if config.scheduler == "vllm" and not config.enable_chunked_prefill:
             prompt = max(s.input_tokens for s in specs)

@@ -273,7 +273,7 @@ class KernelFactors:
         classes and model families where each layer's two tensor-parallel all-reduces carry the residual add and
         RMSNorm after them in one kernel (FlashInfer's TensorRT-LLM all-reduce fusion, SGLang's default for some
         architectures), on steps of at most `allreduce_fusion_tokens` tokens, in one node, without DP attention or
-        expert parallelism, on no device whose id or name holds one of `allreduce_fusion_exclude`: those two
+        expert parallelism, on no device whose hardware id is in `allreduce_fusion_exclude`: those two
         norms cost no launch and no pass over the hidden states of their own;
     trtllm_moe: whether the MoE layers run TensorRT-LLM's fused trtllm-gen kernels (SGLang --moe-runner-backend
         flashinfer_trtllm, TensorRT-LLM's moe_config backend TRTLLM; datacenter Blackwell only), as FP4 MoE
@@ -441,13 +441,12 @@ class KernelFactors:
             return self
         return replace(self, piecewise_prefill=False, piecewise_layer_s=0.0, piecewise_step_s=0.0)
 
-    def fuses_allreduce(self, *, sm_class: str, device_text: str, family: str, tp: int, dp: int, ep: int,
+    def fuses_allreduce(self, *, sm_class: str, hw_id: str, family: str, tp: int, dp: int, ep: int,
                         nodes: int) -> bool:
         """Whether each layer's tensor-parallel all-reduces carry the residual add and RMSNorm after them for this
         device and model (`allreduce_fusion_on` and its peers; the step's token count is the caller's test)."""
         return (sm_class in self.allreduce_fusion_on and family in self.allreduce_fusion_families and tp > 1
-                and dp == 1 and ep == 1 and nodes == 1
-                and not any(x in device_text for x in self.allreduce_fusion_exclude))
+                and dp == 1 and ep == 1 and nodes == 1 and hw_id not in self.allreduce_fusion_exclude)
 
     def decode_cuda_core_groups_on(self, sm_class: str, family: str, kv_bytes: float) -> tuple[int, ...]:
         """The GQA group sizes (query heads // KV heads on one GPU) whose decode attention runs on the CUDA cores on
@@ -673,10 +672,20 @@ class KvMargin:
 
     floor_gib: float
     peak_share: float
+    devices: tuple[str, ...] = ()  # "vendor:kind" where the engine sizes so (vLLM: CUDA and ROCm); empty: anywhere
 
     def __post_init__(self) -> None:
         number(self.floor_gib, "engine kv_margin: floor_gib", lo=0, error=SpecError)
         number(self.peak_share, "engine kv_margin: peak_share", lo=0, hi=1, error=SpecError)
+        object.__setattr__(self, "devices", tuple(self.devices))  # a TOML list
+        for d in self.devices:
+            if d.partition(":")[2] not in DEVICE_KINDS:
+                raise SpecError(f"engine kv_margin: devices entry '{d}' is not VENDOR:KIND (kind one of "
+                                f"{', '.join(DEVICE_KINDS)})")
+
+    def on(self, vendor: str, kind: str) -> bool:
+        """Whether the engine sizes its pool from measured memory on a `vendor` device of this `kind`."""
+        return not self.devices or f"{vendor}:{kind}" in self.devices
 
     def bytes(self, peak_bytes: float) -> float:
         return max(self.floor_gib * GIB, self.peak_share * peak_bytes)
@@ -1186,14 +1195,15 @@ class EngineProfile:
     def eager(self) -> EngineProfile:
         """This engine with CUDA graphs off altogether (vLLM's --enforce-eager, SGLang's --disable-cuda-graph,
         TensorRT-LLM's PyTorch backend without cuda_graph_config): every step, decode too, is floored by its
-        kernels' eager launches (`KernelFactors.cuda_graphs`). A SpecError where the profile prices no eager
+        kernels' eager launches (`KernelFactors.cuda_graphs`), and no memory is kept for graphs
+        (`activation_reserve_gib`, vLLM's profiled CUDA graphs). A SpecError where the profile prices no eager
         launch (the engine runs no PyTorch steps eagerly: llama.cpp, TensorRT-LLM's C++ runtime)."""
         k = self.kernels
         if not k.eager_launch_s:
             raise SpecError(f"{self.display} {self.version} has no eager (no CUDA graph) mode flopwise can price: its "
                             "profile gives no eager launch cost, so it is priced with its CUDA graphs (or its own "
                             "runtime) only")
-        return replace(self, kernels=replace(k, cuda_graphs=False))
+        return replace(self, kernels=replace(k, cuda_graphs=False), activation_reserve_gib=0.0)  # no graphs held
 
     def attention_backend_spelling(self, backend: str) -> str | None:
         """`backend` as this release's launch table spells it (`attention_backends`, matched in any case), or None

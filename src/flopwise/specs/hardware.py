@@ -113,6 +113,11 @@ class EfficiencyProfile:
                      "runtime_overhead_gib", "moe_compute_half_width"):
             number(getattr(self, name), f"efficiency {name}", lo=0, error=SpecError)
 
+    def linear_factor(self, math: str) -> float:
+        """The share of its roof a standalone linear layer computing in `math` reaches beyond the GEMM efficiency:
+        `fp4_linear_factor` in FP4 (its activations quantized before each GEMM), else 1."""
+        return self.fp4_linear_factor if math == "fp4" else 1.0
+
     def moe_kernel_scale(self, compute: str) -> float:
         """The fixed cost per kernel of a MoE model whose weights compute in `compute`, over kernel_overhead_s:
         `moe_kernel_overhead_scale` for the formats it names (`moe_kernel_overhead_formats`; none named: every
