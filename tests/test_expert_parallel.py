@@ -13,14 +13,16 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.cost.parallel import NETWORK_EFFICIENCY, NETWORK_LATENCY_S, alltoall_time, collective_latency_s
 from flopwise.cost.step import step_cost
-from flopwise.errors import SpecError
+from flopwise.errors import SpecError, WorkloadError
 from flopwise.sim.base import SchedulerOutput
 from flopwise.sim.request import Request
 from flopwise.sim.shape import ShapeBuilder
+from flopwise.sim.simulate import simulate
 from flopwise.specs.build import build_deployment
 from flopwise.specs.hardware import get_hardware
 from flopwise.specs.model import expert_params
 from flopwise.validation.engines import case_parallelism
+from flopwise.workload import build_workload
 
 DSV3 = "deepseek-ai/DeepSeek-V3"
 
@@ -260,3 +262,16 @@ def test_an_estimates_batch_limit_counts_each_attention_groups_pool_once(capsys)
     assert run(["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--batch",
                 str(most + 1)]) == 2
     assert f"holds at most {most:,} sequences" in capsys.readouterr().err
+
+
+def test_a_request_longer_than_one_attention_groups_pool_is_refused():
+    """With data-parallel attention a request lives in one group's KV pool: Qwen3-30B-A3B FP8 on 2 x L40S at a 0.42
+    memory fraction holds 34,816 tokens per group (69,632 in all), so a 37,000-token prompt cannot be served, as
+    `max_sequences` (whole sequences per group) and the planner's fit test already say."""
+    dep = build_deployment("qwen3-30b-a3b", "l40s", tp=1, dp=2, ep=2, weights="fp8", kv="fp8",
+                           gpu_memory_utilization=0.42)
+    plan = memory_plan(dep)
+    assert (plan.num_blocks // 2 * dep.block_size, plan.num_blocks * dep.block_size) == (34_816, 69_632)
+    assert max_sequences(dep, 37_016) == 0
+    with pytest.raises(WorkloadError, match="34816 tokens on l40s .*each of 2 attention groups"):
+        simulate(dep, build_workload(num_requests=1, input_len="37000", output_len="16", seed=0))

@@ -36,6 +36,7 @@ if importlib.util.find_spec("torchvision") is None:
     sys.modules[stub.__name__] = stub
 
 import sglang  # noqa: E402
+from options import option_table  # noqa: E402  (tests/parsers/options.py, beside this script)
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 
 
@@ -56,17 +57,7 @@ def check(argv: list[str]) -> dict[str, object]:
 
 
 def dump() -> dict[str, object]:
-    p = parser()
-    options, switches, choices = [], [], {}
-    for a in p._actions:
-        for s in a.option_strings:
-            options.append(s)
-            if a.nargs == 0:
-                switches.append(s)
-            if a.choices is not None:
-                choices[s] = sorted(map(str, a.choices))
-    return {"version": sglang.__version__, "options": sorted(options), "switches": sorted(switches),
-            "choices": choices}
+    return {"version": sglang.__version__, **option_table(parser())}
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 from typing import get_args
 
 import vllm
+from options import option_table  # tests/parsers/options.py, beside this script
 from vllm.config.speculative import SpeculativeMethod
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
@@ -53,16 +54,8 @@ def check(argv: list[str]) -> dict[str, object]:
 def dump() -> dict[str, object]:
     """The parser's option names, switches (no value) and choices, with the quantization and speculative methods
     `check` reads from vLLM's tables."""
-    options, switches, choices = [], [], {}
-    for a in make_arg_parser(FlexibleArgumentParser())._actions:
-        for s in a.option_strings:
-            options.append(s)
-            if a.nargs == 0:
-                switches.append(s)
-            if a.choices is not None:
-                choices[s] = sorted(map(str, a.choices))
-    return {"version": vllm.__version__, "options": sorted(options), "switches": sorted(switches),
-            "choices": choices, "quantization_methods": sorted(QUANTIZATION_METHODS),
+    return {"version": vllm.__version__, **option_table(make_arg_parser(FlexibleArgumentParser())),
+            "quantization_methods": sorted(QUANTIZATION_METHODS),
             "speculative_methods": sorted(_methods(SpeculativeMethod))}
 
 

@@ -168,10 +168,12 @@ class Replica:
         dep, kv, config = self.dep, self.kv, self.config
         longest = max(s.input_tokens + s.output_tokens - 1 for s in specs)
         held = longest + self.sched.decode_tokens - 1  # speculative guesses hold slots beyond the last token
-        if kv.blocks_held(held) > kv.num_blocks:
+        group = kv.num_blocks // dep.dp  # with data-parallel attention a request lives in one group's pool
+        if kv.blocks_held(held) > group:
             raise WorkloadError(
                 f"a request of {held} tokens needs more KV cache than the pool holds "
-                f"({kv.num_blocks * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}); shorten the "
+                f"({group * kv.block_size} tokens on {dep.hardware.id} for {dep.model.name}"
+                + (f", each of {dep.dp} attention groups" if dep.dp > 1 else "") + "); shorten the "
                 "requests, raise --tp, use --kv fp8, or raise --gpu-memory-utilization where it is below 1")
         dep.model.check_context(longest + 1, "shorten --input-len / --output-len or the trace's requests")
         if config.scheduler == "vllm" and not config.enable_chunked_prefill:
