@@ -688,6 +688,7 @@ class KvMargin:
         return not self.devices or f"{vendor}:{kind}" in self.devices
 
     def bytes(self, peak_bytes: float) -> float:
+        """The margin kept free for a transient peak of `peak_bytes`: max(floor_gib, peak_share x peak)."""
         return max(self.floor_gib * GIB, self.peak_share * peak_bytes)
 
 
