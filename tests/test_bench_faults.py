@@ -5,7 +5,9 @@ checked exactly against the server's own log; summary.json survives SIGINT, a do
 Timing asserts are loose on purpose (a shared 2-core machine)."""
 
 import collections
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ import pytest
 
 from flopwise.bench.arrivals import Load
 from flopwise.bench.mock_server import FAULTS, MockConfig, fault_kind, mock_server_process, mock_server_thread
-from flopwise.bench.runner import BenchConfig, PromptConfig, run_bench
+from flopwise.bench.runner import BenchConfig, BenchInterrupted, PromptConfig, run_bench, signals_stay_ignored
 from flopwise.bench.store import load_run
 
 SERVER_LOG = "server.log"
@@ -245,3 +247,26 @@ def test_ignore_eos_dropped_when_the_server_rejects_it(tmp_path):
         rep = run_bench(cfg, tmp_path / "run")
     assert rep.summary["num_completed"] == 3 and rep.summary["errors_by_kind"] == {}
     assert any("ignore_eos" in w for w in rep.warnings)
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_an_interrupted_run_leaves_signals_ignored_for_the_cli_only(tmp_path, inside):
+    """The window a second Ctrl-C could hit (after the run's summary, before the CLI prints it and ignores signals;
+    a fresh-clone CI run once lost the --json output there): inside `signals_stay_ignored` (the CLI's) the run ends
+    with SIGINT / SIGTERM still ignored; a Python caller outside it gets its own handlers back."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with mock_server_thread(MockConfig(ttft_ms=20.0, itl_ms=10.0)) as url:
+        cfg = BenchConfig(url=url, model="mock", load=Load(kind="concurrency", concurrency=2), num_requests=200,
+                          prompts=PromptConfig(input_len=16, output_len=30), timeout_s=10.0, scrape_metrics=False)
+        timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(BenchInterrupted) as e, signals_stay_ignored() if inside else contextlib.nullcontext():
+                run_bench(cfg, tmp_path / "run")
+            after = {s: signal.getsignal(s) for s in before}
+        finally:
+            timer.cancel()
+            for s, h in before.items():
+                signal.signal(s, h)
+    assert e.value.signum == signal.SIGINT and e.value.report.interrupted
+    assert after == ({s: signal.SIG_IGN for s in before} if inside else before)

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ from flopwise.errors import WorkloadError
 from flopwise.metrics.summary import RequestRecord, RunSummary, summarize
 from flopwise.specs.sla import parse_sla
 
-__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "deferred_signals", "run_bench",
+__all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterrupted", "deferred_signals",
+           "signals_stay_ignored", "run_bench",
            "resume_bench", "report_run"]
 
 # A client whose process used >= this share of one core over the measured phase, or whose event loop woke
@@ -447,6 +449,21 @@ class _Stop:
     previous: dict[int, Any] = field(default_factory=dict)
 
 
+_SIGNALS_STAY_IGNORED: ContextVar[bool] = ContextVar("signals_stay_ignored", default=False)
+
+
+@contextmanager
+def signals_stay_ignored() -> Iterator[None]:
+    """Inside the block, a run stopped by a signal leaves SIGINT / SIGTERM ignored instead of putting the caller's
+    handlers back: the CLI, which prints the summary and exits next (`ignore_signals`), so a second Ctrl-C landing
+    between the run's end and that print cannot cut it short. A Python caller outside it gets its handlers back."""
+    token = _SIGNALS_STAY_IGNORED.set(True)
+    try:
+        yield
+    finally:
+        _SIGNALS_STAY_IGNORED.reset(token)
+
+
 def _run(cfg: BenchConfig, store: RunStore, done: set[int], api_key: str | None,
          progress: Callable[[Progress], None] | None) -> RunReport:
     stop = _Stop()
@@ -458,8 +475,9 @@ def _run(cfg: BenchConfig, store: RunStore, done: set[int], api_key: str | None,
         with deferred_signals():
             store.close()
             rep = report_run(store.root, interrupted=True if stop.signum else None)
-        for sig, handler in stop.previous.items():
-            signal.signal(sig, handler)
+        if not (stop.signum and _SIGNALS_STAY_IGNORED.get()):
+            for sig, handler in stop.previous.items():
+                signal.signal(sig, handler)
     if stop.signum:
         raise BenchInterrupted(rep, stop.signum)
     return rep

@@ -21,7 +21,15 @@ from flopwise.bench.render import (
     render_vllm_result,
     write_sweep_chart,
 )
-from flopwise.bench.runner import BenchInterrupted, Progress, RunReport, exit_code, ignore_signals, report_run
+from flopwise.bench.runner import (
+    BenchInterrupted,
+    Progress,
+    RunReport,
+    exit_code,
+    ignore_signals,
+    report_run,
+    signals_stay_ignored,
+)
 from flopwise.bench.selftest import selftest
 from flopwise.bench.store import find_runs, json_safe, load_run
 from flopwise.cli._app import app, console, err_console, print_json
@@ -215,7 +223,8 @@ def _fail_if_nothing_completed(reports: list[RunReport], url: str, out_dir: Path
 def _interruptible(fn: Any, out_dir: Path, json_out: bool, progress: _ProgressLine | None) -> Any:
     """Run `fn`; on SIGINT / SIGTERM show (or print as JSON) what was measured, then exit 130 / 143."""
     try:
-        return fn()
+        with signals_stay_ignored():  # from the run's end to the exit: a second Ctrl-C cannot cut the summary
+            return fn()
     except BenchInterrupted as e:
         ignore_signals()  # a second Ctrl-C must not cut the summary short, nor the exit after it
         if progress is not None:
