@@ -659,6 +659,20 @@ class BatchDefault:
                 and (not self.only or any(x in hw for x in self.only)))
 
 
+def _check_devices(devices: tuple[str, ...], where: str) -> None:
+    """A SpecError unless each entry is VENDOR:KIND (KIND one of DEVICE_KINDS, VENDOR a name or *)."""
+    for d in devices:
+        vendor, _, kind = d.partition(":")
+        if not vendor or kind not in DEVICE_KINDS:
+            raise SpecError(f"{where}: devices entries are VENDOR:KIND (KIND one of {', '.join(DEVICE_KINDS)}, "
+                            f"VENDOR or *), got '{d}'")
+
+
+def _on_devices(devices: tuple[str, ...], vendor: str, kind: str) -> bool:
+    """Whether a `vendor` device of this `kind` is one of `devices` ("vendor:kind", "*:kind"); empty: any."""
+    return not devices or any(d in (f"{vendor}:{kind}", f"*:{kind}") for d in devices)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvMargin:
     """A KV cache sized from the memory measured free after warmup and CUDA-graph capture (vLLM >= 0.34's extensible
@@ -678,14 +692,11 @@ class KvMargin:
         number(self.floor_gib, "engine kv_margin: floor_gib", lo=0, error=SpecError)
         number(self.peak_share, "engine kv_margin: peak_share", lo=0, hi=1, error=SpecError)
         object.__setattr__(self, "devices", tuple(self.devices))  # a TOML list
-        for d in self.devices:
-            if d.partition(":")[2] not in DEVICE_KINDS:
-                raise SpecError(f"engine kv_margin: devices entry '{d}' is not VENDOR:KIND (kind one of "
-                                f"{', '.join(DEVICE_KINDS)})")
+        _check_devices(self.devices, "engine kv_margin")
 
     def on(self, vendor: str, kind: str) -> bool:
         """Whether the engine sizes its pool from measured memory on a `vendor` device of this `kind`."""
-        return not self.devices or f"{vendor}:{kind}" in self.devices
+        return _on_devices(self.devices, vendor, kind)
 
     def bytes(self, peak_bytes: float) -> float:
         """The margin kept free for a transient peak of `peak_bytes`: max(floor_gib, peak_share x peak)."""
@@ -970,7 +981,7 @@ class EngineProfile:
 
     def runs_on(self, vendor: str, kind: str) -> bool:
         """Whether the engine has a backend for a `vendor` chip of this `kind` (gpu, soc, cpu)."""
-        return not self.devices or any(d in (f"{vendor}:{kind}", f"*:{kind}") for d in self.devices)
+        return _on_devices(self.devices, vendor, kind)
 
     def file_format(self, checkpoint: str) -> str:
         """The weight format this engine serves a checkpoint of format `checkpoint` from: its own file's
@@ -1025,11 +1036,7 @@ class EngineProfile:
         if not self.parallelism or not set(self.parallelism) <= {"tp", "pp", "dp", "ep"}:  # one GPU per stage: no tp
             raise SpecError(f"engine {self.family}: parallelism must list some of tp, pp, dp, ep, got "
                             f"{list(self.parallelism)}")
-        for d in self.devices:
-            vendor, _, kind = d.partition(":")
-            if not vendor or kind not in DEVICE_KINDS:
-                raise SpecError(f"engine {self.family}: devices entries are VENDOR:KIND (KIND one of "
-                                f"{', '.join(DEVICE_KINDS)}, VENDOR or *), got '{d}'")
+        _check_devices(self.devices, f"engine {self.family}")
 
     @property
     def name(self) -> str:
