@@ -10,7 +10,7 @@ import flopwise
 from flopwise.cli import app
 from flopwise.cost import decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
-from flopwise.errors import DoesNotFitError, SpecError, UnknownHardwareError, WorkloadError
+from flopwise.errors import DoesNotFitError, SpecError, UnknownHardwareError, WorkloadError, suggest
 from flopwise.specs.hardware import get_hardware, hardware_catalog, load_hardware_file
 
 runner = CliRunner()
@@ -168,6 +168,16 @@ def test_cli_errors_are_one_line(capfd):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "unknown GPU 'h100-sxn'" in out.stderr and "h100-sxm" in out.stderr
+
+
+def test_a_family_name_suggests_its_parts_first():
+    ids = list(hardware_catalog())
+    # 'h100' heads three catalog parts; difflib alone ranked h200 and mi100 above h100-sxm
+    assert suggest("h100", ids) == " Did you mean: h100-sxm, h100-pcie, h100-nvl?"
+    assert suggest("H100", ids) == suggest("h100", ids)
+    assert suggest("mi300", ids).startswith(" Did you mean: mi300x")  # no part heads it: difflib's order
+    assert suggest("h100-sxn", ids).startswith(" Did you mean: h100-sxm")
+    assert suggest("zzzz", ids) == ""
 
 
 def test_a_pipelined_steps_table_says_it_sums_the_stages():

@@ -91,6 +91,9 @@ class FlopwiseWarning(UserWarning):
 
 
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
-    """' Did you mean: a, b?' for the closest names, or '' when nothing is close."""
-    close = difflib.get_close_matches(name.lower(), list(choices), n=n, cutoff=0.5)
-    return f" Did you mean: {', '.join(close)}?" if close else ""
+    """' Did you mean: a, b?' for the closest names, or '' when nothing is close. Names the given one heads as a
+    whole dash-separated part come first ('h100' -> h100-sxm, h100-pcie, h100-nvl), then difflib's closest."""
+    key, pool = name.lower(), list(choices)
+    heads = [c for c in pool if key and c.lower().startswith(key + "-")]
+    close = heads[:n] + [c for c in difflib.get_close_matches(key, pool, n=n, cutoff=0.5) if c not in heads]
+    return f" Did you mean: {', '.join(close[:n])}?" if close else ""
