@@ -253,11 +253,12 @@ def test_a_rate_that_needs_replicas_says_how_many_to_start():
 
 
 def test_cli_plan_json_keys_and_header(tmp_path):
-    res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--weights", "fp8",
+    # --gpu, the spelling of every other command, names the same option
+    res = runner.invoke(app, ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--weights", "fp8",
                               "--kv", "fp8", "--num-requests", "100", "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    assert d["best"]["gpu"] == "h100-sxm"
+    assert d["best"]["gpu"] == "h100-sxm" and {r["gpu"] for r in d["ranked"]} == {"h100-sxm"}
     for key in ("ranked", "pareto_frontier", "launch", "tradeoffs", "latency_vs_rate", "infeasible", "pruned", "ties",
                 "steady_state", "sla_source", "objective_source", "max_model_len"):
         assert key in d

@@ -28,7 +28,8 @@ from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_MODEL, DEFAULT_WORKL
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = DEFAULT_MODEL,
-    gpus: Annotated[str, typer.Option(help="Comma-separated hardware ids to consider.")] = ",".join(PLAN_GPUS),
+    gpus: Annotated[str, typer.Option("--gpus", "--gpu", help="Comma-separated hardware ids to consider (--gpu, the "
+                                      "other commands' spelling, works too).")] = ",".join(PLAN_GPUS),
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = PLAN_MAX_GPUS,
     workload: Annotated[str, typer.Option(
         help="Named workload: chat, rag, code, summarize, batch, sharegpt (sets the default SLA and "
