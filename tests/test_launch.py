@@ -256,6 +256,20 @@ def test_context_and_memory_fraction_per_engine():
         assert back.kv_pool_bytes == pytest.approx(pool, rel=1e-6)
 
 
+def test_a_published_checkpoint_serves_its_own_format_and_its_base_the_others():
+    def cmd(weights, engine="vllm"):
+        return render(_t("Qwen/Qwen3-32B-FP8", "h100-sxm", "Qwen/Qwen3-32B-FP8", native="fp8", weights=weights),
+                      get_engine(engine))
+
+    assert cmd("fp8").argv()[2] == "Qwen/Qwen3-32B-FP8" and cmd("fp8", "trtllm").argv()[1] == "Qwen/Qwen3-32B-FP8"
+    assert cmd("bf16").argv()[2] == "Qwen/Qwen3-32B"  # 16-bit weights from the model it was made from
+    assert cmd("int4-awq").argv()[2] == "Qwen/Qwen3-32B-AWQ"  # its sibling, listed under the same base
+    gguf = cmd("q4_k_m", "llamacpp")
+    assert gguf.argv()[:5] == ["llama-server", "--hf-repo", "Qwen/Qwen3-32B-GGUF", "--hf-file", "Qwen3-32B-Q4_K_M.gguf"]
+    recipe = cmd("nvfp4", "trtllm")  # none published: made from the 16-bit model, not from the FP8 checkpoint
+    assert "--pyt_ckpt_path Qwen/Qwen3-32B --qformat nvfp4" in recipe.prepare
+
+
 def test_checkpoints_named_or_made():
     base = render(TARGETS["8b fp8 base"], get_engine("vllm"))
     assert base.argv()[2] == "RedHatAI/Meta-Llama-3.1-8B-FP8" and "--quantization" not in base.command

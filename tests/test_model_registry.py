@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 from flopwise.api import deployment, estimate
 from flopwise.cli import app
 from flopwise.cost.memory import memory_plan
-from flopwise.errors import ModelConfigError
+from flopwise.errors import ModelConfigError, UnknownModelError
 from flopwise.specs.hf import FAMILIES, parse_config
 from flopwise.specs.hf.quantization import checkpoint_format
 from flopwise.specs.model import expert_params
-from flopwise.specs.model_catalog import get_model, model_catalog
+from flopwise.specs.model_catalog import get_model, hub_spelling, model_catalog
 
 runner = CliRunner()
 
@@ -178,6 +178,32 @@ def test_checkpoint_format_is_the_default_and_weights_overrides_with_a_note():
     forced = estimate("deepseek-v3", "h200", tp=8, weights="fp8").to_dict()
     assert forced["checkpoint_weights"] == "fp8-block" and any("fp8-block" in n for n in forced["notes"])
     assert estimate("kimi-k2", "h200", tp=8).deployment.weights.name == "fp8-block"
+
+
+def test_a_published_checkpoint_repository_is_its_base_model_in_its_format():
+    base, fp8 = get_model("Qwen/Qwen3-32B"), get_model("qwen/qwen3-32b-fp8")  # case-insensitive, as the hub
+    assert fp8.name == "Qwen/Qwen3-32B-FP8" and fp8.checkpoint_weights == "fp8" and base.checkpoint_weights is None
+    assert fp8.layers == base.layers and fp8.total_params == base.total_params
+    assert "catalog/checkpoints.toml" in fp8.checkpoint_note
+    r = estimate("Qwen/Qwen3-32B-FP8", "h100-sxm")  # the checkpoint's format is the default, as for DeepSeek-V3
+    # by hand: 8 bits for every matrix but the untied embedding and head (2 x 151,936 x 5,120), which stay 16-bit
+    embed = 2 * 151_936 * 5_120
+    assert r.deployment.weights.name == "fp8"
+    assert r.memory.weight_bytes == (base.total_params - embed) * 1 + embed * 2 == 34_317_947_904
+    assert get_model("Qwen/Qwen3-32B-AWQ").checkpoint_weights == "int4-awq"
+    # a GGUF repository holds one file per format: the base model, and a note asking for --weights
+    gguf = get_model("Qwen/Qwen3-32B-GGUF")
+    assert gguf.name == "Qwen/Qwen3-32B" and gguf.checkpoint_weights is None
+    assert any("--weights" in n for n in gguf.notes)
+    with pytest.raises(UnknownModelError, match="Did you mean: .*Qwen/Qwen3-32B-FP8"):
+        get_model("Qwen/Qwen3-32B-FP9")
+
+
+def test_hub_ids_are_spelt_as_the_catalog_spells_them():
+    assert hub_spelling("qwen/qwen3-32b-fp8") == "Qwen/Qwen3-32B-FP8"
+    assert hub_spelling("QWEN/QWEN3-8B") == "Qwen/Qwen3-8B"
+    assert hub_spelling("meta-llama/llama-3.1-8b-instruct") == "meta-llama/Llama-3.1-8B-Instruct"  # an `also` id
+    assert hub_spelling("llama-3.1-8b") is None and hub_spelling("./config.json") is None  # an alias, a path
 
 
 TINY = {"architectures": ["SuperNewForCausalLM"], "model_type": "supernew", "hidden_size": 64, "num_hidden_layers": 2,

@@ -94,6 +94,8 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """' Did you mean: a, b?' for the closest names, or '' when nothing is close. Names the given one heads as a
     whole dash-separated part come first ('h100' -> h100-sxm, h100-pcie, h100-nvl), then difflib's closest."""
     key, pool = name.lower(), list(choices)
+    spelt = {c.lower(): c for c in reversed(pool)}  # matched case-insensitively, shown as the catalog spells them
     heads = [c for c in pool if key and c.lower().startswith(key + "-")]
-    close = heads[:n] + [c for c in difflib.get_close_matches(key, pool, n=n, cutoff=0.5) if c not in heads]
+    close = heads[:n] + [spelt[c] for c in difflib.get_close_matches(key, list(spelt), n=n, cutoff=0.5)
+                         if spelt[c] not in heads]
     return f" Did you mean: {', '.join(close[:n])}?" if close else ""

@@ -17,6 +17,7 @@ from flopwise.launch import llamacpp, sglang, trtllm, vllm
 from flopwise.launch.common import LaunchCommand, LaunchTarget, engine_profile
 from flopwise.plan.search import PlanResult
 from flopwise.specs.engine import EngineProfile
+from flopwise.specs.model_catalog import hub_spelling
 
 __all__ = ["LaunchTarget", "LaunchCommand", "render", "plan_launch", "DIALECTS", "launch_model_id"]
 
@@ -36,9 +37,10 @@ def render(target: LaunchTarget, engine: EngineProfile | None = None) -> LaunchC
 
 
 def launch_model_id(given: str, model_name: str) -> str:
-    """The checkpoint a command loads: a Hugging Face id as the user gave it (an Instruct id of a catalog
-    shape), else the catalog id (an alias was given), else the path."""
-    return given if "/" in given else model_name
+    """The checkpoint a command loads: a Hugging Face id the user gave (an Instruct id of a catalog shape, a
+    published checkpoint), spelt as the catalog spells it, else the catalog id (an alias was given), else the
+    path as given."""
+    return hub_spelling(given) or (given if "/" in given else model_name)
 
 
 def plan_launch(result: PlanResult) -> dict[str, Any] | None:

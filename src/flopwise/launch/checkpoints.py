@@ -8,12 +8,10 @@ converter), with its output name.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from flopwise.specs.model_catalog import checkpoint_catalog
 from flopwise.specs.precision import WEIGHT_FORMATS
 
 __all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
@@ -36,15 +34,10 @@ class Recipe:
     out: str  # what the command writes: a directory, or a GGUF file
 
 
-@cache
-def _catalog() -> dict[str, Any]:
-    return tomllib.loads(resources.files("flopwise.catalog").joinpath("checkpoints.toml").read_text())
-
-
 def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
     """The first listed checkpoint of `model` (a 16-bit Hugging Face id, case-insensitive) in `weights` that
     `engine` (a family) loads."""
-    for c in _catalog().get("checkpoint", []):
+    for c in checkpoint_catalog().get("checkpoint", []):
         if c["base"].lower() == model.lower() and c["weights"] == weights and engine in c["engines"]:
             return Checkpoint(base=c["base"], weights=c["weights"], repo=c["repo"], engines=tuple(c["engines"]),
                               file=c.get("file"), note=c.get("source"))
@@ -53,7 +46,7 @@ def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
 
 def find_head(model: str, method: str) -> str | None:
     """A published speculative head (`eagle`, `eagle3`) for `model`, or None."""
-    for h in _catalog().get("head", []):
+    for h in checkpoint_catalog().get("head", []):
         if h["base"].lower() == model.lower() and h["method"] == method:
             return str(h["repo"])
     return None
@@ -69,7 +62,7 @@ def _gguf_types(recipe: dict[str, Any]) -> dict[str, str]:
 
 def recipe_for(weights: str, engine: str, model: str) -> Recipe | None:
     """The command that makes `model` in `weights` for `engine`, or None where no recipe is listed."""
-    recipes = _catalog().get("recipe", {})
+    recipes = checkpoint_catalog().get("recipe", {})
     name = model.rstrip("/").rsplit("/", 1)[-1]
     # a GGUF recipe lists the formats it makes (gguf_type) or makes every GGUF type (gguf); any other recipe is named
     # by its format

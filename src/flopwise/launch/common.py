@@ -25,6 +25,7 @@ from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
 from flopwise.specs.hardware import GIB
+from flopwise.specs.model_catalog import published_base
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
@@ -165,21 +166,25 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
     dep = target.deployment
     w = dep.weights.name
     family = engine.family
-    if (w in FLOAT_FORMATS or w == target.checkpoint_weights) and not engine.gguf_only:
+    if w == target.checkpoint_weights and not engine.gguf_only:
         return ModelSource(model=target.model_id)
-    ck: Checkpoint | None = find_checkpoint(target.model_id, w, family)
+    # another format of a published pre-quantized checkpoint comes from the 16-bit model it was made from
+    origin = published_base(target.model_id) or target.model_id
+    if w in FLOAT_FORMATS and not engine.gguf_only:
+        return ModelSource(model=origin)
+    ck: Checkpoint | None = find_checkpoint(origin, w, family)
     if ck is not None:
         return ModelSource(model=ck.repo, checkpoint=ck.repo, file=ck.file,
                            note=f"{w} weights from the pre-quantized checkpoint {ck.repo}"
                            + (f" ({ck.note})" if ck.note else ""))
     if w in engine.launch.get("online_quantization", []):
-        return ModelSource(model=target.model_id, quantization=w,
+        return ModelSource(model=origin, quantization=w,
                            note=f"{w} weights quantized at load from the 16-bit checkpoint")
-    recipe = recipe_for(w, family, target.model_id)
+    recipe = recipe_for(w, family, origin)
     if recipe is None:
         return None
     return ModelSource(model=recipe.out, prepare=recipe.command,
-                       note=f"no published {w} checkpoint for {target.model_id} is known: make one with {recipe.tool}")
+                       note=f"no published {w} checkpoint for {origin} is known: make one with {recipe.tool}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

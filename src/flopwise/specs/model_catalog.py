@@ -2,7 +2,9 @@
 
 The built-in catalog is `catalog/models/index.toml` plus the config.json files it names. An entry's `also` lists
 other repo ids of the same shape, each a string or `{ id = ..., max_position_embeddings = N }` where that
-checkpoint's context length differs (Qwen3-2507's 262,144 tokens over Qwen3's 40,960).
+checkpoint's context length differs (Qwen3-2507's 262,144 tokens over Qwen3's 40,960). A published pre-quantized
+checkpoint that `catalog/checkpoints.toml` lists (`checkpoint_catalog`, also read by `launch.checkpoints`) names
+its 16-bit base model in the weight format it ships in: `Qwen/Qwen3-32B-FP8` is Qwen3-32B with fp8 weights.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from flopwise.errors import UnknownModelError, suggest
 from flopwise.specs.hf import load_config_file, parse_config
 from flopwise.specs.model import ModelSpec
 from flopwise.validate import text
 
-__all__ = ["CatalogModel", "model_catalog", "get_model"]
+__all__ = ["CatalogModel", "model_catalog", "checkpoint_catalog", "get_model", "hub_spelling", "published_base"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +72,37 @@ def _lookup() -> dict[str, CatalogModel]:
 
 
 @cache
+def checkpoint_catalog() -> dict[str, Any]:
+    """`catalog/checkpoints.toml`, parsed: its published checkpoints, speculative heads and recipes."""
+    return tomllib.loads(resources.files("flopwise.catalog").joinpath("checkpoints.toml").read_text())
+
+
+def _published(repo: str) -> tuple[str, str | None] | None:
+    """(base model, weight format) of a listed pre-quantized checkpoint repository (case-insensitive), the format
+    None where the repository holds several (a GGUF repository's files); None when it is not listed."""
+    found = [c for c in checkpoint_catalog().get("checkpoint", []) if c["repo"].lower() == repo.lower()]
+    if not found:
+        return None
+    formats = {c["weights"] for c in found}
+    return found[0]["base"], (formats.pop() if len(formats) == 1 else None)
+
+
+def published_base(repo: str) -> str | None:
+    """The 16-bit model a listed pre-quantized checkpoint repository was made from, or None."""
+    published = _published(repo)
+    return None if published is None else published[0]
+
+
+def hub_spelling(name: str) -> str | None:
+    """The Hugging Face id `name` is, as the catalog spells it (a catalog id, an `also` id or a listed checkpoint
+    repository, matched case-insensitively), or None where it names none of those (an alias, a path)."""
+    key = name.lower()
+    ids = [i for m in model_catalog() for i in (m.id, *m.also)]
+    ids += [c["repo"] for c in checkpoint_catalog().get("checkpoint", [])]
+    return next((i for i in ids if i.lower() == key), None)
+
+
+@cache
 def _load_catalog_model(entry: CatalogModel) -> ModelSpec:
     text = resources.files("flopwise.catalog").joinpath("models", entry.file).read_text()
     return parse_config(json.loads(text), entry.id)
@@ -91,6 +125,18 @@ def get_model(name: str, family: str | None = None) -> ModelSpec:
     p = Path(name)
     if p.exists():
         return load_config_file(p, family=family)
+    published = _published(name) if family is None else None
+    if published is not None:
+        base, weights = published
+        spec = get_model(base)
+        if weights is None:  # one repository, several files: the format is the user's choice
+            return replace(spec, notes=(*spec.notes, f"{name} publishes {base} in several formats (one file "
+                                                      "each): pass --weights to name the one served"))
+        repo = hub_spelling(name) or name
+        return replace(spec, name=repo, checkpoint_weights=weights,
+                       checkpoint_note=f"{repo}: {base} as published in {weights} (catalog/checkpoints.toml)")
+    names = [n for m in model_catalog() for n in m.names]
+    names += [c["repo"] for c in checkpoint_catalog().get("checkpoint", [])]
     raise UnknownModelError(
-        f"unknown model '{name}': not a catalog id or alias, and no such file or directory."
-        f"{suggest(name, _lookup())} Run `flopwise models` for the catalog, or pass a path to a config.json.")
+        f"unknown model '{name}': not a catalog id or alias, and no such file or directory.{suggest(name, names)} "
+        "Run `flopwise models` for the catalog, or pass a path to a config.json.")
