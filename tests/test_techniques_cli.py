@@ -10,7 +10,7 @@ from flopwise.api import deployment
 from flopwise.cli import app, main
 from flopwise.errors import FlopwiseError
 from flopwise.specs.sla import parse_sla
-from flopwise.techniques.compare import compare
+from flopwise.techniques.compare import compare, default_tries
 from flopwise.techniques.ledger import METRICS, Change
 from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.tries import parse_try
@@ -97,6 +97,33 @@ def test_ledger_verdicts():
     assert rows["prefix-cache=0.5"]["ttft_ms"].verdict == "better"
     spec = rows["spec=ngram,k=4,alpha=0.6"]
     assert spec["flops_per_output_token"].verdict == "worse" and spec["tpot_ms"].verdict == "better"
+
+
+def test_without_try_compare_weighs_the_techniques_that_apply():
+    def defaults(model, gpu="h100-sxm", **kw):
+        return default_tries(Scenario(deployment=deployment(model, gpu, **kw), input_len=1024, output_len=128))
+
+    spec = "spec=eagle,k=4,alpha=0.7"
+    assert defaults("llama-3.1-8b") == ("weights=fp8", "kv=fp8", spec, "prefix-cache=0.5")
+    assert defaults("llama-3.1-8b", "a100-sxm-80gb")[0] == "weights=int4-awq"  # no FP8 math: 4-bit AWQ instead
+    assert defaults("llama-3.1-8b", kv="fp8") == ("weights=fp8", spec, "prefix-cache=0.5")
+    assert defaults("gpt-oss-120b") == ("kv=fp8", spec, "prefix-cache=0.5")  # MXFP4 experts: nothing narrower
+    assert defaults("llama-3.1-8b", "rtx-4090", engine="llamacpp", weights="q8_0") == ("weights=q4_k_m",
+                                                                                         "prefix-cache=0.5")
+    # a default this engine cannot run is left out with its reason; named with --try, it is an error
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", engine="sglang@0.3.0"), input_len=1024,
+                    output_len=128)
+    led = compare(base, None, SLA)
+    assert [r.label for r in led.rows] == ["weights=fp8", "kv=fp8", "prefix-cache=0.5"]
+    assert led.skipped == (f"{spec}: SGLang 0.3.0 does not serve 'eagle' speculative decoding (it serves none): "
+                           "drop --speculative, or pick another method, release or engine",)
+    with pytest.raises(FlopwiseError, match="SGLang 0.3.0 does not serve 'eagle'"):
+        compare(base, [spec], SLA)
+    res = runner.invoke(app, ["compare", "--model", "llama-3.1-8b", "--engine", "sglang@0.3.0", "--static", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert [r["technique"] for r in d["rows"]] == ["weights=fp8", "kv=fp8", "prefix-cache=0.5"]
+    assert len(d["skipped"]) == 1 and d["skipped"][0].startswith(spec)
 
 
 def test_compare_json_keys():

@@ -65,6 +65,8 @@ from flopwise.specs.defaults import (
     PLAN_KV,
     PLAN_MAX_GPUS,
     PLAN_WORKLOAD,
+    SPEC_ALPHA,
+    SPEC_K,
 )
 from flopwise.specs.deployment import Deployment, check_moe_backend, check_pdl
 from flopwise.specs.engine import EngineProfile
@@ -516,7 +518,8 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
 
 @_checked
 @documented(workload="compare_workload", num_requests="compare_num_requests")
-def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU,
+def compare(tries: str | Sequence[str] | None = None, model: str | ModelSpec = DEFAULT_MODEL,
+            gpu: str | HardwareSpec = DEFAULT_GPU,
             *, tp: int = 1, weights: str | None = None, kv: str | None = None, workload: str | None = None,
             input_len: int | None = None, output_len: int | None = None, batch: int = 1, sla: str = COMPARE_SLA,
             simulate: bool = True, num_requests: int = COMPARE_NUM_REQUESTS, hardware_file: PathLike | None = None,
@@ -524,14 +527,17 @@ def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, 
             endpoint: str = DEFAULT_ENDPOINT, family: str | None = None) -> Ledger:
     """The trade-off ledger (`flopwise compare`): what each technique does to FLOPs, TTFT and TPOT (ms),
     concurrency, throughput at the SLA (tokens/s), memory (GiB), accuracy risk and complexity, next to the
-    baseline. `input_len` / `output_len` default to the named workload's means, else 1024 / 256."""
+    baseline. `input_len` / `output_len` default to the named workload's means, else 1024 / 256; `tries` None:
+    the techniques that apply here (`techniques.compare.default_tries`), those the deployment cannot run listed
+    in `Ledger.skipped`."""
     from flopwise.specs.sla import parse_sla
     from flopwise.techniques.compare import compare as run
     from flopwise.techniques.compare import named_workload_shape
     from flopwise.techniques.scenario import Scenario
     from flopwise.techniques.sim_throughput import SimWorkload
 
-    try_list = list(_text_list([tries] if isinstance(tries, str) else tries, "--try") or ())
+    try_list = None if tries is None else list(_text_list([tries] if isinstance(tries, str) else tries, "--try")
+                                               or ())
     integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     objectives = parse_sla(sla)
     shape = named_workload_shape(workload) if workload is not None else None
@@ -549,7 +555,7 @@ def compare(tries: str | Sequence[str], model: str | ModelSpec = DEFAULT_MODEL, 
 @documented()
 def explain(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *, tp: int = 1,
             weights: str | None = None, kv: str | None = None, batch: int = 1, input_len: int = DEFAULT_INPUT_LEN,
-            output_len: int = DEFAULT_OUTPUT_LEN, draft: str | None = None, k: int = 4, alpha: float = 0.7,
+            output_len: int = DEFAULT_OUTPUT_LEN, draft: str | None = None, k: int = SPEC_K, alpha: float = SPEC_ALPHA,
             hardware_file: PathLike | None = None, engine: str | EngineProfile = DEFAULT_ENGINE,
             family: str | None = None) -> Explanation:
     """Why this model on this GPU behaves as it does (`flopwise explain`): prefill vs decode on the roofline, the

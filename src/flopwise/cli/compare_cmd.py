@@ -23,7 +23,9 @@ from flopwise.specs.defaults import (
 
 @app.command("compare")
 def compare_cmd(
-    tries: Annotated[list[str], typer.Option("--try", help=HELP["tries"] + " Repeat for more rows.")],
+    tries: Annotated[list[str] | None, typer.Option("--try", help=HELP["tries"] + " Repeat for more rows. Default: "
+                                                    "a narrower weight format, an FP8 KV cache, EAGLE speculation "
+                                                    "and a 50% prefix-cache hit, each where it applies.")] = None,
     model: Model = DEFAULT_MODEL,
     gpu: Gpu = DEFAULT_GPU,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree of the baseline.")] = 1,

@@ -10,7 +10,15 @@ from flopwise.cli import _app
 from flopwise.cli._app import app, print_json, warn_model_notes
 from flopwise.cli.options import Family, Gpu, HardwareFile, InputLen, Json, Kv, Model, OutputLen, Tp, Weights
 from flopwise.params import HELP
-from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_GPU, DEFAULT_INPUT_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_LEN
+from flopwise.specs.defaults import (
+    DEFAULT_ENGINE,
+    DEFAULT_GPU,
+    DEFAULT_INPUT_LEN,
+    DEFAULT_MODEL,
+    DEFAULT_OUTPUT_LEN,
+    SPEC_ALPHA,
+    SPEC_K,
+)
 
 
 @app.command("explain")
@@ -24,8 +32,8 @@ def explain_cmd(
     input_len: InputLen = DEFAULT_INPUT_LEN,
     output_len: OutputLen = DEFAULT_OUTPUT_LEN,
     draft: Annotated[str | None, typer.Option(help=HELP["draft"])] = None,
-    k: Annotated[int, typer.Option(help=HELP["k"])] = 4,
-    alpha: Annotated[float, typer.Option(help=HELP["alpha"])] = 0.7,
+    k: Annotated[int, typer.Option(help=HELP["k"])] = SPEC_K,
+    alpha: Annotated[float, typer.Option(help=HELP["alpha"])] = SPEC_ALPHA,
     hardware_file: HardwareFile = None,
     engine: Annotated[str, typer.Option(
         help="Serving engine and version (its per-step CPU cost and kernels; see `flopwise "

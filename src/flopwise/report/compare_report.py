@@ -97,3 +97,5 @@ def render_ledger(console: Console, ledger: Ledger) -> None:
             console.print(f"[bold]{r.label}[/]")
             for n in notes:
                 console.print(f"  - {n}", highlight=False)
+    for why in ledger.skipped:
+        console.print(f"[yellow]left out[/] {why}", highlight=False)

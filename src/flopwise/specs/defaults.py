@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE", "FRONTEND_ESTIMATE", "FRONTEND_SERVING",
            "DEFAULT_ENDPOINT", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS",
-           "COMPARE_SLA", "COMPARE_NUM_REQUESTS", "PLAN_GPUS", "PLAN_MAX_GPUS", "PLAN_WORKLOAD",
+           "COMPARE_SLA", "COMPARE_NUM_REQUESTS", "SPEC_K", "SPEC_ALPHA", "PLAN_GPUS", "PLAN_MAX_GPUS",
+           "PLAN_WORKLOAD",
            "PLAN_KV", "BENCH_INPUT_LEN", "BENCH_OUTPUT_LEN",
            "BENCH_NUM_REQUESTS", "BENCH_TIMEOUT_S", "MAX_NUM_REQUESTS", "MAX_TOKENS_PER_REQUEST",
            "DEFAULT_WORKLOAD", "DEFAULT_OBJECTIVE", "KV_FULL", "WorkloadDefaults", "WORKLOAD_DEFAULTS",
@@ -72,6 +73,10 @@ DEFAULT_NUM_REQUESTS = 1000  # `simulate` without a trace
 # `compare`: its throughput column is the rate at this SLA, over runs of this many requests
 COMPARE_SLA = "p95_ttft<=2s,p95_tpot<=50ms"
 COMPARE_NUM_REQUESTS = 300
+# the speculative decoding `explain` shows and `compare` weighs when not told: 4 guesses per step, each accepted
+# with probability 0.7 (EAGLE-2-class heads on chat prompts: 2.77 expected tokens per step)
+SPEC_K = 4
+SPEC_ALPHA = 0.7
 
 # `plan`: the search space and the stream each candidate is simulated on
 PLAN_GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "l40s")

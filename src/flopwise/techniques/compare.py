@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flopwise.cost.memory import max_sequences
-from flopwise.errors import WorkloadError, suggest
+from flopwise.errors import FlopwiseError, WorkloadError, suggest
+from flopwise.specs.defaults import SPEC_ALPHA, SPEC_K
 from flopwise.specs.sla import SLA
 from flopwise.techniques import speculative
 from flopwise.techniques.ledger import Ledger, build_ledger
@@ -16,7 +17,7 @@ from flopwise.techniques.scenario import Scenario
 from flopwise.techniques.sim_throughput import SimWorkload
 from flopwise.techniques.tries import Trial, parse_try
 
-__all__ = ["compare", "trial_notes", "WorkloadShape", "named_workload_shape"]
+__all__ = ["compare", "default_tries", "trial_notes", "WorkloadShape", "named_workload_shape"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,14 +70,43 @@ def trial_notes(base: Scenario, scn: Scenario) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def compare(base: Scenario, tries: list[str], sla: SLA, hardware_file: str | Path | None = None,
+def default_tries(base: Scenario) -> tuple[str, ...]:
+    """What `flopwise compare` weighs when no --try is given, each where it applies to `base`: weights one step
+    narrower (fp8 from 16-bit on a chip with FP8 math, else 4-bit AWQ; Q4_K_M from a wider GGUF type on a
+    GGUF-only engine), an FP8 KV cache from a 16-bit one, EAGLE speculation (`SPEC_K`, `SPEC_ALPHA`) and half of
+    each prompt from the prefix cache."""
+    dep = base.deployment
+    gguf_only, w = dep.engine.gguf_only, dep.weights
+    out = []
+    if gguf_only and w.bits_per_weight > 5:
+        out.append("weights=q4_k_m")
+    elif not gguf_only and w.bits_per_weight >= 16:
+        out.append("weights=fp8" if dep.hardware.peak_tflops.get("fp8", 0) > 0 else "weights=int4-awq")
+    if not gguf_only and dep.kv.bytes_per_element >= 2:
+        out.append("kv=fp8")
+    if not gguf_only and base.speculation is None:
+        out.append(f"spec=eagle,k={SPEC_K},alpha={SPEC_ALPHA}")
+    if not base.prefix_hit:
+        out.append("prefix-cache=0.5")
+    return tuple(out)
+
+
+def compare(base: Scenario, tries: list[str] | None, sla: SLA, hardware_file: str | Path | None = None,
             sim: SimWorkload | None = None) -> Ledger:
     """The ledger of each --try string against `base` (throughput at the SLA simulated over `sim`'s stream
-    when given). Every string is parsed before any is evaluated."""
-    trials: list[Trial] = [parse_try(t, hardware_file) for t in tries]
-    rows = []
+    when given). Every string is parsed before any is evaluated. `tries` None: `default_tries(base)`, each left
+    out with its reason (`Ledger.skipped`) where this deployment cannot run it."""
+    optional = tries is None
+    trials: list[Trial] = [parse_try(t, hardware_file) for t in (default_tries(base) if tries is None else tries)]
+    rows, skipped = [], []
     for tr in trials:
-        scn = tr.apply(base)
         label = " + ".join(t.label for t in tr.techniques)
+        try:
+            scn = tr.apply(base)
+        except FlopwiseError as e:
+            if not optional:
+                raise
+            skipped.append(f"{label}: {str(e).removeprefix(f'--try {tr.text!r}: ')}")
+            continue
         rows.append((label, scn, tr.accuracy_risk, tr.complexity, trial_notes(base, scn)))
-    return build_ledger(base, rows, sla, sim)
+    return build_ledger(base, rows, sla, sim, skipped=tuple(skipped), optional=optional)

@@ -20,6 +20,7 @@ from flopwise.cost.fit import require_batch_fit, require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import max_sequences
 from flopwise.cost.step import StepCost, step_cost
+from flopwise.specs.defaults import SPEC_ALPHA, SPEC_K
 from flopwise.specs.model import ModelSpec
 from flopwise.techniques import batching, kv_structure, parallelism, prefix_cache, quantization, speculative
 from flopwise.techniques.scenario import Scenario
@@ -213,7 +214,7 @@ def _chunked(scn: Scenario) -> Section:
                                        for p in pts]})
 
 
-def explain(scn: Scenario, draft: ModelSpec | None = None, k: int = 4, alpha: float = 0.7) -> Explanation:
+def explain(scn: Scenario, draft: ModelSpec | None = None, k: int = SPEC_K, alpha: float = SPEC_ALPHA) -> Explanation:
     """The walk-through for `scn`; the speculative section uses `draft` (else an EAGLE-style head)."""
     dep = scn.deployment
     require_fit(dep)

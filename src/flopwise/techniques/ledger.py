@@ -34,6 +34,7 @@ from flopwise.cost.fit import require_fit
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import step_cost
+from flopwise.errors import FlopwiseError
 from flopwise.estimate import mean_decode_step_s
 from flopwise.sim.config import SPECULATIVE_SCHEDULERS
 from flopwise.specs.hardware import GIB
@@ -256,10 +257,14 @@ class LedgerRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ledger:
+    """The baseline and one row per technique; `skipped`: the default techniques that did not apply to this
+    deployment, each with the reason (a technique the user named fails the call instead)."""
+
     baseline: LedgerRow
     rows: tuple[LedgerRow, ...]
     sla: SLA
     simulated: bool = False
+    skipped: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         b = self.baseline
@@ -292,6 +297,7 @@ class Ledger:
             "baseline": {**b.metrics.to_dict(), "accuracy_risk": b.accuracy_risk.level,
                          "complexity": b.complexity.level},
             "rows": [row(r) for r in self.rows],
+            "skipped": list(self.skipped),
         }
 
     def to_pandas(self) -> Any:
@@ -320,12 +326,22 @@ class Ledger:
 
 
 def build_ledger(baseline: Scenario, candidates: list[tuple[str, Scenario, Rating, Rating, tuple[str, ...]]],
-                 sla: SLA, sim: SimWorkload | None = None) -> Ledger:
+                 sla: SLA, sim: SimWorkload | None = None, skipped: tuple[str, ...] = (),
+                 optional: bool = False) -> Ledger:
     """`candidates`: (label, transformed scenario, accuracy risk, complexity, notes) for each row; `sim`: the
-    request stream to simulate for throughput at the SLA (None: static-batch figures only)."""
+    request stream to simulate for throughput at the SLA (None: static-batch figures only). With `optional` (the
+    default techniques), a row the deployment cannot run (it does not fit) joins `skipped`, after those given."""
     base = LedgerRow(label="baseline", scenario=baseline, metrics=measure(baseline, sla, sim),
                      accuracy_risk=Rating("none", "as deployed"), complexity=Rating("none", "as deployed"))
-    rows = tuple(LedgerRow(label=label, scenario=scn, metrics=measure(scn, sla, sim), accuracy_risk=risk, complexity=cx,
-                           notes=notes)
-                 for label, scn, risk, cx, notes in candidates)
-    return Ledger(baseline=base, rows=rows, sla=sla, simulated=sim is not None)
+    rows, left_out = [], list(skipped)
+    for label, scn, risk, cx, notes in candidates:
+        try:
+            metrics = measure(scn, sla, sim)
+        except FlopwiseError as e:
+            if not optional:
+                raise
+            left_out.append(f"{label}: {e}")
+            continue
+        rows.append(LedgerRow(label=label, scenario=scn, metrics=metrics, accuracy_risk=risk, complexity=cx,
+                              notes=notes))
+    return Ledger(baseline=base, rows=tuple(rows), sla=sla, simulated=sim is not None, skipped=tuple(left_out))
