@@ -157,6 +157,15 @@ def test_cli_catalogs():
     assert any(r["engine"] == "sglang" and r["since"] == "0.4.7" for r in rows)
     res = runner.invoke(app, ["engines"])
     assert res.exit_code == 0 and "engine catalog" in res.stdout
+    # one family, or a family at a version: the releases whose changes that profile holds
+    one = json.loads(runner.invoke(app, ["engines", "sglang", "--json"]).stdout)["engines"]
+    assert one == [r for r in rows if r["engine"] == "sglang"]
+    upto = json.loads(runner.invoke(app, ["engines", "sglang@0.4.7", "--json"]).stdout)["engines"]
+    assert upto and upto[0]["since"] == "(base)" and upto[-1]["since"] == "0.4.7"
+    sinces = [r["since"] for r in one]
+    assert [r["since"] for r in upto] == sinces[:sinces.index("0.4.7") + 1]  # 0.4.7.post1 came after it
+    res = runner.invoke(app, ["engines", "vlm"])  # (`flopwise.cli.main` prints it as one line, exit code 2)
+    assert isinstance(res.exception, SpecError) and "unknown engine 'vlm'. Did you mean: vllm?" in str(res.exception)
 
 
 def test_cli_errors_are_one_line(capfd):

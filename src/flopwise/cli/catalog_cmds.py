@@ -42,11 +42,15 @@ def hardware(
 
 
 @app.command()
-def engines(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def engines(
+    name: Annotated[str | None, typer.Argument(help="One family (vllm, sglang, trtllm, llamacpp, ...), or a family "
+                                               "at a version (vllm@0.11): the releases up to it.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
     """The serving-engine catalog: each family's releases, what changes at each, and the sources."""
     from flopwise.report.catalog_tables import engine_rows, engine_table  # imported when the command runs
 
-    rows = engine_rows()
+    rows = engine_rows(name)
     if json_out:
         print_json({"engines": rows})
     else:

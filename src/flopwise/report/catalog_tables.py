@@ -72,11 +72,14 @@ def hardware_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def engine_rows() -> list[dict[str, Any]]:
-    """One row per engine release: what changes at that version (see specs/engine.py)."""
+def engine_rows(name: str | None = None) -> list[dict[str, Any]]:
+    """One row per engine release: what changes at that version (see specs/engine.py); `name`: one family
+    ("vllm"), or a family at a version ("vllm@0.11": the releases up to the one that profile is built from)."""
     rows = []
-    for fam in engine_families():
-        for since in engine_releases(fam):
+    picked = None if name is None else get_engine(name, frontend="none")  # an unknown name: its one-line error
+    upto = picked.version if picked is not None and name is not None and "@" in name else None
+    for fam in engine_families() if picked is None else (picked.family,):
+        for since in engine_releases(fam, upto):
             at = since if since != "0" else engine_base_version(fam)  # the base: the family's first release
             e = get_engine(f"{fam}@{at}", frontend="none")
             fe = get_engine(f"{fam}@{at}").frontend if _has_frontend(fam, at) else None

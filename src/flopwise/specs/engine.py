@@ -1391,10 +1391,12 @@ def engine_families() -> tuple[str, ...]:
     return tuple(sorted({f.name for f in _families().values()}))
 
 
-def engine_releases(family: str) -> tuple[str, ...]:
-    """The versions at which `family`'s profile changes ("0" stands for its base: anything older)."""
+def engine_releases(family: str, upto: str | None = None) -> tuple[str, ...]:
+    """The versions at which `family`'s profile changes ("0" stands for its base: anything older), up to and
+    including `upto` where given (the changes a profile at that version holds)."""
     fam = _families()[family]
-    return ("0", *dict.fromkeys(since for _, since, _ in fam.releases))  # (a version several releases name: once)
+    out = ("0", *dict.fromkeys(since for _, since, _ in fam.releases))  # (a version several releases name: once)
+    return out if upto is None else tuple(v for v in out if v == "0" or _version_key(v) <= _version_key(upto))
 
 
 def engine_base_version(family: str) -> str:
