@@ -164,6 +164,13 @@ def test_cli_catalogs():
     assert upto and upto[0]["since"] == "(base)" and upto[-1]["since"] == "0.4.7"
     sinces = [r["since"] for r in one]
     assert [r["since"] for r in upto] == sinces[:sinces.index("0.4.7") + 1]  # 0.4.7.post1 came after it
+    # models and hardware take a substring to look for (any case) in ids, aliases and names
+    res = runner.invoke(app, ["hardware", "H100", "--json"])
+    assert [h["id"] for h in json.loads(res.stdout)["hardware"]] == ["h100-sxm", "h100-pcie", "h100-nvl"]
+    res = runner.invoke(app, ["models", "gpt-oss", "--json"])
+    assert [m["id"] for m in json.loads(res.stdout)["models"]] == ["openai/gpt-oss-20b", "openai/gpt-oss-120b"]
+    res = runner.invoke(app, ["hardware", "h1000"])
+    assert isinstance(res.exception, UnknownHardwareError) and "no catalog GPU matches 'h1000'" in str(res.exception)
     res = runner.invoke(app, ["engines", "vlm"])  # (`flopwise.cli.main` prints it as one line, exit code 2)
     assert isinstance(res.exception, SpecError) and "unknown engine 'vlm'. Did you mean: vllm?" in str(res.exception)
 

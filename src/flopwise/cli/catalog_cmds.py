@@ -13,11 +13,15 @@ from flopwise.params import HELP
 
 
 @app.command()
-def models(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def models(
+    match: Annotated[str | None, typer.Argument(help="Only the models with this in an id or alias (e.g. qwen3).")]
+    = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
     """The built-in model catalog: ids, aliases, parameter counts and shapes."""
     from flopwise.report.catalog_tables import model_rows, model_table  # imported when the command runs
 
-    rows = model_rows()
+    rows = model_rows(match)
     if json_out:
         print_json({"models": rows})
     else:
@@ -26,6 +30,8 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 @app.command()
 def hardware(
+    match: Annotated[str | None, typer.Argument(help="Only the parts with this in their id or name (e.g. h100).")]
+    = None,
     hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help=HELP["hardware_file"])] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -34,7 +40,7 @@ def hardware(
     from flopwise.specs.hardware import hardware_catalog, load_hardware_file
 
     catalog = load_hardware_file(hardware_file) if hardware_file else hardware_catalog()
-    rows = hardware_rows(catalog)
+    rows = hardware_rows(catalog, match)
     if json_out:
         print_json({"hardware": rows})
     else:

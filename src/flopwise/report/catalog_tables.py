@@ -6,15 +6,21 @@ from typing import Any
 
 from rich.table import Table
 
-from flopwise.errors import SpecError
+from flopwise.errors import SpecError, UnknownHardwareError, UnknownModelError, suggest
 from flopwise.specs.engine import engine_base_version, engine_families, engine_releases, get_engine
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model_catalog import get_model, model_catalog
 
 
-def model_rows() -> list[dict[str, Any]]:
+def model_rows(match: str | None = None) -> list[dict[str, Any]]:
+    """One row per catalog model; `match`: only those with it in an id, alias or other repo id (any case)."""
     rows = []
-    for entry in model_catalog():
+    entries = [e for e in model_catalog() if match is None or any(match.lower() in n.lower() for n in e.names)]
+    if match is not None and not entries:
+        names = [n for e in model_catalog() for n in e.names]
+        raise UnknownModelError(f"no catalog model matches '{match}'.{suggest(match, names)} Run `flopwise models` "
+                                "for the whole catalog.")
+    for entry in entries:
         m = get_model(entry.id)
         attn = "MLA" if m.mla else f"{m.num_heads}/{m.num_kv_heads}"
         rows.append({
@@ -42,7 +48,15 @@ def model_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def hardware_rows(catalog: dict[str, HardwareSpec]) -> list[dict[str, Any]]:
+def hardware_rows(catalog: dict[str, HardwareSpec], match: str | None = None) -> list[dict[str, Any]]:
+    """One row per part; `match`: only those with it in their id or name (any case)."""
+    if match is not None:
+        key = match.lower()
+        found = {i: hw for i, hw in catalog.items() if key in i.lower() or key in hw.name.lower()}
+        if not found:
+            raise UnknownHardwareError(f"no catalog GPU matches '{match}'.{suggest(match, catalog)} Run `flopwise "
+                                       "hardware` for the whole catalog.")
+        catalog = found
     return [{
         "id": hw.id, "name": hw.name, "vendor": hw.vendor, "kind": hw.kind, "memory_gib": hw.memory_gib,
         "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "memory_kind": hw.memory_kind,
