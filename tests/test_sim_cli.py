@@ -111,3 +111,17 @@ def test_errors_are_flopwise_errors(args, match, tmp_path, monkeypatch):
 def test_rates_below_a_hundredth_keep_their_digits():
     from flopwise.units import fmt_rate
     assert [fmt_rate(x) for x in (0.0019, 0.004, 0.0067, 1.234, 0.0)] == ["0.0019", "0.004", "0.01", "1.23", "0.00"]
+
+
+def test_a_prompt_stalled_on_the_unchunked_budget_is_explained():
+    # TensorRT-LLM schedules prompts whole by default; chat's longest prompts (8,192 tokens, its cap) fill the whole
+    # 8,192-token budget, so each waits for the running decodes to finish
+    res = runner.invoke(app, ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--engine", "trtllm",
+                              "--request-rate", "inf", "--num-requests", "300"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "6 prompts waited at the head of the queue for the running requests to leave room for them in the " \
+           "8,192-token step budget" in text and "turn chunked prefill on" in text
+    res = runner.invoke(app, ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--request-rate", "inf",
+                              "--num-requests", "300"])  # vLLM V1 chunks prompts: nothing waits so
+    assert res.exit_code == 0 and "waited at the head" not in res.output

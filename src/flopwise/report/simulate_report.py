@@ -72,6 +72,13 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                   f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
                   f"{s['prefix_cache_hit_rate']:.1%}; time in prefill {s['time_in_prefill_s']:.1f} s, decode "
                   f"{s['time_in_decode_s']:.1f} s; {s['num_steps']:,} steps simulated in {s['sim_wall_s']:.2f} s")
+    if s.get("budget_stalls"):
+        n = s["budget_stalls"]
+        console.print(f"[yellow]{n:,} prompt{'s' if n > 1 else ''} waited at the head of the queue[/] for the running "
+                      f"requests to leave room for {'them' if n > 1 else 'it'} in the "
+                      f"{s['setup']['max_num_batched_tokens']:,}-token step budget, and every request behind "
+                      "waited too: without chunked prefill the engine schedules a prompt whole or not at all (turn "
+                      "chunked prefill on, or raise the budget above the longest prompt)", highlight=False)
     if s.get("fleet"):
         render_fleet(console, s["fleet"])
     if s.get("sla"):

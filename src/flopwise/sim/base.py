@@ -80,6 +80,9 @@ class BaseScheduler:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
+        # requests that headed the waiting queue with a prompt the step's token budget could not take whole beside
+        # the running requests (chunked prefill off): each waited for the running ones to leave room
+        self.num_budget_stalls = 0
         self.acceptance: Acceptance | None = None
         self.decode_tokens = 1
         self.waiting: deque[Request] = deque()

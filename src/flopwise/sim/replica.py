@@ -280,6 +280,7 @@ class Replica:
             tl.num_verified_tokens = sched.acceptance.num_tokens
         if self.fe is not None:
             tl.frontend_cpu_s = self.fe.cpu_s
+        tl.budget_stalls = sched.num_budget_stalls
         return tl
 
     def adopt(self, tl: Timeline) -> None:

@@ -57,6 +57,7 @@ class Request:
     num_output_tokens: int = 0
     num_preemptions: int = 0
     num_cached_tokens: int = 0  # prefix-cache hits, summed over admissions
+    budget_stalled: bool = False  # it waited at the queue's head for the running requests to leave budget room
     first_scheduled_at: float | None = None
     finished_at: float | None = None
     # when the engine got it: arrival_at, or later after the API server (sim/frontend.py)

@@ -342,6 +342,7 @@ class VllmScheduler(BaseScheduler):
             n = req.num_tokens - computed
             if n > budget:
                 if not self.enable_chunked_prefill:
+                    self._stall(req, n)
                     return
                 n = budget
             held = n + computed - hit.num_tokens  # the external tokens need blocks too
@@ -392,9 +393,20 @@ class VllmScheduler(BaseScheduler):
         n = head.num_tokens - computed
         if n > budget:
             if not self.enable_chunked_prefill:
+                self._stall(head, n)
                 return False
             n = budget
         return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit) and self.reservation_fits(head)
+
+    def _stall(self, req: Request, n: int) -> None:
+        """`req`, at the head of the queue, cannot take its whole prompt (`n` tokens) into the step budget (chunked
+        prefill off: TensorRT-LLM's MicroBatchScheduler stops there, as this loop does). Where even a step of the
+        running decodes alone leaves too little, it and everything behind it wait for some of them to finish:
+        counted once per request (`num_budget_stalls`); a prompt that only waits for the next step is not."""
+        if (self.running and not req.budget_stalled
+                and n > self.max_num_batched_tokens - len(self.running) * self.decode_tokens):
+            req.budget_stalled = True
+            self.num_budget_stalls += 1
 
 
 def _run_seq(req: Request) -> int:

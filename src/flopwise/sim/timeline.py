@@ -33,6 +33,7 @@ class Timeline:
     num_verified_decodes: int = 0  # speculative decoding: decodes verified, and the tokens they emitted
     num_verified_tokens: int = 0
     frontend_cpu_s: float = 0.0  # seconds the API-server stage was busy (0 without one)
+    budget_stalls: int = 0  # prompts that waited for room in the step budget (`BaseScheduler.num_budget_stalls`)
 
     @property
     def num_steps(self) -> int:
@@ -66,12 +67,14 @@ class EngineState:
     time_in_prefill_s: float
     time_in_decode_s: float
     busy_fraction: float
+    budget_stalls: int = 0  # prompts that waited at the queue's head for room in the step budget (unchunked)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kv_utilization": {"mean": self.kv_utilization_mean, "max": self.kv_utilization_max},
                 "running_batch": {"mean": self.running_batch_mean, "max": self.running_batch_max},
                 "num_steps": self.num_steps, "time_in_prefill_s": self.time_in_prefill_s,
-                "time_in_decode_s": self.time_in_decode_s, "busy_fraction": self.busy_fraction}
+                "time_in_decode_s": self.time_in_decode_s, "busy_fraction": self.busy_fraction,
+                "budget_stalls": self.budget_stalls}
 
 
 def engine_state(timelines: list[Timeline], duration_s: float) -> EngineState:
@@ -86,4 +89,5 @@ def engine_state(timelines: list[Timeline], duration_s: float) -> EngineState:
         running_batch_mean=mean(run), running_batch_max=int(run.max()) if run.size else 0,
         num_steps=sum(t.num_steps for t in timelines), time_in_prefill_s=sum(t.prefill_s for t in timelines),
         time_in_decode_s=sum(t.decode_s for t in timelines),
-        busy_fraction=busy / (duration_s * len(timelines)) if duration_s else 0.0)
+        busy_fraction=busy / (duration_s * len(timelines)) if duration_s else 0.0,
+        budget_stalls=sum(t.budget_stalls for t in timelines))
