@@ -209,7 +209,12 @@ def test_checkpoint_format_is_planned_not_a_wider_one():
                                     8192)
     assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4-moe"}
     formats, native = weight_formats(get_model("deepseek-v3"), SearchSpace())
-    assert native == "fp8-block" and formats == ("fp8-block", "int4-awq")
+    assert native == "fp8-block" and formats == ("fp8-block", "nvfp4", "int4-awq")
+    # nvfp4 is tried where the chip has FP4 math only: a B200 plans it, an H200 does not
+    for gpu, fp4 in (("b200", True), ("h200", False)):
+        cands, _ = enumerate_candidates(get_model("llama-3.1-70b"), [get_hardware(gpu)],
+                                        SearchSpace(gpus=(gpu,), tps=(4,), kvs=("fp8",)), 8192)
+        assert {c.deployment.weights.name for c in cands} == {"bf16", "fp8", "int4-awq"} | ({"nvfp4"} if fp4 else set())
     # on llama.cpp gpt-oss is planned as the GGUF it serves (experts MXFP4, the rest Q8_0); the checkpoint stays
     assert weight_formats(get_model("gpt-oss-20b"), SearchSpace(engine="llamacpp")) == (("mxfp4_moe",), "mxfp4-moe")
     # llama.cpp loads GGUF files: a 16-bit checkpoint is planned at bf16, Q8_0 and Q4_K_M, an FP8 one from the Q8_0

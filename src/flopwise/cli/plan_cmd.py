@@ -22,7 +22,15 @@ from flopwise.cli.options import (
 from flopwise.params import HELP
 from flopwise.plan.search import OBJECTIVES
 from flopwise.report.plan_report import render_plan
-from flopwise.specs.defaults import DEFAULT_ENGINE, DEFAULT_MODEL, DEFAULT_WORKLOAD, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
+from flopwise.specs.defaults import (
+    DEFAULT_ENGINE,
+    DEFAULT_MODEL,
+    DEFAULT_WORKLOAD,
+    PLAN_GPUS,
+    PLAN_KV,
+    PLAN_MAX_GPUS,
+    PLAN_WEIGHTS,
+)
 
 
 @app.command("plan")
@@ -50,8 +58,8 @@ def plan_cmd(
     tp: Annotated[str | None, typer.Option(
         help="Pin TP degrees, e.g. 1,2,4 (default: every degree up to --max-gpus).")] = None,
     weights: Annotated[str | None, typer.Option(
-        help="Weight formats to try (default: bf16,fp8,int4-awq, or a pre-quantized checkpoint's format and "
-             "narrower).")] = None,
+        help=f"Weight formats to try (default: {','.join(PLAN_WEIGHTS)}, each where the GPU runs it natively, or "
+             "a pre-quantized checkpoint's format and the narrower of those).")] = None,
     kv: Annotated[str, typer.Option(help="KV formats to try.")] = PLAN_KV,
     max_num_seqs: Annotated[str | None, typer.Option(
         "--max-num-seqs", help="Values to try (default: the engine's for each GPU).")] = None,

@@ -9,10 +9,10 @@ DeepSeek-V3; `moe_layouts`), weight format, KV format, engine knobs (`max_num_se
 `max_num_batched_tokens`, prefix caching) and speculative decoding (none, or each `SpeculativeSpec` given, with
 its stated acceptance). Replicas come later, from the target rate.
 
-Weight formats: by default 16-bit, fp8 and int4-awq, or, for a pre-quantized checkpoint (its config.json
-`quantization_config`, read into `ModelSpec.checkpoint_weights` by `specs/hf/quantization.py`), the checkpoint's own
-format and the narrower defaults (never a wider one: gpt-oss is served as its MXFP4 experts with bf16 attention,
-mxfp4-moe, DeepSeek-V3 as block-scaled FP8, fp8-block). Formats the hardware cannot run natively are
+Weight formats: by default 16-bit, fp8, nvfp4 and int4-awq (`PLAN_WEIGHTS`), or, for a pre-quantized checkpoint
+(its config.json `quantization_config`, read into `ModelSpec.checkpoint_weights` by `specs/hf/quantization.py`), the
+checkpoint's own format and the narrower defaults (never a wider one: gpt-oss is served as its MXFP4 experts with
+bf16 attention, mxfp4-moe, DeepSeek-V3 as block-scaled FP8, fp8-block). Formats the hardware cannot run natively are
 skipped (fp8 on Ampere would run as a slower weight-only kernel; fp4 only where the chip has fp4 math), except
 the checkpoint's own format, which the engines serve with weight-only kernels where the math is missing. Every
 candidate must hold at least one sequence of `max_len` tokens (the workload's longest) in its KV cache.
@@ -27,7 +27,14 @@ from typing import Any
 from flopwise.cost.fit import fit_suggestions
 from flopwise.cost.memory import max_sequences, memory_plan
 from flopwise.errors import DoesNotFitError, SpecError
-from flopwise.specs.defaults import DEFAULT_ENGINE, FRONTEND_SERVING, PLAN_GPUS, PLAN_KV, PLAN_MAX_GPUS
+from flopwise.specs.defaults import (
+    DEFAULT_ENGINE,
+    FRONTEND_SERVING,
+    PLAN_GPUS,
+    PLAN_KV,
+    PLAN_MAX_GPUS,
+    PLAN_WEIGHTS,
+)
 from flopwise.specs.deployment import (
     TRTLLM_MOE_FORMATS,
     Deployment,
@@ -47,7 +54,7 @@ __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "
            "weight_formats"]
 
 DEFAULT_GPUS = PLAN_GPUS
-DEFAULT_WEIGHTS = ("bf16", "fp8", "int4-awq")
+DEFAULT_WEIGHTS = PLAN_WEIGHTS
 GGUF_WEIGHTS = ("bf16", *GGUF_STEPS)  # the same steps for an engine that loads GGUF files (llama.cpp)
 DEFAULT_TPS = (1, 2, 4, 8, 16)
 _NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "nvfp4-mlp": "fp4",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 __all__ = ["DEFAULT_MODEL", "DEFAULT_GPU", "DEFAULT_ENGINE", "FRONTEND_ESTIMATE", "FRONTEND_SERVING",
            "DEFAULT_ENDPOINT", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS",
            "COMPARE_SLA", "COMPARE_NUM_REQUESTS", "SPEC_K", "SPEC_ALPHA", "PLAN_GPUS", "PLAN_MAX_GPUS",
-           "PLAN_WORKLOAD",
+           "PLAN_WORKLOAD", "PLAN_WEIGHTS",
            "PLAN_KV", "BENCH_INPUT_LEN", "BENCH_OUTPUT_LEN",
            "BENCH_NUM_REQUESTS", "BENCH_TIMEOUT_S", "MAX_NUM_REQUESTS", "MAX_TOKENS_PER_REQUEST",
            "DEFAULT_WORKLOAD", "DEFAULT_OBJECTIVE", "KV_FULL", "WorkloadDefaults", "WORKLOAD_DEFAULTS",
@@ -83,6 +83,9 @@ PLAN_GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "l40s")
 PLAN_MAX_GPUS = 8
 PLAN_WORKLOAD = DEFAULT_WORKLOAD
 PLAN_KV = "bf16,fp8"
+# the weight formats `plan` tries (each where the GPU runs it natively: fp8 from Ada / Hopper on, nvfp4 on Blackwell;
+# a pre-quantized checkpoint: its own format and the narrower of these)
+PLAN_WEIGHTS = ("bf16", "fp8", "nvfp4", "int4-awq")
 
 # `bench`: random prompts of these lengths, this many measured requests per level, each at most this long (s)
 BENCH_INPUT_LEN = 512
