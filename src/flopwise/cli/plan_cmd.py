@@ -35,7 +35,7 @@ from flopwise.specs.defaults import (
 
 @app.command("plan")
 def plan_cmd(
-    model: Annotated[str, typer.Option(help="Catalog id or alias, or a config.json path.")] = DEFAULT_MODEL,
+    model: Annotated[str, typer.Option(help=HELP["model"])] = DEFAULT_MODEL,
     gpus: Annotated[str, typer.Option("--gpus", "--gpu", help="Comma-separated hardware ids to consider (--gpu, the "
                                       "other commands' spelling, works too).")] = ",".join(PLAN_GPUS),
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs one replica may use.")] = PLAN_MAX_GPUS,
