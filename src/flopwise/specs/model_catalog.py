@@ -131,7 +131,8 @@ def get_model(name: str, family: str | None = None) -> ModelSpec:
         spec = get_model(base)
         if weights is None:  # one repository, several files: the format is the user's choice
             return replace(spec, notes=(*spec.notes, f"{name} publishes {base} in several formats (one file "
-                                                      "each): pass --weights to name the one served"))
+                                                      "each): --weights names the one served (16-bit where not "
+                                                      "given)"))
         repo = hub_spelling(name) or name
         return replace(spec, name=repo, checkpoint_weights=weights,
                        checkpoint_note=f"{repo}: {base} as published in {weights} (catalog/checkpoints.toml)")
