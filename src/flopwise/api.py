@@ -406,18 +406,19 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         raise WorkloadError("--replicas-per-server runs the --num-gpus replicas behind one server, round-robin; "
                             "a fleet (--replicas, --router, --disaggregate, --replica-events, --autoscale) "
                             "routes to servers of their own: drop one")
-    dep = build_deployment(model, gpu, tp=tp, pp=pp, num_gpus=num_gpus, replicas_per_server=replicas_per_server,
-                           dp=dp, ep=ep, nodes=nodes,
-                           expert_skew=expert_skew,
-                           two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
-                           gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                           speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                           engine_file=engine_file, family=family, hardware_file=hardware_file,
-                           enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                           cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                           attention_backend=attention_backend, api_servers=api_servers,
-                           stream_interval=stream_interval)
+    def build(t: int, **sized: Any) -> Deployment:  # the run's deployment at tp t (`sized`: its GPU count)
+        return build_deployment(model, gpu, tp=t, pp=pp, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
+                                two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
+                                gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                                max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
+                                engine_file=engine_file, family=family, hardware_file=hardware_file,
+                                enforce_eager=enforce_eager, async_scheduling=async_scheduling,
+                                cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
+                                attention_backend=attention_backend, api_servers=api_servers,
+                                stream_interval=stream_interval, **sized)
+
+    dep = build(tp, num_gpus=num_gpus, replicas_per_server=replicas_per_server)
     knobs = SglangKnobs(chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
                         max_running_requests=max_running_requests, schedule_policy=schedule_policy,
                         schedule_conservativeness=schedule_conservativeness, enable_mixed_chunk=enable_mixed_chunk,
@@ -455,17 +456,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
         from flopwise.sim.max_rate import capacity_bounds
 
         def make(t: int, count: int) -> Deployment:  # `count` replicas of tp t, with the run's dp / ep / nodes
-            one = build_deployment(model, gpu, tp=t, pp=pp, dp=dp, ep=ep, nodes=nodes, expert_skew=expert_skew,
-                                    two_batch_overlap=two_batch_overlap, weights=weights, kv=kv,
-                                    gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                    speculative=speculative, engine=engine, frontend=frontend, endpoint=endpoint,
-                                    engine_file=engine_file, family=family, hardware_file=hardware_file,
-                                    enforce_eager=enforce_eager, async_scheduling=async_scheduling,
-                                    cuda_graph_max_bs=cuda_graph_max_bs, moe_backend=moe_backend, pdl=pdl,
-                                    attention_backend=attention_backend, api_servers=api_servers,
-                                    stream_interval=stream_interval)
-            return replace(one, replicas=count)
+            return replace(build(t), replicas=count)
 
         fleet = build_cluster(make, tp=tp, replicas=replicas or (dep.replicas if num_gpus is not None else None),
                               router=router or "round-robin", disaggregate=disaggregate, kv_link=kv_link,
