@@ -197,6 +197,9 @@ def test_a_published_checkpoint_repository_is_its_base_model_in_its_format():
     assert any("--weights" in n for n in gguf.notes)
     with pytest.raises(UnknownModelError, match="Did you mean: .*Qwen/Qwen3-32B-FP8"):
         get_model("Qwen/Qwen3-32B-FP9")
+    # a GPU given where the model goes (estimate("h100", "qwen3-8b")) says so
+    with pytest.raises(UnknownModelError, match="'h100': that names a GPU .*give the model as --model"):
+        estimate("h100", "qwen3-8b")
 
 
 def test_hub_ids_are_spelt_as_the_catalog_spells_them():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.errors import UnknownModelError, suggest
+from flopwise.specs.hardware import hardware_catalog
 from flopwise.specs.hf import load_config_file, parse_config
 from flopwise.specs.model import ModelSpec
 from flopwise.validate import text
@@ -136,6 +137,10 @@ def get_model(name: str, family: str | None = None) -> ModelSpec:
         repo = hub_spelling(name) or name
         return replace(spec, name=repo, checkpoint_weights=weights,
                        checkpoint_note=f"{repo}: {base} as published in {weights} (catalog/checkpoints.toml)")
+    key = name.lower()
+    if any(h == key or h.startswith(key + "-") for h in hardware_catalog()):  # the arguments swapped
+        raise UnknownModelError(f"unknown model '{name}': that names a GPU (flopwise hardware {name}); give the model "
+                                "as --model, the GPU as --gpu (in Python: estimate(model, gpu))")
     names = [n for m in model_catalog() for n in m.names]
     names += [c["repo"] for c in checkpoint_catalog().get("checkpoint", [])]
     raise UnknownModelError(
