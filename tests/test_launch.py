@@ -15,7 +15,7 @@ import yaml
 
 from flopwise.api import deployment
 from flopwise.cost.memory import memory_plan
-from flopwise.launch import LaunchTarget, render
+from flopwise.launch import LaunchTarget, launch_model_id, render
 from flopwise.launch.common import engine_memory_fraction, on_engine
 from flopwise.specs.engine import get_engine
 
@@ -268,6 +268,16 @@ def test_a_published_checkpoint_serves_its_own_format_and_its_base_the_others():
     assert gguf.argv()[:5] == ["llama-server", "--hf-repo", "Qwen/Qwen3-32B-GGUF", "--hf-file", "Qwen3-32B-Q4_K_M.gguf"]
     recipe = cmd("nvfp4", "trtllm")  # none published: made from the 16-bit model, not from the FP8 checkpoint
     assert "--pyt_ckpt_path Qwen/Qwen3-32B --qformat nvfp4" in recipe.prepare
+    # the base's own format, where it is not 16-bit, is the base's checkpoint (DeepSeek-V3's block-scaled FP8)
+    ds = _t("nvidia/DeepSeek-V3-0324-FP4", "h200", "nvidia/DeepSeek-V3-0324-FP4", native="nvfp4", tp=8,
+            weights="fp8-block")
+    assert render(ds, get_engine("sglang")).argv()[4] == "deepseek-ai/DeepSeek-V3"
+    # an EAGLE head trained for the base serves its pre-quantized checkpoint
+    eagle = render(_t("nvidia/Llama-3.1-8B-Instruct-FP8", "h100-sxm", "nvidia/Llama-3.1-8B-Instruct-FP8", native="fp8",
+                      weights="fp8", speculative="eagle,k=4,accepted=2.5"), get_engine("vllm@0.32"))
+    assert "yuhuili/EAGLE-LLaMA3.1-Instruct-8B" in eagle.command, eagle.command
+    # a local directory is served as given, whatever hub id its name spells
+    assert launch_model_id(str(DATA), "x") == str(DATA)
 
 
 def test_checkpoints_named_or_made():

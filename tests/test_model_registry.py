@@ -14,7 +14,7 @@ from flopwise.errors import ModelConfigError, UnknownModelError
 from flopwise.specs.hf import FAMILIES, parse_config
 from flopwise.specs.hf.quantization import checkpoint_format
 from flopwise.specs.model import expert_params
-from flopwise.specs.model_catalog import get_model, hub_spelling, model_catalog
+from flopwise.specs.model_catalog import checkpoint_catalog, get_model, hub_spelling, model_catalog
 
 runner = CliRunner()
 
@@ -191,15 +191,33 @@ def test_a_published_checkpoint_repository_is_its_base_model_in_its_format():
     assert r.deployment.weights.name == "fp8"
     assert r.memory.weight_bytes == (base.total_params - embed) * 1 + embed * 2 == 34_317_947_904
     assert get_model("Qwen/Qwen3-32B-AWQ").checkpoint_weights == "int4-awq"
-    # a GGUF repository holds one file per format: the base model, and a note asking for --weights
-    gguf = get_model("Qwen/Qwen3-32B-GGUF")
-    assert gguf.name == "Qwen/Qwen3-32B" and gguf.checkpoint_weights is None
-    assert any("--weights" in n for n in gguf.notes)
+    # a GGUF repository holds one file per format (even where the catalog lists one): the base model, and a note
+    # that --weights picks the file
+    for repo, base in (("Qwen/Qwen3-32B-GGUF", "Qwen/Qwen3-32B"), ("ggml-org/gpt-oss-20b-GGUF", "openai/gpt-oss-20b")):
+        gguf = get_model(repo)
+        assert gguf.name == base and gguf.checkpoint_weights == get_model(base).checkpoint_weights
+        assert any(f"{repo} publishes {base} as GGUF files" in n and "--weights" in n for n in gguf.notes)
+    # a listed repository that is also a catalog id of the same shape takes its published format all the same
+    q = get_model("qwen/qwen3-235b-a22b-fp8")
+    assert q.name == "Qwen/Qwen3-235B-A22B-FP8" and q.checkpoint_weights == "fp8"
+    assert get_model("Qwen/Qwen3-235B-A22B").checkpoint_weights is None
+    with pytest.raises(UnknownModelError, match="drop --family"):  # read by its base's reader, as a catalog model
+        get_model("Qwen/Qwen3-32B-FP8", family="qwen3")
     with pytest.raises(UnknownModelError, match="Did you mean: .*Qwen/Qwen3-32B-FP8"):
         get_model("Qwen/Qwen3-32B-FP9")
     # a GPU given where the model goes (estimate("h100", "qwen3-8b")) says so
     with pytest.raises(UnknownModelError, match="'h100': that names a GPU .*give the model as --model"):
         estimate("h100", "qwen3-8b")
+
+
+def test_every_listed_checkpoint_resolves_to_its_base_in_its_format():
+    for c in checkpoint_catalog()["checkpoint"]:
+        base, m = get_model(c["base"]), get_model(c["repo"])
+        assert m.layers == base.layers, c["repo"]
+        if "file" in c:  # GGUF: the base, its file picked by --weights
+            assert m.name == base.name and m.checkpoint_weights == base.checkpoint_weights, c["repo"]
+        else:
+            assert m.name == c["repo"] and m.checkpoint_weights == c["weights"], c["repo"]
 
 
 def test_hub_ids_are_spelt_as_the_catalog_spells_them():

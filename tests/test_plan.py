@@ -210,8 +210,8 @@ def test_checkpoint_format_is_planned_not_a_wider_one():
     assert min(c.deployment.tp for c in cands) == 1 and {c.deployment.weights.name for c in cands} == {"mxfp4-moe"}
     formats, native = weight_formats(get_model("deepseek-v3"), SearchSpace())
     assert native == "fp8-block" and formats == ("fp8-block", "nvfp4", "int4-awq")
-    # nvfp4 is tried where the chip has FP4 math only: a B200 plans it, an H200 does not
-    for gpu, fp4 in (("b200", True), ("h200", False)):
+    # nvfp4 is tried where the chip has FP4 math only, and NVIDIA's: a B200 plans it, an H200 and an MI355X do not
+    for gpu, fp4 in (("b200", True), ("h200", False), ("mi355x", False)):
         cands, _ = enumerate_candidates(get_model("llama-3.1-70b"), [get_hardware(gpu)],
                                         SearchSpace(gpus=(gpu,), tps=(4,), kvs=("fp8",)), 8192)
         assert {c.deployment.weights.name for c in cands} == {"bf16", "fp8", "int4-awq"} | ({"nvfp4"} if fp4 else set())

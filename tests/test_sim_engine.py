@@ -235,7 +235,7 @@ def test_capped_open_loop_sends_at_arrival_or_at_the_completion_that_frees_a_slo
 
 def test_an_unchunked_prompt_waits_for_the_running_decodes_to_leave_budget_room():
     # budget 1000, chunked prefill off (TensorRT-LLM's default): A (300 in, 5 out) and B (1,000 in) at t=0
-    #   step 1: A prefills 300; B does not fit the 700 left and, unchunked, waits (a next-step wait: not a stall)
+    #   step 1: A prefills 300; B does not fit the 700 left and, unchunked, waits (behind A's admission: not counted)
     #   steps 2-5: A decodes (1 token each), leaving 999 < 1,000: B waits for A to finish (one stall)
     #   step 6: B prefills its 1,000 tokens alone and emits its first token
     dep = deployment("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=1000, frontend="none", engine=SYNC)
@@ -254,3 +254,9 @@ def test_an_unchunked_prompt_waits_for_the_running_decodes_to_leave_budget_room(
                    SimConfig(enable_chunked_prefill=False))
     assert res.summary()["budget_stalls"] == 0
     assert res.records[1].token_times[0] == pytest.approx(steps[0] + _t(dep, [(1, 300), (999, 0)], 2), rel=1e-12)
+    # with A done after its prefill (one output token), B waits one step behind A's admission only: no stall
+    res = simulate(dep, Workload((RequestSpec(arrival_at=0.0, input_tokens=300, output_tokens=1),
+                                  RequestSpec(arrival_at=0.0, input_tokens=1000, output_tokens=2))),
+                   SimConfig(enable_chunked_prefill=False))
+    assert res.summary()["budget_stalls"] == 0
+    assert res.records[1].token_times[0] == pytest.approx(steps[0] + steps[5], rel=1e-12)

@@ -93,7 +93,7 @@ class FlopwiseWarning(UserWarning):
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """' Did you mean: a, b?' for the closest names, or '' when nothing is close. Names the given one heads as a
     whole dash-separated part come first ('h100' -> h100-sxm, h100-pcie, h100-nvl), then difflib's closest."""
-    key, pool = name.lower(), list(choices)
+    key, pool = name.lower(), list(dict.fromkeys(choices))
     spelt = {c.lower(): c for c in reversed(pool)}  # matched case-insensitively, shown as the catalog spells them
     heads = [c for c in pool if key and c.lower().startswith(key + "-")]
     close = heads[:n] + [spelt[c] for c in difflib.get_close_matches(key, list(spelt), n=n, cutoff=0.5)

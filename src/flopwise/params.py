@@ -22,8 +22,8 @@ _LENGTHS = "N, uniform:LO:HI, normal:MEAN:STD, lognormal:MEDIAN:SIGMA or file:PA
 
 HELP: dict[str, str] = {
     # the deployment
-    "model": "Catalog id or alias (flopwise models), a published pre-quantized checkpoint it lists (e.g. "
-             "Qwen/Qwen3-32B-FP8), a config.json path, or a model directory.",
+    "model": "Catalog id or alias (flopwise models), a published pre-quantized checkpoint that "
+             "catalog/checkpoints.toml lists (e.g. Qwen/Qwen3-32B-FP8), a config.json path, or a model directory.",
     "gpu": "Hardware id (see `flopwise hardware`).",
     "num_gpus": "GPUs in all; a multiple of tp*dp*pp (the rest are replicas). Default: tp*dp*pp.",
     "replicas_per_server": "Run that many of the --num-gpus replicas as data-parallel engines behind one server "

@@ -11,6 +11,7 @@ engine and on the others.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flopwise.launch import llamacpp, sglang, trtllm, vllm
@@ -40,6 +41,8 @@ def launch_model_id(given: str, model_name: str) -> str:
     """The checkpoint a command loads: a Hugging Face id the user gave (an Instruct id of a catalog shape, a
     published checkpoint), spelt as the catalog spells it, else the catalog id (an alias was given), else the
     path as given."""
+    if Path(given).exists():  # a local checkpoint, as given (even where its name is a hub id's)
+        return given
     return hub_spelling(given) or (given if "/" in given else model_name)
 
 

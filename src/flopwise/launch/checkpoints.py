@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopwise.specs.model_catalog import checkpoint_catalog
+from flopwise.specs.model_catalog import checkpoint_catalog, published_base
 from flopwise.specs.precision import WEIGHT_FORMATS
 
 __all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
@@ -46,6 +46,7 @@ def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
 
 def find_head(model: str, method: str) -> str | None:
     """A published speculative head (`eagle`, `eagle3`) for `model`, or None."""
+    model = published_base(model) or model  # a head trained for the base serves its pre-quantized checkpoints
     for h in checkpoint_catalog().get("head", []):
         if h["base"].lower() == model.lower() and h["method"] == method:
             return str(h["repo"])

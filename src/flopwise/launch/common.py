@@ -25,7 +25,7 @@ from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
 from flopwise.specs.hardware import GIB
-from flopwise.specs.model_catalog import published_base
+from flopwise.specs.model_catalog import get_model, published_base
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
@@ -168,9 +168,12 @@ def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | N
     family = engine.family
     if w == target.checkpoint_weights and not engine.gguf_only:
         return ModelSource(model=target.model_id)
-    # another format of a published pre-quantized checkpoint comes from the 16-bit model it was made from
+    # another format of a published pre-quantized checkpoint comes from the model it was made from: as that model
+    # ships (16-bit, or its own format: DeepSeek-V3's block-scaled FP8 under nvidia/DeepSeek-V3-0324-FP4), else
+    # from its published checkpoints and recipes below
     origin = published_base(target.model_id) or target.model_id
-    if w in FLOAT_FORMATS and not engine.gguf_only:
+    if (w in FLOAT_FORMATS or (origin != target.model_id and w == get_model(origin).checkpoint_weights)) \
+            and not engine.gguf_only:
         return ModelSource(model=origin)
     ck: Checkpoint | None = find_checkpoint(origin, w, family)
     if ck is not None:

@@ -156,7 +156,11 @@ class Candidate:
 
 
 def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
+    """Whether `hw` has the math `weights` needs; NVFP4 (NVIDIA's ModelOpt format) on NVIDIA's FP4 parts only
+    (AMD's FP4 chips run MXFP4)."""
     need = _NATIVE.get(weights)
+    if weights.startswith("nvfp4") and hw.vendor != "nvidia":
+        return False
     return need is None or hw.compute_dtype(need) == need
 
 

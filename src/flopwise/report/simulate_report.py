@@ -78,7 +78,8 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
                       f"requests to leave room for {'them' if n > 1 else 'it'} in the "
                       f"{s['setup']['max_num_batched_tokens']:,}-token step budget, and every request behind "
                       "waited too: without chunked prefill the engine schedules a prompt whole or not at all (turn "
-                      "chunked prefill on, or raise the budget above the longest prompt)", highlight=False)
+                      "chunked prefill on, or raise the budget to the longest prompt plus the running batch)",
+                      highlight=False)
     if s.get("fleet"):
         render_fleet(console, s["fleet"])
     if s.get("sla"):

@@ -333,6 +333,7 @@ class VllmScheduler(BaseScheduler):
 
     def _schedule_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
         kv, waiting, running = self.kv, self.waiting, self.running
+        room = budget  # what the running requests left of the step budget, before this step admits any
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             req = waiting[0]
             hit = kv.get_computed_blocks(req)
@@ -342,7 +343,7 @@ class VllmScheduler(BaseScheduler):
             n = req.num_tokens - computed
             if n > budget:
                 if not self.enable_chunked_prefill:
-                    self._stall(req, n)
+                    self._stall(req, n, room)
                     return
                 n = budget
             held = n + computed - hit.num_tokens  # the external tokens need blocks too
@@ -393,18 +394,18 @@ class VllmScheduler(BaseScheduler):
         n = head.num_tokens - computed
         if n > budget:
             if not self.enable_chunked_prefill:
-                self._stall(head, n)
+                self._stall(head, n, budget)
                 return False
             n = budget
         return self.kv.can_allocate(head, n + computed - hit.num_tokens, hit) and self.reservation_fits(head)
 
-    def _stall(self, req: Request, n: int) -> None:
+    def _stall(self, req: Request, n: int, room: int) -> None:
         """`req`, at the head of the queue, cannot take its whole prompt (`n` tokens) into the step budget (chunked
-        prefill off: TensorRT-LLM's MicroBatchScheduler stops there, as this loop does). Where even a step of the
-        running decodes alone leaves too little, it and everything behind it wait for some of them to finish:
-        counted once per request (`num_budget_stalls`); a prompt that only waits for the next step is not."""
-        if (self.running and not req.budget_stalled
-                and n > self.max_num_batched_tokens - len(self.running) * self.decode_tokens):
+        prefill off: TensorRT-LLM's MicroBatchScheduler stops there, as this loop does). Where even the `room` the
+        running requests leave before any admission is too little, it and everything behind it wait for some of
+        them to finish: counted once per request (`num_budget_stalls`); a prompt that waits only behind others
+        admitted in the same step is not."""
+        if self.running and not req.budget_stalled and n > room:
             req.budget_stalled = True
             self.num_budget_stalls += 1
 

@@ -80,12 +80,23 @@ def checkpoint_catalog() -> dict[str, Any]:
 
 def _published(repo: str) -> tuple[str, str | None] | None:
     """(base model, weight format) of a listed pre-quantized checkpoint repository (case-insensitive), the format
-    None where the repository holds several (a GGUF repository's files); None when it is not listed."""
+    None for a GGUF repository (one file per format: the user's --weights picks); None when it is not listed."""
     found = [c for c in checkpoint_catalog().get("checkpoint", []) if c["repo"].lower() == repo.lower()]
     if not found:
         return None
     formats = {c["weights"] for c in found}
-    return found[0]["base"], (formats.pop() if len(formats) == 1 else None)
+    gguf = any("file" in c for c in found)
+    return found[0]["base"], (formats.pop() if len(formats) == 1 and not gguf else None)
+
+
+def _as_published(spec: ModelSpec, name: str, base: str, weights: str | None) -> ModelSpec:
+    """`spec` (the base model's) as the listed repository `name` publishes it."""
+    if weights is None:
+        return replace(spec, notes=(*spec.notes, f"{name} publishes {base} as GGUF files, one per format: --weights "
+                                                  "names the one served (16-bit where not given)"))
+    return replace(spec, name=hub_spelling(name) or name, checkpoint_weights=weights,
+                   checkpoint_note=f"published from {base}, whose checkpoint the other formats come from; "
+                                   "catalog/checkpoints.toml")
 
 
 def published_base(repo: str) -> str | None:
@@ -110,39 +121,34 @@ def _load_catalog_model(entry: CatalogModel) -> ModelSpec:
 
 
 def get_model(name: str, family: str | None = None) -> ModelSpec:
-    """A catalog id or alias (case-insensitive), else a path to a config.json or a model directory. `family`
-    reads a config file with that family's reader (the --family override; catalog entries have theirs)."""
+    """A catalog id or alias (case-insensitive), a pre-quantized checkpoint repository `catalog/checkpoints.toml`
+    lists (its base model in the format it ships in; a GGUF repository: the base model, its file picked by
+    --weights), else a path to a config.json or a model directory. `family` reads a config file with that family's
+    reader (the --family override; catalog entries have theirs). A GPU id is refused as such."""
     text(name, "model (a catalog id or alias, a config.json or a model directory)", error=UnknownModelError)
     if family is not None:
         text(family, "--family", error=UnknownModelError)
     entry = _lookup().get(name.lower())
+    published = _published(name)
+    if (entry is not None or published is not None) and family is not None:  # ignored: the catalog has its reader
+        raise UnknownModelError(f"--family reads a config.json with another family's reader; '{name}' is a "
+                                "catalog model, read by its own: drop --family")
     if entry is not None:
-        if family is not None:  # it would be ignored: the catalog's entry has its reader
-            raise UnknownModelError(f"--family reads a config.json with another family's reader; '{name}' is a "
-                                    "catalog model, read by its own: drop --family")
         spec = _load_catalog_model(entry)
         ctx = next((n for i, n in entry.contexts if i.lower() == name.lower()), None)
-        return spec if ctx is None else replace(spec, max_position_embeddings=ctx)
+        spec = spec if ctx is None else replace(spec, max_position_embeddings=ctx)
+        return spec if published is None else _as_published(spec, name, *published)
     p = Path(name)
     if p.exists():
         return load_config_file(p, family=family)
-    published = _published(name) if family is None else None
     if published is not None:
-        base, weights = published
-        spec = get_model(base)
-        if weights is None:  # one repository, several files: the format is the user's choice
-            return replace(spec, notes=(*spec.notes, f"{name} publishes {base} in several formats (one file "
-                                                      "each): --weights names the one served (16-bit where not "
-                                                      "given)"))
-        repo = hub_spelling(name) or name
-        return replace(spec, name=repo, checkpoint_weights=weights,
-                       checkpoint_note=f"{repo}: {base} as published in {weights} (catalog/checkpoints.toml)")
+        return _as_published(get_model(published[0]), name, *published)
     key = name.lower()
     if any(h == key or h.startswith(key + "-") for h in hardware_catalog()):  # the arguments swapped
         raise UnknownModelError(f"unknown model '{name}': that names a GPU (flopwise hardware {name}); give the model "
                                 "as --model, the GPU as --gpu (in Python: estimate(model, gpu))")
     names = [n for m in model_catalog() for n in m.names]
-    names += [c["repo"] for c in checkpoint_catalog().get("checkpoint", [])]
+    names += dict.fromkeys(c["repo"] for c in checkpoint_catalog().get("checkpoint", []))  # (GGUF repos: once)
     raise UnknownModelError(
         f"unknown model '{name}': not a catalog id or alias, and no such file or directory.{suggest(name, names)} "
         "Run `flopwise models` for the catalog, or pass a path to a config.json.")
