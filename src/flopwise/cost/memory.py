@@ -155,10 +155,10 @@ def memory_plan(dep: Deployment) -> MemoryPlan:
     elif eng.memory_policy == "share_of_free":
         budget = device
         pool = f * (device - weights - act - runtime)
-    elif eng.kv_margin is not None and eng.kv_margin.on(hw.vendor, hw.kind):  # measured after warmup: the
+    elif (margin := eng.measured_margin(hw.vendor, hw.kind)) is not None:  # measured after warmup: the
         # transient peak holds the graph estimate again
         act += eng.activation_reserve_gib * GIB
-        budget = min(device * f, device - eng.kv_margin.bytes(act))
+        budget = min(device * f, device - margin.bytes(act))
         pool = budget - weights - act - runtime
     else:
         budget = device * f
@@ -213,8 +213,7 @@ def memory_fraction_for_pool(dep: Deployment, kv_pool_bytes: float) -> float:
         free = p.device_bytes - weights - p.activation_bytes - p.runtime_bytes
         return kv_pool_bytes / free if free > 0 else 1.0
     need = weights + p.activation_bytes + p.runtime_bytes + kv_pool_bytes
-    margin, hw = dep.engine.kv_margin, dep.hardware
-    if margin is not None and margin.on(hw.vendor, hw.kind) and need >= p.device_bytes - margin.bytes(
-            p.activation_bytes) - 1.0:
+    margin = dep.engine.measured_margin(dep.hardware.vendor, dep.hardware.kind)
+    if margin is not None and need >= p.device_bytes - margin.bytes(p.activation_bytes) - 1.0:
         return 1.0  # the measured sizing's own budget (device - margin): every fraction above it gives that
     return need / p.device_bytes

@@ -130,7 +130,7 @@ def engine_memory_fraction(dep: Deployment, engine: EngineProfile, notes: list[s
     pool = memory_plan(dep).kv_pool_bytes
     here = on_engine(dep, engine)
     f = memory_fraction_for_pool(here, pool)
-    measured = engine.kv_margin is not None and engine.kv_margin.on(dep.hardware.vendor, dep.hardware.kind)
+    measured = engine.measured_margin(dep.hardware.vendor, dep.hardware.kind) is not None
     f = min(1.0 if measured else 0.99, max(0.05, math.floor(f * 1000) / 1000))
     own = dep.engine_defaults(engine).memory_fraction
     capped = (engine.family, engine.version) != (dep.engine.family, dep.engine.version) and f > own

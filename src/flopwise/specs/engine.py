@@ -979,6 +979,12 @@ class EngineProfile:
                 raise SpecError(f"{self.display} {self.version} has no {name.upper()} ({name}={n}); it implements "
                                 f"{', '.join(p.upper() for p in self.parallelism)}")
 
+    def measured_margin(self, vendor: str, kind: str) -> KvMargin | None:
+        """`kv_margin` where this engine sizes its KV pool from measured memory on a `vendor` device of this `kind`
+        (vLLM >= 0.34 on CUDA and ROCm), else None: the pool is a share of the device."""
+        m = self.kv_margin
+        return m if m is not None and m.on(vendor, kind) else None
+
     def runs_on(self, vendor: str, kind: str) -> bool:
         """Whether the engine has a backend for a `vendor` chip of this `kind` (gpu, soc, cpu)."""
         return _on_devices(self.devices, vendor, kind)

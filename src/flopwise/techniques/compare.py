@@ -81,7 +81,7 @@ def default_tries(base: Scenario) -> tuple[str, ...]:
     if gguf_only and w.bits_per_weight > 5:
         out.append("weights=q4_k_m")
     elif not gguf_only and w.bits_per_weight >= 16:
-        out.append("weights=fp8" if dep.hardware.peak_tflops.get("fp8", 0) > 0 else "weights=int4-awq")
+        out.append("weights=fp8" if dep.hardware.compute_dtype("fp8") == "fp8" else "weights=int4-awq")
     if not gguf_only and dep.kv.bytes_per_element >= 2:
         out.append("kv=fp8")
     if not gguf_only and base.speculation is None:
