@@ -276,6 +276,12 @@ def test_a_published_checkpoint_serves_its_own_format_and_its_base_the_others():
     eagle = render(_t("nvidia/Llama-3.1-8B-Instruct-FP8", "h100-sxm", "nvidia/Llama-3.1-8B-Instruct-FP8", native="fp8",
                       weights="fp8", speculative="eagle,k=4,accepted=2.5"), get_engine("vllm@0.32"))
     assert "yuhuili/EAGLE-LLaMA3.1-Instruct-8B" in eagle.command, eagle.command
+    # a listed checkpoint goes only to the engines that load it as published: Meta's fbgemm_fp8 405B to vLLM, and
+    # NVIDIA's ModelOpt FP8 build of the same model to TensorRT-LLM
+    meta = _t("meta-llama/Llama-3.1-405B-Instruct-FP8", "h200", "meta-llama/Llama-3.1-405B-Instruct-FP8",
+              native="fp8", tp=8, weights="fp8")
+    assert render(meta, get_engine("vllm")).argv()[2] == "meta-llama/Llama-3.1-405B-Instruct-FP8"
+    assert render(meta, get_engine("trtllm")).argv()[1] == "nvidia/Llama-3.1-405B-Instruct-FP8"
     # a local directory is served as given, whatever hub id its name spells
     assert launch_model_id(str(DATA), "x") == str(DATA)
 

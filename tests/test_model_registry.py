@@ -2,6 +2,7 @@
 kinds, the checkpoint's own weight format, refusals and the --family override."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -218,6 +219,18 @@ def test_every_listed_checkpoint_resolves_to_its_base_in_its_format():
             assert m.name == base.name and m.checkpoint_weights == base.checkpoint_weights, c["repo"]
         else:
             assert m.name == c["repo"] and m.checkpoint_weights == c["weights"], c["repo"]
+
+
+def test_a_catalog_id_named_for_a_quantized_format_is_priced_in_it():
+    # Meta's FP8 releases are catalog `also` ids of their 16-bit models: listed in checkpoints.toml, they take
+    # their published format (they were priced bf16)
+    suffix = re.compile(r"-(FP8|FP4|NVFP4|MXFP4|AWQ|GPTQ|INT4|INT8|W4A16|W8A8)\b", re.IGNORECASE)
+    tagged = [i for m in model_catalog() for i in m.also if suffix.search(i)]
+    assert "meta-llama/Llama-3.1-405B-Instruct-FP8" in tagged
+    for i in tagged:
+        assert get_model(i).checkpoint_weights not in (None, "bf16"), i
+    r = estimate("meta-llama/Llama-3.1-405B-Instruct-FP8", "h200", num_gpus=8, tp=8)
+    assert r.deployment.weights.name == "fp8"
 
 
 def test_hub_ids_are_spelt_as_the_catalog_spells_them():

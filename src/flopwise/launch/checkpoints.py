@@ -14,7 +14,7 @@ from typing import Any
 from flopwise.specs.model_catalog import checkpoint_catalog, published_base
 from flopwise.specs.precision import WEIGHT_FORMATS
 
-__all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "recipe_for"]
+__all__ = ["Checkpoint", "Recipe", "find_checkpoint", "find_head", "loads_as_published", "recipe_for"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +42,14 @@ def find_checkpoint(model: str, weights: str, engine: str) -> Checkpoint | None:
             return Checkpoint(base=c["base"], weights=c["weights"], repo=c["repo"], engines=tuple(c["engines"]),
                               file=c.get("file"), note=c.get("source"))
     return None
+
+
+def loads_as_published(repo: str, engine: str) -> bool:
+    """Whether `engine` (a family) loads repository `repo` as it ships: True unless `repo` is a listed checkpoint
+    whose `engines` leave that family out (Meta's fbgemm_fp8 checkpoints load in vLLM and SGLang, not in
+    TensorRT-LLM)."""
+    listed = [c for c in checkpoint_catalog().get("checkpoint", []) if c["repo"].lower() == repo.lower()]
+    return not listed or any(engine in c["engines"] for c in listed)
 
 
 def find_head(model: str, method: str) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
-from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, recipe_for
+from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, loads_as_published, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
 from flopwise.specs.hardware import GIB
@@ -160,13 +160,14 @@ class ModelSource:
 
 
 def model_source(target: LaunchTarget, engine: EngineProfile) -> ModelSource | None:
-    """The weights `engine` loads for the target's format: the checkpoint itself when it ships in that format;
-    else a published pre-quantized checkpoint; else the 16-bit one quantized at load (where the engine does
+    """The weights `engine` loads for the target's format: the checkpoint itself when it ships in that format (and,
+    for a listed pre-quantized repository, `engine` loads it as published); else a published pre-quantized
+    checkpoint; else the 16-bit one quantized at load (where the engine does
     that); else the output of a recipe (`prepare`). None: no way is known."""
     dep = target.deployment
     w = dep.weights.name
     family = engine.family
-    if w == target.checkpoint_weights and not engine.gguf_only:
+    if w == target.checkpoint_weights and not engine.gguf_only and loads_as_published(target.model_id, family):
         return ModelSource(model=target.model_id)
     # another format of a published pre-quantized checkpoint comes from the model it was made from: as that model
     # ships (16-bit, or its own format: DeepSeek-V3's block-scaled FP8 under nvidia/DeepSeek-V3-0324-FP4), else
