@@ -164,6 +164,12 @@ def test_cli_catalogs():
     assert upto and upto[0]["since"] == "(base)" and upto[-1]["since"] == "0.4.7"
     sinces = [r["since"] for r in one]
     assert [r["since"] for r in upto] == sinces[:sinces.index("0.4.7") + 1]  # 0.4.7.post1 came after it
+    assert "note" not in json.loads(runner.invoke(app, ["engines", "sglang@0.4.7", "--json"]).stdout)
+    # a version past every known release shows them all, and says what it is priced as
+    late = json.loads(runner.invoke(app, ["engines", "sglang@99", "--json"]).stdout)
+    assert late["engines"] == one and late["note"].startswith("SGLang 99 is newer than any release")
+    res = runner.invoke(app, ["engines", "vllm@"])  # the argument is named as this command's, not --engine
+    assert isinstance(res.exception, SpecError) and str(res.exception).startswith("engines 'vllm@': nothing after")
     # models and hardware take a substring to look for (any case) in ids, aliases and names
     res = runner.invoke(app, ["hardware", "H100", "--json"])
     assert [h["id"] for h in json.loads(res.stdout)["hardware"]] == ["h100-sxm", "h100-pcie", "h100-nvl"]

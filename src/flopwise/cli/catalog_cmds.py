@@ -54,10 +54,12 @@ def engines(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """The serving-engine catalog: each family's releases, what changes at each, and the sources."""
-    from flopwise.report.catalog_tables import engine_rows, engine_table  # imported when the command runs
+    from flopwise.report.catalog_tables import engine_note, engine_rows, engine_table  # imported when it runs
 
-    rows = engine_rows(name)
+    rows, note = engine_rows(name), engine_note(name)
     if json_out:
-        print_json({"engines": rows})
+        print_json({"engines": rows, **({"note": note} if note else {})})
     else:
         _app.console.print(engine_table(rows))
+        if note:
+            _app.console.print(note)

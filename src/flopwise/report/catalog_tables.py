@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from flopwise.errors import SpecError, UnknownHardwareError, UnknownModelError, suggest
-from flopwise.specs.engine import engine_base_version, engine_families, engine_releases, get_engine
+from flopwise.specs.engine import engine_base_version, engine_families, engine_releases, get_engine, parse_engine_text
 from flopwise.specs.hardware import HardwareSpec
 from flopwise.specs.model_catalog import get_model, model_catalog
 
@@ -90,6 +90,8 @@ def engine_rows(name: str | None = None) -> list[dict[str, Any]]:
     """One row per engine release: what changes at that version (see specs/engine.py); `name`: one family
     ("vllm"), or a family at a version ("vllm@0.11": the releases up to the one that profile is built from)."""
     rows = []
+    if name is not None:
+        parse_engine_text(name, what="engines")  # 'vllm@': named as this command's argument, not --engine
     picked = None if name is None else get_engine(name, frontend="none")  # an unknown name: its one-line error
     upto = picked.version if picked is not None and name is not None and "@" in name else None
     for fam in engine_families() if picked is None else (picked.family,):
@@ -108,6 +110,12 @@ def engine_rows(name: str | None = None) -> list[dict[str, Any]]:
                 "source": dict(e.sources).get(since if since != "0" else "base", ""),
             })
     return rows
+
+
+def engine_note(name: str | None) -> str:
+    """What the version asked is priced as, where it is past every release the catalog knows or a pre-release
+    (`EngineProfile.version_note`); '' otherwise."""
+    return "" if name is None or "@" not in name else get_engine(name, frontend="none").version_note
 
 
 def _has_frontend(family: str, since: str) -> bool:

@@ -1411,14 +1411,14 @@ def engine_base_version(family: str) -> str:
     return _families()[family].first_release or "0"
 
 
-def parse_engine_text(text: str) -> tuple[str, str | None]:
-    """'vllm@0.11' -> ('vllm', '0.11'); 'sglang' -> ('sglang', None)."""
+def parse_engine_text(text: str, what: str = "--engine") -> tuple[str, str | None]:
+    """'vllm@0.11' -> ('vllm', '0.11'); 'sglang' -> ('sglang', None). `what` names the value in errors."""
     text = text.strip()
     if not text:
-        raise SpecError(f"empty --engine; use one of {', '.join(engine_families())}, optionally @VERSION")
+        raise SpecError(f"empty {what}; use one of {', '.join(engine_families())}, optionally @VERSION")
     name, at, version = text.partition("@")
     if at and not version.strip():
-        raise SpecError(f"--engine '{text}': nothing after '@'; give a version (e.g. {name.strip()}@0.11) or drop "
+        raise SpecError(f"{what} '{text}': nothing after '@'; give a version (e.g. {name.strip()}@0.11) or drop "
                         "the '@'")
     return name.strip().lower(), (version.strip() or None)
 
