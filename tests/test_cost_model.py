@@ -400,6 +400,26 @@ def test_allreduce_takes_the_faster_of_one_shot_and_ring_by_hand():
     assert allreduce_time(h100, 1, big) == (0.0, 0.0)
 
 
+def test_a_tensor_group_across_servers_all_reduces_over_the_network_by_hand():
+    h100 = get_hardware("h100-sxm")  # 8 per server over NVLink (360 GB/s achieved), a 50 GB/s NIC per GPU at 0.85
+    link, nic = 450e9 * 0.8, 50e9 * 0.85
+    m = 16 * 1024 * 1024  # a 1024-token prefill's hidden states of Llama-3.1-70B (1024 x 8192 x 2 B)
+    t, sent = allreduce_time(h100, 16, m, per_node=8)
+    inside = 12e-6 + 2 * 7 / 8 * m / link  # ring over the server's 8 (one-shot would read 7 x 16 MiB)
+    between = 2 * (1 / 2) * m / 8  # each GPU's eighth, all-reduced between the 2 servers over its own NIC
+    assert t == pytest.approx(inside + 50e-6 + between / nic) and sent == pytest.approx(2 * 7 / 8 * m + between)
+    assert t * 1e6 == pytest.approx(192.9, abs=0.1)  # vs 99 us had the 16 shared one NVLink domain
+    # a replica wider than one server is refused unless spread over nodes; spread, its decode pays the NIC per
+    # all-reduce (160 a step) and is slower than TP 8 inside one server
+    with pytest.raises(SpecError, match=r"more than one server holds \(8 x h100-sxm.*--nodes 2"):
+        deployment("llama-3.1-70b", "h100-sxm", tp=16)
+    deps = [deployment("llama-3.1-70b", "h100-sxm", tp=tp, nodes=n) for tp, n in ((16, 2), (8, 1))]
+    wide, narrow = (step_cost(d, decode_shape(1, 1000, layout(d).windows)) for d in deps)
+    ar = _op(wide, "tp_allreduce")
+    assert ar.count == 160 and ar.time_s / 160 == pytest.approx(allreduce_time(h100, 16, 8192 * 2, 8)[0])
+    assert wide.time_s > narrow.time_s
+
+
 def test_memory_plan_by_hand():
     dep = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.32")  # 0.92 of the device, 1024 seqs / 8192 tokens
     plan = memory_plan(dep)

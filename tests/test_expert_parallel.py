@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -104,8 +105,10 @@ def test_all_to_all_within_and_across_nodes():
 
 
 def test_two_nodes_price_the_dispatch_over_the_network():
-    one = _by_name(_decode_cost(_dep(tp=8, dp=2, ep=16)))
-    two = _by_name(_decode_cost(_dep(tp=8, dp=2, ep=16, nodes=2)))
+    wide = _dep(tp=8, dp=2, ep=16, nodes=2)
+    # the same 16 GPUs in one peer-fabric domain (an H200 server holds 8: a made-up 16-GPU one)
+    one = _by_name(_decode_cost(replace(wide, nodes=1, hardware=replace(wide.hardware, gpus_per_node=16))))
+    two = _by_name(_decode_cost(wide))
     assert two["moe_alltoall"]["time_s"] > 3 * one["moe_alltoall"]["time_s"]  # 50 GB/s NIC vs 450 GB/s NVLink
 
 
@@ -117,7 +120,8 @@ def test_ep_wider_than_tp_implies_data_parallel_groups():
 @pytest.mark.parametrize("kw,msg", [
     (dict(tp=8, ep=3), "must divide tp*dp"),
     (dict(tp=1, dp=8, ep=8, nodes=3), "nodes=3 must divide"),
-    (dict(tp=8, dp=2, ep=16), None),
+    (dict(tp=8, dp=2, ep=16), "more than one server holds (8 x h200, its nvlink4 domain): spread it over --nodes 2"),
+    (dict(tp=8, dp=2, ep=16, nodes=2), None),
 ])
 def test_parallel_layouts_are_checked(kw, msg):
     if msg is None:

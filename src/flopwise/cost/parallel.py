@@ -64,11 +64,20 @@ def collective_latency_s(hw: HardwareSpec) -> float:
     return 8e-6 if _is_fabric(hw) else 25e-6
 
 
-def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float) -> tuple[float, float]:
+def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float,
+                   per_node: int | None = None) -> tuple[float, float]:
     """(seconds, bytes each GPU sends) for an all-reduce over p GPUs: the faster of ring and one-shot (see the
-    module docstring)."""
+    module docstring); over n = p / per_node nodes where the group spans them (`per_node` < p), hierarchically:
+    a reduce-scatter and an all-gather inside each node around an all-reduce of each GPU's 1/per_node share
+    between the nodes over its own NIC (NCCL's tree / ring across nodes, one NIC per GPU):
+        t = ring(per_node, message) + NETWORK_LATENCY_S + 2 (n - 1) / n * message / per_node / network"""
     if p <= 1 or message_bytes <= 0:
         return 0.0, 0.0
+    if per_node is not None and 0 < per_node < p:
+        n = p / per_node
+        inside, sent = allreduce_time(hw, per_node, message_bytes) if per_node > 1 else (0.0, 0.0)
+        between = 2 * (n - 1) / n * message_bytes / per_node
+        return inside + NETWORK_LATENCY_S + between / _network(hw), sent + between
     link = link_bytes_per_s(hw)
     sent = 2 * (p - 1) / p * message_bytes
     if not _is_fabric(hw):
@@ -115,9 +124,12 @@ def alltoall_time(hw: HardwareSpec, p: int, token_bytes: float, fanout: float,
     return collective_latency_s(hw) + t, intra
 
 
-def allgather_time(hw: HardwareSpec, p: int, total_bytes: float) -> tuple[float, float]:
-    """(seconds, bytes each GPU sends) for a ring all-gather whose result is `total_bytes`: (p-1)/p of it."""
+def allgather_time(hw: HardwareSpec, p: int, total_bytes: float, per_node: int | None = None) -> tuple[float, float]:
+    """(seconds, bytes each GPU sends) for a ring all-gather whose result is `total_bytes`: (p-1)/p of it; where
+    the group spans nodes (`per_node` < p) the ring's slowest hop is a NIC, with the network's latency."""
     if p <= 1 or total_bytes <= 0:
         return 0.0, 0.0
     sent = (p - 1) / p * total_bytes
+    if per_node is not None and 0 < per_node < p:
+        return NETWORK_LATENCY_S + sent / min(link_bytes_per_s(hw), _network(hw)), sent
     return collective_latency_s(hw) + sent / link_bytes_per_s(hw), sent

@@ -482,7 +482,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
         kv_tokens = T_all  # KV written (times the share)
 
     acc.add("embedding", 1, 0.0, T, 0.0, 0.0, 2 * T * h * a, 1)
-    ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a)
+    ar_s, ar_sent = allreduce_time(hw, dep.tp, T * h * a, dep.per_node_of(dep.tp))
     moe_comm = _moe_comm(dep, T_all, T, h * a, lay.groups) if dp > 1 or ep > 1 else None
     for g in lay.groups:
         n = g.count
@@ -561,7 +561,7 @@ def _run(dep: Deployment, shape: BatchShape, detail: bool, attention: bool = Tru
     if L:
         acc.add("lm_head", 1, 2 * L * lay.lm_head_params, L, lay.lm_head_params * lay.embed_bytes_per_param, 0.0,
                 L * (h * a + lay.vocab_per_gpu * 4), 1, weight_eff=acc.r.head_weight_eff, head=True)
-        s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4)
+        s, sent = allgather_time(hw, dep.tp, L * lay.vocab_per_gpu * dep.tp * 4, dep.per_node_of(dep.tp))
         acc.add_comm("logits_gather", 1, s, sent)
     return acc
 
@@ -621,7 +621,7 @@ def _moe_comm(dep: Deployment, tokens: float, group_tokens: float, token_bytes: 
         return None
     p = dep.tp * dep.dp
     if dep.ep == 1:  # every GPU needs every group's tokens: all-gather, then reduce-scatter the outputs
-        s, sent = allgather_time(dep.hardware, p, tokens * token_bytes)  # (within a node: not priced across)
+        s, sent = allgather_time(dep.hardware, p, tokens * token_bytes, dep.per_node_of(p))
         return ("moe_allgather_scatter", 2, s, sent)
     k = max(g.experts_per_token for g in groups if g.is_moe)
     share = group_tokens / dep.tp * token_bytes  # this GPU's slice of its group's tokens, one copy each

@@ -120,8 +120,15 @@ class Deployment:
                             f"{self.gpus_per_node} of them in one machine is not a setup; serve with tp=1 (more "
                             f"machines as --num-gpus replicas), or spread the replica over --nodes {self.gpus_per_node}"
                             " machines")
-        if self.nodes > 1 and gpn > 1 and self.gpus_per_node > gpn:
-            raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes")
+        if gpn > 1 and self.gpus_per_node > gpn:  # the catalog states the server's peer-fabric domain
+            need = -(-self.gpus_per_replica // gpn)
+            if self.nodes == 1:
+                raise SpecError(f"tp*dp*pp={self.gpus_per_replica} GPUs in one replica are more than one server "
+                                f"holds ({gpn} x {self.hardware.id}, its {self.hardware.interconnect} domain): spread "
+                                f"it over --nodes {need} (its collectives then cross the network), or use fewer GPUs "
+                                "per replica")
+            raise SpecError(f"{self.gpus_per_node} GPUs per node exceed {self.hardware.id}'s {gpn}; use more --nodes "
+                            f"({need})")
         if self.pp > m.num_layers:
             raise SpecError(f"pp={self.pp} exceeds {m.name}'s {m.num_layers} layers")
         spec = self.speculative
@@ -286,6 +293,11 @@ class Deployment:
     def gpus_per_node(self) -> int:
         """GPUs of one replica in each of its nodes."""
         return self.gpus_per_replica // self.nodes
+
+    def per_node_of(self, group: int) -> int | None:
+        """GPUs of a group of `group` GPUs (TP ranks innermost, as the engines number them) in each node where
+        the group spans nodes, else None: its collectives then cross the network (`cost.parallel`)."""
+        return self.gpus_per_node if group > self.gpus_per_node else None
 
     @property
     def spans_nodes(self) -> bool:
