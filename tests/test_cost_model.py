@@ -420,6 +420,20 @@ def test_a_tensor_group_across_servers_all_reduces_over_the_network_by_hand():
     assert wide.time_s > narrow.time_s
 
 
+def test_pipeline_stages_hold_the_embedding_first_and_the_head_last_by_hand():
+    m = get_model("llama-3.1-8b")  # untied: embedding and head 128,256 x 4,096 each
+    ends = 128_256 * 4_096
+    body = m.total_params - 2 * ends
+    assert layout(deployment("llama-3.1-8b", "h100-sxm")).weight_bytes_per_gpu == pytest.approx(m.total_params * 2)
+    # two stages: half the layers each, the busier end one of the two matrices (not both, on every stage)
+    two = layout(deployment("llama-3.1-8b", "h100-sxm", pp=2)).weight_bytes_per_gpu
+    assert two == pytest.approx((body / 2 + ends) * 2)
+    tied = get_model("Qwen/Qwen3-0.6B")  # a tied head: the last stage loads its own copy of the embedding
+    assert tied.lm_head_params == 0
+    w = layout(deployment("Qwen/Qwen3-0.6B", "h100-sxm", pp=2)).weight_bytes_per_gpu
+    assert w == pytest.approx(((tied.total_params - tied.embedding_params) / 2 + tied.embedding_params) * 2)
+
+
 def test_memory_plan_by_hand():
     dep = deployment("llama-3.1-8b", "h100-sxm", engine="vllm@0.32")  # 0.92 of the device, 1024 seqs / 8192 tokens
     plan = memory_plan(dep)

@@ -88,7 +88,7 @@ class Layout:
     lm_head_params: float  # per GPU (tied heads still run a GEMM with the embedding matrix)
     hidden: int
     vocab_per_gpu: float
-    weight_bytes_per_gpu: float  # all weights one GPU stores (layers / pp)
+    weight_bytes_per_gpu: float  # all weights one GPU stores (layers / pp; under pp, the busier end stage's)
     cache: CacheLayout
 
     @property
@@ -168,7 +168,11 @@ def layout(dep: Deployment) -> Layout:
     if dep.ep > 1:  # slots beyond E / ep where ep does not divide E
         weight_bytes += sum(g.count * (math.ceil(g.num_experts / dep.ep) - g.local_experts) * g.expert_params
                             for g in groups if g.is_moe) * wbpp / dep.pp
-    weight_bytes += (m.embedding_params + m.lm_head_params + m.per_layer_embedding_params) / tp * embed_bpp
+    ends = m.embedding_params + m.lm_head_params + m.per_layer_embedding_params
+    if dep.pp > 1:  # the embeddings sit on the first stage, the LM head on the last (vLLM's PPMissingLayer on the
+        # others; a tied head loads its own copy of the embedding there): the busier end stage sizes the GPU
+        ends = max(m.embedding_params + m.per_layer_embedding_params, m.lm_head_params or m.embedding_params)
+    weight_bytes += ends / tp * embed_bpp
     # KV projections replicated beyond tp > kv_heads store more than 1/tp of the attention weights:
     extra: dict[tuple[float, int], int] = {}
     for g in groups:

@@ -89,8 +89,12 @@ def render_ledger(console: Console, ledger: Ledger) -> None:
         console.print(f"[bold red]{', '.join(missed)}[/] {'miss' if many else 'misses'} the SLA ({ledger.sla}) even "
                       f"one request at a time: {'their' if many else 'its'} throughput at the SLA is 0",
                       highlight=False)
-    console.print("TTFT/TPOT: a static batch as in `flopwise estimate`; ITL tail: the longest token gap of "
-                  "running requests while a new prompt is prefilled; memory: weights and pinned blocks per GPU.")
+    fe = dep.engine.frontend
+    served = ("through the engine's HTTP server (estimate's --frontend http; its default is none)" if fe is not None
+              else "offline, no HTTP server")
+    console.print(f"TTFT/TPOT: a static batch as in `flopwise estimate`, {served}; ITL tail: the longest token gap "
+                  "of running requests while a new prompt is prefilled; memory: weights and pinned blocks per GPU.",
+                  highlight=False)
     for r in ledger.rows:
         notes = _notes(r)
         if notes:
