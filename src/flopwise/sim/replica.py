@@ -180,9 +180,9 @@ class Replica:
             prompt = max(s.input_tokens for s in specs)
             if prompt > dep.max_num_batched_tokens:
                 raise WorkloadError(f"a {prompt}-token prompt can never be scheduled with chunked prefill off "
-                                    f"and a step budget of {dep.max_num_batched_tokens} tokens ({dep.engine.display}'s "
-                                    "default unless --max-num-batched-tokens set it); raise the budget or enable "
-                                    "chunked prefill")
+                                    f"and a step budget of {dep.max_num_batched_tokens} tokens "
+                                    f"(--max-num-batched-tokens, or {dep.engine.display}'s default where it is not "
+                                    "given); raise the budget or enable chunked prefill")
 
     @property
     def has_work(self) -> bool:

@@ -114,7 +114,12 @@ class Deployment:
             self._check_server_dp()
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
-        gpn = self.hardware.gpus_per_node
+        hw = self.hardware
+        if (self.weights.name == "bf16" and hw.vendor == "nvidia" and hw.kind == "gpu"
+                and not hw.peak_tflops.get("bf16") and not self.engine.gguf_only):
+            raise SpecError(f"{hw.name} has no bfloat16 (compute capability below 8.0: vLLM, SGLang and TensorRT-LLM "
+                            "refuse --dtype bfloat16 there): use --weights fp16, the 16-bit format it runs")
+        gpn = hw.gpus_per_node
         if self.gpus_per_node > 1 and self.hardware.interconnect in SINGLE_DEVICE_LINKS:
             raise SpecError(f"{self.hardware.name} is the one device of its machine (no peer link): tp*dp*pp="
                             f"{self.gpus_per_node} of them in one machine is not a setup; serve with tp=1 (more "
