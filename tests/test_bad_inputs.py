@@ -303,7 +303,7 @@ CASES = [
     ("nonsense", "fp8 weights on a Pascal GPU", lambda t: ["estimate", "--gpu", "tesla-p40", "--weights", "fp8"],
      "weight-only kernel"),
     ("misleading", "plan fp8 on T4: an empty reason", lambda t: ["plan", "--gpus", "t4", "--weights", "fp8"],
-     "no fp8 math"),
+     "T4 16GB has neither: use fp16, int8 or int4 weights"),
     ("nonsense", "plan --rate 1e30", lambda t: ["plan", "--rate", "1e30"], "--rate"),
     ("nonsense", "estimate a batch the KV pool cannot hold", lambda t: ["estimate", "--batch", "1000000"],
      "holds at most 387 sequences of 1,280 tokens"),

@@ -399,3 +399,14 @@ def test_a_replica_wider_than_one_server_is_planned_over_servers():
     cands, _ = enumerate_candidates(get_model("llama-3.1-405b"), [get_hardware("h100-sxm")], space, 4096)
     assert {(c.deployment.tp, c.deployment.nodes, c.deployment.spans_nodes) for c in cands} == {(8, 1, False),
                                                                                                  (16, 2, True)}
+
+
+def test_a_format_asked_for_by_name_is_planned_as_estimate_prices_it():
+    # the search's own formats need the chip's math; --weights fp8 on an A100 is planned as estimate prices it there
+    # (weight-only, dequantized to 16-bit in the GEMM), not refused as "no fp8 math"
+    model, a100 = get_model("llama-3.1-8b"), get_hardware("a100-sxm-80gb")
+    asked = SearchSpace(gpus=("a100-sxm-80gb",), max_gpus=1, weights=("fp8",), kvs=("bf16",))
+    (c,), misses = enumerate_candidates(model, [a100], asked, 4096)
+    assert c.deployment.weights.name == "fp8" and not misses
+    own = SearchSpace(gpus=("a100-sxm-80gb",), max_gpus=1, kvs=("bf16",))
+    assert "fp8" not in {c.deployment.weights.name for c in enumerate_candidates(model, [a100], own, 4096)[0]}
