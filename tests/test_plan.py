@@ -73,6 +73,8 @@ def test_toy_space_best_answer_and_its_tie():
         lo, hi = row["goodput_per_gpu_interval"]
         assert lo <= row["goodput_per_gpu"] <= hi
         assert row["max_rate_per_replica"] <= row["ceiling_rate_per_replica"]
+        plo, phi = row["objective_paired_interval"]  # what ties are judged on: inside the full interval
+        assert lo <= plo <= row["objective_value"] <= phi <= hi
     rows = d["ranked"]  # no dominated config above one that dominates it, unless tied
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:

@@ -618,6 +618,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
                                          else max(1, math.ceil(rate / lo - 1e-9))),
             "rank": r.ranks.get(e.candidate.label), "tied_with_first": e.candidate.label in first,
             "objective_value": e.value(r.objective)[0], "objective_interval": _interval(e.value(r.objective)),
+            "objective_paired_interval": _interval(e.value(r.objective, paired=True)),
             "effort": e.effort, "num_simulated_requests": e.num_simulated_requests,
             "at_load": e.at_load.to_dict() if e.at_load else None,
         }

@@ -104,6 +104,12 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         t.add_row(*cells)
     console.print(t)
     console.print("* on the Pareto frontier of goodput per GPU vs tokens/s per user")
+    values = [r["objective_value"] for r in d["ranked"][:top]]
+    if any(a < b for a, b in zip(values, values[1:], strict=False)):
+        console.print("rows come in tie groups, best group first; a row tied with a better one can show a lower value "
+                      "than a later row: its own interval is wider, so it may be as good, where the later row's is "
+                      "not (ties are judged on the paired intervals, JSON 'objective_paired_interval')",
+                      highlight=False)
     if len(d.get("ties", [])) > 1:
         console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): their paired intervals overlap, "
                       "so the first choice is the one the closed-form capacity estimate favours, then fewer GPUs per "
