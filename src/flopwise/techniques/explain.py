@@ -73,8 +73,9 @@ def _roofline(scn: Scenario, balance: float) -> Section:
     w = layout(dep).windows
     pre = step_cost(dep, batching.prefill_steps(dep, 1, scn.input_len)[0])
     dec = step_cost(dep, decode_shape(scn.batch, scn.input_len, w))
+    each = f"On each of the {dep.tp} GPUs (its share of the step), prefill" if dep.tp > 1 else "Prefill"
     text = (f"The GPU's ridge point is {balance:,.0f} FLOP per byte: a step with less arithmetic per byte moved "
-            f"waits on memory. Prefill of one {scn.input_len}-token prompt does {fmt_flops(pre.flops)} over "
+            f"waits on memory. {each} of one {scn.input_len}-token prompt does {fmt_flops(pre.flops)} over "
             f"{fmt_bytes(pre.bytes)} ({_ai(pre):,.0f} FLOP/B): {pre.bound}-bound, {fmt_s(pre.time_s)}. A decode "
             f"step of {scn.batch} sequence(s) does {fmt_flops(dec.flops)} over {fmt_bytes(dec.bytes)} "
             f"({_ai(dec):,.1f} FLOP/B): {dec.bound}-bound, {fmt_s(dec.time_s)}: at peak its math would take "
@@ -92,7 +93,9 @@ def _gap(scn: Scenario, peak: float) -> Section:
     dep = scn.deployment
     dec = step_cost(dep, decode_shape(1, scn.input_len, layout(dep).windows))
     used = dec.flops / dec.time_s / peak
-    text = (f"Generating one token costs {fmt_flops(dec.flops * dep.tp)} in all, yet takes {fmt_s(dec.time_s)}: "
+    gpus = f" over its {dep.tp} GPUs" if dep.tp > 1 else ""
+    text = (f"Generating one token of one sequence costs {fmt_flops(dec.flops * dep.tp)} in all{gpus}, yet takes "
+            f"{fmt_s(dec.time_s)} alone (batch 1): "
             f"the tensor cores run at {used:.1%} of peak. Decode time is set by bytes (every weight read once "
             f"per step), not by FLOPs: techniques that cut bytes or share each read among more tokens pay; "
             f"techniques that only cut FLOPs barely move decode.")
@@ -181,8 +184,9 @@ def _prefix(scn: Scenario) -> Section:
     c = prefix_cache.cached_tokens(dep.block_size, scn.input_len, 0.5)
     f0, f1 = batching.prefill_flops(dep, 1, scn.input_len), batching.prefill_flops(dep, 1, scn.input_len, c)
     t0, t1 = batching.prefill_time_s(dep, 1, scn.input_len), batching.prefill_time_s(dep, 1, scn.input_len, c)
+    gpus = f" (all {dep.tp} GPUs)" if dep.tp > 1 else ""
     text = (f"A prefix cache hit on half the prompt ({c} tokens) removes their prefill: {fmt_flops(f0)} -> "
-            f"{fmt_flops(f1)}, TTFT {fmt_s(t0)} -> {fmt_s(t1)}. One of the few techniques that cuts FLOPs; it "
+            f"{fmt_flops(f1)}{gpus}, TTFT {fmt_s(t0)} -> {fmt_s(t1)}. One of the few techniques that cuts FLOPs; it "
             f"holds the prefix's KV blocks while they are shared, and decode is unchanged.")
     return Section(key="prefix_cache", title="Prefix caching: fewer FLOPs, held memory", text=text, numbers={
         "cached_tokens": c, "prefill_flops": f0, "prefill_flops_cached": f1, "ttft_ms": t0 * 1e3,
