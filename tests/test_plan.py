@@ -20,7 +20,7 @@ from flopwise.launch import plan_launch
 from flopwise.plan.evaluate import evaluate, measure_at_load
 from flopwise.plan.pareto import dominates, pareto_front
 from flopwise.plan.search import PlanRequest, _Stream, plan, plan_to_dict
-from flopwise.plan.space import SearchSpace, enumerate_candidates, servers, weight_formats
+from flopwise.plan.space import SearchSpace, enumerate_candidates, weight_formats
 from flopwise.report.plan_report import render_plan
 from flopwise.sim import SimConfig
 from flopwise.sim.sglang_scheduler import sglang_settings
@@ -396,7 +396,7 @@ def test_pcie_parts_also_try_pipelines_their_engine_keeps_full():
 
 def test_a_replica_wider_than_one_server_is_planned_over_servers():
     # 16 H100 SXM are two 8-GPU servers: the TP 16 candidate spans 2 nodes, its all-reduces over the NIC
-    assert [servers(get_hardware(g), 16) for g in ("h100-sxm", "gb200", "l40s")] == [2, 1, 1]
+    assert [get_hardware(g).servers_for(16) for g in ("h100-sxm", "gb200", "l40s")] == [2, 1, 1]
     space = SearchSpace(gpus=("h100-sxm",), max_gpus=16, weights=("fp8",), kvs=("fp8",))
     cands, _ = enumerate_candidates(get_model("llama-3.1-405b"), [get_hardware("h100-sxm")], space, 4096)
     assert {(c.deployment.tp, c.deployment.nodes, c.deployment.spans_nodes) for c in cands} == {(8, 1, False),

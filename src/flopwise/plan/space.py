@@ -184,13 +184,6 @@ def _holds(dep: Deployment, max_len: int) -> bool:
     return memory_plan(dep).fits and max_sequences(dep, max_len) >= 1
 
 
-def servers(hw: HardwareSpec, gpus: int) -> int:
-    """The servers a replica of `gpus` GPUs spans: one, or as many as it takes where the catalog states how many
-    of the chip one server's peer fabric holds (`gpus_per_node`: 16 H100 SXM are two 8-GPU servers)."""
-    per = hw.gpus_per_node
-    return -(-gpus // per) if per > 1 and gpus > per else 1
-
-
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
              max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
@@ -209,7 +202,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     continue
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
-                                          nodes=servers(hw, tp * pp), **space.engine_switches())
+                                          nodes=hw.servers_for(tp * pp), **space.engine_switches())
                 except SpecError as e:
                     why = why or str(e)
                     continue
@@ -241,7 +234,7 @@ def _pcie_pipelines(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, s
                 continue
             try:
                 dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
-                                      nodes=servers(hw, tp * pp), **space.engine_switches())
+                                      nodes=hw.servers_for(tp * pp), **space.engine_switches())
             except SpecError:
                 continue
             if dep.pipeline_batches > 1 and _holds(dep, max_len):
@@ -260,7 +253,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
             continue
         try:
             dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n, max_model_len=max_len,
-                                  nodes=servers(hw, n), **space.engine_switches())
+                                  nodes=hw.servers_for(n), **space.engine_switches())
         except SpecError:
             continue
         if _holds(dep, max_len):

@@ -126,7 +126,7 @@ class Deployment:
                             f"machines as --num-gpus replicas), or spread the replica over --nodes {self.gpus_per_node}"
                             " machines")
         if gpn > 1 and self.gpus_per_node > gpn:  # the catalog states the server's peer-fabric domain
-            need = -(-self.gpus_per_replica // gpn)
+            need = hw.servers_for(self.gpus_per_replica)
             if self.nodes == 1:
                 raise SpecError(f"tp*dp*pp={self.gpus_per_replica} GPUs in one replica are more than one server "
                                 f"holds ({gpn} x {self.hardware.id}, its {self.hardware.interconnect} domain): spread "

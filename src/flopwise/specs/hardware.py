@@ -273,6 +273,12 @@ class HardwareSpec:
         name, 'h100' / 'a100'; `BatchDefault.only` / `exclude`)."""
         return f"{self.id} {self.name}".lower()
 
+    def servers_for(self, gpus: int) -> int:
+        """The servers `gpus` of this chip fill: one, or as many as it takes where the catalog states how many one
+        server's peer fabric holds (`gpus_per_node`: 16 H100 SXM are two 8-GPU servers)."""
+        per = self.gpus_per_node
+        return -(-gpus // per) if per > 1 and gpus > per else 1
+
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
         chain = (_WEIGHT_ONLY_FALLBACK if weight_only_fallback else _DTYPE_FALLBACK).get(dtype, (dtype,))
