@@ -397,10 +397,12 @@ def test_pcie_parts_also_try_pipelines_their_engine_keeps_full():
 def test_a_replica_wider_than_one_server_is_planned_over_servers():
     # 16 H100 SXM are two 8-GPU servers: the TP 16 candidate spans 2 nodes, its all-reduces over the NIC
     assert [get_hardware(g).servers_for(16) for g in ("h100-sxm", "gb200", "l40s")] == [2, 1, 1]
-    space = SearchSpace(gpus=("h100-sxm",), max_gpus=16, weights=("fp8",), kvs=("fp8",))
+    space = SearchSpace(gpus=("h100-sxm",), max_gpus=16, weights=("fp8",), kvs=("fp8",),
+                        speculative=(None, parse_speculative("ngram,k=4,alpha=0.5")))
     cands, _ = enumerate_candidates(get_model("llama-3.1-405b"), [get_hardware("h100-sxm")], space, 4096)
-    assert {(c.deployment.tp, c.deployment.nodes, c.deployment.spans_nodes) for c in cands} == {(8, 1, False),
-                                                                                                 (16, 2, True)}
+    got = {(c.deployment.tp, c.deployment.nodes, c.deployment.spans_nodes, c.deployment.speculative is not None)
+           for c in cands}
+    assert got == {(8, 1, False, False), (8, 1, False, True), (16, 2, True, False), (16, 2, True, True)}
 
 
 def test_a_format_asked_for_by_name_is_planned_as_estimate_prices_it():

@@ -701,7 +701,8 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
 
     def make(t: int, n: int) -> Deployment:
-        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine, **(switches or {}))
+        return build_deployment(model, hw, tp=t, num_gpus=t * n, nodes=hw.servers_for(t), weights=w, kv=k,
+                                engine=engine, **(switches or {}))
 
     def workload_at(r: float, n: int | None = None) -> Any:
         return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,

@@ -293,7 +293,7 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                     try:
                         with_spec[spec] = make_deployment(model, hw, weights=base.weights.name, kv=base.kv.name,
                                                           tp=base.tp, pp=base.pp, dp=base.dp, ep=base.ep,
-                                                          speculative=spec, max_model_len=max_len,
+                                                          nodes=base.nodes, speculative=spec, max_model_len=max_len,
                                                           **space.engine_switches())
                     except SpecError:
                         with_spec[spec] = None
