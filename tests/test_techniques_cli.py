@@ -176,3 +176,16 @@ def test_cli_bad_try_is_one_line_and_exit_2(monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot read --try 'spec=eagle,k=four,alpha=0.5': k needs a whole number")
     assert "\n" not in err
+
+
+def test_a_try_keeps_the_layout_and_a_wider_replica_spans_servers():
+    # a try rebuilds the deployment: data-parallel attention and expert parallelism carry over (they were dropped)
+    moe = deployment("deepseek-v3", "h200", tp=1, dp=8, ep=8)
+    kv = parse_try("kv=fp8").apply(Scenario(deployment=moe))
+    assert (kv.deployment.dp, kv.deployment.ep, kv.deployment.kv.name) == (8, 8, "fp8")
+    # tp=16 on H100 SXM needs two 8-GPU servers: priced with its all-reduces over the NIC, slower per token
+    base = Scenario(deployment=deployment("llama-3.1-70b", "h100-sxm", tp=8))
+    wide = parse_try("tp=16").apply(base).deployment
+    assert (wide.tp, wide.nodes, wide.spans_nodes) == (16, 2, True)
+    led = compare(base, ["tp=16"], parse_sla("p95_ttft<=2000ms,p95_tpot<=50ms"))
+    assert led.rows[0].metrics.tpot_ms > led.baseline.metrics.tpot_ms
