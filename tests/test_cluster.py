@@ -530,3 +530,11 @@ def test_time_held_at_the_router_is_queue_time_not_api_server_time():
     offline = flopwise.simulate(frontend="none", **kw).to_dict()["time_breakdown_ms"]
     assert http["frontend_ms"] < 100 and offline["frontend_ms"] == 0.0
     assert http["queue_ms"] > 2000 and offline["queue_ms"] > 2000
+
+
+def test_a_disaggregated_pool_wider_than_one_server_spans_servers():
+    # a TP 16 prefill pool on H100 SXM fills 2 servers while its TP 8 decode pool fits one: each pool's replica
+    # spans its own (the KV hand-off sizes one copy of the KV as one GPU holds it)
+    r = flopwise.simulate(model="llama-3.1-70b", gpu="h100-sxm", disaggregate="prefill=1xtp16,decode=1xtp8",
+                          num_requests=20, seed=0)
+    assert r.summary["num_completed"] == 20

@@ -12,7 +12,7 @@ from flopwise.cost.attention import span_work
 from flopwise.cost.batch import BatchShape, causal_pairs
 from flopwise.cost.layout import layout
 from flopwise.cost.memory import blocks_per_sequence, max_sequences
-from flopwise.cost.parallel import allreduce_time
+from flopwise.cost.parallel import allgather_time, allreduce_time
 from flopwise.cost.step import (
     _combine,
     _device_s,
@@ -409,11 +409,21 @@ def test_a_tensor_group_across_servers_all_reduces_over_the_network_by_hand():
     between = 2 * (1 / 2) * m / 8  # each GPU's eighth, all-reduced between the 2 servers over its own NIC
     assert t == pytest.approx(inside + 50e-6 + between / nic) and sent == pytest.approx(2 * 7 / 8 * m + between)
     assert t * 1e6 == pytest.approx(192.9, abs=0.1)  # vs 99 us had the 16 shared one NVLink domain
-    # a replica wider than one server is refused unless spread over nodes; spread, its decode pays the NIC per
-    # all-reduce (160 a step) and is slower than TP 8 inside one server
+    # a replica wider than one server spans the servers it fills unless told to fit one; spread, its decode pays
+    # the NIC per all-reduce (160 a step) and is slower than TP 8 inside one server
     with pytest.raises(SpecError, match=r"more than one server holds \(8 x h100-sxm.*--nodes 2"):
-        deployment("llama-3.1-70b", "h100-sxm", tp=16)
-    deps = [deployment("llama-3.1-70b", "h100-sxm", tp=tp, nodes=n) for tp, n in ((16, 2), (8, 1))]
+        deployment("llama-3.1-70b", "h100-sxm", tp=16, nodes=1)
+    assert deployment("llama-3.1-70b", "h100-sxm", tp=16).nodes == 2
+    assert deployment("llama-3.1-405b", "gb200", tp=16).nodes == 1  # one NVL72 NVLink domain
+    # the all-gather the same way, at half the all-reduce's traffic: each GPU gathers the other node's 1/16 shares
+    # over its NIC, then the server all-gathers the 2/16 slices over NVLink
+    g, g_sent = allgather_time(h100, 16, m, per_node=8)
+    assert g == pytest.approx(8e-6 + 7 / 8 * m / link + 50e-6 + m / 16 / nic) and g < t
+    assert g_sent == pytest.approx(7 / 8 * m + m / 16)
+    # GB200's hosts of 4 share one NVLink domain of 72: TP 16 over 4 hosts never touches the NIC
+    nvl = deployment("llama-3.1-405b", "gb200", tp=16, nodes=4, weights="fp8")
+    assert nvl.per_node_of(16) is None
+    deps = [deployment("llama-3.1-70b", "h100-sxm", tp=tp) for tp in (16, 8)]
     wide, narrow = (step_cost(d, decode_shape(1, 1000, layout(d).windows)) for d in deps)
     ar = _op(wide, "tp_allreduce")
     assert ar.count == 160 and ar.time_s / 160 == pytest.approx(allreduce_time(h100, 16, 8192 * 2, 8)[0])

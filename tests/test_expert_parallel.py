@@ -120,7 +120,9 @@ def test_ep_wider_than_tp_implies_data_parallel_groups():
 @pytest.mark.parametrize("kw,msg", [
     (dict(tp=8, ep=3), "must divide tp*dp"),
     (dict(tp=1, dp=8, ep=8, nodes=3), "nodes=3 must divide"),
-    (dict(tp=8, dp=2, ep=16), "more than one server holds (8 x h200, its nvlink4 domain): spread it over --nodes 2"),
+    (dict(tp=8, dp=2, ep=16, nodes=1),
+     "more than one server holds (8 x h200, its nvlink4 domain): spread it over --nodes 2"),
+    (dict(tp=8, dp=2, ep=16), None),  # the 2 servers its 16 GPUs fill
     (dict(tp=8, dp=2, ep=16, nodes=2), None),
 ])
 def test_parallel_layouts_are_checked(kw, msg):

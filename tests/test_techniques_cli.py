@@ -189,3 +189,11 @@ def test_a_try_keeps_the_layout_and_a_wider_replica_spans_servers():
     assert (wide.tp, wide.nodes, wide.spans_nodes) == (16, 2, True)
     led = compare(base, ["tp=16"], parse_sla("p95_ttft<=2000ms,p95_tpot<=50ms"))
     assert led.rows[0].metrics.tpot_ms > led.baseline.metrics.tpot_ms
+    # back to tp=8 from a 2-server baseline: one server again; two-batch overlap carries over
+    narrow = parse_try("tp=8").apply(Scenario(deployment=wide)).deployment
+    assert (narrow.tp, narrow.nodes) == (8, 1)
+    tbo = deployment("deepseek-v3", "h200", tp=1, dp=8, ep=8, two_batch_overlap=True)
+    assert parse_try("kv=fp8").apply(Scenario(deployment=tbo)).deployment.two_batch_overlap
+    # a GPU without bf16 runs the baseline's bf16 as fp16, as the planner does (the try was refused)
+    t4 = parse_try("gpu=t4").apply(Scenario(deployment=deployment("qwen3-0.6b", "h100-sxm"))).deployment
+    assert (t4.weights.name, t4.kv.name) == ("fp16", "fp16")

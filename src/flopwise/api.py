@@ -238,7 +238,7 @@ def _rate(value: float | str | None, name: str = "--request-rate") -> float | No
 @documented()
 def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                tp: int = 1, pp: int = 1, num_gpus: int | None = None, replicas_per_server: int = 1,
-               weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int = 1,
+               weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int | None = None,
                expert_skew: float | None = None, two_batch_overlap: bool = False,
                kv: str | None = None, hardware_file: PathLike | None = None,
                speculative: SpeculativeSpec | str | None = None, family: str | None = None,
@@ -278,7 +278,7 @@ def deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec =
 def estimate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              batch: int = 1, input_len: int = DEFAULT_INPUT_LEN, output_len: int = DEFAULT_OUTPUT_LEN,
              tp: int = 1, pp: int = 1, num_gpus: int | None = None, weights: str | None = None,
-             dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
+             dp: int | None = None, ep: int = 1, nodes: int | None = None, expert_skew: float | None = None,
              two_batch_overlap: bool = False,
              kv: str | None = None, gpu_memory_utilization: float | None = None,
              hardware_file: PathLike | None = None, family: str | None = None,
@@ -351,7 +351,7 @@ def _steady_rule(seed: int, num_requests: int | None) -> Any:
 @documented(input_len="lengths", output_len="output_lengths")
 def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
              num_gpus: int | None = None, tp: int = 1, pp: int = 1, replicas_per_server: int = 1,
-             weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int = 1,
+             weights: str | None = None, dp: int | None = None, ep: int = 1, nodes: int | None = None,
              expert_skew: float | None = None, two_batch_overlap: bool = False,
              kv: str | None = None, engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
              endpoint: str = DEFAULT_ENDPOINT, gpu_memory_utilization: float | None = None,
@@ -701,8 +701,7 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     w, k = (weights or ("bf16",))[0], (kvs or ("bf16",))[0]
 
     def make(t: int, n: int) -> Deployment:
-        return build_deployment(model, hw, tp=t, num_gpus=t * n, nodes=hw.servers_for(t), weights=w, kv=k,
-                                engine=engine, **(switches or {}))
+        return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine, **(switches or {}))
 
     def workload_at(r: float, n: int | None = None) -> Any:
         return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,

@@ -58,7 +58,7 @@ def estimate_cmd(
     pp: Pp = 1,
     dp: Dp = None,
     ep: Ep = 1,
-    nodes: Nodes = 1,
+    nodes: Nodes = None,
     expert_skew: ExpertSkew = None,
     two_batch_overlap: TwoBatchOverlap = False,
     weights: Weights = None,

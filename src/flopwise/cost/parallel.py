@@ -38,6 +38,8 @@ reaches (n - 1)(1 - (1 - 1/n)^fanout) other nodes in expectation:
 
 from __future__ import annotations
 
+import math
+
 from flopwise.errors import SpecError
 from flopwise.specs.hardware import HardwareSpec
 
@@ -69,15 +71,16 @@ def allreduce_time(hw: HardwareSpec, p: int, message_bytes: float,
     """(seconds, bytes each GPU sends) for an all-reduce over p GPUs: the faster of ring and one-shot (see the
     module docstring); over n = p / per_node nodes where the group spans them (`per_node` < p), hierarchically:
     a reduce-scatter and an all-gather inside each node around an all-reduce of each GPU's 1/per_node share
-    between the nodes over its own NIC (NCCL's tree / ring across nodes, one NIC per GPU):
-        t = ring(per_node, message) + NETWORK_LATENCY_S + 2 (n - 1) / n * message / per_node / network"""
+    between the nodes over its own NIC (NCCL across nodes, one NIC per GPU), with a network latency per level of
+    its tree (`_network_hops`):
+        t = ring(per_node, message) + hops(n) * NETWORK_LATENCY_S + 2 (n - 1) / n * message / per_node / network"""
     if p <= 1 or message_bytes <= 0:
         return 0.0, 0.0
     if per_node is not None and 0 < per_node < p:
         n = p / per_node
         inside, sent = allreduce_time(hw, per_node, message_bytes) if per_node > 1 else (0.0, 0.0)
         between = 2 * (n - 1) / n * message_bytes / per_node
-        return inside + NETWORK_LATENCY_S + between / _network(hw), sent + between
+        return inside + _network_hops(n) * NETWORK_LATENCY_S + between / _network(hw), sent + between
     link = link_bytes_per_s(hw)
     sent = 2 * (p - 1) / p * message_bytes
     if not _is_fabric(hw):
@@ -124,12 +127,23 @@ def alltoall_time(hw: HardwareSpec, p: int, token_bytes: float, fanout: float,
     return collective_latency_s(hw) + t, intra
 
 
+def _network_hops(n: float) -> int:
+    """Network latencies a collective over n nodes pays in sequence: one per level of a binary tree (NCCL's
+    small-message algorithm across nodes), 1 between 2 nodes."""
+    return max(1, math.ceil(math.log2(n)))
+
+
 def allgather_time(hw: HardwareSpec, p: int, total_bytes: float, per_node: int | None = None) -> tuple[float, float]:
-    """(seconds, bytes each GPU sends) for a ring all-gather whose result is `total_bytes`: (p-1)/p of it; where
-    the group spans nodes (`per_node` < p) the ring's slowest hop is a NIC, with the network's latency."""
+    """(seconds, bytes each GPU sends) for a ring all-gather whose result is `total_bytes`: (p-1)/p of it. Where
+    the group spans n = p / per_node nodes, hierarchically as the all-reduce: each GPU first gathers its peers'
+    1/p shares from the other nodes over its own NIC ((n - 1) / p of the result), then the node all-gathers
+    those n / p slices over its fabric ((per_node - 1) / per_node of the result): half an all-reduce's traffic."""
     if p <= 1 or total_bytes <= 0:
         return 0.0, 0.0
-    sent = (p - 1) / p * total_bytes
     if per_node is not None and 0 < per_node < p:
-        return NETWORK_LATENCY_S + sent / min(link_bytes_per_s(hw), _network(hw)), sent
+        n = p / per_node
+        between = (n - 1) / p * total_bytes
+        inside, sent = allgather_time(hw, per_node, total_bytes) if per_node > 1 else (0.0, 0.0)
+        return inside + _network_hops(n) * NETWORK_LATENCY_S + between / _network(hw), sent + between
+    sent = (p - 1) / p * total_bytes
     return collective_latency_s(hw) + sent / link_bytes_per_s(hw), sent

@@ -68,7 +68,7 @@ def proposer_deployment(dep: Deployment, spec: SpeculativeSpec) -> Deployment | 
     tp = dep.tp if d.mla is not None or d.num_heads % dep.tp == 0 else 1
     default16 = "bf16" if dep.hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
     kv = dep.kv.name if dep.kv.bytes_per_element <= 2 else default16
-    return make_deployment(d, dep.hardware, weights=default16, kv=kv, tp=tp, nodes=dep.hardware.servers_for(tp),
+    return make_deployment(d, dep.hardware, weights=default16, kv=kv, tp=tp,
                            block_size=dep.block_size, gpu_memory_utilization=dep.gpu_memory_utilization)
 
 

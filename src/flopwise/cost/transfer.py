@@ -103,8 +103,8 @@ def kv_transfer_bytes(dep: Deployment, num_tokens: int) -> float:
 
 @lru_cache(maxsize=256)
 def _kv_bytes_per_token(dep: Deployment) -> float:
-    one = dep if dep.tp == 1 and dep.pp == 1 and dep.replicas == 1 else replace(dep, tp=1, pp=1, replicas=1,
-                                                                                        replicas_per_server=1)
+    whole = dep.tp == dep.pp == dep.dp == dep.nodes == dep.replicas == 1
+    one = dep if whole else replace(dep, tp=1, pp=1, dp=1, ep=1, nodes=1, replicas=1, replicas_per_server=1)
     return layout(one).kv_bytes_per_token
 
 

@@ -202,7 +202,7 @@ def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: S
                     continue
                 try:
                     dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
-                                          nodes=hw.servers_for(tp * pp), **space.engine_switches())
+                                          **space.engine_switches())
                 except SpecError as e:
                     why = why or str(e)
                     continue
@@ -234,7 +234,7 @@ def _pcie_pipelines(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, s
                 continue
             try:
                 dep = make_deployment(model, hw, weights=weights, kv=kv, tp=tp, pp=pp, max_model_len=max_len,
-                                      nodes=hw.servers_for(tp * pp), **space.engine_switches())
+                                      **space.engine_switches())
             except SpecError:
                 continue
             if dep.pipeline_batches > 1 and _holds(dep, max_len):
@@ -253,7 +253,7 @@ def _dep_layouts(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, spac
             continue
         try:
             dep = make_deployment(model, hw, weights=weights, kv=kv, tp=1, dp=n, ep=n, max_model_len=max_len,
-                                  nodes=hw.servers_for(n), **space.engine_switches())
+                                  **space.engine_switches())
         except SpecError:
             continue
         if _holds(dep, max_len):

@@ -106,9 +106,9 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     console.print("* on the Pareto frontier of goodput per GPU vs tokens/s per user")
     values = [r["objective_value"] for r in d["ranked"][:top]]
     if any(a < b for a, b in zip(values, values[1:], strict=False)):
-        console.print("rows come in tie groups, best group first; a row tied with a better one can show a lower value "
-                      "than a later row: its own interval is wider, so it may be as good, where the later row's is "
-                      "not (ties are judged on the paired intervals, JSON 'objective_paired_interval')",
+        console.print("rows come in tie groups (judged on the paired intervals, JSON 'objective_paired_interval'), "
+                      "the group with the best value first; inside a group the order is sample-free (the closed-form "
+                      "estimate, then fewer GPUs): a row can show a lower value than a later one",
                       highlight=False)
     if len(d.get("ties", [])) > 1:
         console.print(f"[bold]Statistical tie for first[/] ({', '.join(d['ties'])}): their paired intervals overlap, "

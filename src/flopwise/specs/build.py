@@ -33,7 +33,7 @@ def engine_profile(engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str =
 def build_deployment(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = DEFAULT_GPU, *,
                      tp: int = 1, pp: int = 1, num_gpus: int | None = None, replicas_per_server: int = 1,
                      weights: str | None = None,
-                     dp: int | None = None, ep: int = 1, nodes: int = 1, expert_skew: float | None = None,
+                     dp: int | None = None, ep: int = 1, nodes: int | None = None, expert_skew: float | None = None,
                      two_batch_overlap: bool = False,
                      kv: str | None = None, hardware_file: Path_ | None = None,
                      speculative: SpeculativeSpec | str | None = None, family: str | None = None,

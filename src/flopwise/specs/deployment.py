@@ -115,10 +115,6 @@ class Deployment:
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
         hw = self.hardware
-        if (self.weights.name == "bf16" and hw.vendor == "nvidia" and hw.kind == "gpu"
-                and not hw.peak_tflops.get("bf16") and not self.engine.gguf_only):
-            raise SpecError(f"{hw.name} has no bfloat16 (compute capability below 8.0: vLLM, SGLang and TensorRT-LLM "
-                            "refuse --dtype bfloat16 there): use --weights fp16, the 16-bit format it runs")
         gpn = hw.gpus_per_node
         if self.gpus_per_node > 1 and self.hardware.interconnect in SINGLE_DEVICE_LINKS:
             raise SpecError(f"{self.hardware.name} is the one device of its machine (no peer link): tp*dp*pp="
@@ -301,8 +297,10 @@ class Deployment:
 
     def per_node_of(self, group: int) -> int | None:
         """GPUs of a group of `group` GPUs (TP ranks innermost, as the engines number them) in each node where
-        the group spans nodes, else None: its collectives then cross the network (`cost.parallel`)."""
-        return self.gpus_per_node if group > self.gpus_per_node else None
+        the group spans nodes beyond one peer-fabric domain, else None: its collectives then cross the network
+        (`cost.parallel`). GB200 NVL72's hosts of 4 share one NVLink domain of 72 (`gpus_per_node`)."""
+        inside = group <= self.gpus_per_node or group <= self.hardware.gpus_per_node
+        return None if inside else self.gpus_per_node
 
     @property
     def spans_nodes(self) -> bool:
@@ -372,7 +370,8 @@ def check_pdl(engine: EngineProfile, hardware: HardwareSpec | None) -> None:
 
 
 def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | None = None,
-                    kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1, nodes: int = 1,
+                    kv: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
+                    nodes: int | None = None,
                     expert_skew: float | None = None, two_batch_overlap: bool = False,
                     num_gpus: int | None = None,
                     replicas: int | None = None, replicas_per_server: int = 1,
@@ -383,7 +382,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
                     async_scheduling: bool | None = None, moe_backend: str | None = None,
                     pdl: bool = False, api_servers: int | None = None,
                     stream_interval: int | None = None, max_model_len: int | None = None) -> Deployment:
-    """Build a Deployment from names. `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
+    """Build a Deployment from names. `nodes` None: the servers one replica's GPUs fill (`HardwareSpec.servers_for`:
+    TP 16 on H100 SXM is 2). `num_gpus` (if given) must be a multiple of tp*pp; the quotient is
     the number of replicas (`replicas_per_server` of them data-parallel engines behind one server). Weight format
     defaults to the checkpoint's own (`precision.default_weights`: its
     quantization_config, else bf16, fp16 on chips without bf16), as the engine's file holds it
@@ -403,13 +403,18 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     None: the engine's 1); `max_model_len`: the context the server is started for (vLLM --max-model-len), which
     some engine defaults follow (None: the model's whole context)."""
     _check_max_model_len(max_model_len)
-    for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", nodes)):
+    for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("nodes", 1 if nodes is None else nodes)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"{name} must be a positive integer, got {v!r}")
     # a fallback engine (vLLM 0.8-0.10's V0) is this deployment's to decide: re-checked from the release's default
     eng = engine.release_default() if engine is not None else get_engine()
     wf = weight_format(weights or eng.file_format(default_weights(model, hardware)))
     kf = kv_format(kv or ("fp32" if wf.name == "fp32" else default16(hardware)))
+    if default16(hardware) == "fp16" and hardware.kind == "gpu" and not eng.gguf_only:
+        # a chip without bf16 (V100, T4, Turing) runs the 16-bit formats in fp16, as the engines do (they refuse
+        # --dtype bfloat16 there): bf16 asked for is served, priced and launched as fp16
+        wf = weight_format("fp16") if wf.name == "bf16" else wf
+        kf = kv_format("fp16") if kf.name == "bf16" else kf
     method = speculative.method if speculative is not None else None
     if (why := v1_refusal(eng, hardware, kf, method)) is not None:
         eng = eng.fall_back(why)
@@ -420,6 +425,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     if stream_interval is not None:
         eng = eng.with_stream_interval(stream_interval)
     group = tp * dp * pp
+    nodes = hardware.servers_for(group) if nodes is None else nodes  # None: the servers the replica fills
     if num_gpus is not None and replicas is not None and num_gpus != group * replicas:
         raise SpecError(f"num_gpus={num_gpus} disagrees with tp*dp*pp*replicas={group * replicas}")
     if replicas is None:

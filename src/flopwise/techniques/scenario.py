@@ -53,12 +53,13 @@ class Scenario:
 
 def rebuild(dep: Deployment, **changes: Any) -> Deployment:
     """`dep` with some fields changed (model, hardware, weights/kv by name, tp, pp, engine knobs), validated
-    by `make_deployment` like any deployment built from names. Its data-parallel attention, expert parallelism and
-    expert skew carry over; a replica that a new tp or GPU makes wider than one server spans as many as it fills
-    (`HardwareSpec.servers_for`)."""
+    by `make_deployment` like any deployment built from names. Its data-parallel attention, expert parallelism,
+    expert skew and two-batch overlap carry over; a new tp, pp, dp or GPU spans the servers its GPUs fill
+    (`HardwareSpec.servers_for`), else the replica keeps its own."""
     fields: dict[str, Any] = {
         "model": dep.model, "hardware": dep.hardware, "weights": dep.weights.name, "kv": dep.kv.name,
         "tp": dep.tp, "pp": dep.pp, "dp": dep.dp, "ep": dep.ep, "nodes": dep.nodes, "expert_skew": dep.expert_skew,
+        "two_batch_overlap": dep.two_batch_overlap,
         "replicas": dep.replicas, "replicas_per_server": dep.replicas_per_server,
         "gpu_memory_utilization": dep.gpu_memory_utilization, "block_size": dep.block_size,
         # a knob the engine's offline benchmark picks stays its pick (None: make_deployment leaves it to it)
@@ -71,6 +72,6 @@ def rebuild(dep: Deployment, **changes: Any) -> Deployment:
         raise TypeError(f"rebuild() got unknown fields {sorted(unknown)}")
     fields.update(changes)
     model, hardware = fields.pop("model"), fields.pop("hardware")
-    if "nodes" not in changes:
-        fields["nodes"] = max(dep.nodes, hardware.servers_for(fields["tp"] * fields["pp"] * fields["dp"]))
+    if "nodes" not in changes and {"tp", "pp", "dp", "hardware"} & set(changes):
+        fields["nodes"] = None
     return make_deployment(model, hardware, **fields)
