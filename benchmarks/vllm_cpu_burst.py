@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from vllm_cpu_frontend import CACHE, OUT, bench, prepare, serve_pinned
+from vllm_cpu_frontend import CACHE, OUT, bench, start
 
 PERCENTILES = (0, 10, 50, 90, 100)
 
@@ -61,12 +61,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="16,32,64,128")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    load1 = os.getloadavg()[0]
-    if load1 > 0.5:
-        print(f"warning: load average {load1:.1f}: other processes share the cores")
-    prepare()
-    url = f"http://127.0.0.1:{args.port}"
-    proc, _ = serve_pinned(url, args.port, CACHE / "server-burst.log")
+    url, proc, _, load1 = start(args.port, "server-burst.log")
     measured: dict[int, list[dict]] = {}
     try:
         for n in (int(x) for x in args.sizes.split(",")):

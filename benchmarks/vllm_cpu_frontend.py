@@ -118,6 +118,18 @@ def output_side(url: str, api: int, tag: str, load: list[str], out_len: int, n_s
     return per
 
 
+def start(port: int, log: str, effect: str = "") -> tuple[str, subprocess.Popen, list[int], float]:
+    """Warn where other processes load the machine, build the micro model and serve it pinned (`serve_pinned`,
+    logging to CACHE / log): (its URL, the server process, the engine's process ids, the load average at start)."""
+    load1 = os.getloadavg()[0]
+    if load1 > 0.5:
+        print(f"warning: load average {load1:.1f}: other processes share the cores {effect}".rstrip())
+    prepare()
+    url = f"http://127.0.0.1:{port}"
+    proc, engine_pids = serve_pinned(url, port, CACHE / log)
+    return url, proc, engine_pids, load1
+
+
 def bench(url: str, out: Path, endpoint: str, ilen: int, olen: int, n: int, load: list[str]) -> dict:
     """One `flopwise bench` run on the API server's core (this script's scratch run in `out` is replaced), with
     the client's own CPU seconds added as `client_cpu_s`."""
@@ -141,12 +153,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=600, help="requests in the ceiling burst")
     ap.add_argument("--keep-server", action="store_true")
     args = ap.parse_args()
-    load1 = os.getloadavg()[0]
-    if load1 > 0.5:
-        print(f"warning: load average {load1:.1f}: other processes share the cores and lower the ceiling")
-    prepare()
-    url = f"http://127.0.0.1:{args.port}"
-    proc, engine_pids = serve_pinned(url, args.port, CACHE / "server.log")
+    url, proc, engine_pids, load1 = start(args.port, "server.log", "and lower the ceiling")
     api_pid = proc.pid
     try:
         rows, per_req = [], []
