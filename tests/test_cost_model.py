@@ -420,9 +420,11 @@ def test_a_tensor_group_across_servers_all_reduces_over_the_network_by_hand():
     g, g_sent = allgather_time(h100, 16, m, per_node=8)
     assert g == pytest.approx(8e-6 + 7 / 8 * m / link + 50e-6 + m / 16 / nic) and g < t
     assert g_sent == pytest.approx(7 / 8 * m + m / 16)
-    # GB200's hosts of 4 share one NVLink domain of 72: TP 16 over 4 hosts never touches the NIC
-    nvl = deployment("llama-3.1-405b", "gb200", tp=16, nodes=4, weights="fp8")
-    assert nvl.per_node_of(16) is None
+    # a node is one NVLink domain: GB200 NVL72's 72 GPUs are one, so TP 16 there never touches the NIC; TP 8 split
+    # over two H100 servers does
+    nvl = deployment("llama-3.1-405b", "gb200", tp=16, weights="fp8")
+    assert nvl.nodes == 1 and nvl.per_node_of(16) is None
+    assert deployment("llama-3.1-70b", "h100-sxm", tp=8, nodes=2).per_node_of(8) == 4
     deps = [deployment("llama-3.1-70b", "h100-sxm", tp=tp) for tp in (16, 8)]
     wide, narrow = (step_cost(d, decode_shape(1, 1000, layout(d).windows)) for d in deps)
     ar = _op(wide, "tp_allreduce")

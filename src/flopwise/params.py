@@ -90,8 +90,9 @@ HELP: dict[str, str] = {
                          "the other's kernels (SGLang --enable-two-batch-overlap, vLLM --enable-dbo): a MoE layer "
                          "takes the larger of its kernels and its collectives, not their sum.",
     "nodes": "Servers one replica spans (its GPUs split evenly; collectives between them use each GPU's NIC, "
-             "network_gbs in the hardware catalog). Default: as many as its GPUs fill (gpus_per_node in the "
-             "catalog: TP 16 on H100 SXM spans 2).",
+             "network_gbs in the hardware catalog); a server is one NVLink / Infinity Fabric domain (gpus_per_node "
+             "in the catalog: 8 H100 SXM, 72 GB200 in an NVL72 rack). Default: as many as its GPUs fill (TP 16 on "
+             "H100 SXM spans 2).",
     "weights": f"Weight format: {_FORMATS}. Default: the checkpoint's own (its quantization_config), else bf16.",
     "kv": "KV-cache format: bf16, fp16, fp8, int8, int4. Default: the 16-bit activation type.",
     "engine": "Serving engine and version: vllm, vllm@0.11, sglang@0.4, trtllm@0.17, llamacpp (see `flopwise "

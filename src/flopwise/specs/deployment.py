@@ -297,10 +297,10 @@ class Deployment:
 
     def per_node_of(self, group: int) -> int | None:
         """GPUs of a group of `group` GPUs (TP ranks innermost, as the engines number them) in each node where
-        the group spans nodes beyond one peer-fabric domain, else None: its collectives then cross the network
-        (`cost.parallel`). GB200 NVL72's hosts of 4 share one NVLink domain of 72 (`gpus_per_node`)."""
-        inside = group <= self.gpus_per_node or group <= self.hardware.gpus_per_node
-        return None if inside else self.gpus_per_node
+        the group spans nodes, else None: its collectives then cross the network (`cost.parallel`). A node is
+        one peer-fabric domain (`HardwareSpec.gpus_per_node`): GB200 NVL72's 72 GPUs are one, whatever hosts
+        hold them."""
+        return self.gpus_per_node if group > self.gpus_per_node else None
 
     @property
     def spans_nodes(self) -> bool:
