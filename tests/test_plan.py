@@ -414,3 +414,7 @@ def test_a_format_asked_for_by_name_is_planned_as_estimate_prices_it():
     assert c.deployment.weights.name == "fp8" and not misses
     own = SearchSpace(gpus=("a100-sxm-80gb",), max_gpus=1, kvs=("bf16",))
     assert "fp8" not in {c.deployment.weights.name for c in enumerate_candidates(model, [a100], own, 4096)[0]}
+    # NVFP4 stays on NVIDIA parts even by name: MI355X has FP4 math, for MXFP4
+    nv = SearchSpace(gpus=("mi355x",), max_gpus=1, weights=("nvfp4",), kvs=("bf16",))
+    cands, misses = enumerate_candidates(model, [get_hardware("mi355x")], nv, 4096)
+    assert not cands and misses == ["mi355x nvfp4: NVIDIA's NVFP4 runs on NVIDIA GPUs (AMD's FP4 parts run mxfp4)"]

@@ -280,7 +280,13 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
                 misses.append(why)
             continue
         # the search's own formats are those the chip has the math for; a format asked for by name is priced as
-        # `estimate` prices it there (FP8 on an A100: weight-only, dequantized to 16-bit in the GEMM)
+        # `estimate` prices it there (FP8 on an A100: weight-only, dequantized to 16-bit in the GEMM), NVFP4 on
+        # NVIDIA parts only (its ModelOpt checkpoints and kernels)
+        if weights != native and weights.startswith("nvfp4") and hw.vendor != "nvidia":
+            why = f"{hw.id} {weights}: NVIDIA's NVFP4 runs on NVIDIA GPUs (AMD's FP4 parts run mxfp4)"
+            if space.weights is not None and why not in misses:
+                misses.append(why)
+            continue
         if weights != native and space.weights is None and not _runs_natively(hw, weights):
             continue
         layouts, last, why = _fitting(model, hw, weights, kv, space, max_len)
