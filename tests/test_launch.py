@@ -449,6 +449,10 @@ def test_expert_parallel_and_dp_attention_in_each_engines_terms():
     assert "--distributed-executor-backend ray" in w.command and "--data-parallel-size-local" not in w.command
     assert any("ray start" in n for n in w.notes)
     assert any("--data-parallel-start-rank" in n for n in v.notes)
+    # TensorRT-LLM over two nodes: one MPI world of 16 ranks, 8 per node
+    trt = render(wide, get_engine("trtllm"))
+    assert any("one MPI world of 16 ranks, 8 per node" in n and "trtllm-llmapi-launch" in n for n in trt.notes)
+    assert not any("MPI world" in n for n in render(dep8, get_engine("trtllm")).notes)
 
 
 def test_eager_plans_launch_without_cuda_graphs(rendered):
