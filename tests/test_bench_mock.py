@@ -9,11 +9,13 @@ import sys
 import time
 
 import pytest
+from typer.testing import CliRunner
 
 from flopwise.bench.arrivals import Load
 from flopwise.bench.mock_server import MockConfig, mock_server_thread
 from flopwise.bench.runner import BenchConfig, PromptConfig, report_run, resume_bench, run_bench
 from flopwise.bench.store import load_run
+from flopwise.cli import app
 from flopwise.errors import WorkloadError
 
 FAST = MockConfig(ttft_ms=20.0, itl_ms=2.0)
@@ -82,7 +84,7 @@ def test_multi_token_chunks():
 
 @pytest.mark.parametrize("fault,kind", [
     ("500", "http_500"), ("429", "http_429"), ("hang", "timeout"), ("stall", "timeout"),
-    ("cut", "dropped_stream"), ("garbage", "malformed_sse"), ("no_done", "dropped_stream"),
+    ("cut", "dropped_stream"), ("garbage", "malformed_sse"), ("clean_cut", "dropped_stream"),
 ])
 def test_error_kinds(mock_url, tmp_path, fault, kind):
     prompts = ["ok one", f"bad [[mock:{fault}]]", "ok two"]
@@ -94,6 +96,18 @@ def test_error_kinds(mock_url, tmp_path, fault, kind):
     assert s["sla_attainment"] == pytest.approx(2 / 3)  # failures stay in the denominator
     bad = [r for r in load_run(tmp_path / "run").records if not r.ok]
     assert bad[0].error and bad[0].request_id == 1
+
+
+def test_a_clean_end_after_the_finish_reason_is_complete_without_done(mock_url, tmp_path):
+    # vllm bench serve never requires the closing [DONE]: a body that ends cleanly after the choice's finish_reason
+    # is a complete response (a cut one, without it, stays dropped_stream: test_error_kinds)
+    data = jsonl_prompts(tmp_path, ["x [[mock:no_done]]"], output_len=5)
+    c = cfg(mock_url, load=Load(kind="concurrency", concurrency=1), num_requests=1, prompts=PromptConfig(
+        output_len=5, dataset=data))
+    s = run_bench(c, tmp_path / "run").summary
+    assert s["num_completed"] == 1 and s["num_failed"] == 0
+    (rec,) = load_run(tmp_path / "run").records
+    assert rec.ok and len(rec.token_times) == 5 and rec.num_output_tokens == 5
 
 
 def test_missing_usage_falls_back_to_a_tokenizer_or_the_chunk_count(mock_url, tmp_path):
@@ -258,3 +272,14 @@ def test_cli_every_request_failing_is_one_error_line_and_exit_2(mock_url, tmp_pa
     assert r.returncode == 2 and "no request to" in r.stderr and "(http_500 2)" in r.stderr
     assert "diagnosis" not in r.stdout
     assert (tmp_path / "run" / "requests.jsonl").read_text().count("\n") == 2
+
+
+def test_report_refuses_a_run_without_its_requests_file_and_keeps_its_results(mock_url, tmp_path):
+    c = cfg(mock_url, load=Load(kind="concurrency", concurrency=2), num_requests=4,
+            prompts=PromptConfig(output_len=4, dataset=jsonl_prompts(tmp_path, ["a", "b", "c", "d"], output_len=4)))
+    run_bench(c, tmp_path / "run")
+    saved = (tmp_path / "run" / "summary.json").read_text()
+    (tmp_path / "run" / "requests.jsonl").unlink()
+    res = CliRunner().invoke(app, ["bench", "report", str(tmp_path / "run")])
+    assert isinstance(res.exception, WorkloadError) and "has no requests.jsonl" in str(res.exception)
+    assert (tmp_path / "run" / "summary.json").read_text() == saved  # nothing rebuilt from nothing

@@ -1,6 +1,7 @@
 """SSE parsing, arrival processes, prompts, Prometheus parsing and diagnosis: pure functions."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from flopwise.bench.arrivals import Load, arrival_gaps
 from flopwise.bench.diagnosis import diagnose
 from flopwise.bench.prometheus import ServerView, parse_prometheus, server_view
 from flopwise.bench.prompts import PromptSource, load_jsonl, load_sharegpt
+from flopwise.bench.runner import BenchConfig, PromptConfig, _warnings
+from flopwise.bench.store import SavedRun
 from flopwise.bench.tokenize import ApproxCounter
 from flopwise.bench.transport import MalformedSSE, SSEParser
 from flopwise.errors import WorkloadError
@@ -161,3 +164,18 @@ def test_diagnosis_client_only_and_errors():
     kinds = [f.kind for f in dg.findings]
     assert dg.source == "client" and kinds[:2] == ["errors", "client_lag"] and dg.bottleneck == "prefill_bound"
     assert diagnose(_summary(100, 1000), ServerView()).bottleneck == "decode_bound"
+
+
+def test_a_chat_prompt_longer_on_the_server_than_its_own_tokenizer_counted_is_the_template():
+    summary = {"input_tokens_requested_mean": 99.6, "input_tokens_mean": 114.6,
+               "prompt_token_counter": "server:/tokenize"}
+    load = Load(kind="concurrency", concurrency=1)
+    chat = BenchConfig(url="http://x", model="m", load=load, endpoint="chat", prompts=PromptConfig(input_len=100))
+    saved = SavedRun(root=Path("."), config={}, records=[], sessions=[], session_of={}, scrapes=[], num_bad_lines=0,
+                     session_meta=())
+    (w,) = _warnings(summary, chat, saved)
+    assert "the 15.0 more are its chat template's tokens" in w and "--tokenizer" not in w
+    # counted by an approximation, or on the completions endpoint: the tokenizer is the suspect
+    completions = BenchConfig(url="http://x", model="m", load=load, prompts=PromptConfig(input_len=100))
+    (w,) = _warnings(summary, completions, saved)
+    assert "pass --tokenizer" in w

@@ -2,6 +2,7 @@
 profile are fitted back to it, through the library and the CLI."""
 
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -14,7 +15,8 @@ from flopwise.bench.store import RunStore
 from flopwise.calibrate import calibrate, load_bench_runs
 from flopwise.calibrate.observations import with_profile
 from flopwise.cli import app
-from flopwise.errors import FlopwiseWarning
+from flopwise.errors import CalibrationError, FlopwiseWarning
+from flopwise.metrics.summary import RequestRecord
 from flopwise.profile.hostfile import read_host_file
 from flopwise.sim import simulate
 from flopwise.specs.hardware import load_hardware_file
@@ -198,3 +200,22 @@ def test_a_run_with_unreadable_lines_is_fitted_on_the_rest_and_says_so(tmp_path)
     res = CliRunner().invoke(app, ["calibrate", "--hardware", HW, "--from", str(root), "--model", MODEL,
                                    "--use", "bench", "--params", "compute_max", "--dry-run"])
     assert "warning: bench run" in res.output and "1 unreadable line(s) skipped" in res.output
+
+
+def test_a_run_with_no_completed_request_is_left_out_and_said(runs, tmp_path):
+    base, _ = runs
+    sweep = tmp_path / "sweep"
+    shutil.copytree(base, sweep)
+    failed = sweep / "99-failed"  # a server that answered every request with HTTP 500
+    cfg = BenchConfig(url="http://127.0.0.1:1", model="m", load=Load(kind="concurrency", concurrency=1),
+                      num_requests=2, prompts=PromptConfig(input_len=32, output_len=4))
+    store = RunStore(failed, cfg.to_dict())
+    for i in range(2):
+        store.append(RequestRecord(request_id=i, arrival_at=0.0, input_tokens=32, output_tokens=4, token_times=[],
+                                   error="HTTP 500: boom", error_kind="http_500"))
+    store.close()
+    with pytest.warns(FlopwiseWarning, match="1 bench run.* with no completed request left out of the fit"):
+        loaded = load_bench_runs([sweep])
+    assert len(loaded) == 3  # the three good runs, fitted as before
+    with pytest.raises(CalibrationError, match="99-failed has no completed request to calibrate with"):
+        load_bench_runs([failed])

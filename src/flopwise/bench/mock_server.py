@@ -31,7 +31,12 @@ kind `flopwise bench` records for it (`FAULTS`):
     bad_length        a 200 answer whose Content-Length is not a number                  protocol_error
     huge_usage        every token, but usage says 10^9 completion and prompt tokens      (success; usage rejected)
     no_usage          stream every token but omit the usage chunk                        (success; counted)
-    no_done           stream every token and usage but end without `data: [DONE]`        dropped_stream
+    no_done           stream every token and usage but end without `data: [DONE]`        (success: a clean end
+                                                                                          after the finish_reason,
+                                                                                          as vllm bench serve
+                                                                                          counts it)
+    clean_cut         half the tokens, then a clean end of the body: no finish_reason,
+                      no [DONE]                                                           dropped_stream
     interim           `100 Continue` and `103 Early Hints` before the answer             (success)
     close_after       a complete answer, then close the kept-alive connection            (success; and the next
                                                                                           request on it too)
@@ -75,7 +80,8 @@ FAULTS: dict[str, str | None] = {
     "reset": "dropped_stream", "garbage": "malformed_sse", "garbage_line": "malformed_sse",
     "choices_str": "malformed_sse", "choices_null": "malformed_sse", "delta_str": "malformed_sse",
     "error_event": "server_error", "early_done": "truncated", "giant_chunk": "oversized",
-    "bad_length": "protocol_error", "huge_usage": None, "no_usage": None, "no_done": "dropped_stream",
+    "bad_length": "protocol_error", "huge_usage": None, "no_usage": None, "no_done": None,
+    "clean_cut": "dropped_stream",
     "interim": None, "close_after": None, "all_empty": None,
 }
 ERROR_EVENT_MESSAGE = "mock engine failure (request auth Bearer sk-mock-secret-0123456789)"
@@ -275,7 +281,8 @@ class MockServer:
             if is_chat:
                 _write_chunk(writer, _event({"object": obj, "choices": [{"index": 0, "delta": {"role": "assistant",
                                                                                                "content": ""}}]}))
-            stop_after = {"stall": n // 2, "cut": n // 2, "reset": n // 2, "garbage": 2, "garbage_line": 2,
+            stop_after = {"stall": n // 2, "cut": n // 2, "reset": n // 2, "clean_cut": n // 2, "garbage": 2,
+                          "garbage_line": 2,
                           "error_event": 2, "early_done": 3, "choices_str": 1, "choices_null": 1, "delta_str": 1,
                           "giant_chunk": 1}.get(fault or "", n)
             empty = _empty_positions(fault, n)
@@ -327,7 +334,7 @@ class MockServer:
                 if fault == "huge_usage":
                     usage = {"prompt_tokens": 10**9, "completion_tokens": 10**9, "total_tokens": 2 * 10**9}
                 _write_chunk(writer, _event({"object": obj, "choices": [], "usage": usage}))
-            if fault != "no_done":
+            if fault not in ("no_done", "clean_cut"):
                 _write_chunk(writer, b"data: [DONE]\n\n")
             writer.write(b"0\r\n\r\n")
             await writer.drain()

@@ -57,8 +57,8 @@ def render_run(console: Console, rep: RunReport) -> None:
         console.print("output token counts from: " + ", ".join(f"{k} ({v})" for k,
                                                                v in s["output_tokens_source"].items()))
     d = rep.diagnosis
-    console.print(f"[bold]diagnosis[/] ({d.source} view; shares of e2e: "
-                  + ", ".join(f"{k} {100 * v:.0f}%" for k, v in d.shares.items()) + ")")
+    shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in d.shares.items()) or "none: no request completed"
+    console.print(f"[bold]diagnosis[/] ({d.source} view; shares of e2e: {shares})")
     for f in d.findings:
         console.print(f"  [bold]{f.kind}[/]: {f.evidence}\n    try: {f.advice}")
     console.print(f"saved in {rep.root}")

@@ -54,6 +54,9 @@ __all__ = ["PromptConfig", "BenchConfig", "RunReport", "Progress", "BenchInterru
 CLIENT_CPU_SATURATED = 0.85
 CLIENT_LAG_MS = 10.0
 _LAG_PROBE_S = 0.05
+# a measured phase shorter than this many lag probes (0.5 s) is not judged: its CPU share is mostly setup (a run
+# whose requests all fail at once), and it has too few wake-ups for a p99
+_MIN_LAG_SAMPLES = 10
 _MAX_LAG_SAMPLES = 100_000
 # Prompt lengths: warn when the server's count differs from the client's by more than this share on average.
 PROMPT_MISMATCH = 0.02
@@ -236,9 +239,15 @@ def _warnings(summary: dict[str, Any], cfg: BenchConfig, saved: SavedRun) -> lis
                       "as vllm bench serve does") + ")")
     want, seen = summary.get("input_tokens_requested_mean"), summary.get("input_tokens_mean")
     if want and seen and abs(seen - want) > max(PROMPT_MISMATCH * want, 1.0):
-        out.append(f"prompts were built as {want:.1f} tokens on average ({summary.get('prompt_token_counter')}) "
-                   f"but the server counted {seen:.1f}; pass --tokenizer with the served model's tokenizer "
-                   "(or use a server with /tokenize) for exact lengths")
+        counter = str(summary.get("prompt_token_counter") or "")
+        if cfg.endpoint == "chat" and seen > want and counter.startswith("server"):
+            # counted by the served model's own tokenizer: the rest is the chat template the server wraps them in
+            out.append(f"prompts were built as {want:.1f} tokens on average ({counter}) and the server counted "
+                       f"{seen:.1f}: the {seen - want:.1f} more are its chat template's tokens around each message")
+        else:
+            out.append(f"prompts were built as {want:.1f} tokens on average ({counter}) but the server counted "
+                       f"{seen:.1f}; pass --tokenizer with the served model's tokenizer (or use a server with "
+                       "/tokenize) for exact lengths")
     if summary.get("num_usage_rejected"):
         reasons = {r.usage_rejected for r in saved.records if r.usage_rejected}
         out.append(f"{summary['num_usage_rejected']} requests reported usage inconsistent with their stream, counted "
@@ -298,9 +307,10 @@ class _ClientMonitor:
         util = cpu / wall if wall > 0 else 0.0
         lags = np.asarray(self.lags_ms) if self.lags_ms else np.zeros(1)
         p99 = float(np.percentile(lags, 99))
+        judged = len(self.lags_ms) >= _MIN_LAG_SAMPLES
         return {"cpu_s": cpu, "wall_s": wall, "cpu_util": util, "loop_lag_ms_p99": p99,
                 "loop_lag_ms_max": float(lags.max()),
-                "saturated": bool(util >= CLIENT_CPU_SATURATED or p99 >= CLIENT_LAG_MS)}
+                "saturated": judged and bool(util >= CLIENT_CPU_SATURATED or p99 >= CLIENT_LAG_MS)}
 
 
 @dataclass(slots=True)

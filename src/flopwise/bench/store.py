@@ -119,6 +119,9 @@ def load_run(root: str | Path) -> SavedRun:
     latest: dict[int, tuple[RequestRecord, int]] = {}
     bad = 0
     req_file = root / REQUESTS_FILE
+    if not req_file.is_file():  # a run writes it as it starts: without it nothing can be rebuilt (nor overwritten)
+        raise WorkloadError(f"{root} has no {REQUESTS_FILE}: not a complete bench run (every summary is rebuilt from "
+                            "its per-request records)")
     for line in _lines(req_file):
         try:
             row = json.loads(line)

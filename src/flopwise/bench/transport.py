@@ -303,9 +303,13 @@ class BenchClient:
                 for data in parser.close():
                     if _on_event(data, clock(), st, rec, chat):
                         break
-        if not st.done and rec.error is None:
+        # a body that ended cleanly after the choice's finish_reason is a complete response though the server
+        # sent no closing [DONE] (as `vllm bench serve` counts it: it never requires one); without a
+        # finish_reason the stream was cut short
+        if not st.done and rec.error is None and st.finish_reason is None:
             rec.error_kind = "dropped_stream"
-            rec.error = f"stream ended without [DONE] after {len(st.chunk_times)} chunks"
+            rec.error = (f"stream ended after {len(st.chunk_times)} chunks without a finish_reason or the closing "
+                         "[DONE]")
 
     def _finish(self, rec: RequestRecord, st: _Stream, max_tokens: int) -> None:
         _finish(rec, st, self.counter, max_tokens, self.ignore_eos)

@@ -106,6 +106,7 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
     """Every run in `paths` (a run directory, or a sweep directory of runs)."""
 
     out = []
+    empty: list[str] = []  # runs in which no request completed (a server that failed them all): left out
     for p in paths:
         for root in find_runs(p):
             try:
@@ -115,6 +116,9 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
                 # a damaged run directory (truncated run.json, a record missing fields): name it, not a traceback
                 raise CalibrationError(f"bench run {root} cannot be read ({type(e).__name__}: {e}); re-run it or "
                                        "leave it out of --from") from None
+            if not any(r.ok for r in saved.records):
+                empty.append(str(root))
+                continue
             if saved.num_bad_lines:  # skipped and counted by load_run (a crash mid-write), said here
                 warnings.warn(f"bench run {root}: {saved.num_bad_lines} unreadable line(s) skipped; the fit uses the "
                               f"{len(saved.records)} readable requests", FlopwiseWarning, stacklevel=2)
@@ -129,7 +133,14 @@ def load_bench_runs(paths: Sequence[str | Path]) -> list[BenchRun]:
                 measured["server_prefill_ms.mean"] = float(view.prefill_ms_mean)
             out.append(BenchRun(root=Path(root), label=cfg.load.label, workload=measured_workload(saved, cfg),
                                 measured=measured))
+    if empty and out:
+        warnings.warn(f"{len(empty)} bench run(s) with no completed request left out of the fit: {', '.join(empty)}",
+                      FlopwiseWarning, stacklevel=2)
     if not out:
+        if empty:
+            raise CalibrationError(f"{empty[0]} has no completed request to calibrate with" if len(empty) == 1 else
+                                   f"none of the {len(empty)} bench runs under {', '.join(map(str, paths))} has a "
+                                   "completed request to calibrate with")
         raise CalibrationError(f"no bench runs under {', '.join(map(str, paths))}")
     return out
 
