@@ -75,6 +75,7 @@ def test_toy_space_best_answer_and_its_tie():
         assert row["max_rate_per_replica"] <= row["ceiling_rate_per_replica"]
         plo, phi = row["objective_paired_interval"]  # what ties are judged on: inside the full interval
         assert lo <= plo <= row["objective_value"] <= phi <= hi
+        assert row["nodes"] == 1  # one GPU per replica: one server
     rows = d["ranked"]  # no dominated config above one that dominates it, unless tied
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:

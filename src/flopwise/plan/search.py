@@ -592,6 +592,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
         cost_iv = [cost * e.max_rate / hi if hi else None, cost * e.max_rate / lo if lo else None] if cost else None
         return {
             "config": e.candidate.label, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "dp": d.dp, "ep": d.ep,
+            "nodes": d.nodes,  # the servers one replica spans (`HardwareSpec.servers_for`)
             "weights": d.weights.name,
             "kv": d.kv.name, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "enable_prefix_caching": e.candidate.prefix_caching, "gpus_per_replica": e.gpus,
