@@ -39,6 +39,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.step import StepCost, step_cost, step_time
 from flopwise.specs.deployment import Deployment, make_deployment
 from flopwise.specs.model import ModelSpec
+from flopwise.specs.precision import default16
 from flopwise.specs.speculative import HEAD_METHODS, SpeculativeSpec
 
 __all__ = ["proposer_deployment", "draft_passes", "verify_shape", "round_time_s", "SpecRound", "spec_round"]
@@ -66,9 +67,9 @@ def proposer_deployment(dep: Deployment, spec: SpeculativeSpec) -> Deployment | 
     assert spec.draft_model is not None
     d = spec.draft_model
     tp = dep.tp if d.mla is not None or d.num_heads % dep.tp == 0 else 1
-    default16 = "bf16" if dep.hardware.peak_tflops.get("bf16", 0) > 0 else "fp16"
-    kv = dep.kv.name if dep.kv.bytes_per_element <= 2 else default16
-    return make_deployment(d, dep.hardware, weights=default16, kv=kv, tp=tp,
+    half = default16(dep.hardware)
+    kv = dep.kv.name if dep.kv.bytes_per_element <= 2 else half
+    return make_deployment(d, dep.hardware, weights=half, kv=kv, tp=tp,
                            block_size=dep.block_size, gpu_memory_utilization=dep.gpu_memory_utilization)
 
 

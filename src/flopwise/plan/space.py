@@ -156,11 +156,8 @@ class Candidate:
 
 
 def _runs_natively(hw: HardwareSpec, weights: str) -> bool:
-    """Whether `hw` has the math `weights` needs; NVFP4 (NVIDIA's ModelOpt format) on NVIDIA's FP4 parts only
-    (AMD's FP4 chips run MXFP4)."""
+    """Whether `hw` has the math `weights` needs."""
     need = _NATIVE.get(weights)
-    if weights.startswith("nvfp4") and hw.vendor != "nvidia":
-        return False
     return need is None or hw.compute_dtype(need) == need
 
 
@@ -269,7 +266,8 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
     formats, native = weight_formats(model, space)
     tried: set[tuple[str, str, str]] = set()
     for hw, weights, kv in itertools.product(hardware, formats, space.kvs):
-        # a chip without bf16 (V100, T4) runs the 16-bit formats in fp16, as the engines do
+        # a chip without bf16 (V100, T4) runs the 16-bit formats in fp16 (`make_deployment`): named so here first,
+        # that bf16 and fp16 are tried once
         weights, kv = (default16(hw) if f == "bf16" else f for f in (weights, kv))
         if (hw.id, weights, kv) in tried:
             continue
@@ -279,9 +277,9 @@ def enumerate_candidates(model: ModelSpec, hardware: list[HardwareSpec], space: 
             if why not in misses:
                 misses.append(why)
             continue
-        # the search's own formats are those the chip has the math for; a format asked for by name is priced as
-        # `estimate` prices it there (FP8 on an A100: weight-only, dequantized to 16-bit in the GEMM), NVFP4 on
-        # NVIDIA parts only (its ModelOpt checkpoints and kernels)
+        # NVFP4 (NVIDIA's ModelOpt format: its checkpoints and kernels) on NVIDIA parts only, asked for or not; the
+        # search's own formats are those the chip has the math for; a format asked for by name is priced as
+        # `estimate` prices it there (FP8 on an A100: weight-only, dequantized to 16-bit in the GEMM)
         if weights != native and weights.startswith("nvfp4") and hw.vendor != "nvidia":
             why = f"{hw.id} {weights}: NVIDIA's NVFP4 runs on NVIDIA GPUs (AMD's FP4 parts run mxfp4)"
             if space.weights is not None and why not in misses:

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from flopwise.specs.sla import parse_sla
 from flopwise.units import fmt_rate
 
 __all__ = ["render_simulation"]
@@ -87,9 +88,9 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
         console.print(f"SLA {s['sla']}: {ok} on the run's percentiles: " + ", ".join(
             f"{k} {'ok' if v else 'FAIL'}" for k, v in s["sla_objectives_met"].items()))
         if s["sla_met"] and s["sla_attainment"] < 0.99:  # the two tests differ: say which the goodput counts
-            metrics = dict.fromkeys(k.split("_", 1)[1].split("<", 1)[0] for k in s["sla_objectives_met"])
-            parts = [f"their own {' and '.join(m.upper() for m in metrics if m != 'itl')}"] if set(metrics) - {"itl"} \
-                else []
+            metrics = dict.fromkeys(o.metric for o in parse_sla(s["sla"]).objectives)
+            own = [m.upper() for m in metrics if m != "itl"]
+            parts = [f"their own {' and '.join(own)}"] if own else []
             bounded = " and ".join(parts + (["each of their token gaps"] if "itl" in metrics else []))
             console.print(f"  per request, {s['sla_attainment']:.1%} meet the bounds on {bounded} (the "
                           "goodput above, DistServe's test): a percentile over all requests can hold while many of "

@@ -114,15 +114,14 @@ class Deployment:
             self._check_server_dp()
         if self.gpus_per_replica % self.nodes:
             raise SpecError(f"nodes={self.nodes} must divide the replica's tp*dp*pp={self.gpus_per_replica} GPUs")
-        hw = self.hardware
-        gpn = hw.gpus_per_node
+        gpn = self.hardware.gpus_per_node
         if self.gpus_per_node > 1 and self.hardware.interconnect in SINGLE_DEVICE_LINKS:
             raise SpecError(f"{self.hardware.name} is the one device of its machine (no peer link): tp*dp*pp="
                             f"{self.gpus_per_node} of them in one machine is not a setup; serve with tp=1 (more "
                             f"machines as --num-gpus replicas), or spread the replica over --nodes {self.gpus_per_node}"
                             " machines")
         if gpn > 1 and self.gpus_per_node > gpn:  # the catalog states the server's peer-fabric domain
-            need = hw.servers_for(self.gpus_per_replica)
+            need = self.hardware.servers_for(self.gpus_per_replica)
             if self.nodes == 1:
                 raise SpecError(f"tp*dp*pp={self.gpus_per_replica} GPUs in one replica are more than one server "
                                 f"holds ({gpn} x {self.hardware.id}, its {self.hardware.interconnect} domain): spread "
