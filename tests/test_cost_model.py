@@ -188,6 +188,36 @@ def test_moe_compute_factor_slows_only_the_grouped_gemms():
     assert b.time_s > a.time_s * 1.2
 
 
+def test_a_rate_limited_tensor_path_lifts_only_the_moe_kernels_share():
+    """H20: FP8 296 TFLOP/s where its SMs (FP32 44 of H100 SXM's 66.9) would reach 1,301.5 at Hopper's full
+    per-SM rate, a throttle of 4.397; L20 over L40S's per-SM rate: 2.0; H100 none. The fused-MoE kernels' fitted
+    0.5 of the compute roof is work at the SMs' pace, so on H20 it rises to min(0.5 x 4.397, 1) = 1: a 4,096-token
+    Mixtral prefill's moe_experts compute halves there and nowhere else, the projections' does not move."""
+    h20, l20, h100 = (get_hardware(g) for g in ("h20", "l20", "h100-sxm"))
+    assert h20.tensor_throttle("fp8") == pytest.approx(1301.5 / 296)
+    assert h20.tensor_throttle("bf16") == pytest.approx(650.7 / 148)
+    assert h20.tensor_throttle("fp8") == pytest.approx((44 / 66.9) * (1978.9 / 296), rel=2e-3)
+    assert l20.tensor_throttle("fp8") == pytest.approx((59.8 / 91.6) * (733 / 239), rel=2e-3)
+    assert h100.tensor_throttle("fp8") == 1.0
+    eng = get_engine("vllm@0.11")
+    assert eng.kernels.moe_compute == 0.5
+    full = replace(eng, kernels=replace(eng.kernels, moe_compute=1.0))
+    shape = prefill_shape(1, 4096, layout(deployment("mixtral-8x7b", "h20", tp=2)).windows)
+    for gpu, ratio in (("h20", 1.0), ("h100-sxm", 2.0)):
+        a, b = (step_cost(deployment("mixtral-8x7b", gpu, tp=2, engine=e), shape) for e in (full, eng))
+        assert _op(b, "moe_experts").compute_s == pytest.approx(ratio * _op(a, "moe_experts").compute_s)
+        assert _op(b, "qkv_o_proj").compute_s == pytest.approx(_op(a, "qkv_o_proj").compute_s)
+    assert roofs(deployment("mixtral-8x7b", "l20", tp=2, engine=eng)).moe_compute_eff == pytest.approx(
+        0.5 * l20.tensor_throttle("bf16"))
+
+
+def test_unthrottled_rates_must_exceed_the_peak():
+    with pytest.raises(SpecError, match="unthrottled_tflops.fp8"):
+        replace(get_hardware("h20"), unthrottled_tflops={"fp8": 100.0})
+    with pytest.raises(SpecError, match="unthrottled_tflops.fp4 needs a peak_tflops.fp4"):
+        replace(get_hardware("h20"), unthrottled_tflops={"fp4": 1000.0})
+
+
 def test_grouped_routing_as_pytorch_ops_costs_six_more_kernels_per_moe_layer():
     """vLLM before 0.10.2 routes the DeepSeek layout (group-limited top-k) with PyTorch ops, 7 launches where the
     fused kernel of PR #23274 is one: a DeepSeek-V3 decode step at TP 8 pays 58 MoE layers x 6 kernels x the

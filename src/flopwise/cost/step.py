@@ -333,7 +333,11 @@ def roofs(dep: Deployment) -> Roofs:
                  proj_rate=proj_rate, nominal_peak_head=nominal_head, head_rate=head_rate,
                  peak_attn=peak_attn, gemm_eff=gemm_eff, weight_read_eff=weight_read_eff,
                  head_weight_eff=1.0 if wf.quantizes_embeddings else 1.0 / weight_read_eff,
-                 p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth, moe_compute_eff=kf.moe_compute,
+                 p=e.overlap_exponent, moe_weight_eff=kf.moe_bandwidth,
+                 # the fused-MoE kernels' fitted share of the compute roof is work at the SMs' pace (gathering,
+                 # permuting, scheduling around the MMAs): where the tensor path is rate-limited below the SMs
+                 # (HardwareSpec.tensor_throttle: H20, L20) the MMAs bound it far later, up to the GEMM's own rate
+                 moe_compute_eff=min(kf.moe_compute * hw.tensor_throttle(linear_dtype), 1.0),
                  moe_half_width=e.moe_compute_half_width,
                  eager_kernel_s=kf.eager_prefill_kernel_s if kf.cuda_graphs else kf.eager_launch_s,
                  act_quant=wf.group_quantizes_activations and not weight_only,

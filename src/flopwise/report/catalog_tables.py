@@ -60,7 +60,7 @@ def hardware_rows(catalog: dict[str, HardwareSpec], match: str | None = None) ->
     return [{
         "id": hw.id, "name": hw.name, "vendor": hw.vendor, "kind": hw.kind, "memory_gib": hw.memory_gib,
         "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "memory_kind": hw.memory_kind,
-        "peak_tflops": dict(hw.peak_tflops),
+        "peak_tflops": dict(hw.peak_tflops), "unthrottled_tflops": dict(hw.unthrottled_tflops),
         "interconnect": hw.interconnect, "interconnect_gbs": hw.interconnect_gbs, "tdp_w": hw.tdp_w,
         "price_per_hour_usd": hw.price_per_hour_usd, "sources": dict(hw.sources),
     } for hw in catalog.values()]

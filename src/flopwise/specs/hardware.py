@@ -179,6 +179,9 @@ class HardwareSpec:
     # dense FP16 tensor TFLOP/s with FP16 accumulate, where it exceeds peak_tflops.fp16 (GeForce cards run the FP32
     # accumulate that peak_tflops assumes at half rate); a GEMM that accumulates in FP16 (KernelFactors) gets it
     fp16_accumulate_tflops: float | None = None
+    # dense tensor TFLOP/s by dtype that the part's SMs would reach at their architecture's full per-SM tensor rate,
+    # where the tensor path is rate-limited below it (export parts: H20, L20; `tensor_throttle`)
+    unthrottled_tflops: dict[str, float] = field(default_factory=dict)
     interconnect: str = "none"
     interconnect_gbs: float = 0.0
     gpus_per_node: int = 1  # GPUs in one server's peer fabric (NVLink / Infinity Fabric domain)
@@ -212,6 +215,10 @@ class HardwareSpec:
         if self.fp16_accumulate_tflops is not None:
             number(self.fp16_accumulate_tflops, f"{where}: fp16_accumulate_tflops", lo=0, lo_open=True,
                    error=SpecError)
+        for dtype, v in self.unthrottled_tflops.items():
+            if dtype not in PEAK_DTYPES or not self.peak_tflops.get(dtype):
+                raise SpecError(f"{where}: unthrottled_tflops.{dtype} needs a peak_tflops.{dtype} to exceed")
+            number(v, f"{where}: unthrottled_tflops.{dtype}", lo=self.peak_tflops[dtype], hi=MAX_RATE, error=SpecError)
         if self.released is not None:
             integer(self.released, f"{where}: released", lo=1950, hi=2100, error=SpecError)
         if not isinstance(self.peak_tflops, dict) or not self.peak_tflops:
@@ -239,6 +246,13 @@ class HardwareSpec:
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gbs * 1e9
+
+    def tensor_throttle(self, dtype: str) -> float:
+        """How far the tensor path's rate in `dtype` sits below what the SMs would reach unthrottled:
+        unthrottled_tflops / peak_tflops (1 on a part at its architecture's full rate). Work beside the MMAs runs at
+        the SMs' pace, not the tensor cores' (`cost.step.roofs`: the fused-MoE kernels' fitted share)."""
+        full = self.unthrottled_tflops.get(dtype)
+        return full / self.peak_tflops[dtype] if full else 1.0
 
     @property
     def has_trtllm_gen(self) -> bool:
