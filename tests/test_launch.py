@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 
 from flopwise.api import deployment
 from flopwise.cost.memory import memory_plan
+from flopwise.errors import SpecError
 from flopwise.launch import LaunchTarget, launch_model_id, render
 from flopwise.launch.common import engine_memory_fraction, on_engine
 from flopwise.specs.engine import get_engine
@@ -451,8 +453,33 @@ def test_expert_parallel_and_dp_attention_in_each_engines_terms():
     assert any("--data-parallel-start-rank" in n for n in v.notes)
     # TensorRT-LLM over two nodes: one MPI world of 16 ranks, 8 per node
     trt = render(wide, get_engine("trtllm"))
-    assert any("one MPI world of 16 ranks, 8 per node" in n and "trtllm-llmapi-launch" in n for n in trt.notes)
+    assert any("spans 2 nodes" in n and "one MPI world of 16 ranks, 8 per host" in n and "trtllm-llmapi-launch" in n
+               for n in trt.notes)
     assert not any("MPI world" in n for n in render(dep8, get_engine("trtllm")).notes)
+
+
+def test_a_gb200_tensor_group_over_several_trays_launches_on_each_host():
+    """GB200 NVL72: one NVLink node of 72 GPUs (priced without the NIC) but 4 GPUs per host (a compute tray), so TP 16
+    is one node of 4 hosts: vLLM on a Ray cluster over the 4, SGLang --nnodes 4, TensorRT-LLM one MPI world of 16
+    ranks, 4 per host; TP 4 fits one tray and launches as one command."""
+    wide = _t("llama-3.1-405b", "gb200", "meta-llama/Llama-3.1-405B", tp=16, max_len=8192, prompt=4096)
+    dep = wide.deployment
+    assert (dep.nodes, dep.hosts, dep.gpus_per_host, dep.spans_nodes, dep.spans_hosts) == (1, 4, 4, False, True)
+    v = render(wide, get_engine("vllm"))
+    assert "--distributed-executor-backend ray" in v.command
+    assert any("Ray cluster over the 4 hosts (4 GPUs each, one NVLink domain)" in n for n in v.notes)
+    s = render(wide, get_engine("sglang"))
+    assert "--nnodes 4" in s.command and any("--node-rank 0...3" in n for n in s.notes)
+    t = render(wide, get_engine("trtllm"))
+    assert any("one MPI world of 16 ranks, 4 per host" in n and "srun -N 4 --ntasks-per-node 4" in n for n in t.notes)
+    with pytest.raises(SpecError, match="gpus_per_host=5 must divide gpus_per_node=72"):
+        replace(dep.hardware, gpus_per_host=5)
+    tray = _t("llama-3.1-8b", "gb200", "meta-llama/Llama-3.1-8B", tp=4, max_len=8192, prompt=4096)
+    assert tray.deployment.hosts == 1
+    for e in ("vllm", "sglang", "trtllm"):
+        c = render(tray, get_engine(e))
+        assert not any("hosts" in n or "MPI world" in n or "Ray" in n for n in c.notes), e
+        assert "--nnodes" not in c.command and "ray" not in c.command
 
 
 def test_eager_plans_launch_without_cuda_graphs(rendered):

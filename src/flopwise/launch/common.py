@@ -29,10 +29,18 @@ from flopwise.specs.model_catalog import get_model, published_base
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
-           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches"]
+           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches", "host_word"]
 
 # a 16- or 32-bit checkpoint as it is (llama.cpp: a GGUF of the converter's --outtype)
 FLOAT_FORMATS = ("bf16", "fp16", "fp32")
+
+
+def host_word(dep: Deployment) -> str:
+    """What a launch note calls the machines a replica's processes run on: "nodes" where each is a whole node,
+    else its hosts within the NVLink domain (GB200 NVL72's 4-GPU trays)."""
+    if dep.hosts == dep.nodes:
+        return "nodes"
+    return f"hosts ({dep.hardware.host_gpus} GPUs each, one NVLink domain)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from flopwise.launch.common import (
     attention_backend,
     budget_flag,
     engine_memory_fraction,
+    host_word,
     model_source,
     stream_interval,
     switches,
@@ -60,11 +61,11 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
         line.flag(flags["ep"], dep.ep)
         if dep.two_batch_overlap:
             line.flag(flags["two_batch_overlap"])
-    if dep.nodes > 1:
-        line.flag(flags["nnodes"], dep.nodes).flag(flags["node_rank"], 0)
+    if dep.hosts > 1:
+        line.flag(flags["nnodes"], dep.hosts).flag(flags["node_rank"], 0)
         line.flag(flags["dist_init_addr"], "<node0-ip>:5000")
-        notes.append(f"run the same command on each of the {dep.nodes} nodes with {flags['node_rank']} 0..."
-                     f"{dep.nodes - 1}")
+        notes.append(f"run the same command on each of the {dep.hosts} {host_word(dep)} with {flags['node_rank']} "
+                     f"0...{dep.hosts - 1}")
     line.flag(flags["max_num_seqs"], dep.max_num_seqs)
     line.flag(flags["max_num_batched_tokens"], budget_flag(dep, engine))
     line.flag(flags["max_model_len"], target.max_model_len)

@@ -26,6 +26,7 @@ from flopwise.launch.common import (
     attention_backend,
     budget_flag,
     engine_memory_fraction,
+    host_word,
     model_source,
     stream_interval,
     switches,
@@ -130,10 +131,10 @@ def render(target: LaunchTarget, engine: EngineProfile, *, options_file: str | N
     if dep.dp > 1 and dep.tp > 1:
         notes.append(f"TensorRT-LLM's attention DP gives every rank its own attention (DP {dep.tp * dep.dp}), not "
                      f"{dep.dp} groups of TP {dep.tp}")
-    if dep.nodes > 1:  # one MPI world over the nodes (examples/llm-api: trtllm-llmapi-launch under srun or mpirun)
-        notes.append(f"the replica spans {dep.nodes} nodes: start this command in one MPI world of "
-                     f"{dep.gpus_per_replica} ranks, {dep.gpus_per_node} per node, through trtllm-llmapi-launch "
-                     f"(e.g. `srun -N {dep.nodes} --ntasks-per-node {dep.gpus_per_node} --mpi=pmix "
+    if dep.hosts > 1:  # one MPI world over the hosts (examples/llm-api: trtllm-llmapi-launch under srun or mpirun)
+        notes.append(f"the replica spans {dep.hosts} {host_word(dep)}: start this command in one MPI world of "
+                     f"{dep.gpus_per_replica} ranks, {dep.gpus_per_host} per host, through trtllm-llmapi-launch "
+                     f"(e.g. `srun -N {dep.hosts} --ntasks-per-node {dep.gpus_per_host} --mpi=pmix "
                      "trtllm-llmapi-launch trtllm-serve ...`)")
     api_servers(dep, engine, line, notes)
     stream_interval(dep, engine, line, notes)

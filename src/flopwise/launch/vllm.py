@@ -31,6 +31,7 @@ from flopwise.launch.common import (
     attention_backend,
     budget_flag,
     engine_memory_fraction,
+    host_word,
     model_source,
     stream_interval,
     switches,
@@ -101,17 +102,18 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     line.flag(flags["tp"], dep.tp)
     if dep.pp > 1:
         line.flag(flags["pp"], dep.pp)
-    if dep.spans_nodes:  # a TP or PP group spans nodes: vLLM runs it on a Ray cluster
+    hosts = dep.hosts
+    if dep.spans_hosts:  # a TP or PP group spans hosts: vLLM runs it on a Ray cluster
         line.flag(flags["executor_backend"], "ray")
-        notes.append(f"start a Ray cluster over the {dep.nodes} nodes first (`ray start --head` on one, "
+        notes.append(f"start a Ray cluster over the {hosts} {host_word(dep)} first (`ray start --head` on one, "
                      "`ray start --address <head-ip>:6379` on the others), then run this on the head node")
     if dep.dp > 1:
         line.flag(flags["dp"], dep.dp)
-        if dep.nodes > 1 and not dep.dp % dep.nodes:
-            local = dep.dp // dep.nodes
+        if hosts > 1 and not dep.dp % hosts:
+            local = dep.dp // hosts
             line.flag(flags["dp_local"], local).flag(flags["dp_address"], "<head-node-ip>")
-            notes.append(f"run on each of the {dep.nodes} nodes: the same command with {flags['dp_start_rank']} "
-                         f"{local} x node index and --headless on all but the head")
+            notes.append(f"run on each of the {hosts} {host_word(dep)}: the same command with "
+                         f"{flags['dp_start_rank']} {local} x host index and --headless on all but the head")
     elif dep.replicas_per_server > 1:  # dense data parallel: that many engine cores behind one endpoint
         line.flag(flags["dp"], dep.replicas_per_server)
     api_servers(dep, engine, line, notes)

@@ -593,6 +593,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
         return {
             "config": e.candidate.label, "gpu": d.hardware.id, "tp": d.tp, "pp": d.pp, "dp": d.dp, "ep": d.ep,
             "nodes": d.nodes,  # the servers one replica spans (`HardwareSpec.servers_for`)
+            "hosts": d.hosts,  # the machines its launch command runs on (GB200: 4-GPU trays of one node)
             "weights": d.weights.name,
             "kv": d.kv.name, "max_num_seqs": d.max_num_seqs, "max_num_batched_tokens": d.max_num_batched_tokens,
             "enable_prefix_caching": e.candidate.prefix_caching, "gpus_per_replica": e.gpus,

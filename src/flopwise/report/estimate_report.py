@@ -15,6 +15,8 @@ def render_estimate(console: Console, r: Estimate) -> None:
     console.print(f"[bold]{dep.model.summary()}[/]")
     par = "".join(f", {k}={v:.3g}" for k, v in (("dp", dep.dp), ("ep", dep.ep), ("expert_skew", dep.expert_skew),
                                                 ("nodes", dep.nodes)) if v != 1)
+    if dep.hosts != dep.nodes:  # a node of several hosts (GB200 NVL72's trays)
+        par += f", hosts={dep.hosts}"
     console.print(f"on {dep.num_gpus} x {dep.hardware.name} (tp={dep.tp}, pp={dep.pp}{par}, replicas={dep.replicas}), "
                   f"weights {dep.weights.name}, KV {dep.kv.name}; batch {r.batch} x "
                   f"({r.input_len} in, {r.output_len} out); engine {dep.engine.name}", markup=False)

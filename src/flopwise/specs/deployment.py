@@ -306,6 +306,24 @@ class Deployment:
         """Whether a tensor or pipeline group of the replica spans nodes (`group_spans_nodes`)."""
         return group_spans_nodes(self.nodes, self.dp)
 
+    @property
+    def hosts(self) -> int:
+        """Machines (operating systems) the replica's processes run on, one launch command each: its nodes, or
+        more where a node's fabric spans hosts (`HardwareSpec.gpus_per_host`: TP 16 on GB200 is one NVLink node
+        of 4 hosts)."""
+        return self.nodes * max(1, -(-self.gpus_per_node // self.hardware.host_gpus))
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs of one replica on each of its hosts."""
+        return self.gpus_per_replica // self.hosts
+
+    @property
+    def spans_hosts(self) -> bool:
+        """Whether a tensor or pipeline group of the replica spans hosts, so its processes are started on several
+        machines (`group_spans_nodes` over hosts; the cost model asks `spans_nodes`)."""
+        return group_spans_nodes(self.hosts, self.dp)
+
 
 def group_spans_nodes(nodes: int, dp: int) -> bool:
     """Whether a replica over `nodes` nodes with `dp` data-parallel attention ranks has a tensor or pipeline group

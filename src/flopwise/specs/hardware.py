@@ -185,6 +185,9 @@ class HardwareSpec:
     interconnect: str = "none"
     interconnect_gbs: float = 0.0
     gpus_per_node: int = 1  # GPUs in one server's peer fabric (NVLink / Infinity Fabric domain)
+    # GPUs one host (one operating system, where a launch command runs) drives, where the fabric spans several hosts
+    # (a GB200 NVL72 rack: 18 trays of 4); None: a node is one host (`host_gpus`)
+    gpus_per_host: int | None = None
     network: str = "none"  # the scale-out NIC of each GPU (ib-ndr400, roce-400, ...)
     network_gbs: float = 0.0  # its per-direction bandwidth, GB/s
     tdp_w: float | None = None
@@ -219,6 +222,12 @@ class HardwareSpec:
             if dtype not in PEAK_DTYPES or not self.peak_tflops.get(dtype):
                 raise SpecError(f"{where}: unthrottled_tflops.{dtype} needs a peak_tflops.{dtype} to exceed")
             number(v, f"{where}: unthrottled_tflops.{dtype}", lo=self.peak_tflops[dtype], hi=MAX_RATE, error=SpecError)
+        integer(self.gpus_per_node, f"{where}: gpus_per_node", lo=1, hi=100_000, error=SpecError)
+        if self.gpus_per_host is not None:
+            integer(self.gpus_per_host, f"{where}: gpus_per_host", lo=1, hi=self.gpus_per_node, error=SpecError)
+            if self.gpus_per_node % self.gpus_per_host:
+                raise SpecError(f"{where}: gpus_per_host={self.gpus_per_host} must divide gpus_per_node="
+                                f"{self.gpus_per_node}")
         if self.released is not None:
             integer(self.released, f"{where}: released", lo=1950, hi=2100, error=SpecError)
         if not isinstance(self.peak_tflops, dict) or not self.peak_tflops:
@@ -292,6 +301,11 @@ class HardwareSpec:
         server's peer fabric holds (`gpus_per_node`: 16 H100 SXM are two 8-GPU servers)."""
         per = self.gpus_per_node
         return -(-gpus // per) if per > 1 and gpus > per else 1
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs per host: `gpus_per_host`, else a whole node's."""
+        return self.gpus_per_host or self.gpus_per_node
 
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""
