@@ -211,6 +211,26 @@ def test_a_rate_limited_tensor_path_lifts_only_the_moe_kernels_share():
         0.5 * l20.tensor_throttle("bf16"))
 
 
+def test_a_small_decode_batch_pays_whole_64_row_mmas_where_tensor_cores_are_slow():
+    """Hopper's wgmma multiplies at least 64 rows: a batch-1 decode step's dense GEMMs cost 64x their FLOPs at the
+    tensor rate (peak x compute_max = 148 x 0.75 TFLOP/s on H20). Qwen3-32B's MLP (64 layers x 2 x 5120 x 25600 x 3
+    FLOPs per token) then takes 64 x 50.3 GFLOP / 111 TFLOP/s = 29.0 ms on H20, twice its 14.8 ms weight read; on
+    H100 the same 64 rows take 4.3 ms under a 17.7 ms read, so its figure is the roofline's as before."""
+    flops = 64 * 2 * 5120 * 25600 * 3
+    for gpu, bound in (("h20", True), ("h100-sxm", False)):
+        dep = deployment("Qwen/Qwen3-32B", gpu)
+        mlp = _op(step_cost(dep, decode_shape(1, 1000, layout(dep).windows)), "mlp")
+        assert mlp.flops == pytest.approx(flops)
+        padded = 64 * flops / (dep.hardware.peak_tflops["bf16"] * 1e12 * 0.75)
+        if bound:
+            assert mlp.compute_s == pytest.approx(padded) == pytest.approx(29.0e-3, rel=2e-3)
+            assert mlp.time_s == pytest.approx(padded + mlp.overhead_s)
+            assert mlp.memory_s == pytest.approx(14.84e-3, rel=2e-3)
+        else:
+            assert padded < mlp.memory_s and mlp.compute_s == pytest.approx(3 * flops / roofs(dep).dense_rate)
+    assert roofs(deployment("Qwen/Qwen3-32B", "a100-sxm-80gb")).min_mma_rows == 0  # Ampere: mma.sync, 16 rows
+
+
 def test_unthrottled_rates_must_exceed_the_peak():
     with pytest.raises(SpecError, match="unthrottled_tflops.fp8"):
         replace(get_hardware("h20"), unthrottled_tflops={"fp8": 100.0})

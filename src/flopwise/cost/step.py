@@ -98,7 +98,7 @@ from flopwise.cost.parallel import allgather_time, allreduce_time, alltoall_time
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import HostCosts
 from flopwise.specs.expert_load import experts_touched
-from flopwise.specs.hardware import LOW_PRECISION_DTYPES
+from flopwise.specs.hardware import LOW_PRECISION_DTYPES, SM_CLASSES
 from flopwise.specs.precision import default16
 
 __all__ = ["OpCost", "StepCost", "Roofs", "roofs", "step_cost", "step_time", "full_step_time", "decode_step_time",
@@ -116,6 +116,10 @@ TRTLLM_MOE_KERNELS = 3
 # (LMSYS, 2025-05-05) measures +27-35% throughput from it where kernels and all-to-alls take about as long, i.e.
 # about half of the smaller hidden (1 / (1 - h / 2) = 1.3 at h = 0.46).
 TBO_OVERLAP = 0.5
+# The fewest rows (tokens) one tensor-core MMA instruction multiplies on NVIDIA's datacenter Hopper and Blackwell
+# (`HardwareSpec.sm_class`): wgmma.mma_async's shapes are m64nNk16 (PTX ISA, warpgroup-level MMA), tcgen05.mma's M
+# is 64 or 128 (PTX ISA, tcgen05 shapes). A GEMM of fewer rows (a small decode batch) pays for 64.
+MIN_MMA_ROWS = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,6 +265,11 @@ class Roofs:
     kernel_s: float  # fixed GPU time per modelled kernel: the hardware's, times the engine's kernel_overhead_scale
     # (and its hbm_kernel_overhead_scale on HBM parts, its pdl_kernel_overhead_scale with programmatic dependent
     # launch on)
+    # the fewest rows one tensor-core MMA instruction multiplies (Hopper's wgmma and Blackwell's UMMA: 64; 0 where
+    # not modelled) and the rates the dense, projection and LM-head GEMMs' tensor cores alone allow
+    # (peak x low-precision factor x compute_max): a GEMM of fewer rows pays whole instructions (`_Acc.add`)
+    min_mma_rows: int = 0
+    tile_rates: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @lru_cache(maxsize=512)
@@ -328,6 +337,10 @@ def roofs(dep: Deployment) -> Roofs:
     nominal_proj, proj_rate = (peak16, peak16 * e.compute_max) if wf.attention_16bit else (nominal_dense, dense_rate)
     unquantized_head = (peak16, peak16 * e.compute_max)
     nominal_head, head_rate = (nominal_dense, dense_rate) if wf.quantizes_embeddings else unquantized_head
+    tensor_dense = (peak16 * e.compute_max if wf.experts_only and not block
+                    else nominal * factor * e.compute_max)  # the dense GEMMs' rate less the format's own derates
+    tensor_proj = peak16 * e.compute_max if wf.attention_16bit else tensor_dense
+    tensor_head = tensor_dense if wf.quantizes_embeddings else peak16 * e.compute_max
     return Roofs(bw=hw.bandwidth_bytes_per_s, peak_linear=nominal * factor, nominal_peak_linear=nominal,
                  nominal_peak_dense=nominal_dense, dense_rate=dense_rate, nominal_peak_proj=nominal_proj,
                  proj_rate=proj_rate, nominal_peak_head=nominal_head, head_rate=head_rate,
@@ -356,7 +369,9 @@ def roofs(dep: Deployment) -> Roofs:
                  decode_tensor_max_seqs=kf.tensor_decode_max_seqs if dep.kv.bytes_per_element == 2 else 0,
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
-                 half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s)
+                 half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s,
+                 min_mma_rows=MIN_MMA_ROWS if hw.sm_class in SM_CLASSES and not block else 0,
+                 tile_rates=(tensor_dense, tensor_proj, tensor_head))
 
 
 def _op_seconds(r: Roofs, rate: float, flops: float, m: float, weight_b: float, kv_b: float, act_b: float,
@@ -412,6 +427,12 @@ class _Acc:
                 r.head_rate if head else r.dense_rate if dense else r.linear_rate)
         t, compute_s, memory_s, overhead_s = _op_seconds(r, rate, flops, m, weight_b, kv_b, act_b,
                                                          kernels + gpu_kernels, weight_eff, compute_eff, cc_flops)
+        if r.min_mma_rows and 0 < m < r.min_mma_rows and (dense or proj or head) and flops > 0:
+            # a dense GEMM of fewer rows than one MMA instruction takes pays for whole instructions: on a part whose
+            # tensor cores are slow for its bandwidth (H20) that, not the weight read, binds a small-batch decode
+            padded_s = flops * r.min_mma_rows / (m * r.tile_rates[2 if head else 1 if proj else 0])
+            if padded_s > t - overhead_s:
+                t, compute_s = padded_s + overhead_s, padded_s
         self.total += count * t
         if self.terms is not None:
             self.terms.append(None if attention else count * t)
