@@ -450,6 +450,21 @@ def test_allreduce_takes_the_faster_of_one_shot_and_ring_by_hand():
     assert allreduce_time(h100, 1, big) == (0.0, 0.0)
 
 
+def test_the_export_hopper_and_ampere_parts_differ_from_theirs_only_in_nvlink():
+    """H800 and A800 are H100 SXM and A100 SXM 80GB with NVLink cut to 400 GB/s both ways (200 per direction): the
+    same peaks, memory and bandwidth; a 16 MiB ring all-reduce over 8 takes 12 us + 2 x 7/8 x 16 MiB / (200 GB/s x
+    0.8) = 195.5 us on either, against 93.6 us on H100's 450 GB/s."""
+    for export, base in (("h800", "h100-sxm"), ("a800-sxm-80gb", "a100-sxm-80gb")):
+        e, b = get_hardware(export), get_hardware(base)
+        assert (e.peak_tflops, e.memory_gib, e.memory_bandwidth_gbs, e.sm_class) == (
+            b.peak_tflops, b.memory_gib, b.memory_bandwidth_gbs, b.sm_class)
+        assert e.interconnect_gbs == 200
+        m = 16 * 1024 * 1024
+        t, _ = allreduce_time(e, 8, m)
+        assert t == pytest.approx(12e-6 + 2 * 7 / 8 * m / (200e9 * 0.8)) == pytest.approx(195.5e-6, rel=1e-3)
+    assert allreduce_time(get_hardware("h100-sxm"), 8, 16 * 1024 * 1024)[0] == pytest.approx(93.56e-6, rel=1e-3)
+
+
 def test_a_tensor_group_across_servers_all_reduces_over_the_network_by_hand():
     h100 = get_hardware("h100-sxm")  # 8 per server over NVLink (360 GB/s achieved), a 50 GB/s NIC per GPU at 0.85
     link, nic = 450e9 * 0.8, 50e9 * 0.85
