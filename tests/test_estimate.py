@@ -61,6 +61,16 @@ def test_does_not_fit_says_what_would():
         flopwise.estimate("llama-3.1-70b", "h100-sxm", tp=1)
 
 
+def test_a_suggestion_wider_than_one_server_spans_servers():
+    """DeepSeek-V3 in FP8 needs 16 H100s: the suggestion is TP 16, priced over the 2 servers it fills (it raised
+    on the one-server check, and `plan --max-gpus 8` with it), and the plan goes on to a narrower format."""
+    with pytest.raises(DoesNotFitError, match=r"Try --tp 16 or --weights int4-awq"):
+        flopwise.estimate("deepseek-ai/DeepSeek-V3", "h100-sxm", tp=8)
+    p = flopwise.plan("deepseek-ai/DeepSeek-V3", gpus=["h100-sxm"], max_gpus=8, num_requests=120)
+    assert p.ranked and all(r["gpus_per_replica"] <= 8 and r["nodes"] == 1 for r in p.ranked)
+    assert {r["weights"] for r in p.ranked} == {"int4-awq"}
+
+
 @pytest.mark.parametrize("kw", [{"batch": 0}, {"input_len": -1}, {"output_len": 0}])
 def test_bad_lengths(kw):
     with pytest.raises(WorkloadError):

@@ -16,10 +16,17 @@ _SMALLER_FORMATS = ("fp8", "int8", "int4-awq")
 _ONE_DEVICE = ("soc", "cpu")  # parts flopwise prices one at a time: no tensor-parallel suggestion
 
 
+def _reshaped(dep: Deployment, tp: int | None = None, pp: int | None = None) -> Deployment:
+    """`dep` at another TP degree or pipeline depth, over the servers its GPUs then fill (as `--tp N` builds it:
+    TP 16 on H100 SXM is 2 servers)."""
+    tp, pp = tp or dep.tp, pp or dep.pp
+    return replace(dep, tp=tp, pp=pp, nodes=dep.hardware.servers_for(tp * dep.dp * pp))
+
+
 def _at_tp(dep: Deployment, tp: int) -> Deployment:
-    """`dep` at another TP degree; a memory fraction the engine defaulted follows its default at that degree
-    (SGLang's shrinks with TP: 0.88 at tp 1, 0.81 at tp 8 to 0.4.5, by device memory tier and TP after)."""
-    moved = replace(dep, tp=tp)
+    """`dep` at another TP degree (`_reshaped`); a memory fraction the engine defaulted follows its default at that
+    degree (SGLang's shrinks with TP: 0.88 at tp 1, 0.81 at tp 8 to 0.4.5, by device memory tier and TP after)."""
+    moved = _reshaped(dep, tp=tp)
     if dep.gpu_memory_utilization != dep.engine_defaults().memory_fraction:  # set by the user: kept
         return moved
     return replace(moved, gpu_memory_utilization=moved.engine_defaults().memory_fraction)
@@ -32,7 +39,7 @@ def fit_suggestions(dep: Deployment) -> list[str]:
     one_device = dep.hardware.kind in _ONE_DEVICE
     if "tp" not in dep.engine.parallelism and not one_device:  # an engine that splits layers only (llama.cpp b9890+)
         for pp in (2, 4, 8):
-            if pp > dep.pp and memory_plan(replace(dep, pp=pp)).fits:
+            if pp > dep.pp and memory_plan(_reshaped(dep, pp=pp)).fits:
                 out.append(f"--pp {pp}")
                 break
     for tp in () if one_device or "tp" not in dep.engine.parallelism else (2, 4, 8, 16, 32):
@@ -52,7 +59,7 @@ def fit_suggestions(dep: Deployment) -> list[str]:
             break
     if not out and dep.pp == 1 and not one_device and "tp" in dep.engine.parallelism:
         for pp in (2, 4, 8):
-            if memory_plan(replace(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
+            if memory_plan(_reshaped(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
                 out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")
                 break
     return out
