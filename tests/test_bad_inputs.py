@@ -209,6 +209,8 @@ CASES = [
                                                         "--nodes", "3"], "must divide"),
     ("new", "a replica wider than one server, on one", lambda t: ["estimate", "--model", "llama-3.1-70b", "--tp",
                                                                   "16", "--nodes", "1"], "spread it over --nodes 2"),
+    ("new", "a replica over servers without a NIC", lambda t: ["estimate", "--gpu", "rtx-4090", "--tp", "2",
+                                                               "--nodes", "2"], "has no network bandwidth"),
     ("new", "--expert-skew below 1", lambda t: ["estimate", "--model", "mixtral-8x7b", "--tp", "2", "--ep", "2",
                                                 "--expert-skew", "0.5"], "expert_skew"),
     ("new", "--timeout-s 0", lambda t: ["simulate", *FAST, "--timeout-s", "0"], "timeout"),

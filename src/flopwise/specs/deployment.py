@@ -120,6 +120,10 @@ class Deployment:
                             f"{self.gpus_per_node} of them in one machine is not a setup; serve with tp=1 (more "
                             f"machines as --num-gpus replicas), or spread the replica over --nodes {self.gpus_per_node}"
                             " machines")
+        if self.nodes > 1 and self.hardware.network_gbs <= 0:  # its collectives or stage sends cross the network
+            raise SpecError(f"the replica spans {self.nodes} servers, but {self.hardware.id} has no network bandwidth "
+                            "in the catalog (network_gbs, each GPU's NIC): give it in --hardware-file, or use fewer "
+                            "GPUs per replica")
         if gpn > 1 and self.gpus_per_node > gpn:  # the catalog states the server's peer-fabric domain
             need = self.hardware.servers_for(self.gpus_per_replica)
             if self.nodes == 1:
