@@ -447,7 +447,7 @@ def test_cases_by_class():
     for kind, *_ in CASES:
         counts[kind] = counts.get(kind, 0) + 1
     assert counts == {"traceback": 32, "hang": 5, "nonsense": 58, "substitution": 36, "misleading": 13, "parser": 2,
-                      "new": 22}
+                      "new": 23}
 
 
 def test_a_defaulted_max_num_seqs_follows_a_smaller_token_budget():
