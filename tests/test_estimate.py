@@ -11,6 +11,7 @@ from flopwise.cli import app
 from flopwise.cost import decode_shape, prefill_shape, step_time
 from flopwise.cost.layout import layout
 from flopwise.errors import DoesNotFitError, SpecError, UnknownHardwareError, WorkloadError, suggest
+from flopwise.plan.space import default_tps
 from flopwise.specs.hardware import get_hardware, hardware_catalog, load_hardware_file
 
 runner = CliRunner()
@@ -69,6 +70,25 @@ def test_a_suggestion_wider_than_one_server_spans_servers():
     p = flopwise.plan("deepseek-ai/DeepSeek-V3", gpus=["h100-sxm"], max_gpus=8, num_requests=120)
     assert p.ranked and all(r["gpus_per_replica"] <= 8 and r["nodes"] == 1 for r in p.ranked)
     assert {r["weights"] for r in p.ranked} == {"int4-awq"}
+
+
+def test_a_does_not_fit_hint_on_a_server_without_a_nic_skips_the_wider_layouts():
+    """An 8-GPU server the catalog gives no NIC: TP 16 cannot be built (it spans 2 servers), so the hint names the
+    narrower format instead of failing on the layout it tried."""
+    nonic = replace(get_hardware("h100-sxm"), id="nonic8", network="none", network_gbs=0.0)
+    with pytest.raises(DoesNotFitError, match=r"Try --weights int4-awq\.$"):
+        flopwise.estimate("deepseek-ai/DeepSeek-V3", nonic, tp=8)
+
+
+def test_plan_tries_every_power_of_two_up_to_max_gpus():
+    assert default_tps(8) == (1, 2, 4, 8) and default_tps(72) == (1, 2, 4, 8, 16, 32, 64) and default_tps(1) == (1,)
+
+
+def test_estimate_json_carries_the_replicas_hosts():
+    gb = flopwise.estimate("llama-3.1-405b", "gb200", tp=16, weights="fp8").to_dict()
+    assert (gb["nodes"], gb["hosts"]) == (1, 4)
+    h = flopwise.estimate("llama-3.1-70b", "l40s", tp=4, weights="fp8").to_dict()
+    assert (h["nodes"], h["hosts"]) == (1, 1)
 
 
 @pytest.mark.parametrize("kw", [{"batch": 0}, {"input_len": -1}, {"output_len": 0}])

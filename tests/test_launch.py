@@ -482,6 +482,38 @@ def test_a_gb200_tensor_group_over_several_trays_launches_on_each_host():
         assert "--nnodes" not in c.command and "ray" not in c.command
 
 
+def test_a_pcie_box_is_one_host_and_other_vendors_get_no_tensorrt_command():
+    """Four L40S cards in one box (no `gpus_per_host` in the catalog): one host, one plain command per engine, no
+    Ray cluster or --nnodes; TensorRT-LLM on an AMD part is refused with the reason estimate gives, not rendered."""
+    box = _t("llama-3.1-70b", "l40s", "meta-llama/Llama-3.1-70B", tp=4, weights="fp8", max_len=8192, prompt=4096)
+    assert (box.deployment.hosts, box.deployment.spans_hosts) == (1, False)
+    for e in ("vllm", "sglang"):
+        c = render(box, get_engine(e))
+        assert "--nnodes" not in c.command and "ray" not in c.command and not any("hosts" in n for n in c.notes)
+    amd = _t("llama-3.1-8b", "mi355x", "meta-llama/Llama-3.1-8B", max_len=8192, prompt=4096)
+    t = render(amd, get_engine("trtllm"))
+    assert t.command is None and "TensorRT-LLM has no backend for AMD Instinct MI355X" in t.reason
+
+
+def test_an_engine_whose_default_memory_fraction_leaves_no_kv_gets_no_command():
+    """DeepSeek-V3 in int4-awq at TP 4 on H20 (84 GiB of weights per 96 GB GPU), planned on vLLM: SGLang's own default
+    fraction (0.854) leaves no 10,240-token sequence's KV beside the weights, so its command would not start: refused
+    with the reason, while vLLM's is rendered."""
+    t = _t("deepseek-ai/DeepSeek-V3", "h20", "deepseek-ai/DeepSeek-V3", tp=4, weights="int4-awq", kv="fp8")
+    s = render(t, get_engine("sglang"))
+    assert s.command is None and "holds no 10240-token sequence's KV cache" in s.reason and "0.854" in s.reason
+    assert render(t, get_engine("vllm")).command is not None
+
+
+def test_vllm_on_gb200_across_trays_schedules_synchronously_as_its_ray_launch_does():
+    """vLLM 0.14-0.20 turns async scheduling off on its Ray executor ('multinode' in sync_with): TP 16 on GB200 is
+    one NVLink node but 4 hosts, launched on Ray, so it is priced without async scheduling, as TP 16 over 2 H100
+    servers is; TP 4 in one tray keeps it."""
+    for gpu, tp, on in (("gb200", 16, False), ("h100-sxm", 16, False), ("gb200", 4, True)):
+        dep = deployment("llama-3.1-405b", gpu, tp=tp, weights="fp8", engine="vllm@0.16")
+        assert dep.engine.host.async_scheduling is on, gpu
+
+
 def test_eager_plans_launch_without_cuda_graphs(rendered):
     """A deployment priced without CUDA graphs (--enforce-eager) launches without them on every engine that has
     the mode: vLLM --enforce-eager, SGLang --disable-cuda-graph, TensorRT-LLM's cuda_graph_config: null; the

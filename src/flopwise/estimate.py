@@ -106,8 +106,8 @@ class Estimate:
         return {
             "model": d.model.name, "gpu": d.hardware.id, "engine": d.engine.name,
             "frontend": "none" if d.engine.frontend is None else "http", "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp,
-            "dp": d.dp, "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes, "replicas": d.replicas,
-            "replicas_per_server": d.replicas_per_server, "weights": d.weights.name,
+            "dp": d.dp, "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes, "hosts": d.hosts,
+            "replicas": d.replicas, "replicas_per_server": d.replicas_per_server, "weights": d.weights.name,
             "kv": d.kv.name, "batch": self.batch,
             "input_len": self.input_len, "output_len": self.output_len,
             "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from flopwise.cost.memory import max_sequences, memory_plan
-from flopwise.errors import DoesNotFitError
+from flopwise.errors import DoesNotFitError, SpecError
 from flopwise.specs.deployment import Deployment, weights_refusal
 from flopwise.specs.hardware import GIB
 from flopwise.specs.precision import GGUF_STEPS, weight_format
@@ -32,6 +33,19 @@ def _at_tp(dep: Deployment, tp: int) -> Deployment:
     return replace(moved, gpu_memory_utilization=moved.engine_defaults().memory_fraction)
 
 
+def _fits(make: Callable[..., Deployment], dep: Deployment, **changes: int) -> bool:
+    """Whether `make(dep, **changes)` fits; False where it cannot be built at all (a layout wider than one server on
+    a part the catalog gives no NIC)."""
+    try:
+        return memory_plan(make(dep, **changes)).fits
+    except SpecError:
+        return False
+
+
+def _pipelined(dep: Deployment, tp: int, pp: int) -> Deployment:
+    return _reshaped(_at_tp(dep, tp), pp=pp)
+
+
 def fit_suggestions(dep: Deployment) -> list[str]:
     """Cheapest changes that make the weights fit: a larger TP degree (more pipeline stages where the engine splits
     layers only), or a smaller weight format."""
@@ -39,13 +53,13 @@ def fit_suggestions(dep: Deployment) -> list[str]:
     one_device = dep.hardware.kind in _ONE_DEVICE
     if "tp" not in dep.engine.parallelism and not one_device:  # an engine that splits layers only (llama.cpp b9890+)
         for pp in (2, 4, 8):
-            if pp > dep.pp and memory_plan(_reshaped(dep, pp=pp)).fits:
+            if pp > dep.pp and _fits(_reshaped, dep, pp=pp):
                 out.append(f"--pp {pp}")
                 break
     for tp in () if one_device or "tp" not in dep.engine.parallelism else (2, 4, 8, 16, 32):
         if tp <= dep.tp or (dep.model.mla is None and dep.model.num_heads % tp):
             continue
-        if memory_plan(_at_tp(dep, tp)).fits:
+        if _fits(_at_tp, dep, tp=tp):
             out.append(f"--tp {tp}")
             break
     ckpt = dep.model.checkpoint_weights
@@ -59,7 +73,7 @@ def fit_suggestions(dep: Deployment) -> list[str]:
             break
     if not out and dep.pp == 1 and not one_device and "tp" in dep.engine.parallelism:
         for pp in (2, 4, 8):
-            if memory_plan(_reshaped(_at_tp(dep, max(dep.tp, 8)), pp=pp)).fits:
+            if _fits(_pipelined, dep, tp=max(dep.tp, 8), pp=pp):
                 out.append(f"--tp {max(dep.tp, 8)} with {pp} pipeline stages")
                 break
     return out

@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flopwise.cost.memory import memory_fraction_for_pool, memory_plan
+from flopwise.cost.memory import max_sequences, memory_fraction_for_pool, memory_plan
 from flopwise.launch.checkpoints import Checkpoint, find_checkpoint, loads_as_published, recipe_for
 from flopwise.specs.deployment import Deployment
 from flopwise.specs.engine import API_SERVER_FLAGS, EngineProfile, get_engine
@@ -29,7 +29,7 @@ from flopwise.specs.model_catalog import get_model, published_base
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
-           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches", "host_word"]
+           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches", "host_word", "memory_refusal"]
 
 # a 16- or 32-bit checkpoint as it is (llama.cpp: a GGUF of the converter's --outtype)
 FLOAT_FORMATS = ("bf16", "fp16", "fp32")
@@ -40,7 +40,7 @@ def host_word(dep: Deployment) -> str:
     else its hosts within the NVLink domain (GB200 NVL72's 4-GPU trays)."""
     if dep.hosts == dep.nodes:
         return "nodes"
-    return f"hosts ({dep.hardware.host_gpus} GPUs each, one NVLink domain)"
+    return f"hosts ({dep.hardware.gpus_per_host} GPUs each, one NVLink domain)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,14 +135,8 @@ def engine_memory_fraction(dep: Deployment, engine: EngineProfile, notes: list[s
     CUDA graphs need (a pool the other engine's sizing allows can exceed it: vLLM 0.34 keeps only a 1 GiB margin
     beyond its measured peak); `notes` says where the pool this engine gets is smaller than planned, capped or not
     (a plan on SGLang whose pool vLLM 0.34's margin cannot give)."""
+    f, here, own, capped = _fraction(dep, engine)
     pool = memory_plan(dep).kv_pool_bytes
-    here = on_engine(dep, engine)
-    f = memory_fraction_for_pool(here, pool)
-    measured = engine.measured_margin(dep.hardware.vendor, dep.hardware.kind) is not None
-    f = min(1.0 if measured else 0.99, max(0.05, math.floor(f * 1000) / 1000))
-    own = dep.engine_defaults(engine).memory_fraction
-    capped = (engine.family, engine.version) != (dep.engine.family, dep.engine.version) and f > own
-    f = own if capped else f
     got = memory_plan(replace(here, gpu_memory_utilization=f)).kv_pool_bytes
     if notes is not None and got < pool * 0.99:  # rounding aside, this engine holds less than the plan sized
         why = (f"takes at most its own default memory fraction ({own:g}) here, for its activations and CUDA graphs"
@@ -150,6 +144,31 @@ def engine_memory_fraction(dep: Deployment, engine: EngineProfile, notes: list[s
         notes.append(f"{engine.display} {engine.version} {why}: a KV pool of {got / GIB:.1f} GiB, not the "
                      f"{pool / GIB:.1f} GiB planned on {dep.engine.name}")
     return f
+
+
+def _fraction(dep: Deployment, engine: EngineProfile) -> tuple[float, Deployment, float, bool]:
+    """(memory fraction, the deployment on `engine`, that engine's own default fraction, whether the default capped
+    it) for `engine_memory_fraction`."""
+    here = on_engine(dep, engine)
+    f = memory_fraction_for_pool(here, memory_plan(dep).kv_pool_bytes)
+    measured = engine.measured_margin(dep.hardware.vendor, dep.hardware.kind) is not None
+    f = min(1.0 if measured else 0.99, max(0.05, math.floor(f * 1000) / 1000))
+    own = dep.engine_defaults(engine).memory_fraction
+    capped = (engine.family, engine.version) != (dep.engine.family, dep.engine.version) and f > own
+    return (own if capped else f), here, own, capped
+
+
+def memory_refusal(target: LaunchTarget, engine: EngineProfile) -> str | None:
+    """Why `engine` cannot start the target at the memory fraction it gets (`engine_memory_fraction`): its KV pool
+    there holds not one `max_model_len`-token sequence (a plan made on another engine, whose default fraction leaves
+    no room beside the weights), or None."""
+    dep = target.deployment
+    f, here, own, capped = _fraction(dep, engine)
+    if max_sequences(replace(here, gpu_memory_utilization=f), target.max_model_len) >= 1:
+        return None
+    why = f"its own default memory fraction ({own:g})" if capped else f"a memory fraction of {f:g}"
+    return (f"{engine.display} {engine.version} holds no {target.max_model_len}-token sequence's KV cache beside the "
+            f"weights at {why} (planned on {dep.engine.name})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

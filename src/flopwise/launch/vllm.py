@@ -109,7 +109,11 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
                      "`ray start --address <head-ip>:6379` on the others), then run this on the head node")
     if dep.dp > 1:
         line.flag(flags["dp"], dep.dp)
-        if hosts > 1 and not dep.dp % hosts:
+        if dep.spans_hosts:  # each DP engine's tensor group over several hosts: Ray places the engines too
+            notes.append("each data-parallel engine's tensor group spans hosts: start it with vLLM's Ray "
+                         "data-parallel backend (`--data-parallel-backend ray`, docs/serving/"
+                         "data_parallel_deployment.md) on the Ray cluster above, not one engine per host")
+        elif hosts > 1 and not dep.dp % hosts:
             local = dep.dp // hosts
             line.flag(flags["dp_local"], local).flag(flags["dp_address"], "<head-node-ip>")
             notes.append(f"run on each of the {hosts} {host_word(dep)}: the same command with "

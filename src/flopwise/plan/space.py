@@ -50,13 +50,16 @@ from flopwise.specs.model import ModelSpec
 from flopwise.specs.precision import GGUF_STEPS, default16, weight_format
 from flopwise.specs.speculative import SpeculativeSpec
 
-__all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "DEFAULT_WEIGHTS", "DEFAULT_TPS",
+__all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "DEFAULT_WEIGHTS", "default_tps",
            "weight_formats"]
 
 DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = PLAN_WEIGHTS
 GGUF_WEIGHTS = ("bf16", *GGUF_STEPS)  # the same steps for an engine that loads GGUF files (llama.cpp)
-DEFAULT_TPS = (1, 2, 4, 8, 16)
+def default_tps(max_gpus: int) -> tuple[int, ...]:
+    """The TP degrees (and data-parallel widths) the search tries unless pinned: every power of two up to
+    `max_gpus` (72 GB200s: 1 to 64)."""
+    return tuple(2**i for i in range(max_gpus.bit_length()) if 2**i <= max_gpus)
 _NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "nvfp4-mlp": "fp4",
            "mxfp4": "fp4"}
 
@@ -67,7 +70,7 @@ class SearchSpace:
 
     gpus: tuple[str, ...] = DEFAULT_GPUS
     max_gpus: int = PLAN_MAX_GPUS
-    tps: tuple[int, ...] | None = None  # None: every degree in DEFAULT_TPS up to max_gpus
+    tps: tuple[int, ...] | None = None  # None: `default_tps(max_gpus)`
     weights: tuple[str, ...] | None = None  # None: DEFAULT_WEIGHTS, or the checkpoint's format and narrower
     kvs: tuple[str, ...] = tuple(PLAN_KV.split(","))
     max_num_seqs: tuple[int | None, ...] = (None,)  # None: the engine's default for the GPU
@@ -184,11 +187,11 @@ def _holds(dep: Deployment, max_len: int) -> bool:
 def _fitting(model: ModelSpec, hw: HardwareSpec, weights: str, kv: str, space: SearchSpace,
              max_len: int) -> tuple[list[Deployment], Deployment | None, str]:
     """The (tp, pp) layouts to try for one GPU and format: TP alone first (every degree of `space.tps`, default
-    DEFAULT_TPS, within `max_gpus`); pipeline stages only when no TP degree fits, or, on a PCIe part, those the
+    `default_tps`, within `max_gpus`); pipeline stages only when no TP degree fits, or, on a PCIe part, those the
     engine pipelines as well (`_pcie_pipelines`). Also the largest layout that was built (for fit suggestions) and
     why a layout could not be built at all (the first SpecError: the one of TP alone, which names a refusal of the
     chip itself before the pipeline layouts' own)."""
-    tps = sorted(t for t in (space.tps or DEFAULT_TPS) if t <= space.max_gpus)
+    tps = sorted(t for t in (space.tps or default_tps(space.max_gpus)) if t <= space.max_gpus)
     last: Deployment | None = None
     why = ""
     for pps in ((1,), (2, 4, 8)):

@@ -49,10 +49,11 @@ def model_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def hardware_rows(catalog: dict[str, HardwareSpec], match: str | None = None) -> list[dict[str, Any]]:
-    """One row per part; `match`: only those with it in their id or name (any case)."""
+    """One row per part; `match`: the part with that id, else those with it in their id or name (any case)."""
     if match is not None:
         key = match.lower()
-        found = {i: hw for i, hw in catalog.items() if key in i.lower() or key in hw.name.lower()}
+        found = ({i: hw for i, hw in catalog.items() if i.lower() == key}
+                 or {i: hw for i, hw in catalog.items() if key in i.lower() or key in hw.name.lower()})
         if not found:
             raise UnknownHardwareError(f"no catalog GPU matches '{match}'.{suggest(match, catalog)} Run `flopwise "
                                        "hardware` for the whole catalog.")
@@ -61,7 +62,8 @@ def hardware_rows(catalog: dict[str, HardwareSpec], match: str | None = None) ->
         "id": hw.id, "name": hw.name, "vendor": hw.vendor, "kind": hw.kind, "memory_gib": hw.memory_gib,
         "memory_bandwidth_gbs": hw.memory_bandwidth_gbs, "memory_kind": hw.memory_kind,
         "peak_tflops": dict(hw.peak_tflops), "unthrottled_tflops": dict(hw.unthrottled_tflops),
-        "interconnect": hw.interconnect, "interconnect_gbs": hw.interconnect_gbs, "tdp_w": hw.tdp_w,
+        "interconnect": hw.interconnect, "interconnect_gbs": hw.interconnect_gbs, "gpus_per_node": hw.gpus_per_node,
+        "gpus_per_host": hw.gpus_per_host, "network": hw.network, "network_gbs": hw.network_gbs, "tdp_w": hw.tdp_w,
         "price_per_hour_usd": hw.price_per_hour_usd, "sources": dict(hw.sources),
     } for hw in catalog.values()]
 

@@ -65,8 +65,13 @@ def render_estimate(console: Console, r: Estimate) -> None:
     pt.add_row("binding roof", p.bound, q.bound)
     console.print(pt)
     gap = q.peak_memory_s / q.peak_compute_s if q.peak_compute_s else float("inf")
+    mma = (" (a GEMM of fewer rows than one MMA instruction takes pays for whole instructions, which on tensor cores "
+           "slow for their bandwidth outweighs the weight read)" if dep.hardware.sm_class else "")
+    tail = ("Batching more requests raises the FLOPs per byte." if q.bound != "compute" or gap <= 1 else
+            f"Yet its achievable compute ({fmt_s(q.compute_s)}) binds: the kernels reach little of peak at this "
+            f"batch{mma}, so more requests per step come nearly free.")
     console.print(f"At peak, a decode step needs {fmt_s(q.peak_compute_s)} of compute but {fmt_s(q.peak_memory_s)} "
-                  f"of memory traffic: {gap:,.0f}x apart. Batching more requests raises the FLOPs per byte.")
+                  f"of memory traffic: {gap:,.0f}x apart. {tail}")
 
     rt = Table(title="Results")
     for c in ("TTFT", "TPOT", "E2E", "output tok/s", "per GPU", "prefill tok/s", "tok/s per user", "MFU", "MBU"):

@@ -21,6 +21,8 @@ def _ep(st: dict[str, Any]) -> str:
     """Pipeline stages (and the micro-batches the engine keeps in them), expert parallelism, data-parallel attention
     and nodes where used (older summaries have no such keys)."""
     parts = [f"{k}={st[k]:g}" for k in ("pp", "dp", "ep", "expert_skew", "nodes") if st.get(k, 1) != 1]
+    if st.get("hosts", 1) != st.get("nodes", 1):  # a node of several hosts (GB200 NVL72's trays)
+        parts.append(f"hosts={st['hosts']:g}")
     if (mb := st.get("pipeline_batches", 1)) > 1:
         parts.append(f"{mb} micro-batches in flight")
     return ", " + ", ".join(parts) if parts else ""

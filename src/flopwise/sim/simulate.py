@@ -142,7 +142,7 @@ def sim_summary(d: Deployment, workload: Workload, config: SimConfig, timelines:
         "model": d.model.name, "gpu": d.hardware.id, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "dp": d.dp,
         # micro-batches a step runs as at most (pp where the engine keeps one in every stage: a round of them)
         "pipeline_batches": d.pipeline_batches,
-        "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes,
+        "ep": d.ep, "expert_skew": d.expert_skew, "nodes": d.nodes, "hosts": d.hosts,
         "replicas": d.replicas, "replicas_per_server": d.replicas_per_server, "weights": d.weights.name,
         "kv": d.kv.name, "workload": workload.name,
         "concurrency": workload.concurrency, "max_concurrency": workload.max_concurrency,

@@ -45,7 +45,7 @@ from flopwise.specs.precision import (
 from flopwise.specs.speculative import SpeculativeSpec
 
 __all__ = ["Deployment", "MOE_BACKENDS", "TRTLLM_MOE_FORMATS", "check_cuda_graph_max_bs", "check_moe_backend",
-           "check_pdl", "make_deployment", "default_seqs", "weights_note", "v1_refusal"]
+           "device_refusal", "check_pdl", "make_deployment", "default_seqs", "weights_note", "v1_refusal"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -285,7 +285,7 @@ class Deployment:
         return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=self.context_len, tp=self.tp, pp=self.pp, dp=self.dp,
                                  speculative=self.speculative.method if self.speculative is not None else None,
-                                 linear_state=has_linear_state(self.model), spans_nodes=self.spans_nodes,
+                                 linear_state=has_linear_state(self.model), spans_nodes=self.spans_hosts,
                                  features=chunked_features(self.model, hw))
 
     @property
@@ -312,10 +312,8 @@ class Deployment:
 
     @property
     def hosts(self) -> int:
-        """Machines (operating systems) the replica's processes run on, one launch command each: its nodes, or
-        more where a node's fabric spans hosts (`HardwareSpec.gpus_per_host`: TP 16 on GB200 is one NVLink node
-        of 4 hosts)."""
-        return self.nodes * max(1, -(-self.gpus_per_node // self.hardware.host_gpus))
+        """Machines (operating systems) the replica's processes run on (`replica_hosts`)."""
+        return replica_hosts(self.hardware, self.nodes, self.gpus_per_replica)
 
     @property
     def gpus_per_host(self) -> int:
@@ -325,8 +323,25 @@ class Deployment:
     @property
     def spans_hosts(self) -> bool:
         """Whether a tensor or pipeline group of the replica spans hosts, so its processes are started on several
-        machines (`group_spans_nodes` over hosts; the cost model asks `spans_nodes`)."""
+        machines (`group_spans_nodes` over hosts): the engine's launch then runs it on a multi-machine executor (vLLM's
+        Ray), which its host costs follow (`HostCosts.syncs`); the collectives' pricing asks `spans_nodes`."""
         return group_spans_nodes(self.hosts, self.dp)
+
+
+def device_refusal(engine: EngineProfile, hardware: HardwareSpec) -> str | None:
+    """Why `engine` cannot run on `hardware` at all (no backend for its vendor and kind), or None."""
+    if engine.runs_on(hardware.vendor, hardware.kind):
+        return None
+    return (f"{engine.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it runs on "
+            f"{', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in engine.devices)}")
+
+
+def replica_hosts(hardware: HardwareSpec, nodes: int, gpus: int) -> int:
+    """Machines (operating systems) a replica of `gpus` GPUs over `nodes` nodes runs on, one launch command each: its
+    nodes, or more where the catalog says a node's fabric spans hosts (`HardwareSpec.gpus_per_host`: TP 16 on GB200
+    is one NVLink node of 4 hosts; a PCIe box of 4 cards is one host)."""
+    per = hardware.gpus_per_host
+    return nodes * max(1, -(-(gpus // nodes) // per)) if per else nodes
 
 
 def group_spans_nodes(nodes: int, dp: int) -> bool:
@@ -466,10 +481,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
         if given and ep == 1:
             raise SpecError(f"{name} applies with expert parallelism (ep > 1): with ep=1 no GPU holds experts of its "
                             "own, so it would change nothing; add --ep or drop it")
-    if not eng.runs_on(hardware.vendor, hardware.kind):
-        raise SpecError(f"{eng.display} has no backend for {hardware.name} ({hardware.vendor} {hardware.kind}); it "
-                        f"runs on {', '.join(d.replace('*:', 'any ').replace(':', ' ') for d in eng.devices)}. "
-                        "Pick another --engine (llamacpp runs everywhere) or --gpu")
+    if (why := device_refusal(eng, hardware)) is not None:
+        raise SpecError(f"{why}. Pick another --engine (llamacpp runs everywhere) or --gpu")
     if (why := weights_refusal(eng, hardware, model, wf)) is not None:
         raise PrecisionError(why)
     told = eng.kernels.attention_backend
@@ -488,7 +501,8 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=served_context(model, max_model_len),
                           tp=tp, pp=pp, dp=dp, speculative=method, linear_state=has_linear_state(model),
-                          spans_nodes=group_spans_nodes(nodes, dp), features=chunked_features(model, hardware))
+                          spans_nodes=group_spans_nodes(replica_hosts(hardware, nodes, tp * dp * pp), dp),
+                          features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))
     if async_scheduling is not None:

@@ -189,10 +189,10 @@ class HostCosts:
     `async_scheduling`: prepared one step ahead, overlapping the device (step = max(device, host)); `sync_with`:
     what turns that off by default (the engine's own check at startup): "pp" (pipeline parallelism),
     "speculative" (any proposer), "speculative:METHOD" (that proposer), "linear_state" (a model with linear-state
-    layers, Mamba / gated delta net) or "multinode" (a tensor or pipeline group spanning nodes, which the engine's
-    launch runs on an executor that schedules synchronously: vLLM's Ray executor); `synced`: a deployment's profile
-    whose async scheduling `sync_with` turned off (the release's default is on: a rebuild without the feature gets
-    it back)."""
+    layers, Mamba / gated delta net) or "multinode" (a tensor or pipeline group spanning machines, nodes or hosts,
+    which the engine's launch runs on an executor that schedules synchronously: vLLM's Ray executor); `synced`: a
+    deployment's profile whose async scheduling `sync_with` turned off (the release's default is on: a rebuild
+    without the feature gets it back)."""
 
     __pydantic_config__ = TABLE_CONFIG
 

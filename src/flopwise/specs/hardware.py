@@ -186,7 +186,7 @@ class HardwareSpec:
     interconnect_gbs: float = 0.0
     gpus_per_node: int = 1  # GPUs in one server's peer fabric (NVLink / Infinity Fabric domain)
     # GPUs one host (one operating system, where a launch command runs) drives, where the fabric spans several hosts
-    # (a GB200 NVL72 rack: 18 trays of 4); None: a node is one host (`host_gpus`)
+    # (a GB200 NVL72 rack: 18 trays of 4); None: a node is one host (`specs.deployment.replica_hosts`)
     gpus_per_host: int | None = None
     network: str = "none"  # the scale-out NIC of each GPU (ib-ndr400, roce-400, ...)
     network_gbs: float = 0.0  # its per-direction bandwidth, GB/s
@@ -219,7 +219,10 @@ class HardwareSpec:
             number(self.fp16_accumulate_tflops, f"{where}: fp16_accumulate_tflops", lo=0, lo_open=True,
                    error=SpecError)
         for dtype, v in self.unthrottled_tflops.items():
-            if dtype not in PEAK_DTYPES or not self.peak_tflops.get(dtype):
+            if dtype not in PEAK_DTYPES:
+                raise SpecError(f"{where}: unthrottled_tflops has unknown dtype '{dtype}'."
+                                f"{suggest(str(dtype), PEAK_DTYPES)} Known: {', '.join(PEAK_DTYPES)}")
+            if not self.peak_tflops.get(dtype):
                 raise SpecError(f"{where}: unthrottled_tflops.{dtype} needs a peak_tflops.{dtype} to exceed")
             number(v, f"{where}: unthrottled_tflops.{dtype}", lo=self.peak_tflops[dtype], hi=MAX_RATE, error=SpecError)
         integer(self.gpus_per_node, f"{where}: gpus_per_node", lo=1, hi=100_000, error=SpecError)
@@ -301,11 +304,6 @@ class HardwareSpec:
         server's peer fabric holds (`gpus_per_node`: 16 H100 SXM are two 8-GPU servers)."""
         per = self.gpus_per_node
         return -(-gpus // per) if per > 1 and gpus > per else 1
-
-    @property
-    def host_gpus(self) -> int:
-        """GPUs per host: `gpus_per_host`, else a whole node's."""
-        return self.gpus_per_host or self.gpus_per_node
 
     def compute_dtype(self, dtype: str, weight_only_fallback: bool = False) -> str:
         """The dtype a kernel asked to multiply in `dtype` really uses on this chip."""

@@ -94,11 +94,16 @@ def _gap(scn: Scenario, peak: float) -> Section:
     dec = step_cost(dep, decode_shape(1, scn.input_len, layout(dep).windows))
     used = dec.flops / dec.time_s / peak
     gpus = f" over its {dep.tp} GPUs" if dep.tp > 1 else ""
+    why = ("Decode time is set by bytes (every weight read once per step), not by FLOPs: techniques that cut bytes "
+           "or share each read among more tokens pay; techniques that only cut FLOPs barely move decode."
+           if dec.bound != "compute" else
+           "Here even a batch of one is bound by compute, not the bytes: "
+           + ("each GEMM pays for whole MMA instructions (64 rows on Hopper and Blackwell), which on a chip whose "
+              "tensor rate is low for its bandwidth outweighs the weight read; " if dep.hardware.sm_class else
+              "the kernels reach little of peak at this batch; ")
+           + "cutting bytes (narrower weights) barely moves it, and more sequences per step come nearly free.")
     text = (f"Generating one token of one sequence costs {fmt_flops(dec.flops * dep.tp)} in all{gpus}, yet takes "
-            f"{fmt_s(dec.time_s)} alone (batch 1): "
-            f"the tensor cores run at {used:.1%} of peak. Decode time is set by bytes (every weight read once "
-            f"per step), not by FLOPs: techniques that cut bytes or share each read among more tokens pay; "
-            f"techniques that only cut FLOPs barely move decode.")
+            f"{fmt_s(dec.time_s)} alone (batch 1): the tensor cores run at {used:.1%} of peak. {why}")
     return Section(key="gap", title="FLOPs vs time", text=text, numbers={"flops_per_token": dec.flops * dep.tp,
                                                    "time_ms": dec.time_s * 1e3, "share_of_peak_flops": used})
 
@@ -112,15 +117,17 @@ def _batching(scn: Scenario) -> Section:
         s = step_cost(dep, decode_shape(b, scn.input_len, w))
         rows.append({"batch": b, "step_ms": s.time_s * 1e3, "tokens_per_s": b / s.time_s, "intensity": _ai(s),
                      "bound": s.bound})
-    cross = next((b for b in range(1, cap + 1)
-                  if (s := step_cost(dep, decode_shape(b, scn.input_len, w))).peak_compute_s >= s.peak_memory_s),
-                 None)
+    cross = 1 if rows[0]["bound"] == "compute" else next(
+        (b for b in range(1, cap + 1)
+         if (s := step_cost(dep, decode_shape(b, scn.input_len, w))).peak_compute_s >= s.peak_memory_s), None)
     one, last = rows[0], rows[-1]
     text = (f"A decode step reads the weights once whatever the batch, so more sequences share each read: from "
             f"batch {one['batch']} to {last['batch']} the step grows {one['step_ms']:.1f} -> {last['step_ms']:.1f} ms "
             f"while tokens/s grow {one['tokens_per_s']:,.0f} -> {last['tokens_per_s']:,.0f} (intensity "
             f"{one['intensity']:.1f} -> {last['intensity']:.1f} FLOP/B). "
-            + (f"At batch {cross} the math at peak outweighs the memory traffic: decode turns compute-bound."
+            + ("Decode is compute-bound from batch 1 here (section 2)."
+               if cross == 1 and rows[0]["bound"] == "compute" else
+               f"At batch {cross} the math at peak outweighs the memory traffic: decode turns compute-bound."
                if cross else f"Even at the {cap} sequences that fit, decode stays memory-bound (the KV cache "
                              f"grows with the batch too)."))
     return Section(key="batching", title="Batching raises arithmetic intensity", text=text,
