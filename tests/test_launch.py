@@ -474,6 +474,9 @@ def test_a_gb200_tensor_group_over_several_trays_launches_on_each_host():
     assert any("one MPI world of 16 ranks, 4 per host" in n and "srun -N 4 --ntasks-per-node 4" in n for n in t.notes)
     with pytest.raises(SpecError, match="gpus_per_host=5 must divide gpus_per_node=72"):
         replace(dep.hardware, gpus_per_host=5)
+    half = _t("llama-3.1-70b", "h100-sxm", "meta-llama/Llama-3.1-70B", tp=8, nodes=2, max_len=8192, prompt=4096)
+    assert any("over the 2 nodes with 4 GPUs of each (`--num-gpus 4` to each `ray start`)" in n
+               for n in render(half, get_engine("vllm")).notes)
     tray = _t("llama-3.1-8b", "gb200", "meta-llama/Llama-3.1-8B", tp=4, max_len=8192, prompt=4096)
     assert tray.deployment.hosts == 1
     for e in ("vllm", "sglang", "trtllm"):

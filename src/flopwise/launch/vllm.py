@@ -105,7 +105,10 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     hosts = dep.hosts
     if dep.spans_hosts:  # a TP or PP group spans hosts: vLLM runs it on a Ray cluster
         line.flag(flags["executor_backend"], "ray")
-        notes.append(f"start a Ray cluster over the {hosts} {host_word(dep)} first (`ray start --head` on one, "
+        hw = dep.hardware
+        part = (f" with {dep.gpus_per_host} GPUs of each (`--num-gpus {dep.gpus_per_host}` to each `ray start`)"
+                if dep.gpus_per_host < (hw.gpus_per_host or hw.gpus_per_node) else "")
+        notes.append(f"start a Ray cluster over the {hosts} {host_word(dep)}{part} first (`ray start --head` on one, "
                      "`ray start --address <head-ip>:6379` on the others), then run this on the head node")
     if dep.dp > 1:
         line.flag(flags["dp"], dep.dp)
