@@ -56,12 +56,14 @@ __all__ = ["SearchSpace", "Candidate", "enumerate_candidates", "DEFAULT_GPUS", "
 DEFAULT_GPUS = PLAN_GPUS
 DEFAULT_WEIGHTS = PLAN_WEIGHTS
 GGUF_WEIGHTS = ("bf16", *GGUF_STEPS)  # the same steps for an engine that loads GGUF files (llama.cpp)
+_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "nvfp4-mlp": "fp4",
+           "mxfp4": "fp4"}
+
+
 def default_tps(max_gpus: int) -> tuple[int, ...]:
     """The TP degrees (and data-parallel widths) the search tries unless pinned: every power of two up to
     `max_gpus` (72 GB200s: 1 to 64)."""
     return tuple(2**i for i in range(max_gpus.bit_length()) if 2**i <= max_gpus)
-_NATIVE = {"fp8": "fp8", "fp8-block": "fp8", "int8-w8a8": "int8", "w4a8": "int8", "nvfp4": "fp4", "nvfp4-mlp": "fp4",
-           "mxfp4": "fp4"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
