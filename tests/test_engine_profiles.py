@@ -611,7 +611,7 @@ def test_a_sync_with_entry_outside_the_vocabulary_is_refused():
     with pytest.raises(SpecError, match="sync_with entry 'tp'"):
         HostCosts(sync_with=("tp",))
     assert HostCosts(sync_with=("pp",)).syncs(pp=2) and not HostCosts(sync_with=("pp",)).syncs(pp=1)
-    assert HostCosts(sync_with=("multinode",)).syncs(spans_nodes=True)
+    assert HostCosts(sync_with=("multinode",)).syncs(spans_hosts=True)
     assert not HostCosts(sync_with=("multinode",)).syncs(pp=2)
 
 

@@ -285,7 +285,7 @@ class Deployment:
         return eng.default_knobs(hw_id=hw.device_text, memory_gib=hw.memory_gib, kind=hw.kind,
                                  context_len=self.context_len, tp=self.tp, pp=self.pp, dp=self.dp,
                                  speculative=self.speculative.method if self.speculative is not None else None,
-                                 linear_state=has_linear_state(self.model), spans_nodes=self.spans_hosts,
+                                 linear_state=has_linear_state(self.model), spans_hosts=self.spans_hosts,
                                  features=chunked_features(self.model, hw))
 
     @property
@@ -501,7 +501,7 @@ def make_deployment(model: ModelSpec, hardware: HardwareSpec, *, weights: str | 
     d = eng.default_knobs(hw_id=hardware.device_text, memory_gib=hardware.memory_gib, kind=hardware.kind,
                           context_len=served_context(model, max_model_len),
                           tp=tp, pp=pp, dp=dp, speculative=method, linear_state=has_linear_state(model),
-                          spans_nodes=group_spans_nodes(replica_hosts(hardware, nodes, tp * dp * pp), dp),
+                          spans_hosts=group_spans_nodes(replica_hosts(hardware, nodes, tp * dp * pp), dp),
                           features=chunked_features(model, hardware))
     if cuda_graph_max_bs is not None:
         d = replace(d, cuda_graph_max_bs=check_cuda_graph_max_bs(cuda_graph_max_bs))

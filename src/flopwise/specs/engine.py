@@ -218,13 +218,13 @@ class HostCosts:
         return self.step_s + self.per_seq_s * num_seqs + self.per_worker_s * (num_gpus - 1)
 
     def syncs(self, *, pp: int = 1, speculative: str | None = None, linear_state: bool = False,
-              spans_nodes: bool = False) -> bool:
+              spans_hosts: bool = False) -> bool:
         """Whether the engine turns async scheduling off for a deployment of `pp` stages with the `speculative`
         proposer (None: none) of a model with (`linear_state`) or without linear-state layers, whose tensor or
-        pipeline group does (`spans_nodes`) or does not span nodes."""
+        pipeline group does (`spans_hosts`) or does not span machines (`Deployment.spans_hosts`)."""
         off = set(self.sync_with)
         return (pp > 1 and "pp" in off) or (linear_state and "linear_state" in off) or (
-            spans_nodes and "multinode" in off) or (
+            spans_hosts and "multinode" in off) or (
             speculative is not None and ("speculative" in off or f"speculative:{speculative}" in off))
 
 
@@ -1071,12 +1071,12 @@ class EngineProfile:
 
     def default_knobs(self, *, hw_id: str, memory_gib: float, kind: str, context_len: int | None, tp: int = 1,
                       pp: int = 1, dp: int = 1, speculative: str | None = None,
-                      linear_state: bool = False, spans_nodes: bool = False,
+                      linear_state: bool = False, spans_hosts: bool = False,
                       features: frozenset[str] = frozenset()) -> EngineKnobs:
         """Every knob this engine picks by default for a deployment (see the catalog entry's sources). `dp` > 1:
         data-parallel attention over that many ranks of `tp` GPUs each, whose stage the TP-sized defaults count
         whole (SGLang's --tp-size is tp x dp); `speculative`: the proposer's method, None without one;
-        `linear_state`: the model has linear-state layers; `spans_nodes`: a tensor or pipeline group spans nodes;
+        `linear_state`: the model has linear-state layers; `spans_hosts`: a tensor or pipeline group spans machines;
         `features`: the deployment's `CHUNKED_FEATURES`
         (speculative decoding added from `speculative`)."""
         rule = next((r for r in self.batch_defaults if r.matches(hw_id, memory_gib, kind)), self.batch_defaults[-1])
@@ -1105,7 +1105,7 @@ class EngineProfile:
         async_on = (self.host.async_scheduling or self.host.synced) if rule.async_scheduling is None \
             else rule.async_scheduling
         synced = async_on and self.host.syncs(pp=pp, speculative=speculative, linear_state=linear_state,
-                                              spans_nodes=spans_nodes)
+                                              spans_hosts=spans_hosts)
         return EngineKnobs(max_num_seqs=min(seqs, max(tokens, 1)), max_num_batched_tokens=tokens,
                            block_size=rule.block_size or self.block_size, memory_fraction=fraction,
                            enable_chunked_prefill=chunked,
