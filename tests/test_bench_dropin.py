@@ -196,6 +196,17 @@ def test_vllm_goodput_beside_flopwise_goodput():
     assert s.goodput_vllm == pytest.approx(2 / 0.44)
 
 
+def test_a_request_meets_an_itl_objective_at_its_statistic_not_by_its_longest_gap():
+    # 40 gaps of 5 ms and one of 60 ms (a prefill chunk beside the decode): its 95th-percentile gap is 5 ms
+    times = [0.1 + 0.005 * i for i in range(21)] + [0.26 + 0.005 * i for i in range(21)]
+    r = RequestRecord(request_id=0, arrival_at=0.0, input_tokens=10, output_tokens=0, token_times=times)
+    assert max(r.itls_ms()) == pytest.approx(60.0)
+    assert summarize([r], parse_sla("p95_itl<=15ms")).sla_attainment == 1.0
+    assert summarize([r], parse_sla("p99_itl<=15ms")).sla_attainment == 0.0  # 41 gaps: p99 reaches into the 60
+    assert summarize([r], parse_sla("mean_itl<=6.5ms")).sla_attainment == 1.0  # (40 x 5 + 60) / 41 = 6.34 ms
+    assert summarize([r], parse_sla("mean_itl<=6ms")).sla_attainment == 0.0
+
+
 def test_cancelled_requests_are_not_failures():
     ok = RequestRecord(request_id=0, arrival_at=0.0, input_tokens=10, output_tokens=0, token_times=[0.1, 0.2])
     bad = RequestRecord(request_id=1, arrival_at=0.0, input_tokens=10, output_tokens=0, error="x",

@@ -8,10 +8,11 @@ import pytest
 
 from flopwise.bench.arrivals import Load, arrival_gaps
 from flopwise.bench.diagnosis import diagnose
+from flopwise.bench.options import loads
 from flopwise.bench.prometheus import ServerView, parse_prometheus, server_view
 from flopwise.bench.prompts import PromptSource, load_jsonl, load_sharegpt
 from flopwise.bench.runner import BenchConfig, PromptConfig, _warnings
-from flopwise.bench.store import SavedRun
+from flopwise.bench.store import RunStore, SavedRun
 from flopwise.bench.tokenize import ApproxCounter
 from flopwise.bench.transport import MalformedSSE, SSEParser
 from flopwise.errors import WorkloadError
@@ -50,6 +51,15 @@ def test_load_validation():
         Load(kind="concurrency", concurrency=0)
     assert Load(kind="concurrency", concurrency=8).label == "concurrency-8"
     assert Load(kind="poisson", rate=math.inf).label == "rate-inf"
+
+
+@pytest.mark.parametrize("kw, named", [({"arrival": "gamma"}, "--arrival"), ({"burstiness": 0.5}, "--burstiness"),
+                                       ({"max_concurrency": 4}, "--max-concurrency")])
+def test_open_loop_shaping_with_a_closed_loop_is_refused(kw, named):
+    args = {"arrival": "poisson", "burstiness": 1.0, "max_concurrency": None} | kw
+    with pytest.raises(WorkloadError, match=f"{named} shape.* an open loop"):
+        loads(None, "2", args["arrival"], args["burstiness"], args["max_concurrency"])
+    assert [x.concurrency for x in loads(None, "2,4", "poisson", 1.0, None)] == [2, 4]
 
 
 def test_random_prompts_are_deterministic_distinct_and_sized():
@@ -179,3 +189,10 @@ def test_a_chat_prompt_longer_on_the_server_than_its_own_tokenizer_counted_is_th
     completions = BenchConfig(url="http://x", model="m", load=load, prompts=PromptConfig(input_len=100))
     (w,) = _warnings(summary, completions, saved)
     assert "pass --tokenizer" in w
+
+
+def test_a_results_directory_that_cannot_be_made_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(WorkloadError, match=r"--out .*a_file/run: cannot make the results directory \(Not a "):
+        RunStore(blocker / "run", {"model": "m"})

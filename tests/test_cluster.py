@@ -332,6 +332,25 @@ def test_bounded_metrics_give_the_exact_summary(kw, model, endpoint):
         assert b[key] == a[key], key
 
 
+def test_bounded_records_test_itl_at_each_objectives_statistic_as_the_exact_records_do():
+    """Two ITL statistics at once on a disaggregated fleet (each request's hand-off gap leads its gaps): the same
+    goodput as the per-request records, and an ITL objective the records were not built for is refused."""
+    from flopwise.specs.sla import parse_sla
+
+    sla = parse_sla("p95_itl<=12ms,mean_itl<=11ms,p99_ttft<=2s")
+    assert sla.itl_stats == ("p95", "mean")
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n),
+                         tp=1, replicas=1, disaggregate="prefill=1xtp1,decode=1xtp1")
+    wl = build_workload(workload="chat", num_requests=300, request_rate=20, seed=2)
+    a = simulate_fleet(spec, wl, sla=sla, metrics="exact").summary()
+    res = simulate_fleet(spec, wl, sla=sla, metrics="bounded")
+    b = res.summary()
+    assert 0.0 < a["sla_attainment"] < 1.0  # the bounds split the requests
+    assert (b["goodput"], b["sla_attainment"]) == (a["goodput"], a["sla_attainment"])
+    with pytest.raises(WorkloadError, match="kept no per-request p90 ITL"):
+        res.bounded.summarize(parse_sla("p90_itl<=12ms"))
+
+
 def test_sketch_keys_in_numpy_are_the_mappings_own_at_bin_boundaries_too():
     import numpy as np
     from ddsketch import LogarithmicMapping

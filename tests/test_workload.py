@@ -11,6 +11,7 @@ import pytest
 
 from flopwise.errors import WorkloadError
 from flopwise.workload import NAMED_WORKLOADS, ArrivalProcess, arrival_times, build_workload, load_trace, parse_length
+from flopwise.workload.build import fit_context
 from flopwise.workload.spec import RequestSpec
 
 
@@ -190,3 +191,26 @@ def test_request_sent_at_copies_and_checks_only_the_time():
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(WorkloadError, match="arrival times"):
             r.sent_at(bad)
+
+
+def test_a_named_workload_is_shortened_to_the_models_context_prompt_first():
+    ins, outs, n = fit_context(np.array([100, 3000, 500, 10]), np.array([50, 2000, 4000, 5000]), 4096)
+    assert n == 3  # 4,500 / 5,000 / 4,500 + ... the first fits as it is
+    assert ins.tolist() == [100, 2096, 96, 1] and outs.tolist() == [50, 2000, 4000, 4095]
+    kept_out = fit_context(np.array([3000]), np.array([2000]), 4096, outputs=False)
+    assert kept_out[0].tolist() == [2096] and kept_out[1].tolist() == [2000]
+    wl = build_workload(workload="chat", num_requests=400, seed=1, context_len=4096)
+    assert max(r.input_tokens + r.output_tokens for r in wl.requests) <= 4096
+    assert wl.name.startswith("chat (") and "requests shortened to the 4,096-token context" in wl.name
+    assert build_workload(workload="chat", num_requests=400, seed=1).name == "chat"
+    fixed = build_workload(input_len=5000, output_len=10, num_requests=3, context_len=4096)  # given: left alone
+    assert fixed.requests[0].input_tokens == 5000
+
+
+def test_simulate_and_plan_run_a_4k_model_on_their_default_workload():
+    import flopwise
+
+    s = flopwise.simulate("llama-2-7b", "a100-sxm-80gb", request_rate=2, num_requests=200).to_dict()
+    assert s["num_completed"] == 200 and "shortened to the 4,096-token context" in s["setup"]["workload"]
+    p = flopwise.plan("llama-2-7b", gpus=["a100-sxm-80gb"], tp=[1], num_requests=40).to_dict()
+    assert p["max_model_len"] == 4096 and "shortened to fit it (prompt first)" in p["workload_note"]

@@ -439,7 +439,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
                               concurrency=concurrency, max_concurrency=max_concurrency, trace=trace,
                               tokenizer=tokenizer, seed=seed,
                               rescale_arrivals=rescale_arrivals, timeout_s=timeout_s, classes=classes,
-                              rate_profile=rate_profile)
+                              rate_profile=rate_profile, context_len=dep.model.max_position_embeddings)
 
     if is_fleet:
         if num_gpus is not None and replicas is not None:
@@ -703,10 +703,12 @@ def _fleet_plan(model: str, gpu: str, total: int, modes: tuple[str, ...], req: A
     def make(t: int, n: int) -> Deployment:
         return build_deployment(model, hw, tp=t, num_gpus=t * n, weights=w, kv=k, engine=engine, **(switches or {}))
 
+    context = get_model(model).max_position_embeddings
+
     def workload_at(r: float, n: int | None = None) -> Any:
         return build_workload(num_requests=n or req.num_requests, workload=req.workload if req.trace is None else None,
                               input_len=req.input_len, output_len=req.output_len, trace=req.trace,
-                              request_rate=r, seed=req.seed)
+                              request_rate=r, seed=req.seed, context_len=context)
 
     out = fleet_plan_to_dict(plan_fleet(make, total, workload_at, sla, modes, rule=rule), req.rate)
     out.update({"gpu": gpu, "total_gpus": total, "weights": w, "kv": k})

@@ -78,6 +78,12 @@ def loads(rate: str | float | Sequence[float] | None, concurrency: str | int | S
     if any(not r > 0 for r in rates):
         raise WorkloadError(f"--request-rate must be > 0 requests/s (or inf), got {rate}")
     if counts:
+        shaping = [name for name, given in (("--arrival", arrival != "poisson"), ("--burstiness", burstiness != 1.0),
+                                            ("--max-concurrency", max_concurrency is not None)) if given]
+        if shaping:  # a closed loop sends the next request when one finishes: no arrival process, no cap
+            raise WorkloadError(f"{' and '.join(shaping)} shape an open loop (--request-rate); a closed loop at "
+                                "--concurrency sends each request as another finishes: drop them or use "
+                                "--request-rate")
         return [Load(kind="concurrency", concurrency=c) for c in counts]
     if arrival == "poisson" and burstiness != 1.0:
         arrival = "gamma"

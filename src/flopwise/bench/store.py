@@ -43,7 +43,11 @@ class RunStore:
 
     def __init__(self, root: Path, config: dict[str, Any], *, resume: bool = False) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a path under a file, a read-only or virtual file system: before any request is sent
+            raise WorkloadError(f"--out {self.root}: cannot make the results directory ({e.strerror or e}); "
+                                "choose a writable path") from e
         run_file = self.root / RUN_FILE
         if run_file.exists() and not resume:
             raise WorkloadError(f"{self.root} already holds a run; pass --resume to continue it, or another --out")

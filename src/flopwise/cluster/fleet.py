@@ -271,7 +271,7 @@ class Fleet:
                 raise WorkloadError(f"a fleet run of {n:,} requests keeps no per-request token times, so its ITL "
                                     "per streamed event cannot be pooled with --stream-interval: run fewer requests "
                                     "or drop --stream-interval")
-            self.bounded = BoundedRecords(n)
+            self.bounded = BoundedRecords(n, sla.itl_stats if sla is not None else ())
         first = self.spec.pools[0]
         self.check(workload)
         source = request_source(items, concurrency=workload.concurrency, max_concurrency=workload.max_concurrency,
@@ -290,8 +290,6 @@ class Fleet:
         for q in self.pending.values():
             for req in q:
                 self._fail(req.request_id, "unavailable")
-        if self.bounded is not None:
-            self.bounded.close()
         return FleetResult(self, workload, sla, time.perf_counter() - t0)
 
     def _serve(self, source: RequestSource, role: str) -> None:

@@ -2,10 +2,10 @@
 
 A `RequestRecord` keeps every token's instant (7-8 KiB for a chat request); a million of them do not fit in
 2 GB. Here each request leaves, when it completes, one row of numbers (arrival, first and last token, output
-tokens, first scheduled, preemptions, its largest gap between tokens, cached tokens, its time breakdown), and
-the request objects are dropped. Every summary key of `metrics.summarize` is computed from those rows, with the
-same definitions and, for the per-request metrics (TTFT, TPOT, E2E, queue), the same numbers (np.percentile
-over the same values).
+tokens, first scheduled, preemptions, cached tokens, its time breakdown, and, where the SLA bounds ITL, its own
+gaps at each bounded statistic), and the request objects are dropped. Every summary key of `metrics.summarize`
+is computed from those rows, with the same definitions and, for the per-request metrics (TTFT, TPOT, E2E, queue,
+a bounded ITL statistic), the same numbers.
 
 The pooled inter-token latency (ITL) has one value per token. It is kept exactly but in O(steps), not
 O(tokens): a request emitting in steps a .. b-1 of a replica contributes the gaps between consecutive steps of
@@ -20,9 +20,10 @@ bins count the values of each key, whatever the order they came in, so adding ea
 value gives the quantiles a sketch streamed request by request would.
 
 Cost. `add` runs once per completed request in the fleet's loop, so it does only scalar work: its row is written
-through memoryviews of the numpy columns (a numpy scalar store costs several times more), and the largest gap
-inside a range of steps, the one per-request reduction over token instants, is left to `close`, which takes the
-maxima of every request's ranges on a replica with one `np.maximum.reduceat` over its step gaps.
+through memoryviews of the numpy columns (a numpy scalar store costs several times more). The one exception is an
+SLA that bounds ITL: a request meets it by its own gaps at the objective's statistic (`metrics.summary.gap_stat`,
+p95_itl: its 95th-percentile gap), so `add` then reads the request's gaps off its replica's step instants, which
+are final once it completes (one np.diff and one partition per request: a few microseconds).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from flopwise.errors import WorkloadError
-from flopwise.metrics.summary import LatencyStats, RunSummary, delivered_rate
+from flopwise.metrics.summary import LatencyStats, RunSummary, delivered_rate, gap_stat
 from flopwise.sim.request import Request, visible_steps
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.sla import SLA
@@ -42,7 +43,7 @@ from flopwise.specs.sla import SLA
 __all__ = ["BoundedRecords", "weighted_stats", "SKETCH_ACCURACY"]
 
 SKETCH_ACCURACY = 0.01
-_FIELDS = ("arrival_at", "first_token_at", "last_token_at", "first_scheduled_at", "max_gap_ms")
+_FIELDS = ("arrival_at", "first_token_at", "last_token_at", "first_scheduled_at")
 
 
 def _sketches(names: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
@@ -99,26 +100,22 @@ def weighted_stats(values: np.ndarray, weights: np.ndarray) -> LatencyStats:
 
 
 class _Steps:
-    """One replica's step-to-step gap weights (a difference array over its steps), and the ranges of steps its
-    requests emitted in (request id, first step, end step: three flat arrays), whose largest gaps `close` reads."""
+    """One replica's step-to-step gap weights: a difference array over its steps (+1 at a + 1, -1 at b for a request
+    that emitted in steps a .. b-1), whose prefix sums count the requests that saw each gap."""
 
-    __slots__ = ("tl", "diff", "rids", "starts", "stops")
+    __slots__ = ("tl", "diff")
 
     def __init__(self, tl: Timeline):
         self.tl = tl
         self.diff = array("q")
-        self.rids, self.starts, self.stops = array("q"), array("q"), array("q")
 
-    def add_range(self, rid: int, a: int, b: int) -> None:
-        """Request `rid` emitted at steps a .. b-1 (b - a >= 2: at least one gap)."""
+    def add_range(self, a: int, b: int) -> None:
+        """A request emitted at steps a .. b-1 (b - a >= 2: at least one gap)."""
         d = self.diff
         if len(d) <= b:
             d.extend(array("q", bytes(8 * max(b + 1 - len(d), len(d)))))
         d[a + 1] += 1
         d[b] -= 1
-        self.rids.append(rid)
-        self.starts.append(a)
-        self.stops.append(b)
 
     def _ends(self) -> np.ndarray:
         tl = self.tl
@@ -134,29 +131,18 @@ class _Steps:
         weights[:m] = w[:m]
         return np.diff(ends) * 1e3, weights[1:]
 
-    def take_range_maxima(self) -> tuple[np.ndarray, np.ndarray]:
-        """The ranges added since the last call: their request ids and largest gaps (ms), max(diff(ends[a:b]))."""
-        rids = np.frombuffer(self.rids, dtype=np.int64).copy()
-        if not rids.size:
-            return rids, np.empty(0)
-        # reduceat over [a0, b0-1, a1, b1-1, ...] reduces gaps[a:b-1] at the even positions (a < b - 1); the
-        # appended 0 keeps the index b - 1 = len(gaps) of a range ending at the last step in bounds
-        g = np.append(np.diff(self._ends()), 0.0)
-        idx = np.empty(2 * rids.size, dtype=np.int64)
-        idx[0::2] = np.frombuffer(self.starts, dtype=np.int64)
-        idx[1::2] = np.frombuffer(self.stops, dtype=np.int64) - 1
-        maxima = np.maximum.reduceat(g, idx)[0::2] * 1e3
-        self.rids, self.starts, self.stops = array("q"), array("q"), array("q")
-        return rids, maxima
-
 
 class BoundedRecords:
-    """Per-request rows, filled as requests complete (`add`) or fail (`fail`); `close` once the run is over."""
+    """Per-request rows, filled as requests complete (`add`) or fail (`fail`). `itl_stats`: the statistics at which
+    the run's SLA bounds ITL (`SLA.itl_stats`), each kept per request (its own gaps at it; NaN: fewer than two
+    tokens)."""
 
-    def __init__(self, num_requests: int):
+    def __init__(self, num_requests: int, itl_stats: tuple[str, ...] = ()):
         n = num_requests
         self.num_requests = n
         self.cols = {f: np.full(n, np.nan) for f in _FIELDS}
+        self.itl_stats = itl_stats
+        self.itl_at = {stat: np.full(n, np.nan) for stat in itl_stats}
         self.input_tokens = np.zeros(n, dtype=np.int64)
         self.output_tokens = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
@@ -175,8 +161,8 @@ class BoundedRecords:
         """What `add` writes through (one row per completed request; memoryviews of the columns, typed by format)."""
         c = self.cols
         return tuple(a.data for a in (
-            c["arrival_at"], c["first_token_at"], c["last_token_at"], c["first_scheduled_at"], c["max_gap_ms"],
-            self.input_tokens, self.output_tokens, self.preemptions, self.ok, self.replica, self.phases.reshape(-1)))
+            c["arrival_at"], c["first_token_at"], c["last_token_at"], c["first_scheduled_at"], self.input_tokens,
+            self.output_tokens, self.preemptions, self.ok, self.replica, self.phases.reshape(-1)))
 
     def __getstate__(self) -> dict[str, Any]:  # (a shard's records travel between processes: `shards.py`)
         state = dict(self.__dict__)
@@ -193,6 +179,8 @@ class BoundedRecords:
         c, pc = self.cols, part.cols
         for f in _FIELDS:
             c[f][rows] = pc[f]
+        for stat, col in self.itl_at.items():
+            col[rows] = part.itl_at[stat]
         self.input_tokens[rows] = part.input_tokens
         self.output_tokens[rows] = part.output_tokens
         self.preemptions[rows] = part.preemptions
@@ -204,7 +192,7 @@ class BoundedRecords:
         self.num_prompt_tokens += part.num_prompt_tokens
         self.num_cached_tokens += part.num_cached_tokens
         self.loose_gaps.extend(part.loose_gaps)
-        for st in part.steps.values():  # (closed: only the step weights are left to read)
+        for st in part.steps.values():
             self.steps[id(st.tl)] = st
 
     def _steps(self, tl: Timeline) -> _Steps:
@@ -226,9 +214,9 @@ class BoundedRecords:
     def add(self, rid: int, head: Request, tl_head: Timeline, tail: Request | None, tl_tail: Timeline | None,
             handoff_at: float | None, replica: int, hidden: int = 0) -> None:
         """A completed request: `head` its first leg (prompt computed there) on `tl_head`; `tail` its decode
-        leg on `tl_tail` after a hand-off at `handoff_at` (disaggregated), else None. Its largest gap inside a
-        range of steps is filled in by `close`. `hidden`: opening tokens its client receives no text for
-        (`sim.frontend.hidden_tokens`; with a hand-off, the hand-off's token is the first of them)."""
+        leg on `tl_tail` after a hand-off at `handoff_at` (disaggregated), else None. `hidden`: opening tokens its
+        client receives no text for (`sim.frontend.hidden_tokens`; with a hand-off, the hand-off's token is the
+        first of them)."""
         self.num_prompt_tokens += head.num_prompt_tokens
         self.num_cached_tokens += head.num_cached_tokens
         leg, tl = (tail, tl_tail) if tail is not None else (head, tl_head)
@@ -242,37 +230,34 @@ class BoundedRecords:
         elif hidden and engine_steps:  # the hand-off's token is the first hidden one
             s, shown_handoff = visible_steps(engine_steps, hidden - 1), None
         steps = self._steps(tl)
-        max_gap = 0.0  # the gaps between ranges here; those inside a range at `close`
+        loose: list[float] = []  # its gaps between ranges (a preemption, a pause, a hand-off), in token order
         if len(s) == 2:  # one range of steps: the common case
             a, b = s
             if b - a >= 2:
-                steps.add_range(rid, a, b)
+                steps.add_range(a, b)
             n_out = b - a
         else:
             n_out = 0
             for i in range(0, len(s), 2):
                 a, b = s[i], s[i + 1]
                 if i:  # the gap between two ranges
-                    g = (delivered[a] - delivered[s[i - 1] - 1]) * 1e3
-                    self.loose_gaps.append(g)
-                    if g > max_gap:
-                        max_gap = g
+                    loose.append((delivered[a] - delivered[s[i - 1] - 1]) * 1e3)
                 if b - a >= 2:
-                    steps.add_range(rid, a, b)
+                    steps.add_range(a, b)
                 n_out += b - a
         if tail is not None and shown_handoff is not None:
             first = shown_handoff
             if s:
-                g = (delivered[s[0]] - shown_handoff) * 1e3
-                self.loose_gaps.append(g)
-                if g > max_gap:
-                    max_gap = g
+                loose.insert(0, (delivered[s[0]] - shown_handoff) * 1e3)
             n_out += 1
             last = delivered[s[-1] - 1] if s else shown_handoff
         else:
             first = delivered[s[0]]
             last = delivered[s[-1] - 1]
-        arrival, first_token, last_token, first_scheduled, gap, inputs, outputs, preemptions, ok, where, phases = \
+        self.loose_gaps.extend(loose)
+        if self.itl_stats:
+            self._request_itl(rid, delivered, s, loose, tail is not None and shown_handoff is not None)
+        arrival, first_token, last_token, first_scheduled, inputs, outputs, preemptions, ok, where, phases = \
             self._views
         arrival[rid] = head.arrival_at
         first_token[rid] = first
@@ -280,7 +265,6 @@ class BoundedRecords:
         scheduled = head.first_scheduled_at
         assert scheduled is not None  # it produced tokens, so it was scheduled
         first_scheduled[rid] = scheduled
-        gap[rid] = max_gap
         inputs[rid] = head.num_prompt_tokens
         outputs[rid] = n_out
         preemptions[rid] = head.num_preemptions + (tail.num_preemptions if tail is not None else 0)
@@ -299,14 +283,25 @@ class BoundedRecords:
         phases[k + 3] = (step_end_last - started) * 1e3
         phases[k + 4] = (last - step_end_last) * 1e3
 
-    def close(self) -> None:
-        """Fill in the largest gap inside each range of steps added so far (each replica's step instants are final
-        up to its last completion); `summarize` and the other readers call it too."""
-        col = self.cols["max_gap_ms"]
-        for st in self.steps.values():
-            rids, maxima = st.take_range_maxima()
-            if rids.size:
-                np.maximum.at(col, rids, maxima)
+    def _request_itl(self, rid: int, delivered: Any, s: Any, loose: list[float], handed_off: bool) -> None:
+        """Request `rid`'s own gaps, in token order as its RequestRecord would hold them (the hand-off's gap, then
+        each range's gaps with the gap before the next range between them), at each of `itl_stats`."""
+        ends = np.frombuffer(delivered, dtype=float)
+        if len(s) == 2 and not handed_off:  # one range of steps: the common case
+            gaps = np.diff(ends[s[0]:s[1]]) * 1e3
+        else:
+            parts: list[np.ndarray] = []
+            pending = iter(loose)
+            if handed_off and s:
+                parts.append(np.array([next(pending)]))
+            for i in range(0, len(s), 2):
+                if i:
+                    parts.append(np.array([next(pending)]))
+                parts.append(np.diff(ends[s[i]:s[i + 1]]) * 1e3)
+            gaps = np.concatenate(parts) if parts else np.empty(0)
+        if gaps.size:
+            for stat, col in self.itl_at.items():
+                col[rid] = gap_stat(gaps, stat)
 
     # ---- the summary ---------------------------------------------------------------------------------
     def itl(self) -> LatencyStats:
@@ -319,7 +314,6 @@ class BoundedRecords:
 
     def summarize(self, sla: SLA | None) -> RunSummary:
         """`metrics.summarize`'s keys and definitions from the rows (ITL pooled exactly, by step weights)."""
-        self.close()
         c, ok = self.cols, self.ok
         n_total = self.num_requests
         arrival = c["arrival_at"]
@@ -353,12 +347,19 @@ class BoundedRecords:
             good = np.ones(n_ok, dtype=bool)
             tpot_all = np.full(n_ok, -np.inf)
             tpot_all[multi] = tpot
-            values = {"ttft": ttft, "e2e": e2e, "tpot": tpot_all, "itl": c["max_gap_ms"][ok]}
+            values = {"ttft": ttft, "e2e": e2e, "tpot": tpot_all}
             tpot_vllm = np.zeros(n_ok)  # vLLM's goodput: TPOT 0 for one token, ITL gaps not checked
             tpot_vllm[multi] = tpot
             good_vllm = np.ones(n_ok, dtype=bool)
             vllm_values = {"ttft": ttft, "e2e": e2e, "tpot": tpot_vllm}
             for o in sla.objectives:
+                if o.metric == "itl":  # its own gaps at the statistic (NaN, fewer than two tokens: no gap to miss)
+                    if o.stat not in self.itl_at:
+                        raise WorkloadError(f"these fleet records kept no per-request {o.stat} ITL: build them with "
+                                            "the SLA they are summarized under")
+                    mine = self.itl_at[o.stat][ok]
+                    good &= np.isnan(mine) | (mine <= o.limit_ms)
+                    continue
                 good &= values[o.metric] <= o.limit_ms
                 if o.metric in vllm_values:
                     good_vllm &= vllm_values[o.metric] <= o.limit_ms

@@ -81,6 +81,7 @@ class _Job:
     workload: Workload
     bounds: tuple[tuple[int, int], ...]
     done: Sequence[int]  # completions per shard so far (shared memory; the parent reports them)
+    sla: SLA | None  # the run's (its ITL bounds decide what each shard's records keep per request)
 
 
 _job: _Job | None = None
@@ -102,7 +103,7 @@ def _run_shard(job: _Job, k: int, progress: Callable[[int], None] | None) -> _Sh
     rows = _rows(len(reqs), job.spec.num_replicas, lo, hi)
     sub = replace(job.workload, requests=tuple(reqs[i] for i in rows.tolist()))
     fleet = Fleet(sub_spec, job.config, "bounded", first_replica=lo)
-    fleet.run(sub, progress)
+    fleet.run(sub, progress, job.sla)
     assert fleet.bounded is not None
     return _ShardRun(timelines=tuple(m.replica.timeline() for m in fleet.members),
                      num_routed=tuple(m.num_routed for m in fleet.members), records=fleet.bounded, now=fleet.now)
@@ -131,7 +132,7 @@ def simulate_sharded(fleet: Fleet, workload: Workload, workers: int, *, sla: SLA
     bounds = shard_bounds(spec.num_replicas, workers)
     ctx = mp.get_context("fork")
     done = ctx.RawArray("q", workers)
-    job = _Job(spec=spec, config=fleet.config, workload=workload, bounds=tuple(bounds), done=done)
+    job = _Job(spec=spec, config=fleet.config, workload=workload, bounds=tuple(bounds), done=done, sla=sla)
     own = reported = 0
 
     def report(n: int) -> None:  # this process's completions, and the others' since the last call
@@ -151,7 +152,7 @@ def simulate_sharded(fleet: Fleet, workload: Workload, workers: int, *, sla: SLA
     finally:
         _job = None
     report(0)
-    records = BoundedRecords(workload.num_requests)
+    records = BoundedRecords(workload.num_requests, sla.itl_stats if sla is not None else ())
     for (lo, hi), run in zip(bounds, runs, strict=True):
         records.merge(run.records, _rows(workload.num_requests, spec.num_replicas, lo, hi), lo)
         fleet.adopt(lo, run.timelines, run.num_routed, run.now)

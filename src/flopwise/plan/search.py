@@ -138,6 +138,7 @@ class PlanResult:
     reference_load_per_gpu: float | None = None  # latency objective without --rate
     rate: float | None = None  # the total rate served (--rate, or a trace's mean rate)
     size: ProbeSize | None = None  # the first choice's probe size (effort 1)
+    workload_note: str | None = None  # a named workload shortened to the model's context
     rule: SteadyRule | None = None
     checkpoint_weights: str | None = None
     max_prompt_len: int | None = None
@@ -160,11 +161,13 @@ class _Stream:
     output_len: int | None
     seed: int
     trace_specs: tuple[RequestSpec, ...] | None = None
+    context_len: int | None = None  # the model's: a named workload's longer draws are shortened to it
 
     def __call__(self, rate: float, n: int) -> Workload:
         if self.trace_specs is None:
             return build_workload(num_requests=n, workload=self.workload, input_len=self.input_len,
-                                  output_len=self.output_len, request_rate=rate, seed=self.seed)
+                                  output_len=self.output_len, request_rate=rate, seed=self.seed,
+                                  context_len=self.context_len)
         specs = self.trace_specs
         rng = np.random.default_rng(np.random.SeedSequence(self.seed).spawn(4)[3])
         times = arrival_times(ArrivalProcess(kind="poisson", rate=rate), n, rng)
@@ -172,10 +175,11 @@ class _Stream:
         return Workload(reqs, name="trace")
 
 
-def _stream(req: PlanRequest) -> tuple[_Stream, float | None, int | None, int | None]:
+def _stream(req: PlanRequest, context_len: int | None) -> tuple[_Stream, float | None, int | None, int | None]:
     """(stream, the trace's mean rate, the longest request, the longest prompt)."""
     if req.trace is None:
-        s = _Stream(workload=req.workload, input_len=req.input_len, output_len=req.output_len, seed=req.seed)
+        s = _Stream(workload=req.workload, input_len=req.input_len, output_len=req.output_len, seed=req.seed,
+                    context_len=context_len)
         cap = workload_max_len(workload=req.workload, input_len=req.input_len, output_len=req.output_len)
         prompt = workload_max_len(workload=req.workload, input_len=req.input_len, output_len=1)
         return s, None, cap, (prompt - 1) if prompt else None
@@ -332,7 +336,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
         raise WorkloadError(f"--objective cost ranks by output tokens per dollar; {', '.join(unpriced)} "
                             f"{'has' if one else 'have'} no price: give price_per_hour_usd (> 0) in a "
                             f"--hardware-file, or leave {'it' if one else 'them'} out of --gpus")
-    stream, trace_rate, cap, prompt_cap = _stream(req)
+    stream, trace_rate, cap, prompt_cap = _stream(req, model.max_position_embeddings)
     rate = req.rate if req.rate is not None else trace_rate
     # the closed-form bounds price the stream's mean lengths from a large sample of seed 0, the same for every
     # seed, so that everything the search derives from them (order, pruning, tie-breaks) is sample-free
@@ -345,6 +349,10 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
     max_len = min(x for x in (cap or longest, ctx_len) if x) if (cap or ctx_len) else longest
     cands, misses = enumerate_candidates(model, hardware, req.space, max_len)
     require_candidates(cands, misses, model)
+    shortened = sum(r.input_tokens + r.output_tokens >= max_len for r in sample) if cap and cap > max_len else 0
+    workload_note = (f"{shortened / len(sample):.1%} of the {req.workload or 'chat'} workload's requests are longer "
+                     f"than {model.name}'s {max_len:,}-token context and are shortened to fit it (prompt first)"
+                     if shortened and req.trace is None else None)
 
     pruned: list[tuple[Candidate, str]] = []
     live: list[tuple[Candidate, Bounds]] = []
@@ -399,6 +407,7 @@ def plan(req: PlanRequest, progress: Callable[[int, int], None] | None = None) -
         runner.close()
     result = PlanResult(request=req, sla=sla, model=model, ranked=ranked, frontier=pareto_front(ranked, _frontier_axes),
                         infeasible=infeasible, pruned=pruned, not_fitting=misses, max_len=max_len, wall_s=0.0,
+                        workload_note=workload_note,
                         objective=objective, ties=first, ranks=ranks, reference_load_per_gpu=reference, rate=rate,
                         size=sizes[best.candidate.label], rule=rule,
                         checkpoint_weights=weight_formats(model, req.space)[1],
@@ -613,6 +622,8 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
             "tokens_per_s_per_user": e.tokens_per_s_per_user, "cost_per_1m_tokens": cost,
             "cost_per_1m_tokens_interval": cost_iv,
             "p95_ttft_ms": e.window.ttft_ms.p95, "p95_tpot_ms": e.window.tpot_ms.p95,
+            # each SLA objective's value over the measured window at that rate, in ms ({"p99_ttft": 212.0, ...})
+            "sla_values_ms": {o.key: getattr(e.window, f"{o.metric}_ms").get(o.stat) for o in r.sla.objectives},
             "memory_headroom_gib": e.memory_headroom_gib, "binds": e.binds(r.sla),
             "bottleneck": e.run.breakdown.bottleneck,
             "replicas": reps, "total_gpus": reps * e.gpus,
@@ -629,7 +640,7 @@ def plan_to_dict(r: PlanResult, launch: dict[str, Any] | None = None) -> dict[st
         "model": r.model.name,
         "workload": ("trace" if r.request.trace
                      else r.request.workload or f"in={r.request.input_len},out={r.request.output_len}"),
-        "trace": r.request.trace, "sla": str(r.sla),
+        "trace": r.request.trace, "workload_note": r.workload_note, "sla": str(r.sla),
         "sla_source": "given" if r.request.sla is not None else f"{named} workload default",
         "objective": r.objective,
         "objective_source": "given" if r.request.objective is not None else f"{named} workload default",

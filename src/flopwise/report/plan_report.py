@@ -21,6 +21,12 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:.3f}"
 
 
+def _label(key: str) -> str:
+    """An SLA objective's column title: "p99_ttft" -> "P99 TTFT", "mean_itl" -> "mean ITL"."""
+    stat, metric = key.split("_")
+    return f"{stat.upper() if stat != 'mean' else stat} {metric.upper()}"
+
+
 def _ms(x: float | None, digits: int) -> str:
     """A latency in ms, '-' where there is none (no second token: no TPOT)."""
     return "-" if x is None else f"{x:,.{digits}f} ms"
@@ -46,6 +52,8 @@ def _header(console: Console, d: dict[str, Any]) -> None:
     console.print(f"[bold]Plan for {d['model']}[/]: workload {d['workload']}{rate}; SLA "
                   f"{d['sla']}{src(d['sla_source'])}; "
                   f"objective {d['objective']}{src(d['objective_source'])}")
+    if d.get("workload_note"):
+        console.print(f"Note: {d['workload_note']}", highlight=False)
     st = d.get("steady_state") or {}
     console.print(f"{d['num_candidates']} candidates, {d['num_simulated']} simulated "
                   f"({d['num_simulated_requests']:,} requests), {len(d['pruned'])} pruned by closed-form bounds, "
@@ -74,7 +82,11 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     cols = ["#", "config", name]
     if obj != "goodput":
         cols.append("goodput/GPU (req/s)")
-    rest = ["out tok/s/GPU", "tok/s/user", "$/1M tok", "P95 TTFT", "P95 TPOT", "KV headroom", "binds"]
+    # the latencies the SLA bounds, each at its own statistic (P95 TTFT and TPOT where it bounds none)
+    first = d["ranked"][0] if d["ranked"] else {}
+    bounded = list(first.get("sla_values_ms") or {})
+    lat_names = [_label(k) for k in bounded] if bounded else ["P95 TTFT", "P95 TPOT"]
+    rest = ["out tok/s/GPU", "tok/s/user", "$/1M tok", *lat_names, "KV headroom", "binds"]
     shown = [c != name for c in rest]  # the objective's own column leads the row once
     cols += [c for c, keep in zip(rest, shown, strict=True) if keep]
     if d["rate"]:
@@ -95,9 +107,10 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         cells = [f"{r['rank']}{'=' if tied else ''}", r["config"] + (" *" if r["config"] in front else ""), lead]
         if obj != "goodput":
             cells.append(f"{r['goodput_per_gpu']:.2f}")
+        lats = ([_ms(r["sla_values_ms"][k], 0 if k.endswith(("ttft", "e2e")) else 1) for k in bounded] if bounded
+                else [_ms(r["p95_ttft_ms"], 0), _ms(r["p95_tpot_ms"], 1)])
         values = [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
-                  _money(r["cost_per_1m_tokens"]), _ms(r["p95_ttft_ms"], 0), _ms(r["p95_tpot_ms"], 1),
-                  f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
+                  _money(r["cost_per_1m_tokens"]), *lats, f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
         cells += [v for v, keep in zip(values, shown, strict=True) if keep]
         if d["rate"]:
             cells += [str(r["replicas"]), str(r["total_gpus"])]
@@ -125,6 +138,11 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     if d["launch"]:
         first = d["ranked"][0] if d["ranked"] else {}
         _launch(console, d["launch"], first.get("replicas") if d["rate"] else None)
+    if d["infeasible"]:
+        more = len(d["infeasible"]) - 5
+        missed = "; ".join(f"{i['config']} ({i['reason']})" for i in d["infeasible"][:5])
+        tail = f"; and {more} more (--json lists them)" if more > 0 else ""
+        _plain(console, f"Cannot meet the SLA: {missed}{tail}")
     if d["not_fitting"]:
         console.print("Did not fit: " + "; ".join(d["not_fitting"][:5]))
     if d.get("serving"):

@@ -52,6 +52,7 @@ __all__ = ["MaxRate", "find_max_rate", "capacity_bounds", "probe_rate", "saturat
 WorkloadAt = Callable[[float, int], Workload]
 Runner = Callable[[Workload], RunResult]  # simulates a stream on something other than one deployment (a fleet)
 _WINDOW_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "itl_per_token_ms", "goodput", "sla_attainment",
+                "sla_attainment_vllm",
                 "sla_objectives_met", "sla_met")
 RATE_TOLERANCE = 0.04  # both planners stop when the bracket (hi - lo) / lo is this narrow
 CEILING_SAMPLE = 8_000  # requests whose mean lengths price the ceiling (a sample mean within ~2% of the law's)

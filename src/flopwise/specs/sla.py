@@ -49,6 +49,11 @@ class SLA:
     def is_empty(self) -> bool:
         return not self.objectives
 
+    @property
+    def itl_stats(self) -> tuple[str, ...]:
+        """The statistics at which this SLA bounds ITL (each request meets them by its own gaps), in order."""
+        return tuple(dict.fromkeys(o.stat for o in self.objectives if o.metric == "itl"))
+
     def limit(self, metric: str) -> float | None:
         """The tightest per-request bound on `metric` (ms), or None."""
         lims = [o.limit_ms for o in self.objectives if o.metric == metric]

@@ -29,7 +29,8 @@ from flopwise.workload.named import NAMED_WORKLOADS, NamedWorkload
 from flopwise.workload.spec import RequestSpec, Workload
 from flopwise.workload.traces import check_span, load_trace
 
-__all__ = ["build_workload", "workload_max_len", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
+__all__ = ["build_workload", "workload_max_len", "fit_context",
+           "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN", "DEFAULT_NUM_REQUESTS"]
 
 
 def _named(name: str) -> NamedWorkload:
@@ -48,13 +49,16 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                    tokenizer: str | Path | None = None, seed: int = 0, cycle_trace: bool = False,
                    rescale_arrivals: bool = False, timeout_s: float | str | None = None,
                    classes: str | tuple[RequestClass, ...] | None = None,
-                   rate_profile: str | RateProfile | None = None) -> Workload:
+                   rate_profile: str | RateProfile | None = None, context_len: int | None = None) -> Workload:
     """A deterministic request stream (see the module docstring for precedence). `cycle_trace`: a trace shorter
     than `num_requests` is repeated in order (its lengths and prefixes; arrivals then come from the rate).
     `rescale_arrivals`: the schedule of `vllm bench serve` (request N of N at exactly N / rate;
     `workload.arrivals`). `timeout_s`: every request's client timeout; `classes`: request classes
     (`workload/classes.py`), drawn under the seed; `rate_profile`: a rate that changes over time
-    (`arrivals.RateProfile`) instead of `request_rate`."""
+    (`arrivals.RateProfile`) instead of `request_rate`. `context_len`: the model's context; a request a named
+    workload (or the default chat one) draws longer than it is shortened to fit, its prompt first (as a chat client
+    keeps the latest turns), then its output, and the workload's name says how many were (`fit_context`);
+    lengths given explicitly and traces are left as they are (the engine refuses what does not fit)."""
     if num_requests is not None:
         integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
     if concurrency is not None:
@@ -97,6 +101,10 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
                 outs = out_d.sample(rng_out, n)
         else:
             ins, outs = in_d.sample(rng_in, n), out_d.sample(rng_out, n)
+        shortened = 0
+        if named is not None and context_len is not None:
+            ins, outs, shortened = fit_context(ins, outs, context_len, prompts=input_len is None,
+                                               outputs=output_len is None)
         if named and named.prefix_tokens > 0:
             groups = rng_prefix.integers(named.num_prefixes, size=n)
             specs = [RequestSpec(arrival_at=0.0, input_tokens=int(i), output_tokens=int(o), prefix_id=int(g),
@@ -106,6 +114,8 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
             specs = [RequestSpec(arrival_at=0.0, input_tokens=int(i), output_tokens=int(o))
                      for i, o in zip(ins, outs, strict=True)]
         name = named.name if named else f"in={in_d},out={out_d}"
+        if shortened:
+            name += f" ({shortened:,} of {n:,} requests shortened to the {context_len:,}-token context)"
         timed = False
     timeout = parse_timeout(timeout_s) if isinstance(timeout_s, str) else timeout_s
     if timeout is not None:
@@ -132,6 +142,22 @@ def build_workload(*, num_requests: int | None = None, workload: str | None = No
     times = arrival_times(proc, len(specs), rng_arrival)
     specs = [s.sent_at(float(t)) for t, s in zip(times, specs, strict=True)]
     return Workload(tuple(specs), name=name, classes=kinds, max_concurrency=max_concurrency)
+
+
+def fit_context(ins: np.ndarray, outs: np.ndarray, context_len: int, *, prompts: bool = True,
+                outputs: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """(prompt lengths, output lengths, how many requests changed): each request longer than `context_len` keeps
+    its output and loses the start of its prompt (at least 1 token stays), then, if still too long, loses the end
+    of its output; `prompts` / `outputs`: which side may change (the other was given by the user)."""
+    integer(context_len, "the context length", lo=2)
+    over = ins + outs > context_len
+    if not over.any():
+        return ins, outs, 0
+    if prompts:
+        ins = np.where(over, np.maximum(context_len - outs, 1), ins)
+    if outputs:
+        outs = np.where(ins + outs > context_len, np.maximum(context_len - ins, 1), outs)
+    return ins, outs, int(over.sum())
 
 
 def _dist(given: str | int | LengthDist | None, named: LengthDist | None, default: int) -> LengthDist:
