@@ -83,6 +83,13 @@ def test_find_max_rate_matches_the_cli():
                           find_max_rate=True)
     same(s.to_dict(), cli_json(["simulate", *kw]))
     assert s.max_rate is not None and s.max_rate > 0
+    # both goodputs are the sustained rate times the measured window's attainment, as both attainments are
+    d = flopwise.simulate("llama-3.1-8b", "h100-sxm", weights="fp8", kv="fp8", workload="chat",
+                          sla="p95_ttft<=300ms,p95_tpot<=50ms", find_max_rate=True).to_dict()
+    window = d["max_rate"]["window_summary"]
+    for good, share in (("goodput", "sla_attainment"), ("goodput_vllm", "sla_attainment_vllm")):
+        assert 0 < d[share] < 1 and d[share] == window[share]
+        assert d[good] == pytest.approx(d["max_rate"]["request_rate"] * d[share], rel=1e-12)
 
 
 def test_compare_and_explain_match_the_cli():
