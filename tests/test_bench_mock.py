@@ -246,10 +246,15 @@ def test_cli_resume_refuses_settings_it_would_ignore(mock_url, tmp_path):
 
 def test_sweep_finds_max_rate(mock_url, tmp_path):
     from flopwise.bench.sweep import find_max_rate
+    # the burst meets the SLA: the server met it at its capacity, which is the answer (no slower rate can beat it)
     res = find_max_rate(cfg(mock_url, load=Load(kind="poisson", rate=1.0), num_requests=6,
                             sla="p99_e2e<=10s"), tmp_path / "s", steps=2)
-    assert len(res.levels) == 3 and res.levels[0].config.load.label == "rate-inf"
-    assert res.max_rate_meeting_sla is not None and res.max_rate_meeting_sla > 0
+    assert len(res.levels) == 1 and res.levels[0].config.load.label == "rate-inf"
+    assert res.max_rate_meeting_sla == res.levels[0].summary["request_throughput"] > 0
+    # an SLA nothing meets: the burst, then the bisection's runs, and no answer
+    res = find_max_rate(cfg(mock_url, load=Load(kind="poisson", rate=1.0), num_requests=6,
+                            sla="p99_ttft<=1ms"), tmp_path / "t", steps=2)
+    assert len(res.levels) == 3 and res.max_rate_meeting_sla is None
 
 
 def test_cli_unreachable_server_is_one_error_line_and_exit_2(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,9 @@ def render_levels(console: Console, reps: Sequence[RunReport], max_rate: float |
                   r.diagnosis.bottleneck or "-")
     console.print(t)
     if max_rate is not None:
-        console.print(f"highest request rate measured to meet the SLA: {max_rate:g} req/s")
+        at_burst = len(reps) == 1 and math.isinf(reps[0].config.load.rate or 0.0)
+        console.print(f"highest request rate measured to meet the SLA: {max_rate:g} req/s"
+                      + (" (the burst's throughput: the server met the SLA at its capacity)" if at_burst else ""))
 
 
 def render_selftest(console: Console, levels: Sequence[SelftestLevel]) -> None:

@@ -3,7 +3,9 @@ request rate whose run meets an SLA.
 
 The search first sends a burst (rate = inf) to measure capacity R, then bisects the rate in (0, R] for
 `steps` runs: a run that meets every SLA objective (`sla_met`) raises the lower bound, one that misses lowers the
-upper bound. The answer is the highest rate measured to meet the SLA (None if none did).
+upper bound. The answer is the highest rate measured to meet the SLA (None if none did); where the burst itself
+meets it, the server met the SLA at its capacity, and that (its measured request throughput) is the answer, with no
+bisection.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def find_max_rate(cfg: BenchConfig, out: str | Path, *, steps: int = 4, api_key:
     capacity = burst.summary["request_throughput"]
     if not capacity:
         raise WorkloadError("the burst run completed no request; check the server before sweeping")
+    if burst.summary.get("sla_met"):  # met at capacity: no slower rate can show a higher one
+        return SweepResult(tuple(reports), capacity)
     lo, hi, best = 0.0, capacity, None
     for k in range(1, steps + 1):
         rate = round((lo + hi) / 2, 4)
