@@ -123,6 +123,12 @@ def test_scheduler_sends_the_nth_rescaled_request_at_n_over_rate():
                                  clock=__import__("time").perf_counter))
     assert len(sent) == 40
     assert sent[-1] - phase.started_at == pytest.approx(40 / 400.0, rel=1e-9)
+    # --duration of exactly the rescaled span: its last request, on the boundary, is sent whatever the seed
+    for seed in range(8):
+        sent.clear()
+        asyncio.run(run_load(Load(kind="poisson", rate=400.0, rescale=True), range(10_000), send, block=40,
+                             duration_s=40 / 400.0, seed=seed, clock=__import__("time").perf_counter))
+        assert len(sent) == 40, seed
 
 
 FAST = MockConfig(ttft_ms=10.0, itl_ms=2.0)

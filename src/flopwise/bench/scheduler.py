@@ -110,7 +110,9 @@ async def _open(load: Load, indices: Iterable[int], send: SendFn, start: float, 
     try:
         for idx, gap in zip(indices, arrival_gaps(load, seed, block), strict=False):
             at += gap
-            if duration_s is not None and at - start >= duration_s:
+            # a schedule rescaled to end at the duration (request N of N at N / rate) puts its last request on the
+            # boundary, give or take the gaps' rounding: it is sent
+            if duration_s is not None and at - start > duration_s * (1 + 1e-9):
                 break
             delay = at - clock()
             if delay > 0:
