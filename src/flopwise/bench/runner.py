@@ -234,7 +234,9 @@ def _warnings(summary: dict[str, Any], cfg: BenchConfig, saved: SavedRun) -> lis
     out = []
     asked, got = summary.get("asked_request_rate"), summary.get("delivered_request_rate")
     if asked and got and abs(got - asked) > RATE_MISMATCH * asked:
-        out.append(f"delivered {got:.3g} req/s of the {asked:g} asked (the drawn gaps' sampling error"
+        why = ("an interrupted session's schedule, cut short, beside the resumed one's" if len(saved.sessions) > 1
+               and cfg.load.rescale else "the drawn gaps' sampling error")
+        out.append(f"delivered {got:.3g} req/s of the {asked:g} asked ({why}"
                    + ("" if cfg.load.rescale else "; --rescale-arrivals sends request N at exactly N / rate, "
                       "as vllm bench serve does") + ")")
     want, seen = summary.get("input_tokens_requested_mean"), summary.get("input_tokens_mean")
@@ -371,7 +373,9 @@ async def _session(cfg: BenchConfig, store: RunStore, api_key: str | None, done:
         helpers.append(asyncio.create_task(monitor.probe()))
         if progress is not None:
             helpers.append(asyncio.create_task(_progress_loop(progress, cfg, counts, clock)))
-        block = cfg.num_requests or max(1, math.ceil((cfg.load.rate or 1.0) * (cfg.duration_s or 1.0))) \
+        # a rescaled schedule spans this session's requests (a resumed run's remaining ones) over their count / rate
+        block = (len(todo) or 1 if cfg.num_requests is not None
+                 else max(1, math.ceil((cfg.load.rate or 1.0) * (cfg.duration_s or 1.0)))) \
             if not cfg.load.is_closed and cfg.load.rate and math.isfinite(cfg.load.rate) else 1
 
         def on_measured_start(started_at: float) -> None:
