@@ -197,3 +197,16 @@ def test_a_try_keeps_the_layout_and_a_wider_replica_spans_servers():
     # a GPU without bf16 runs the baseline's bf16 as fp16, as the planner does (the try was refused)
     t4 = parse_try("gpu=t4").apply(Scenario(deployment=deployment("qwen3-0.6b", "h100-sxm"))).deployment
     assert (t4.weights.name, t4.kv.name) == ("fp16", "fp16")
+
+
+def test_compare_takes_the_named_workloads_sla_as_plan_does():
+    import flopwise
+    from flopwise.specs.defaults import COMPARE_SLA, workload_defaults
+
+    def sla(**kw):
+        return flopwise.compare(["kv=fp8"], "llama-3.1-8b", "a100-sxm-80gb", simulate=False, **kw).to_dict()["sla"]
+
+    assert sla(workload="chat") == workload_defaults("chat").sla == "p95_ttft<=300ms,p95_tpot<=50ms"
+    assert sla(workload="batch") == "none"
+    assert sla() == str(parse_sla(COMPARE_SLA))
+    assert sla(workload="chat", sla="p99_ttft<=1s") == "p99_ttft<=1000ms"

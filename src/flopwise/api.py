@@ -67,6 +67,7 @@ from flopwise.specs.defaults import (
     PLAN_WORKLOAD,
     SPEC_ALPHA,
     SPEC_K,
+    workload_defaults,
 )
 from flopwise.specs.deployment import Deployment, check_moe_backend, check_pdl
 from flopwise.specs.engine import EngineProfile
@@ -512,7 +513,7 @@ def simulate(model: str | ModelSpec = DEFAULT_MODEL, gpu: str | HardwareSpec = D
 def compare(tries: str | Sequence[str] | None = None, model: str | ModelSpec = DEFAULT_MODEL,
             gpu: str | HardwareSpec = DEFAULT_GPU,
             *, tp: int = 1, weights: str | None = None, kv: str | None = None, workload: str | None = None,
-            input_len: int | None = None, output_len: int | None = None, batch: int = 1, sla: str = COMPARE_SLA,
+            input_len: int | None = None, output_len: int | None = None, batch: int = 1, sla: str | None = None,
             simulate: bool = True, num_requests: int = COMPARE_NUM_REQUESTS, hardware_file: PathLike | None = None,
             engine: str | EngineProfile = DEFAULT_ENGINE, frontend: str = FRONTEND_SERVING,
             endpoint: str = DEFAULT_ENDPOINT, family: str | None = None) -> Ledger:
@@ -520,7 +521,7 @@ def compare(tries: str | Sequence[str] | None = None, model: str | ModelSpec = D
     concurrency, throughput at the SLA (tokens/s), memory (GiB), accuracy risk and complexity, next to the
     baseline. `input_len` / `output_len` default to the named workload's means, else 1024 / 256; `tries` None:
     the techniques that apply here (`techniques.compare.default_tries`), those the deployment cannot run listed
-    in `Ledger.skipped`."""
+    in `Ledger.skipped`. `sla` None: the named workload's (as `plan` takes it), else COMPARE_SLA."""
     from flopwise.specs.sla import parse_sla
     from flopwise.techniques.compare import compare as run
     from flopwise.techniques.compare import named_workload_shape
@@ -530,8 +531,9 @@ def compare(tries: str | Sequence[str] | None = None, model: str | ModelSpec = D
     try_list = None if tries is None else list(_text_list([tries] if isinstance(tries, str) else tries, "--try")
                                                or ())
     integer(num_requests, "--num-requests", lo=1, hi=MAX_NUM_REQUESTS)
-    objectives = parse_sla(sla)
-    shape = named_workload_shape(workload) if workload is not None else None
+    shape = named_workload_shape(workload) if workload is not None else None  # (an unknown name: one line)
+    objectives = parse_sla(sla if sla is not None else workload_defaults(workload).sla if workload is not None
+                           else COMPARE_SLA)
     lin = input_len if input_len is not None else (shape.input_len if shape else DEFAULT_INPUT_LEN)
     lout = output_len if output_len is not None else (shape.output_len if shape else DEFAULT_OUTPUT_LEN)
     dep = build_deployment(model, gpu, tp=tp, weights=weights, kv=kv, hardware_file=hardware_file, engine=engine,

@@ -37,7 +37,8 @@ def compare_cmd(
     output_len: Annotated[int | None, typer.Option("--output-len", help=HELP["output_len"] + " Default: the "
                                                    "workload's mean, else 256.")] = None,
     batch: Annotated[int, typer.Option(help="Requests served together for the TTFT/TPOT columns.")] = 1,
-    sla: Annotated[str, typer.Option(help="Objectives for the throughput column.")] = COMPARE_SLA,
+    sla: Annotated[str | None, typer.Option(help="Objectives for the throughput column. Default: the --workload's "
+                                                 f"SLA (as plan takes it), else {COMPARE_SLA}.")] = None,
     simulate: Annotated[bool, typer.Option(
         "--simulate/--static", help="Throughput at the SLA from the simulator (default) or from static "
                                     "batches only (fast).")] = True,
