@@ -210,3 +210,18 @@ def test_compare_takes_the_named_workloads_sla_as_plan_does():
     assert sla(workload="batch") == "none"
     assert sla() == str(parse_sla(COMPARE_SLA))
     assert sla(workload="chat", sla="p99_ttft<=1s") == "p99_ttft<=1000ms"
+
+
+@pytest.mark.parametrize("tries, tp, says", [
+    (["gpu=h100-sxm"], 1, "'gpu=h100-sxm': changes nothing here"),
+    (["weights=bf16"], 1, "'weights=bf16': changes nothing here"),
+    (["tp=2"], 2, "'tp=2': changes nothing here"),
+    (["kv=fp8", "kv=fp8"], 1, "'kv=fp8': the same deployment as --try 'kv=fp8'"),
+])
+def test_a_try_that_adds_no_row_of_its_own_is_refused(tries, tp, says):
+    from flopwise.techniques.scenario import Scenario
+
+    base = Scenario(deployment=deployment("llama-3.1-8b", "h100-sxm", tp=tp), input_len=1024, output_len=256)
+    with pytest.raises(FlopwiseError, match=says):
+        compare(base, tries, SLA)
+    assert len(compare(base, ["kv=fp8"], SLA).rows) == 1  # a real change stays a row

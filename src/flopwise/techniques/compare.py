@@ -99,14 +99,22 @@ def compare(base: Scenario, tries: list[str] | None, sla: SLA, hardware_file: st
     optional = tries is None
     trials: list[Trial] = [parse_try(t, hardware_file) for t in (default_tries(base) if tries is None else tries)]
     rows, skipped = [], []
+    seen: dict[Scenario, str] = {}
     for tr in trials:
         label = " + ".join(t.label for t in tr.techniques)
         try:
             scn = tr.apply(base)
+            # a try that lands on the baseline, or on another try's deployment, would be a row that says nothing
+            if scn == base:
+                raise WorkloadError(f"--try {tr.text!r}: changes nothing here (the baseline already runs it); "
+                                    "drop it or change the baseline's options")
+            if scn in seen:
+                raise WorkloadError(f"--try {tr.text!r}: the same deployment as --try {seen[scn]!r}; give it once")
         except FlopwiseError as e:
             if not optional:
                 raise
             skipped.append(f"{label}: {str(e).removeprefix(f'--try {tr.text!r}: ')}")
             continue
+        seen[scn] = tr.text
         rows.append((label, scn, tr.accuracy_risk, tr.complexity, trial_notes(base, scn)))
     return build_ledger(base, rows, sla, sim, skipped=tuple(skipped), optional=optional)
