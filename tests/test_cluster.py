@@ -349,6 +349,14 @@ def test_bounded_records_test_itl_at_each_objectives_statistic_as_the_exact_reco
     assert (b["goodput"], b["sla_attainment"]) == (a["goodput"], a["sla_attainment"])
     with pytest.raises(WorkloadError, match="kept no per-request p90 ITL"):
         res.bounded.summarize(parse_sla("p90_itl<=12ms"))
+    # round-robin replicas split over worker processes: each shard keeps the statistics, the merge carries them
+    spec = build_cluster(lambda t, n: deployment("llama-3.1-8b", "h100-sxm", tp=t, num_gpus=t * n), tp=1,
+                         replicas=4, router="round-robin")
+    wl = build_workload(workload="chat", num_requests=800, request_rate=60, seed=2)
+    a = simulate_fleet(spec, wl, sla=sla, metrics="exact", workers=1).summary()
+    b = simulate_fleet(spec, wl, sla=sla, metrics="bounded", workers=2).summary()
+    assert 0.0 < a["sla_attainment"] < 1.0 and (b["goodput"], b["sla_attainment"]) == (a["goodput"],
+                                                                                        a["sla_attainment"])
 
 
 def test_sketch_keys_in_numpy_are_the_mappings_own_at_bin_boundaries_too():
