@@ -343,6 +343,53 @@ def test_vllm_before_its_console_script_starts_as_a_module():
     assert render(t, get_engine("vllm@0.5.2")).argv()[:3] == ["vllm", "serve", "RedHatAI/Meta-Llama-3.1-8B-FP8"]
 
 
+def test_old_vllm_releases_get_the_flags_their_parsers_and_checks_demand():
+    """Read from the release wheels (catalog/engines/vllm.toml): V0 speculation needs --use-v2-block-manager to 0.6.2
+    and a positive --ngram-prompt-lookup-max; an FP8 cache is fp8_e5m2 to 0.4.0 and absent before 0.3.0; prefix
+    caching is absent before 0.4.0 and refused beside an FP8 cache in 0.5.3-0.5.4."""
+    draft, ngram = TARGETS["8b draft"], TARGETS["qwen3 ngram"]
+    old = render(draft, get_engine("vllm@0.6.2")).command
+    assert "--speculative-model meta-llama/Llama-3.2-1B" in old and "--use-v2-block-manager" in old
+    assert "--use-v2-block-manager" not in render(draft, get_engine("vllm@0.6.3")).command
+    assert "has no qwen3 model" in render(ngram, get_engine("vllm@0.6.3")).reason  # Qwen3 came with 0.8
+    llama_ngram = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", speculative="ngram,k=4,alpha=0.5")
+    ng = render(llama_ngram, get_engine("vllm@0.6.3")).command
+    assert "--speculative-model '[ngram]'" in ng and "--ngram-prompt-lookup-max 4" in ng
+    fp8 = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", kv="fp8")
+    assert "--kv-cache-dtype fp8_e5m2" in render(replace(fp8, prefix_caching=False), get_engine("vllm@0.3.3")).command
+    assert "--kv-cache-dtype fp8 " in render(fp8, get_engine("vllm@0.4.1")).command + " "
+    for v in ("0.5.3", "0.5.4"):
+        assert "refuses an FP8 KV cache with prefix caching" in render(fp8, get_engine(f"vllm@{v}")).reason
+        assert "--kv-cache-dtype fp8" in render(replace(fp8, prefix_caching=False), get_engine(f"vllm@{v}")).command
+    assert "--enable-prefix-caching" in render(fp8, get_engine("vllm@0.5.5")).command
+    assert "has no prefix caching" in render(fp8, get_engine("vllm@0.3.3")).reason
+    assert "has no FP8 KV cache" in render(replace(fp8, prefix_caching=False), get_engine("vllm@0.2.7")).reason
+
+
+@pytest.mark.parametrize("model, engine, refused", [
+    ("qwen3-8b", "sglang@0.4.0", True), ("qwen3-8b", "sglang@0.4.6", False), ("qwen3-8b", "vllm@0.6.3", True),
+    ("qwen3-8b", "vllm@0.6.3.post1", True), ("qwen3-8b", "vllm@0.8.5", False), ("qwen2.5-7b", "vllm@0.2.7", True),
+    ("llama-3.1-8b", "vllm@0.4.0", False), ("openai/gpt-oss-20b", "vllm@0.6.0", True),
+])
+def test_a_release_whose_model_registry_lacks_the_family_gets_no_command(model, engine, refused):
+    t = _t(model, "h100-sxm", model, pc=False, max_len=4096, prompt=2048)
+    cmd = render(t, get_engine(engine))
+    assert (cmd.command is None) == refused
+    assert refused == ("has no" in (cmd.reason or "") and "model registry up to release" in (cmd.reason or ""))
+
+
+def test_old_llama_cpp_builds_run_server_and_a_quantized_v_cache_with_flash_attention():
+    """`server` before PR #7809's llama- prefix; a q8_0 V cache needs flash attention: `-fa` as a switch to b6000,
+    `-fa on` once the flag took a value (auto by default)."""
+    t = TARGETS["8b gguf base (recipe)"]  # q8_0 weights, an 8-bit KV cache
+    old, mid, new = (render(t, get_engine(f"llamacpp@{b}")) for b in ("b3100", "b6000", "b7000"))
+    assert old.argv()[0] == "server" and mid.argv()[0] == new.argv()[0] == "llama-server"
+    for cmd in (old, mid):
+        assert cmd.argv()[cmd.argv().index("-fa") + 1].startswith("-")  # a bare switch
+    assert "-fa on" in new.command and "--cache-type-v q8_0" in new.command
+    assert "-fa" not in render(TARGETS["8b bf16 gguf (recipe)"], get_engine("llamacpp@b7000")).argv()  # bf16 cache
+
+
 def test_trtllm_0_20_writes_its_cuda_graph_switch_both_ways():
     """0.20-0.21's TorchLlmArgs: use_cuda_graph (off by default) and cuda_graph_max_batch_size at the top level; from
     1.0 cuda_graph_config (on by default, null for off). The launch states what was priced."""
@@ -404,7 +451,8 @@ def test_speculative_methods_are_explicit_per_engine_and_version():
     assert render(e3, get_engine("vllm@0.6")).command.count("--speculative-model") == 0  # no eagle3 in V0: dropped
     ng = render(TARGETS["qwen3 ngram"], get_engine("sglang"))
     assert "--speculative-algorithm NGRAM" in ng.command and "--enable-metrics" in ng.command
-    assert "--speculative-algorithm" not in render(TARGETS["qwen3 ngram"], get_engine("sglang@0.4")).command
+    assert "has no qwen3 model" in render(TARGETS["qwen3 ngram"], get_engine("sglang@0.4")).reason  # (from 0.4.6)
+    assert "--speculative-algorithm" not in render(TARGETS["8b draft"], get_engine("sglang@0.4")).command
     assert '"method":"ngram"' in render(TARGETS["qwen3 ngram"], get_engine("vllm")).command
     assert '"method":"draft_model","num_speculative_tokens":4,"model":"meta-llama/Llama-3.2-1B"' in \
         render(TARGETS["8b draft"], get_engine("vllm")).command

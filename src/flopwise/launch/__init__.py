@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwise.launch import llamacpp, sglang, trtllm, vllm
-from flopwise.launch.common import LaunchCommand, LaunchTarget, engine_profile, memory_refusal
+from flopwise.launch.common import LaunchCommand, LaunchTarget, engine_profile, family_refusal, memory_refusal
 from flopwise.plan.search import PlanResult
 from flopwise.specs.deployment import device_refusal
 from flopwise.specs.engine import EngineProfile
@@ -32,7 +32,7 @@ def render(target: LaunchTarget, engine: EngineProfile | None = None) -> LaunchC
     dialect = DIALECTS.get(eng.family)
     if dialect is None:
         return LaunchCommand(engine=eng.name, command=None, reason=f"no launch dialect for {eng.display}")
-    refusal = (device_refusal(eng, target.deployment.hardware)
+    refusal = (device_refusal(eng, target.deployment.hardware) or family_refusal(target, eng)
                or eng.server_dp_refusal(target.deployment.replicas_per_server)
                or (memory_refusal(target, eng) if eng.family != "llamacpp" else None))
     if refusal:

@@ -29,7 +29,8 @@ from flopwise.specs.model_catalog import get_model, published_base
 from flopwise.specs.precision import GGUF_FORMATS
 
 __all__ = ["LaunchTarget", "LaunchCommand", "CommandLine", "command_argv", "engine_memory_fraction", "ModelSource",
-           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches", "host_word", "memory_refusal"]
+           "model_source", "on_engine", "GGUF_FORMATS", "Switches", "switches", "host_word", "memory_refusal",
+           "family_refusal"]
 
 # a 16- or 32-bit checkpoint as it is (llama.cpp: a GGUF of the converter's --outtype)
 FLOAT_FORMATS = ("bf16", "fp16", "fp32")
@@ -156,6 +157,22 @@ def _fraction(dep: Deployment, engine: EngineProfile) -> tuple[float, Deployment
     own = dep.engine_defaults(engine).memory_fraction
     capped = (engine.family, engine.version) != (dep.engine.family, dep.engine.version) and f > own
     return (own if capped else f), here, own, capped
+
+
+def family_refusal(target: LaunchTarget, engine: EngineProfile) -> str | None:
+    """Why `engine` cannot load the model at all: its family's every architecture is absent from the model registry
+    of this release or of a later one read without it (the profile's [launch] absent_families: family -> the last
+    MAJOR.MINOR.PATCH release read without it, in releases with no Transformers fallback; its post-releases with
+    it), or None."""
+    family = target.deployment.model.family
+    last = engine.launch.table("absent_families").get(family)
+    if last is None:
+        return None
+    major, minor, patch = (int(x) for x in last.split("."))
+    if engine.at_least(f"{major}.{minor}.{patch + 1}"):
+        return None
+    return (f"{engine.display} {engine.version} has no {family} model: its architectures are absent from the model "
+            f"registry up to release {last} (read in the release wheels); use a later release")
 
 
 def memory_refusal(target: LaunchTarget, engine: EngineProfile) -> str | None:

@@ -6,7 +6,8 @@
 - slots (`-np`) = the planned max_num_seqs, at most the sequences of `max_model_len` tokens the KV cache holds;
   `-c` = slots x max_model_len (llama-server gives each slot c / np tokens of context);
 - `-b`: the token budget per step; `-ngl 999`: every layer on the GPUs (split by layers across a TP group);
-- an 8-bit KV cache is `--cache-type-k/-v q8_0` (llama.cpp has no fp8 cache);
+- an 8-bit KV cache is `--cache-type-k/-v q8_0` (llama.cpp has no fp8 cache), with `-fa` (a quantized V cache
+  needs flash attention: a switch to b6000, `-fa on` once it took a value);
 - `--metrics`: the Prometheus endpoint.
 """
 
@@ -50,7 +51,9 @@ def render(target: LaunchTarget, engine: EngineProfile) -> LaunchCommand:
     line.flag(flags["batch"], dep.max_num_batched_tokens).flag(flags["gpu_layers"], 999)
     if dep.kv.bytes_per_element <= 1:
         line.flag(flags["kv_type_k"], "q8_0").flag(flags["kv_type_v"], "q8_0")
-        notes.append("an 8-bit KV cache is q8_0 in llama.cpp")
+        # a quantized V cache needs flash attention: a switch before it was auto, `-fa on` after
+        line.flag(flags["flash_attn"], la["flash_attn_on"] or None)
+        notes.append("an 8-bit KV cache is q8_0 in llama.cpp, with flash attention on (a quantized V cache needs it)")
     if dep.tp > 1:
         notes.append(f"llama.cpp splits the layers over the {dep.tp} GPUs (--split-mode layer), not tensors")
     api_servers(dep, engine, line, notes)

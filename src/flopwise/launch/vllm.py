@@ -65,6 +65,23 @@ def _speculative(target: LaunchTarget, engine: EngineProfile, notes: list[str]) 
     return cfg
 
 
+def _release_refusal(target: LaunchTarget, engine: EngineProfile) -> str | None:
+    """Why this release cannot start what the plan priced, in its own terms: no flag for prefix caching (before
+    0.4.0) or an FP8 cache (before 0.3.0), or an FP8 cache beside prefix caching (CacheConfig refuses it in
+    0.5.3-0.5.4); None where it can."""
+    dep, la, flags = target.deployment, engine.launch, engine.launch.table("flags")
+    fp8 = dep.kv.name == "fp8"
+    if target.prefix_caching and not flags["prefix_caching_on"]:
+        return (f"vLLM {engine.version} has no prefix caching (--enable-prefix-caching from 0.4.0): plan with "
+                "--prefix-caching off")
+    if fp8 and not la["kv_fp8"]:
+        return f"vLLM {engine.version} has no FP8 KV cache (--kv-cache-dtype from 0.3.0): plan with --kv bf16"
+    if fp8 and target.prefix_caching and not la["kv_fp8_prefix_caching"]:
+        return (f"vLLM {engine.version} refuses an FP8 KV cache with prefix caching (CacheConfig: 'Prefix caching "
+                "is not supported for fp8 cache_dtype'): plan with --kv bf16 or --prefix-caching off")
+    return None
+
+
 def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...] | None = None) -> LaunchCommand:
     """`vllm serve MODEL` (`python -m vllm.entrypoints.openai.api_server --model MODEL` before 0.5.2) with the
     deployment's flags; `launcher`: other words before the model (a program that
@@ -78,6 +95,8 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
     if src is None:
         return LaunchCommand(engine=engine.name, command=None,
                              reason=f"no {dep.weights.name} checkpoint or recipe for vLLM is known")
+    if (why := _release_refusal(target, engine)) is not None:
+        return LaunchCommand(engine=engine.name, command=None, reason=why)
     notes = [src.note] if src.note else []
     model, prepare = src.model, src.prepare
     if gguf:  # a local file: vLLM loads one GGUF file, not a repository of them
@@ -173,6 +192,9 @@ def render(target: LaunchTarget, engine: EngineProfile, launcher: tuple[str, ...
         else:
             line.flag(flags["speculative_model"], cfg.get("model", "[ngram]"))
             line.flag(flags["num_speculative_tokens"], cfg["num_speculative_tokens"])
+            if "prompt_lookup_max" in cfg:  # V0's n-gram proposer refuses a lookup window of 0 (its default)
+                line.flag(flags["ngram_prompt_lookup_max"], cfg["prompt_lookup_max"])
+            line.flag(flags["use_v2_block_manager"])  # V0 to 0.6.2: speculation refuses the default block manager
     return LaunchCommand(engine=engine.name, command=line.render(), prepare=prepare, checkpoint=src.checkpoint,
                          notes=tuple(notes))
 
