@@ -351,7 +351,7 @@ def test_old_vllm_releases_get_the_flags_their_parsers_and_checks_demand():
     old = render(draft, get_engine("vllm@0.6.2")).command
     assert "--speculative-model meta-llama/Llama-3.2-1B" in old and "--use-v2-block-manager" in old
     assert "--use-v2-block-manager" not in render(draft, get_engine("vllm@0.6.3")).command
-    assert "has no qwen3 model" in render(ngram, get_engine("vllm@0.6.3")).reason  # Qwen3 came with 0.8
+    assert "has no qwen3 model" in render(ngram, get_engine("vllm@0.6.3")).reason  # (read in 0.8.5, not in 0.6.3)
     llama_ngram = _t("llama-3.1-8b", "h100-sxm", "meta-llama/Llama-3.1-8B", speculative="ngram,k=4,alpha=0.5")
     ng = render(llama_ngram, get_engine("vllm@0.6.3")).command
     assert "--speculative-model '[ngram]'" in ng and "--ngram-prompt-lookup-max 4" in ng
