@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+import flopwise
 from flopwise.api import deployment
 from flopwise.cost import batch_shape, decode_shape, memory_plan, prefill_shape, step_cost, step_time
 from flopwise.cost.attention import span_work
@@ -229,6 +230,11 @@ def test_a_small_decode_batch_pays_whole_64_row_mmas_where_tensor_cores_are_slow
         else:
             assert padded < mlp.memory_s and mlp.compute_s == pytest.approx(3 * flops / roofs(dep).dense_rate)
     assert roofs(deployment("Qwen/Qwen3-32B", "a100-sxm-80gb")).min_mma_rows == 0  # Ampere: mma.sync, 16 rows
+    # FP32 weights multiply on the CUDA cores: nothing to pad, so H100's batch-1 decode is its weight read (30.3 GB)
+    fp32 = deployment("llama-3.1-8b", "h100-sxm", weights="fp32")
+    assert roofs(fp32).min_mma_rows == 0
+    dec = flopwise.estimate("llama-3.1-8b", "h100-sxm", weights="fp32").to_dict()["decode"]
+    assert dec["bound"] == "memory" and dec["compute_ms"] < 0.1 * dec["memory_ms"]
 
 
 def test_unthrottled_rates_must_exceed_the_peak():

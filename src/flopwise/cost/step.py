@@ -370,7 +370,9 @@ def roofs(dep: Deployment) -> Roofs:
                  index_rate=peak_index * e.attention_compute_max,
                  bandwidth_rate=hw.bandwidth_bytes_per_s * e.bandwidth_max, half_m=e.compute_half_m,
                  half_bytes=e.bandwidth_half_bytes, kernel_s=kernel_s,
-                 min_mma_rows=MIN_MMA_ROWS if hw.sm_class in SM_CLASSES and not block else 0,
+                 # (an FP32 model's GEMMs run on the CUDA cores: no MMA to pad)
+                 min_mma_rows=MIN_MMA_ROWS if hw.sm_class in SM_CLASSES and not block and linear_dtype != "fp32"
+                 else 0,
                  tile_rates=(tensor_dense, tensor_proj, tensor_head))
 
 
