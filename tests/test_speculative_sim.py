@@ -137,19 +137,20 @@ def test_long_run_emits_expected_tokens_per_step():
 # ---- the simulator ----------------------------------------------------------------------------------------
 def test_lone_request_at_alpha_one_emits_k_plus_one_per_round():
     """EAGLE head, k = 3, alpha = 1: every round verifies 4 positions and keeps them all. After the prefill's
-    token, 80 more come in 20 rounds at contexts 512, 516, ..., 588; the 4 tokens of a round share its end
-    instant, and TPOT = the rounds' time / 80: round_time / (k + 1) per round."""
+    token, 80 more come in 20 rounds at contexts 512, 516, ..., 588; the 4 tokens of a round arrive at its end as
+    one event (a chunk of 4), so ITL is the round's time and ITL per token a quarter of it, never 0; TPOT = the
+    rounds' time / 80: round_time / (k + 1) per round."""
     dep = deployment("llama-3.1-8b", "h100-sxm", speculative="eagle,k=3,alpha=1.0", frontend="none")
     res = simulate(dep, build_workload(num_requests=1, input_len="512", output_len="81", seed=0))
-    times = res.records[0].token_times
-    assert len(times) == 81
-    rounds = np.array(times[1:]).reshape(20, 4)
-    assert (rounds == rounds[:, :1]).all()  # ITL 0 within a round
+    rec = res.records[0]
+    assert len(rec.token_times) == 21 and rec.chunk_tokens == [1] + [4] * 20 and rec.num_output_tokens == 81
     round_s = [spec_round(dep, dep.speculative, 1, 512 + 4 * i).time_s for i in range(20)]
-    assert np.diff(rounds[:, 0]).tolist() == pytest.approx(round_s[1:], rel=1e-12)
+    assert np.diff(rec.token_times[1:]).tolist() == pytest.approx(round_s[1:], rel=1e-12)
     s = res.summary()
     assert s["tpot_ms"]["mean"] == pytest.approx(sum(round_s) / 80 * 1e3, rel=1e-12)
-    assert s["itl_ms"]["p50"] == 0.0
+    gaps = np.diff(rec.token_times) * 1e3
+    assert s["itl_ms"]["p50"] == pytest.approx(np.median(gaps), rel=1e-12) and s["itl_ms"]["p50"] > 0
+    assert s["itl_per_token_ms"]["mean"] == pytest.approx(np.mean(np.repeat(gaps / 4, 4)), rel=1e-12)
     assert s["num_steps"] == 21  # one prefill step, 20 rounds
 
 

@@ -215,11 +215,14 @@ def stream_events(times: list[float], interval: int, *, first_alone: bool = True
 
 
 def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: int = 1,
-             first_alone: bool = True) -> list[RequestRecord]:
+             first_alone: bool = True, multi_token: bool = False) -> list[RequestRecord]:
     """Token instants looked up in the step timeline (a list: slicing it is cheaper than numpy per request):
     when the client received each step's tokens (behind an API server) or the step's end (offline), less the
     `hidden` opening tokens it receives no text for (`frontend.hidden_tokens`); a server streaming every
-    `interval` tokens sends them in events (`stream_events`), which the records keep as chunks."""
+    `interval` tokens sends them in events (`stream_events`), which the records keep as chunks. `multi_token`
+    (speculative decoding): a step's accepted tokens reach the client together, one event carrying them (a chunk
+    of several tokens), so ITL is the gap between events and ITL per token that gap split over its tokens, as a
+    streaming client times them, never zero-length gaps between tokens of one step."""
     ends = (tl.delivered_at if len(tl.delivered_at) else tl.step_end_at).tolist()
     chunked = interval > 1
     shown = 0 if chunked else hidden  # chunked: the events are cut on the engine's own token count first
@@ -240,10 +243,25 @@ def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: i
         if chunked:
             times, chunks = stream_events(times, interval, first_alone=first_alone, hidden=hidden,
                                           complete=not late)
+        elif multi_token and times:
+            times, chunks = _step_events(times)
         out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
                                  output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
                                  preemptions=r.num_preemptions, error=error, error_kind=kind, chunk_tokens=chunks))
     return out
+
+
+def _step_events(times: list[float]) -> tuple[list[float], list[int] | None]:
+    """Token instants grouped by the step that delivered them: (one instant per event, tokens per event), or the
+    instants as they are (None) where no step delivered more than one."""
+    events, counts = [times[0]], [1]
+    for t in times[1:]:
+        if t == events[-1]:
+            counts[-1] += 1
+        else:
+            events.append(t)
+            counts.append(1)
+    return (events, counts) if len(events) < len(times) else (times, None)
 
 
 def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = None, *, sla: SLA | None = None,
@@ -278,7 +296,8 @@ def simulate(dep: Deployment, workload: Workload, config: SimConfig | None = Non
             cap = max(1, workload.max_concurrency // n_rep + (rep < workload.max_concurrency % n_rep))
         reqs, tl = run_engine(dep, part, conc, config, progress, replica=rep, max_concurrency=cap)
         requests.extend(reqs)
-        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval, first_alone))
+        records.extend(_records(reqs, tl, hidden_tokens(dep), dep.engine.stream_interval, first_alone,
+                                multi_token=dep.speculative is not None))
         phases.append(request_phases(reqs, tl))
         timelines.append(tl)
     order = sorted(range(len(requests)), key=lambda i: requests[i].request_id)
