@@ -283,3 +283,17 @@ def test_cuda_core_note_follows_the_releases_cache_rule():
     assert "from an FP8 KV cache" in fp8 and fp8.endswith("priced so")
     assert note(gpu="a100-sxm-80gb", engine="sglang@0.4.4").endswith(
         ": an FP8 KV cache (--kv fp8) runs it on the tensor cores")
+
+
+def test_one_output_token_has_no_tpot_in_the_json_or_the_report():
+    import subprocess
+    import sys
+
+    from flopwise.api import estimate as est
+
+    d = est("llama-3.1-8b", "h100-sxm", input_len=1000, output_len=1).to_dict()
+    assert d["tpot_ms"] is None and d["decode_tokens_per_s_per_user"] is None and d["e2e_ms"] == d["ttft_ms"]
+    assert est("llama-3.1-8b", "h100-sxm", input_len=1000, output_len=2).to_dict()["tpot_ms"] > 0
+    out = subprocess.run([sys.executable, "-m", "flopwise", "estimate", "--model", "llama-3.1-8b", "--output-len", "1"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "0.00 ms" not in out

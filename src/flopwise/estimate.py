@@ -110,11 +110,12 @@ class Estimate:
             "replicas": d.replicas, "replicas_per_server": d.replicas_per_server, "weights": d.weights.name,
             "kv": d.kv.name, "batch": self.batch,
             "input_len": self.input_len, "output_len": self.output_len,
-            "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms,
+            # one output token: no decode step, so no TPOT (None, as the simulator's records give it)
+            "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms if self.output_len > 1 else None, "e2e_ms": self.e2e_ms,
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "prefill_tokens_per_s": self.prefill_tokens_per_s,
-            "decode_tokens_per_s_per_user": self.decode_tokens_per_s_per_user,
+            "decode_tokens_per_s_per_user": self.decode_tokens_per_s_per_user if self.output_len > 1 else None,
             "max_batch": self.max_batch, "fits": self.fits,
             "memory": {
                 "device_gib": m.device_bytes / GIB, "budget_gib": m.budget_bytes / GIB,

@@ -76,7 +76,9 @@ def render_estimate(console: Console, r: Estimate) -> None:
     rt = Table(title="Results")
     for c in ("TTFT", "TPOT", "E2E", "output tok/s", "per GPU", "prefill tok/s", "tok/s per user", "MFU", "MBU"):
         rt.add_column(c, justify="right")
-    rt.add_row(f"{r.ttft_ms:.1f} ms", f"{r.tpot_ms:.2f} ms", f"{r.e2e_ms / 1e3:.2f} s", f"{r.output_tokens_per_s:,.0f}",
-               f"{r.output_tokens_per_s_per_gpu:,.0f}", f"{r.prefill_tokens_per_s:,.0f}",
-               f"{r.decode_tokens_per_s_per_user:.1f}", f"{r.mfu:.1%}", f"{r.mbu:.1%}")
+    one = r.output_len < 2  # one output token: no decode step, no TPOT
+    rt.add_row(f"{r.ttft_ms:.1f} ms", "-" if one else f"{r.tpot_ms:.2f} ms", f"{r.e2e_ms / 1e3:.2f} s",
+               f"{r.output_tokens_per_s:,.0f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
+               f"{r.prefill_tokens_per_s:,.0f}", "-" if one else f"{r.decode_tokens_per_s_per_user:.1f}",
+               f"{r.mfu:.1%}", f"{r.mbu:.1%}")
     console.print(rt)
