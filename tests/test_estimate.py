@@ -297,3 +297,12 @@ def test_one_output_token_has_no_tpot_in_the_json_or_the_report():
     out = subprocess.run([sys.executable, "-m", "flopwise", "estimate", "--model", "llama-3.1-8b", "--output-len", "1"],
                          capture_output=True, text=True, check=True).stdout
     assert "0.00 ms" not in out
+
+
+def test_a_batch_above_the_engines_max_num_seqs_says_a_server_would_queue_the_rest():
+    from flopwise.api import estimate as est
+
+    big = est("llama-3.2-1b", "h100-sxm", batch=3000, input_len=512, output_len=128).to_dict()
+    assert any("a batch of 3,000 is priced as one step" in n and "at most 1,024 sequences" in n for n in big["notes"])
+    small = est("llama-3.2-1b", "h100-sxm", batch=64, input_len=512, output_len=128).to_dict()
+    assert not any("priced as one step" in n for n in small["notes"])

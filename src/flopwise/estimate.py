@@ -128,8 +128,20 @@ class Estimate:
             },
             "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict(),
             "mfu": self.mfu, "mbu": self.mbu,
-            **model_facts(d), "notes": notes(d),
+            **model_facts(d), "notes": notes(d) + self._batch_notes(),
         }
+
+    def _batch_notes(self) -> list[str]:
+        """A static batch above the engine's max_num_seqs, which a server would split (the estimate prices it as
+        one step, as asked)."""
+        d = self.deployment
+        out = []
+        replica_seqs = d.max_num_seqs * d.dp
+        if self.batch > replica_seqs:
+            out.append(f"a batch of {self.batch:,} is priced as one step; {d.engine.display} runs at most "
+                       f"{replica_seqs:,} sequences at a time here (max_num_seqs), so a server would queue the "
+                       "rest: simulate it for that")
+        return out
 
 
 def model_facts(dep: Deployment) -> dict[str, Any]:
