@@ -565,3 +565,14 @@ def test_a_disaggregated_pool_wider_than_one_server_spans_servers():
     r = flopwise.simulate(model="llama-3.1-70b", gpu="h100-sxm", disaggregate="prefill=1xtp16,decode=1xtp8",
                           num_requests=20, seed=0)
     assert r.summary["num_completed"] == 20
+
+
+def test_the_simulate_header_names_each_disaggregated_pool():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "flopwise", "simulate", "--model", "qwen3-32b", "--gpu", "h200",
+                          "--disaggregate", "prefill=2xtp2,decode=1xtp4", "--request-rate", "2", "--num-requests",
+                          "30"], capture_output=True, text=True, check=True).stdout
+    head = " ".join(out.split("\n")[:2])
+    assert "8x h200 (prefill 2x tp=2 + decode 1x tp=4," in head and "replicas=3" not in head

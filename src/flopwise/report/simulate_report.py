@@ -32,8 +32,12 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     """The CLI's report of a simulated run from its `--json` summary."""
     st = s["setup"]
     rps = st.get("replicas_per_server", 1)
-    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} (tp={st['tp']}{_ep(st)}, "
-                  f"replicas={st['replicas']}{'' if rps == 1 else f' ({rps} per server)'}, "
+    pools = (s.get("fleet") or {}).get("pools") or []
+    if len(pools) > 1:  # pools of their own shapes (disaggregated prefill / decode): each as it is
+        layout = " + ".join(f"{p['name']} {p['replicas']}x tp={p['tp']}" for p in pools)
+    else:
+        layout = f"tp={st['tp']}{_ep(st)}, replicas={st['replicas']}{'' if rps == 1 else f' ({rps} per server)'}"
+    console.print(f"[bold]{st['model']}[/] on {st['num_gpus']}x {st['gpu']} ({layout}, "
                   f"{st['weights']}/{st['kv']} KV), engine {st['engine']}"
                   f"{'' if st['frontend'] == 'none' else ' behind its HTTP server (' + str(st['endpoint']) + ')'}"
                   f"{f' streaming every {si} tokens' if (si := st.get('stream_interval') or 1) > 1 else ''}, "
