@@ -58,8 +58,11 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     t.add_column("ms")
     for c in ("mean", "p50", "p90", "p95", "p99"):
         t.add_column(c, justify="right")
-    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
-        t.add_row(key.removesuffix("_ms"), *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
+    # queue_ms runs from arrival to the first scheduled computation (the API server's part included); the
+    # breakdown below splits it into the frontend and the engine's own queue
+    for key, label in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2e_ms", "e2e"),
+                       ("queue_ms", "queue (arrival to scheduled)")):
+        t.add_row(label, *(_fmt(s[key][c]) for c in ("mean", "p50", "p90", "p95", "p99")))
     console.print(t)
     goodput = (f"goodput {fmt_rate(s['goodput'])} req/s (SLA attainment {s['sla_attainment']:.1%})" if s.get("sla")
                else "no SLA given (--sla for goodput)")
@@ -72,8 +75,9 @@ def render_simulation(console: Console, s: dict[str, Any]) -> None:
     br = s["time_breakdown_ms"]
     if br["frontend_ms"] is not None:
         util = s["frontend_utilization"]
+        names = {"queue_ms": "engine queue"}  # after the API server (the table's queue includes it)
         console.print("where the time went (mean ms): " + ", ".join(
-            f"{k.removesuffix('_ms')} {v:,.1f}" for k, v in br.items() if v is not None)
+            f"{names.get(k, k.removesuffix('_ms'))} {v:,.1f}" for k, v in br.items() if v is not None)
             + ("" if util is None else f"; API server CPU busy {util:.0%}") + f"; bottleneck: {s['bottleneck']}")
     console.print(f"running batch mean {s['running_batch']['mean']:.1f} (max {s['running_batch']['max']}); KV usage "
                   f"mean {s['kv_utilization']['mean']:.1%} (max {s['kv_utilization']['max']:.1%}); prefix-cache hits "
