@@ -50,7 +50,7 @@ from flopwise.sim.config import SimConfig
 from flopwise.sim.engine import STUCK
 from flopwise.sim.replica import Replica
 from flopwise.sim.request import Request, visible_steps
-from flopwise.sim.simulate import SimResult, SimSummary, sim_summary, stream_events
+from flopwise.sim.simulate import SimResult, SimSummary, sim_summary, step_events, stream_events
 from flopwise.sim.timeline import Timeline
 from flopwise.specs.cluster import ClusterSpec, PoolSpec
 from flopwise.specs.sla import SLA
@@ -646,6 +646,8 @@ class FleetResult:
                 assert fe is not None
                 times, chunks = stream_events(times, interval, first_alone=fe.stream_first_alone, hidden=hidden,
                                               complete=not late)
+            elif legs[-1].replica.dep.speculative is not None and times:  # a step's tokens: one event (simulate's)
+                times, chunks = step_events(times)
             records.append(RequestRecord(request_id=rid, arrival_at=head.arrival_at,
                                          input_tokens=head.num_prompt_tokens, output_tokens=rs.output_tokens,
                                          first_scheduled_at=head.first_scheduled_at, token_times=times,

@@ -30,7 +30,7 @@ from flopwise.specs.deployment import Deployment
 from flopwise.specs.sla import SLA
 from flopwise.workload.spec import Workload
 
-__all__ = ["SimResult", "SimSummary", "RunResult", "simulate", "sim_summary"]
+__all__ = ["SimResult", "SimSummary", "RunResult", "simulate", "sim_summary", "step_events"]
 
 
 class RunResult(Protocol):
@@ -244,14 +244,14 @@ def _records(requests: list[Request], tl: Timeline, hidden: int = 0, interval: i
             times, chunks = stream_events(times, interval, first_alone=first_alone, hidden=hidden,
                                           complete=not late)
         elif multi_token and times:
-            times, chunks = _step_events(times)
+            times, chunks = step_events(times)
         out.append(RequestRecord(request_id=r.request_id, arrival_at=r.arrival_at, input_tokens=r.num_prompt_tokens,
                                  output_tokens=r.max_tokens, first_scheduled_at=r.first_scheduled_at, token_times=times,
                                  preemptions=r.num_preemptions, error=error, error_kind=kind, chunk_tokens=chunks))
     return out
 
 
-def _step_events(times: list[float]) -> tuple[list[float], list[int] | None]:
+def step_events(times: list[float]) -> tuple[list[float], list[int] | None]:
     """Token instants grouped by the step that delivered them: (one instant per event, tokens per event), or the
     instants as they are (None) where no step delivered more than one."""
     events, counts = [times[0]], [1]
