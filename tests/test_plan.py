@@ -419,3 +419,17 @@ def test_a_format_asked_for_by_name_is_planned_as_estimate_prices_it():
     nv = SearchSpace(gpus=("mi355x",), max_gpus=1, weights=("nvfp4",), kvs=("bf16",))
     cands, misses = enumerate_candidates(model, [get_hardware("mi355x")], nv, 4096)
     assert not cands and misses == ["mi355x nvfp4: NVIDIA's NVFP4 runs on NVIDIA GPUs (AMD's FP4 parts run mxfp4)"]
+
+
+def test_the_plan_tables_show_the_latencies_the_sla_bounds():
+    """Terminal and HTML tables alike: each SLA objective's value at its own statistic (JSON sla_values_ms), in
+    place of the fixed P95 TTFT / TPOT pair, which stays where the SLA bounds no latency."""
+    from flopwise.report.plan_html import _columns
+
+    row = {"sla_values_ms": {"p99_ttft": 212.4, "p95_itl": 14.81}}
+    names = [c for c, _ in _columns([row])]
+    assert "P99 TTFT (ms)" in names and "P95 ITL (ms)" in names and "P95 TPOT (ms)" not in names
+    assert names.index("P95 ITL (ms)") + 1 == names.index("KV headroom (GiB)")
+    cells = dict((c, f(row, [1])) for c, f in _columns([row]) if c.endswith("(ms)"))
+    assert cells == {"P99 TTFT (ms)": "212", "P95 ITL (ms)": "14.8"}
+    assert [c for c, _ in _columns([{"sla_values_ms": {}}])].count("P95 TTFT (ms)") == 1

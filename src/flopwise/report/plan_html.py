@@ -15,7 +15,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import roofs, step_cost
 from flopwise.plan.search import PlanResult, plan_to_dict
-from flopwise.report.plan_report import fmt_interval
+from flopwise.report.plan_report import fmt_interval, objective_label
 from flopwise.specs.hardware import GIB
 
 __all__ = ["plan_html", "plan_figures"]
@@ -113,12 +113,30 @@ _COLUMNS: list[tuple[str, Any]] = [
 ]
 
 
+def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """The table's columns, the fixed latency pair replaced by each latency the SLA bounds at its own statistic
+    (as the terminal table: `plan_report.render_plan`)."""
+    bounded = list((rows[0].get("sla_values_ms") or {}) if rows else {})
+    if not bounded:
+        return _COLUMNS
+
+    def cell(key: str) -> Any:
+        digits = 0 if key.endswith(("ttft", "e2e")) else 1
+        return lambda r, _: "-" if r["sla_values_ms"][key] is None else f"{r['sla_values_ms'][key]:,.{digits}f}"
+
+    lat = [(f"{objective_label(k)} (ms)", cell(k)) for k in bounded]
+    out = [c for c in _COLUMNS if not c[0].startswith(("P95 TTFT", "P95 TPOT"))]
+    at = next(i for i, c in enumerate(out) if c[0] == "KV headroom (GiB)")
+    return out[:at] + lat + out[at:]
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in _COLUMNS)
+    columns = _columns(rows)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in columns)
     ranks = [r["rank"] for r in rows]
     body = []
     for r in rows:
-        cells = "".join(f"<td>{html.escape(fmt(r, ranks))}</td>" for _, fmt in _COLUMNS)
+        cells = "".join(f"<td>{html.escape(fmt(r, ranks))}</td>" for _, fmt in columns)
         tied = r["tied_with_first"] and ranks.count(r["rank"]) > 1
         body.append(f"<tr class='{'tie' if tied else ''}'>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

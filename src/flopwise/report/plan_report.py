@@ -21,7 +21,7 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:.3f}"
 
 
-def _label(key: str) -> str:
+def objective_label(key: str) -> str:
     """An SLA objective's column title: "p99_ttft" -> "P99 TTFT", "mean_itl" -> "mean ITL"."""
     stat, metric = key.split("_")
     return f"{stat.upper() if stat != 'mean' else stat} {metric.upper()}"
@@ -85,7 +85,7 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
     # the latencies the SLA bounds, each at its own statistic (P95 TTFT and TPOT where it bounds none)
     first = d["ranked"][0] if d["ranked"] else {}
     bounded = list(first.get("sla_values_ms") or {})
-    lat_names = [_label(k) for k in bounded] if bounded else ["P95 TTFT", "P95 TPOT"]
+    lat_names = [objective_label(k) for k in bounded] if bounded else ["P95 TTFT", "P95 TPOT"]
     rest = ["out tok/s/GPU", "tok/s/user", "$/1M tok", *lat_names, "KV headroom", "binds"]
     shown = [c != name for c in rest]  # the objective's own column leads the row once
     cols += [c for c, keep in zip(rest, shown, strict=True) if keep]
