@@ -374,9 +374,10 @@ async def _session(cfg: BenchConfig, store: RunStore, api_key: str | None, done:
         if progress is not None:
             helpers.append(asyncio.create_task(_progress_loop(progress, cfg, counts, clock)))
         # a rescaled schedule spans this session's requests (a resumed run's remaining ones) over their count / rate
-        block = (len(todo) or 1 if cfg.num_requests is not None
-                 else max(1, math.ceil((cfg.load.rate or 1.0) * (cfg.duration_s or 1.0)))) \
-            if not cfg.load.is_closed and cfg.load.rate and math.isfinite(cfg.load.rate) else 1
+        block = 1
+        if not cfg.load.is_closed and cfg.load.rate and math.isfinite(cfg.load.rate):
+            block = (max(1, len(todo)) if cfg.num_requests is not None
+                     else max(1, math.ceil(cfg.load.rate * (cfg.duration_s or 1.0))))
 
         def on_measured_start(started_at: float) -> None:
             monitor.start()

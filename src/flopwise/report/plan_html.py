@@ -15,7 +15,7 @@ from flopwise.cost.layout import layout
 from flopwise.cost.memory import memory_plan
 from flopwise.cost.step import roofs, step_cost
 from flopwise.plan.search import PlanResult, plan_to_dict
-from flopwise.report.plan_report import fmt_interval, objective_label
+from flopwise.report.plan_report import fmt_interval, objective_label, objective_value
 from flopwise.specs.hardware import GIB
 
 __all__ = ["plan_html", "plan_figures"]
@@ -121,8 +121,7 @@ def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         return _COLUMNS
 
     def cell(key: str) -> Any:
-        digits = 0 if key.endswith(("ttft", "e2e")) else 1
-        return lambda r, _: "-" if r["sla_values_ms"][key] is None else f"{r['sla_values_ms'][key]:,.{digits}f}"
+        return lambda r, _: objective_value(r["sla_values_ms"][key], key)
 
     lat = [(f"{objective_label(k)} (ms)", cell(k)) for k in bounded]
     out = [c for c in _COLUMNS if not c[0].startswith(("P95 TTFT", "P95 TPOT"))]

@@ -27,6 +27,16 @@ def objective_label(key: str) -> str:
     return f"{stat.upper() if stat != 'mean' else stat} {metric.upper()}"
 
 
+def objective_value(ms: float | None, key: str) -> str:
+    """An SLA objective's value (ms) as the plan tables print it: whole ms for TTFT and E2E, one decimal for the
+    per-token latencies, '-' where there is none."""
+    return "-" if ms is None else f"{ms:,.{0 if key.endswith(('ttft', 'e2e')) else 1}f}"
+
+
+def _ms_text(value: str) -> str:
+    return value if value == "-" else f"{value} ms"
+
+
 def _ms(x: float | None, digits: int) -> str:
     """A latency in ms, '-' where there is none (no second token: no TPOT)."""
     return "-" if x is None else f"{x:,.{digits}f} ms"
@@ -107,7 +117,7 @@ def render_plan(console: Console, d: dict[str, Any], top: int = 10) -> None:
         cells = [f"{r['rank']}{'=' if tied else ''}", r["config"] + (" *" if r["config"] in front else ""), lead]
         if obj != "goodput":
             cells.append(f"{r['goodput_per_gpu']:.2f}")
-        lats = ([_ms(r["sla_values_ms"][k], 0 if k.endswith(("ttft", "e2e")) else 1) for k in bounded] if bounded
+        lats = ([_ms_text(objective_value(r["sla_values_ms"][k], k)) for k in bounded] if bounded
                 else [_ms(r["p95_ttft_ms"], 0), _ms(r["p95_tpot_ms"], 1)])
         values = [f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.0f}",
                   _money(r["cost_per_1m_tokens"]), *lats, f"{r['memory_headroom_gib']:.0f} GiB", r["binds"]]
